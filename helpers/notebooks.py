@@ -1,0 +1,245 @@
+"""The numbered notebooks: jupytext pairing, headless execution, and in-process execution for tests.
+
+The percent-format ``notebooks/NN_name.py`` is the source reviewers read; ``NN_name.ipynb`` is
+generated from it (no outputs) for Colab. ``run_all`` executes every notebook headless with
+nbclient and writes executed copies to ``reports/executed/``.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import runtime
+
+PAIR_FORMATS = "ipynb,py:percent"
+# Colab reads these: open on a GPU runtime (T4 on the free tier) with a Python 3 kernel.
+COLAB_METADATA = {
+    "accelerator": "GPU",
+    "colab": {"gpuType": "T4", "provenance": []},
+    "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+    "language_info": {"name": "python"},
+}
+
+
+def notebooks_dir() -> Path:
+    root = runtime.repo_root()
+    if root is None:
+        raise FileNotFoundError(
+            "The notebooks folder was not found: helpers is installed outside a checkout of the course. "
+            "Clone the repository and run from its root (pip install -e .)."
+        )
+    return root / "notebooks"
+
+
+def notebook_sources(only: list[str] | None = None) -> list[Path]:
+    """The percent-format sources ``notebooks/NN_*.py``, in order; ``only`` filters by number or name."""
+    paths = sorted(p for p in notebooks_dir().glob("[0-9][0-9]_*.py"))
+    if only:
+        wanted = [str(o) for o in only]
+        chosen = [p for p in paths if any(p.stem == w or p.stem.startswith(w.zfill(2) + "_") or p.stem == w.removesuffix(".py") for w in wanted)]
+        unknown = [w for w in wanted if not any(p.stem == w or p.stem.startswith(w.zfill(2) + "_") for p in paths)]
+        if unknown:
+            names = ", ".join(p.stem for p in paths) or "(none)"
+            raise ValueError(f"No notebook matches {', '.join(unknown)}. Available: {names}. Use a number (01) or a full name.")
+        return chosen
+    return paths
+
+
+def notebook_paths(only: list[str] | None = None) -> list[Path]:
+    """The ``.ipynb`` notebooks (paired with :func:`notebook_sources`), in order."""
+    return [p.with_suffix(".ipynb") for p in notebook_sources(only)]
+
+
+# ----------------------------------------------------------------------------------------------
+# pairing
+
+
+def _read_py(path: Path):
+    import jupytext
+
+    return jupytext.read(path, fmt="py:percent")
+
+
+def sync(paths: list[Path] | None = None) -> list[Path]:
+    """(Re)write each ``.ipynb`` from its ``.py`` pair, with no outputs and Colab metadata."""
+    import jupytext
+
+    written = []
+    for py in paths or notebook_sources():
+        nb = _read_py(py)
+        nb.metadata.update(COLAB_METADATA)
+        nb.metadata.setdefault("jupytext", {})["formats"] = PAIR_FORMATS
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs = []
+                cell.execution_count = None
+        target = py.with_suffix(".ipynb")
+        jupytext.write(nb, target, fmt="ipynb")
+        written.append(target)
+    return written
+
+
+def pair_problems(py: Path) -> list[str]:
+    """What is wrong with a pair: missing ``.ipynb``, cells that drifted apart, committed outputs."""
+    import nbformat
+
+    ipynb = py.with_suffix(".ipynb")
+    if not ipynb.exists():
+        return [f"{ipynb.name} is missing: run `python -m helpers sync-notebooks`."]
+    problems = []
+    nb = nbformat.read(ipynb, as_version=4)
+    src = _read_py(py)
+    if nb.metadata.get("jupytext", {}).get("formats") != PAIR_FORMATS:
+        problems.append(f"{ipynb.name} is not paired ({PAIR_FORMATS!r} missing from its jupytext metadata).")
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count")):
+            problems.append(f"{ipynb.name} cell {i} has outputs or an execution count: committed notebooks carry none.")
+    a = [(c.cell_type, c.source.strip()) for c in nb.cells]
+    b = [(c.cell_type, c.source.strip()) for c in src.cells]
+    if a != b:
+        first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        problems.append(
+            f"{ipynb.name} and {py.name} have drifted apart (first difference at cell {first}; "
+            f"{len(a)} vs {len(b)} cells): edit the .py, then run `python -m helpers sync-notebooks`."
+        )
+    return problems
+
+
+# ----------------------------------------------------------------------------------------------
+# in-process execution, for tests that poke at a notebook's functions and checks
+
+
+@dataclass
+class Cell:
+    index: int
+    source: str
+    tags: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        first = self.source.strip().splitlines()[0] if self.source.strip() else ""
+        return f"Cell({self.index}, tags={self.tags}, {first[:60]!r})"
+
+
+def code_cells(path: Path | str) -> list[Cell]:
+    """The code cells of a notebook's ``.py`` source (a number like ``"02"`` works too)."""
+    path = Path(path)
+    if not path.suffix:
+        path = notebook_sources([str(path)])[0]
+    path = path.with_suffix(".py")
+    nb = _read_py(path)
+    cells = []
+    for c in nb.cells:
+        if c.cell_type == "code":
+            cells.append(Cell(index=len(cells), source=c.source, tags=list(c.metadata.get("tags", []))))
+    return cells
+
+
+@contextlib.contextmanager
+def _quick_env():
+    old = {k: os.environ.get(k) for k in ("QUICK", "MPLBACKEND")}
+    os.environ["QUICK"] = "1"
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def exec_cells(cells: list[Cell], namespace: dict | None = None, *, name: str = "notebook") -> dict:
+    """Run cells in-process, in order, in ``namespace`` (quick mode, Agg backend); returns it.
+
+    A failing cell raises its own exception, with the cell index in the traceback's file name.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns = namespace if namespace is not None else {"__name__": "__notebook__"}
+    with _quick_env():
+        for cell in cells:
+            code = compile(cell.source, f"<{name} cell {cell.index}>", "exec")
+            exec(code, ns)
+            plt.close("all")
+    return ns
+
+
+def exec_notebook(number: str, *, until: str | None = None) -> dict:
+    """Exec a notebook's code cells in-process; ``until`` stops before the first cell containing that text."""
+    cells = code_cells(number)
+    if until is not None:
+        stop = next((i for i, c in enumerate(cells) if until in c.source), None)
+        if stop is None:
+            raise ValueError(f"no cell of notebook {number} contains {until!r}")
+        cells = cells[:stop]
+    return exec_cells(cells, name=f"notebook {number}")
+
+
+# ----------------------------------------------------------------------------------------------
+# headless execution with nbclient
+
+
+class NotebookFailed(RuntimeError):
+    pass
+
+
+def run_notebook(path: Path, out_dir: Path | None = None, *, quick: bool = True, timeout: int = 1800) -> Path:
+    """Execute one notebook headless; write the executed copy (also on failure) and return its path."""
+    import nbclient
+    import nbformat
+    from nbclient.exceptions import CellExecutionError
+
+    out_dir = Path(out_dir) if out_dir else runtime.reports_dir() / "executed"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.read(path, as_version=4)
+    target = out_dir / path.name
+    env_backup = os.environ.get("QUICK")
+    os.environ["QUICK"] = "1" if quick else "0"  # the kernel inherits our environment
+    os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
+    client = nbclient.NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
+    try:
+        client.execute()
+    except CellExecutionError as err:
+        nbformat.write(nb, target)
+        raise NotebookFailed(f"{path.name} failed; the executed copy with the error is {target}\n{err}") from None
+    finally:
+        if env_backup is None:
+            os.environ.pop("QUICK", None)
+        else:
+            os.environ["QUICK"] = env_backup
+    nbformat.write(nb, target)
+    return target
+
+
+def run_all(only: list[str] | None = None, *, quick: bool = True, out_dir: Path | None = None) -> list[tuple[str, float]]:
+    """Execute the notebooks in order, printing one progress line each and the total time."""
+    paths = notebook_paths(only)
+    if not paths:
+        raise FileNotFoundError(f"No notebooks found in {notebooks_dir()}.")
+    mode = "quick" if quick else "full"
+    print(f"Running {len(paths)} notebook(s) headless in {mode} mode; reports go to {runtime.reports_dir()}", flush=True)
+    times, start = [], time.perf_counter()
+    for i, path in enumerate(paths, 1):
+        t0 = time.perf_counter()
+        print(f"[{i}/{len(paths)}] {path.stem} ...", end=" ", flush=True)
+        try:
+            run_notebook(path, out_dir, quick=quick)
+        except NotebookFailed:
+            print(f"FAILED after {time.perf_counter() - t0:.1f}s", flush=True)
+            raise
+        dt = time.perf_counter() - t0
+        times.append((path.stem, dt))
+        print(f"ok in {dt:.1f}s", flush=True)
+    total = time.perf_counter() - start
+    print(f"All {len(paths)} notebooks ran in {total:.1f}s. Figures: {runtime.figures_dir()}  Metrics: {runtime.metrics_dir()}", flush=True)
+    return times
