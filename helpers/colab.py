@@ -31,7 +31,12 @@ REQUIRED = {
 
 
 def in_colab() -> bool:
-    return "google.colab" in sys.modules or importlib.util.find_spec("google.colab") is not None
+    if "google.colab" in sys.modules:
+        return True
+    try:  # find_spec imports the parent package, and raises when there is no `google` at all
+        return importlib.util.find_spec("google.colab") is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def missing_packages() -> list[str]:

@@ -62,3 +62,27 @@ def interactive(fn: Callable, **sliders):
         except Exception as err:  # a frontend without widget support still gets the static plot
             print(f"(sliders unavailable: {err}; showing the default setting)")
     return fn(**defaults)
+
+
+def save_then_explore(plot: Callable, name: str, **sliders):
+    """Save ``plot(**defaults)`` for the report, then explore it with sliders.
+
+    ``plot`` returns a figure. The figure for the default setting is always saved (PDF and PNG), so a
+    report never depends on where a slider was left; a live notebook then shows sliders, while a
+    headless run shows the saved figure once.
+    """
+    import matplotlib.pyplot as plt
+
+    fig = plot(**{key: spec[3] for key, spec in sliders.items()})
+    save_figure(fig, name)
+    if not in_live_kernel():
+        plt.show()
+        return fig
+    plt.close(fig)
+
+    def show(**kwargs):
+        plot(**kwargs)
+        plt.show()
+
+    interactive(show, **sliders)
+    return fig
