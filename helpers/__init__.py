@@ -11,6 +11,7 @@ One module per concern:
     attention  attention on plain vectors (notebook 01)
     model      the decoder-only Transformer (notebook 02)
     data       sentence pairs, cleaning, splits, tokenizer, batches (notebook 03)
+    corpus     the built-in synthetic French-English corpus (quick mode, tests)
 """
 
 __version__ = "0.1.0"
