@@ -1,0 +1,532 @@
+"""The decoder-only Transformer that notebook 02 builds cell by cell; later notebooks import it from here.
+
+Translation is one sequence, ``<bos> French <sep> English <eos>``. A prefix-LM mask lets every
+position see the whole source (``<bos> French <sep>``, bidirectionally) while target positions
+attend causally, so one stack of blocks does the work of an encoder and a decoder.
+
+Read top to bottom: config, mask, attention, feed-forward, block, model, generation.
+Shapes in comments: B batch, T time (sequence length), C = d_model, nh heads, hs = C // nh.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+POSITIONAL_KINDS = ("learned", "sinusoidal")
+ATTENTION_KINDS = ("dot",)  # scaled dot-product; later notebooks add variants here
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int
+    max_len: int
+    n_layer: int
+    n_head: int
+    d_model: int
+    d_ff: int | None = None  # None -> 4 * d_model, as in GPT-2 and "Attention Is All You Need"
+    dropout: float = 0.0
+    positional: str = "learned"  # "learned" | "sinusoidal"
+    attention: str = "dot"
+    tie_weights: bool = True  # the LM head reuses the token embedding matrix
+
+    def __post_init__(self):
+        for name in ("vocab_size", "max_len", "n_layer", "n_head", "d_model"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"ModelConfig.{name} must be a positive whole number, got {value!r}.")
+        if self.d_ff is None:
+            self.d_ff = 4 * self.d_model
+        if isinstance(self.d_ff, bool) or not isinstance(self.d_ff, int) or self.d_ff < 1:
+            raise ValueError(f"ModelConfig.d_ff must be a positive whole number or None (meaning 4 * d_model), got {self.d_ff!r}.")
+        if self.d_model % self.n_head:
+            valid = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0]
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by n_head={self.n_head}: each head gets d_model / n_head "
+                f"dimensions. Choose n_head from {valid}, or change d_model to a multiple of {self.n_head}."
+            )
+        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
+            raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout!r}; use 0.0 to switch dropout off.")
+        if self.positional not in POSITIONAL_KINDS:
+            raise ValueError(f"positional={self.positional!r} is not known: choose one of {POSITIONAL_KINDS}.")
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            raise ValueError(
+                f"sinusoidal positions pair a sine with a cosine, so d_model must be even (got {self.d_model}): "
+                f"use d_model={self.d_model + 1} or positional='learned'."
+            )
+        if self.attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention={self.attention!r} is not known: choose one of {ATTENTION_KINDS}.")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ModelConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown ModelConfig fields {unknown}: the checkpoint was written by another version of helpers.model; "
+                f"known fields are {sorted(known)}. Remove the extra keys or upgrade the package."
+            )
+        return cls(**data)
+
+
+def num_parameters(config: ModelConfig) -> int:
+    """Closed-form parameter count; equals ``sum(p.numel() for p in model.parameters())``."""
+    V, C, F_, L = config.vocab_size, config.d_model, config.d_ff, config.n_layer
+    embedding = V * C
+    positions = config.max_len * C if config.positional == "learned" else 0  # sinusoidal is a fixed table
+    attention = (C * 3 * C + 3 * C) + (C * C + C)  # fused q/k/v projection + output projection, with biases
+    feed_forward = (C * F_ + F_) + (F_ * C + C)
+    layer_norms = 2 * (2 * C)  # two LayerNorms per block, each a scale and a shift
+    head = 0 if config.tie_weights else V * C  # a tied head shares the embedding matrix
+    return embedding + positions + L * (attention + feed_forward + layer_norms) + 2 * C + head
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
+    """(max_len, d_model): even columns sin(pos / 10000^(2i/d)), odd columns the matching cos."""
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_len, d_model)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq)
+    return table
+
+
+def _check_prefix_len(prefix_len, T: int, batch: int | None = None) -> torch.Tensor:
+    if not isinstance(prefix_len, torch.Tensor):
+        raise TypeError(
+            f"prefix_len must be a LongTensor of shape (B,), one source length per row; got {type(prefix_len).__name__}. "
+            "Use torch.tensor(lengths) or torch.full((B,), n)."
+        )
+    if prefix_len.dtype.is_floating_point or prefix_len.dtype == torch.bool or prefix_len.is_complex():
+        raise TypeError(f"prefix_len must hold whole numbers (torch.long), got {prefix_len.dtype}: use prefix_len.long().")
+    if prefix_len.dim() != 1 or (batch is not None and prefix_len.shape[0] != batch):
+        want = f"({batch},)" if batch is not None else "(B,)"
+        raise ValueError(
+            f"prefix_len must have shape {want}, one prefix length per row of input_ids; got {tuple(prefix_len.shape)}. "
+            "Flatten it with prefix_len.view(-1) or give one length per sentence."
+        )
+    if prefix_len.numel() and (int(prefix_len.min()) < 1 or int(prefix_len.max()) > T):
+        raise ValueError(
+            f"prefix_len values must lie in [1, {T}] (the sequence length), got min {int(prefix_len.min())}, "
+            f"max {int(prefix_len.max())}: the prefix is <bos> French <sep>, so count those tokens, and pass the "
+            "full sequence, not just the target."
+        )
+    return prefix_len
+
+
+def build_attention_mask(T: int, prefix_len: torch.Tensor | None = None, device=None) -> torch.Tensor:
+    """Boolean mask, True = query i may attend to key j. (1, 1, T, T) causal, or (B, 1, T, T) prefix-LM.
+
+    With ``prefix_len``, row b's first ``prefix_len[b]`` positions (``<bos> French <sep>``) see each other
+    in both directions; later positions see the whole prefix and, causally, earlier target positions.
+    Every query sees at least itself, so no softmax row is empty (an empty row would be NaN).
+    """
+    idx = torch.arange(T, device=device)
+    causal = idx[None, :] <= idx[:, None]  # (T, T): key j no later than query i
+    if prefix_len is None:
+        return causal[None, None]  # (1, 1, T, T)
+    prefix_len = _check_prefix_len(prefix_len, T).to(idx.device)
+    key_in_prefix = idx[None, :] < prefix_len[:, None]  # (B, T): key j is a source position of row b
+    return (causal[None] | key_in_prefix[:, None, :])[:, None]  # (B, 1, T, T)
+
+
+class LayerCache:
+    """Keys and values of earlier positions for one layer, so generation computes each token once."""
+
+    def __init__(self):
+        self.k: torch.Tensor | None = None  # (B, nh, S, hs)
+        self.v: torch.Tensor | None = None
+
+    def reorder(self, index: torch.Tensor) -> None:
+        # beams and finished sentences change which rows continue
+        self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.n_head, self.d_model, self.dropout = config.n_head, config.d_model, config.dropout
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model)  # one matmul for q, k, v of every head
+        self.proj = nn.Linear(config.d_model, config.d_model)
+        self.resid_drop = nn.Dropout(config.dropout)
+        self.flash = True  # F.scaled_dot_product_attention (fused kernels); False = the explicit softmax below
+
+    def forward(self, x, mask=None, cache: LayerCache | None = None, return_weights: bool = False):
+        """mask: bool, broadcastable to (B, nh, T, S); None means causal. Returns (B, T, C) [, weights]."""
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        if cache is not None:  # earlier positions' keys and values come from the cache
+            if cache.k is not None:
+                if mask is None:
+                    raise ValueError("a cached attention step needs an explicit mask (the causal default assumes no cache).")
+                k, v = torch.cat([cache.k, k], dim=2), torch.cat([cache.v, v], dim=2)  # (B, nh, S, hs)
+            cache.k, cache.v = k, v
+        p = self.dropout if self.training else 0.0
+        weights = None
+        if self.flash and not return_weights:
+            if mask is None:
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+            else:
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        else:
+            if mask is None:
+                mask = build_attention_mask(T, device=x.device)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, nh, T, S)
+            att = att.masked_fill(~mask, float("-inf"))  # before the softmax, so each row still sums to 1
+            weights = F.softmax(att, dim=-1)  # over keys
+            y = F.dropout(weights, p) @ v  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again, head 0 first
+        y = self.resid_drop(self.proj(y))
+        return (y, weights) if return_weights else y
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.fc = nn.Linear(config.d_model, config.d_ff)
+        self.proj = nn.Linear(config.d_ff, config.d_model)
+        self.drop = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        return self.drop(self.proj(F.gelu(self.fc(x))))  # same MLP at every position
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm residual block: normalise, transform, add back; the residual path stays clean."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(config.d_model)
+        self.attn = SelfAttention(config)
+        self.ln2 = nn.LayerNorm(config.d_model)
+        self.ffn = FeedForward(config)
+
+    def forward(self, x, mask=None, cache: LayerCache | None = None):
+        x = x + self.attn(self.ln1(x), mask, cache)
+        return x + self.ffn(self.ln2(x))
+
+
+class DecoderOnlyTransformer(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"DecoderOnlyTransformer needs a ModelConfig, got {type(config).__name__}: use ModelConfig(...) or ModelConfig.from_dict(d).")
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        if config.positional == "learned":
+            self.pos_emb = nn.Embedding(config.max_len, config.d_model)
+            self.emb_scale = 1.0
+        else:  # a fixed table, not a parameter; not saved either, since it is rebuilt from the config
+            self.register_buffer("pos_table", sinusoidal_table(config.max_len, config.d_model), persistent=False)
+            # as in Vaswani et al.: scale tokens up so the unit-size sin/cos do not drown them
+            self.emb_scale = math.sqrt(config.d_model)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.d_model)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_weights:
+            self.lm_head.weight = self.tok_emb.weight  # one matrix reads tokens in and scores them out
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2: keep the residual stream's variance flat with depth
+            if name.endswith("attn.proj.weight") or name.endswith("ffn.proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    # -- input checks: clear messages instead of an index error deep inside an embedding --
+    def _check_ids(self, input_ids) -> None:
+        if not isinstance(input_ids, torch.Tensor):
+            raise TypeError(f"input_ids must be a torch.LongTensor of shape (B, T), got {type(input_ids).__name__}: use torch.tensor(ids).")
+        if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool or input_ids.is_complex():
+            raise TypeError(f"input_ids must be integer token ids (torch.long), got {input_ids.dtype}: convert with input_ids.long().")
+        if input_ids.dim() != 2:
+            raise ValueError(
+                f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}: "
+                "add a batch dimension with input_ids.unsqueeze(0) for a single sentence."
+            )
+        B, T = input_ids.shape
+        if T == 0:
+            raise ValueError("input_ids has no positions (T = 0): every sequence starts with at least <bos>.")
+        if T > self.config.max_len:
+            raise ValueError(
+                f"sequence length {T} exceeds max_len={self.config.max_len}: truncate or filter long sentences, "
+                "or build the model with a larger max_len."
+            )
+        if input_ids.numel():
+            lo, hi = int(input_ids.min()), int(input_ids.max())
+            if lo < 0 or hi >= self.config.vocab_size:
+                raise ValueError(
+                    f"token ids must lie in [0, {self.config.vocab_size - 1}] (vocab_size={self.config.vocab_size}), "
+                    f"got min {lo}, max {hi}: the tokenizer and ModelConfig.vocab_size disagree; build the config "
+                    "with the tokenizer's vocabulary size."
+                )
+
+    def embed(self, input_ids, positions) -> torch.Tensor:
+        """Token embedding plus position, (B, T, C). positions: (T,) or (B, T) LongTensor."""
+        tok = self.tok_emb(input_ids) * self.emb_scale
+        pos = self.pos_emb(positions) if self.config.positional == "learned" else self.pos_table[positions]
+        return self.drop(tok + pos)  # (B, T, C); pos broadcasts over the batch when it is (T,)
+
+    def forward(self, input_ids: torch.Tensor, prefix_len: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits (B, T, vocab). prefix_len (B,): the source length per row; None = plain causal LM."""
+        self._check_ids(input_ids)
+        B, T = input_ids.shape
+        mask = None  # None lets scaled_dot_product_attention use its fused causal kernel
+        if prefix_len is not None:
+            _check_prefix_len(prefix_len, T, batch=B)
+            mask = build_attention_mask(T, prefix_len, device=input_ids.device)  # (B, 1, T, T)
+        x = self.embed(input_ids, torch.arange(T, device=input_ids.device))
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.lm_head(self.ln_f(x))  # (B, T, vocab)
+
+    @torch.no_grad()
+    def attention_maps(self, input_ids: torch.Tensor, prefix_len: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Attention weights per layer, each (B, n_head, T, T), computed with an explicit softmax."""
+        self._check_ids(input_ids)
+        B, T = input_ids.shape
+        if prefix_len is not None:
+            _check_prefix_len(prefix_len, T, batch=B)
+        mask = build_attention_mask(T, prefix_len, device=input_ids.device)
+        x = self.embed(input_ids, torch.arange(T, device=input_ids.device))
+        maps = []
+        for block in self.blocks:
+            a, w = block.attn(block.ln1(x), mask, return_weights=True)
+            maps.append(w.detach())
+            x = x + a
+            x = x + block.ffn(block.ln2(x))
+        return maps
+
+    # -- generation ----------------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate(
+        self,
+        prefixes: list[list[int]],
+        max_new_tokens: int | list[int],
+        eos_id: int,
+        beams: int = 1,
+        use_cache: bool = True,
+        length_penalty: float = 1.0,
+    ) -> list[list[int]]:
+        """Continue each prefix (``<bos> French <sep>`` ids; lengths may differ) until ``eos_id``.
+
+        Returns the new tokens per sentence, without the prefix and without the eos. ``beams=1`` is
+        greedy; beam search ranks finished hypotheses by ``score / length ** length_penalty``.
+        ``max_new_tokens`` may be one number or one per sentence. A row also stops when prefix plus
+        continuation reaches ``max_len`` (a warning says so). ``use_cache=False`` recomputes the whole
+        sequence each step: slower, same answer. The model is put in eval mode for the call.
+        """
+        prefixes, budgets = self._check_generate_args(prefixes, max_new_tokens, eos_id, beams, length_penalty)
+        was_training = self.training
+        self.eval()  # dropout would make every step random, and the cache would disagree with a recomputation
+        try:
+            decoder = _CachedDecoder(self, prefixes) if use_cache else _FullRecompute(self, prefixes)
+            if beams == 1:
+                return _greedy(decoder, budgets, eos_id)
+            return _beam_search(decoder, budgets, eos_id, beams, length_penalty)
+        finally:
+            self.train(was_training)
+
+    def _check_generate_args(self, prefixes, max_new_tokens, eos_id, beams, length_penalty):
+        cfg = self.config
+        if isinstance(prefixes, torch.Tensor):
+            prefixes = prefixes.tolist()
+        if not isinstance(prefixes, (list, tuple)) or not all(isinstance(p, (list, tuple)) for p in prefixes):
+            raise TypeError("prefixes must be a list of token-id lists, one per sentence, e.g. [[bos, 5, 9, sep], [bos, 7, sep]].")
+        prefixes = [[int(t) for t in p] for p in prefixes]
+        for i, p in enumerate(prefixes):
+            if not p:
+                raise ValueError(f"prefix {i} is empty: start it with <bos> (and end the source with <sep>).")
+            if min(p) < 0 or max(p) >= cfg.vocab_size:
+                raise ValueError(f"prefix {i} has token ids outside [0, {cfg.vocab_size - 1}]: the tokenizer and vocab_size={cfg.vocab_size} disagree.")
+            if len(p) >= cfg.max_len:
+                raise ValueError(
+                    f"prefix {i} has {len(p)} tokens, leaving no room within max_len={cfg.max_len}: "
+                    "shorten or skip that sentence, or build the model with a larger max_len."
+                )
+        if isinstance(max_new_tokens, numbers.Integral):
+            budgets = [int(max_new_tokens)] * len(prefixes)
+        else:
+            budgets = [int(n) for n in max_new_tokens]
+            if len(budgets) != len(prefixes):
+                raise ValueError(f"max_new_tokens has {len(budgets)} entries for {len(prefixes)} prefixes: give one per sentence or a single int.")
+        if any(n < 0 for n in budgets):
+            raise ValueError("max_new_tokens must be >= 0.")
+        room = [min(n, cfg.max_len - len(p)) for n, p in zip(budgets, prefixes)]
+        if room != budgets:
+            short = sum(r < n for r, n in zip(room, budgets))
+            warnings.warn(
+                f"{short} sentence(s) would pass max_len={cfg.max_len}; their generation stops at max_len "
+                "(pass a smaller max_new_tokens or use a model with a larger max_len).",
+                stacklevel=3,
+            )
+        if not (0 <= int(eos_id) < cfg.vocab_size):
+            raise ValueError(f"eos_id={eos_id} is outside the vocabulary [0, {cfg.vocab_size - 1}]: pass the tokenizer's <eos> id.")
+        if not isinstance(beams, int) or beams < 1:
+            raise ValueError(f"beams must be a whole number >= 1 (1 = greedy), got {beams!r}.")
+        if not math.isfinite(length_penalty):
+            raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}.")
+        return prefixes, room
+
+
+class _CachedDecoder:
+    """Left-pads the prefixes so every row's next token sits in the same column; each row keeps its own positions."""
+
+    def __init__(self, model: DecoderOnlyTransformer, prefixes: list[list[int]]):
+        self.model = model
+        device = model.tok_emb.weight.device
+        lengths = torch.tensor([len(p) for p in prefixes], device=device)
+        S = int(lengths.max())
+        ids = torch.zeros(len(prefixes), S, dtype=torch.long, device=device)
+        for i, p in enumerate(prefixes):
+            ids[i, S - len(p):] = torch.tensor(p, device=device)
+        self.ids = ids
+        self.pad = S - lengths  # (N,) left padding per row
+        self.next_pos = lengths.clone()  # (N,) position of the next token in each row
+        cols = torch.arange(S, device=device)
+        self.key_ok = cols[None, :] >= self.pad[:, None]  # (N, S): False on padding
+        self.caches = [LayerCache() for _ in model.blocks]
+
+    def start(self) -> torch.Tensor:
+        m, S = self.model, self.ids.shape[1]
+        positions = (torch.arange(S, device=self.ids.device)[None, :] - self.pad[:, None]).clamp(min=0)  # (N, S)
+        # the prefix is bidirectional: real queries see every real key; a padding query sees only itself
+        eye = torch.eye(S, dtype=torch.bool, device=self.ids.device)
+        mask = (self.key_ok[:, None, :] | eye[None])[:, None]  # (N, 1, S, S)
+        x = m.embed(self.ids, positions)
+        for block, cache in zip(m.blocks, self.caches):
+            x = block(x, mask, cache)
+        return m.lm_head(m.ln_f(x[:, -1]))  # (N, V): the last column is every row's last prefix token
+
+    def step(self, index: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        m = self.model
+        for cache in self.caches:
+            cache.reorder(index)
+        self.key_ok, self.next_pos = self.key_ok[index], self.next_pos[index]
+        self.key_ok = torch.cat([self.key_ok, self.key_ok.new_ones(len(index), 1)], dim=1)  # (N, S+1)
+        mask = self.key_ok[:, None, None, :]  # (N, 1, 1, S+1): the new token sees every real token
+        x = m.embed(tokens[:, None], self.next_pos[:, None])  # (N, 1, C)
+        for block, cache in zip(m.blocks, self.caches):
+            x = block(x, mask, cache)
+        self.next_pos = self.next_pos + 1
+        return m.lm_head(m.ln_f(x[:, -1]))  # (N, V)
+
+
+class _FullRecompute:
+    """The reference: rerun the whole (right-padded) sequence through forward() every step."""
+
+    def __init__(self, model: DecoderOnlyTransformer, prefixes: list[list[int]]):
+        self.model, self.seqs, self.plen = model, [list(p) for p in prefixes], [len(p) for p in prefixes]
+
+    def _last_logits(self) -> torch.Tensor:
+        device = self.model.tok_emb.weight.device
+        T = max(len(s) for s in self.seqs)
+        ids = torch.zeros(len(self.seqs), T, dtype=torch.long, device=device)
+        for i, s in enumerate(self.seqs):
+            ids[i, : len(s)] = torch.tensor(s, device=device)
+        logits = self.model(ids, prefix_len=torch.tensor(self.plen, device=device))  # (N, T, V)
+        last = torch.tensor([len(s) - 1 for s in self.seqs], device=device)
+        return logits[torch.arange(len(self.seqs), device=device), last]  # (N, V)
+
+    def start(self) -> torch.Tensor:
+        return self._last_logits()
+
+    def step(self, index: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        idx, toks = index.tolist(), tokens.tolist()
+        self.seqs = [self.seqs[i] + [t] for i, t in zip(idx, toks)]
+        self.plen = [self.plen[i] for i in idx]
+        return self._last_logits()
+
+
+def _greedy(decoder, budgets: list[int], eos_id: int) -> list[list[int]]:
+    out: list[list[int]] = [[] for _ in budgets]
+    logits = decoder.start()
+    rows = [s for s, n in enumerate(budgets) if n > 0]  # the sentence each row of logits belongs to
+    keep = rows[:]  # row indices into logits (at the start, row i is sentence i)
+    while rows:
+        picked = logits[keep].argmax(dim=-1)  # (N,)
+        next_rows, next_keep = [], []
+        for r, (s, tok) in enumerate(zip(rows, picked.tolist())):
+            if tok == eos_id:
+                continue
+            out[s].append(tok)
+            if len(out[s]) < budgets[s]:
+                next_rows.append(s)
+                next_keep.append(r)
+        if not next_rows:
+            break
+        index = torch.tensor(next_keep, device=logits.device)
+        src = torch.tensor(keep, device=logits.device)[index]  # rows of the decoder state to continue
+        logits = decoder.step(src, picked[index])
+        rows, keep = next_rows, list(range(len(next_rows)))
+    return out
+
+
+def _beam_search(decoder, budgets: list[int], eos_id: int, beams: int, length_penalty: float) -> list[list[int]]:
+    """Beam search per sentence, all sentences batched. Stops a sentence once it has `beams` finished hypotheses."""
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in budgets]
+    logits = decoder.start()
+    # live hypotheses: (sentence, decoder row, score, tokens); rows of one sentence are contiguous
+    live = [(s, s, 0.0, []) for s, n in enumerate(budgets) if n > 0]
+    while live:
+        logp = F.log_softmax(logits.float(), dim=-1)  # (N, V)
+        V = logp.shape[-1]
+        new_live, src, toks = [], [], []
+        i = 0
+        while i < len(live):
+            s = live[i][0]
+            j = i
+            while j < len(live) and live[j][0] == s:
+                j += 1
+            group = live[i:j]
+            rows = torch.tensor([h[1] for h in group], device=logp.device)
+            scores = torch.tensor([h[2] for h in group], device=logp.device)[:, None] + logp[rows]  # (k, V)
+            top_scores, top_idx = scores.view(-1).topk(min(2 * beams, scores.numel()))
+            kept = []
+            for rank, (sc, ix) in enumerate(zip(top_scores.tolist(), top_idx.tolist())):
+                hyp, tok = group[ix // V], ix % V
+                if tok == eos_id:
+                    if rank < beams:  # an eos below the top `beams` would not have survived the beam
+                        finished[s].append((sc / (len(hyp[3]) + 1) ** length_penalty, hyp[3]))
+                    continue
+                kept.append((hyp, tok, sc))
+                if len(kept) == beams:
+                    break
+            for hyp, tok, sc in kept:
+                tokens = hyp[3] + [tok]
+                if len(tokens) >= budgets[s]:  # out of room: this hypothesis ends here
+                    finished[s].append((sc / len(tokens) ** length_penalty, tokens))
+                elif len(finished[s]) < beams:
+                    new_live.append((s, len(src), sc, tokens))
+                    src.append(hyp[1])
+                    toks.append(tok)
+            if len(finished[s]) >= beams:  # enough finished hypotheses: drop this sentence's live ones
+                new_live = [h for h in new_live if h[0] != s]
+            i = j
+        if not new_live:
+            break
+        # rows were appended in order; drop those whose sentence finished, then renumber
+        keep_rows = [h[1] for h in new_live]
+        index = torch.tensor([src[r] for r in keep_rows], device=logits.device)
+        tokens = torch.tensor([toks[r] for r in keep_rows], device=logits.device)
+        live = [(s, n, sc, t) for n, (s, _, sc, t) in enumerate(new_live)]
+        logits = decoder.step(index, tokens)
+    return [max(f, key=lambda h: h[0])[1] if f else [] for f in finished]

@@ -1,0 +1,913 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · A decoder-only Transformer, built cell by cell
+#
+# In this notebook we build, one piece at a time, the model the rest of the course trains to translate
+# French into English: token embeddings, positions, scaled dot-product attention, several heads,
+# masks, a feed-forward network, residual blocks with LayerNorm, and the full model with tied weights.
+# Then we train it on six sentences until it knows them by heart, and make it translate with a
+# key/value cache.
+#
+# After every idea comes a **check** cell: a small function that compares our code with a reference
+# computed a *different* way (loops over positions and heads in plain Python, small examples worked by
+# hand). The checks catch the mistakes people really make: softmax over the wrong dimension, a
+# missing $1/\sqrt{d_k}$, a mask applied after the softmax, heads merged in the wrong order, and others.
+#
+# **Later notebooks import the same model from `helpers.model`** (`DecoderOnlyTransformer`). At the end we
+# load this notebook's weights into it and require identical outputs, so the package is exactly what
+# you built here, plus dropout, input checks and batched beam search.
+
+# %% tags=["parameters"]
+# Set-up and parameters. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
+# steps but runs every code path; on Colab the default is the full run.
+import subprocess, sys
+if "google.colab" in sys.modules:  # install the course package and what Colab lacks; torch is never reinstalled
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/transformers-by-building/course"], check=True)
+from helpers import colab, runtime
+QUICK = runtime.quick_mode()
+SEED = 0
+ACCELERATOR = colab.setup()
+
+# %%
+# Sizes. Everything here is tiny, so the notebook runs on the CPU even when a GPU is present.
+D_MODEL, N_HEAD, N_LAYER = (32, 4, 2) if QUICK else (64, 4, 2)
+MAX_LEN = 16  # longest sequence the model accepts (prefix + target)
+POSITIONAL = "learned"  # or "sinusoidal": the switch used when the model is assembled
+TRAIN_STEPS = 100 if QUICK else 300
+LEARNING_RATE = 5e-3
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from helpers.model import ModelConfig  # only the config dataclass: the model itself we write below
+from helpers.plotting import save_figure
+
+runtime.set_seed(SEED)
+torch.set_printoptions(precision=3, sci_mode=False, linewidth=120)
+
+# %% [markdown]
+# ## Translation as one sequence
+#
+# A decoder-only model reads one sequence of tokens. We write a translation pair as
+#
+# `<bos> le chat noir dort <sep> the black cat sleeps <eos>`
+#
+# The part up to and including `<sep>` is the **prefix** (the source); the rest is the **target**. The model
+# learns to predict each next token; at translation time we give it the prefix and let it continue until
+# it writes `<eos>`. The loss is taken on target tokens only: the French is given, not predicted.
+#
+# Six hand-written pairs and a word-level vocabulary are all we need in this notebook (notebook 03 brings
+# real data and a subword tokenizer). Note the word order: French puts most adjectives *after* the noun.
+
+# %%
+PAIRS = [
+    ("le chat noir dort", "the black cat sleeps"),
+    ("le chien blanc mange", "the white dog eats"),
+    ("la maison rouge", "the red house"),
+    ("un chat blanc mange", "a white cat eats"),
+    ("le chien noir dort", "the black dog sleeps"),
+    ("une maison blanche", "a white house"),
+]
+SPECIALS = ["<pad>", "<bos>", "<sep>", "<eos>"]
+PAD, BOS, SEP, EOS = range(4)
+vocab = SPECIALS + sorted({w for fr, en in PAIRS for w in f"{fr} {en}".split()})
+stoi = {w: i for i, w in enumerate(vocab)}
+
+
+def encode_prefix(fr):
+    return [BOS] + [stoi[w] for w in fr.split()] + [SEP]
+
+
+def encode_pair(fr, en):
+    prefix = encode_prefix(fr)
+    return prefix + [stoi[w] for w in en.split()] + [EOS], len(prefix)
+
+
+seq, plen = encode_pair(*PAIRS[0])
+print(f"{len(vocab)} tokens in the vocabulary")
+for i, t in enumerate(seq):
+    print(f"position {i}: {vocab[t]:>7} (id {t:2d})  {'source' if i < plen else 'target'}")
+
+# %% [markdown]
+# Sentences have different lengths, so a batch is **right-padded** with `<pad>`; `prefix_len` records
+# where each row's source ends. Padding sits after every real token, and we will see that the masks
+# keep real positions from ever looking at it.
+
+# %%
+def make_batch(pairs):
+    encoded = [encode_pair(fr, en) for fr, en in pairs]
+    T = max(len(s) for s, _ in encoded)
+    ids = torch.full((len(encoded), T), PAD, dtype=torch.long)
+    for row, (s, _) in enumerate(encoded):
+        ids[row, : len(s)] = torch.tensor(s)
+    return ids, torch.tensor([p for _, p in encoded])
+
+
+ids, prefix_len = make_batch(PAIRS)
+print("ids", tuple(ids.shape), "\n", ids, "\nprefix_len", prefix_len)
+
+# %% [markdown]
+# ## Token embedding
+#
+# Each token id selects one row of a learned matrix of shape (vocabulary, `d_model`). From now on every
+# position carries a vector of `D_MODEL` numbers.
+
+# %%
+tok_emb = nn.Embedding(len(vocab), D_MODEL)
+x = tok_emb(ids)
+print("ids", tuple(ids.shape), "-> vectors", tuple(x.shape))
+
+# %% [markdown]
+# ## Positional encoding
+#
+# Attention, which we write next, compares every position with every other and sums the results: it
+# has no idea of order. Swap two words and each output is the same, just moved. So we add to each token
+# vector a vector that depends on its position. Two common choices:
+#
+# * **learned**: another embedding table, indexed by position (GPT-2 does this);
+# * **sinusoidal**: a fixed table (Vaswani et al., 2017), column pair $(2i, 2i+1)$ holding
+#   $\sin(p / 10000^{2i/d})$ and $\cos(p / 10000^{2i/d})$: fast-turning pairs tell neighbours apart,
+#   slow ones far-apart positions.
+#
+# `POSITIONAL` in the parameters cell switches between them.
+
+# %%
+def sinusoidal_positions(max_len, d_model):
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
+    freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))  # (d/2,)
+    table = torch.zeros(max_len, d_model)
+    table[:, 0::2] = torch.sin(pos * freq)  # even columns: sine
+    table[:, 1::2] = torch.cos(pos * freq)  # odd columns: the cosine of the same angle
+    return table
+
+
+print(sinusoidal_positions(MAX_LEN, D_MODEL)[:4, :6])
+
+# %% tags=["check"]
+def check_sinusoidal(positions_fn):
+    """Compare with the formula evaluated number by number with Python's math module."""
+    max_len, d = 7, 6
+    table = positions_fn(max_len, d)
+    assert tuple(table.shape) == (max_len, d), f"expected shape {(max_len, d)}, got {tuple(table.shape)}"
+    for p in range(max_len):
+        for i in range(d // 2):
+            angle = p / 10000 ** (2 * i / d)
+            assert abs(table[p, 2 * i].item() - math.sin(angle)) < 1e-5, f"column {2 * i} should be sin(p / 10000^(2i/d))"
+            assert abs(table[p, 2 * i + 1].item() - math.cos(angle)) < 1e-5, f"column {2 * i + 1} should be cos(p / 10000^(2i/d))"
+
+
+check_sinusoidal(sinusoidal_positions)
+print("✓ sinusoidal table matches the formula")
+
+# %% [markdown]
+# ## Scaled dot-product attention, one head
+#
+# Each position asks a question (its **query** $q$), each position offers a **key** $k$ and a **value** $v$.
+# The answer is a weighted average of values, weighted by how well query and key match:
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right)V$$
+#
+# Three details matter, and the check below tests each:
+#
+# * the softmax runs over the **keys** (the last dimension), so each query's weights sum to 1;
+# * dividing by $\sqrt{d_k}$ keeps the scores' spread independent of the head size, so the softmax does
+#   not saturate to one-hot as $d_k$ grows;
+# * the mask $M$ (0 where allowed, $-\infty$ where not) is applied **before** the softmax. Masking after it
+#   would leave rows that no longer sum to 1. We pass the mask as booleans, `True` = may attend.
+
+# %%
+def attention(q, k, v, mask=None):
+    """q (..., T, d_k), k (..., S, d_k), v (..., S, d_v), mask bool broadcastable to (..., T, S)."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))  # forbidden keys get weight exp(-inf) = 0
+    weights = scores.softmax(dim=-1)  # over keys: each row sums to 1
+    return weights @ v, weights  # (..., T, d_v), (..., T, S)
+
+
+# a small example you can follow by hand: 3 positions, d_k = 2
+q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+k = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+v = torch.tensor([[1.0, 0.0], [0.0, 1.0], [5.0, 5.0]])
+out, w = attention(q, k, v)
+print("weights\n", w, "\noutput\n", out)
+
+# %% tags=["check"]
+def reference_attention(q, k, v, mask):
+    """Plain Python, one query at a time: q, k, v are lists of vectors, mask[i][j] a bool."""
+    d_k, out, weights = len(q[0]), [], []
+    for i, qi in enumerate(q):
+        scores = [sum(a * b for a, b in zip(qi, kj)) / math.sqrt(d_k) if mask[i][j] else None for j, kj in enumerate(k)]
+        top = max(s for s in scores if s is not None)
+        e = [math.exp(s - top) if s is not None else 0.0 for s in scores]
+        w_i = [x / sum(e) for x in e]
+        weights.append(w_i)
+        out.append([sum(w_i[j] * v[j][c] for j in range(len(v))) for c in range(len(v[0]))])
+    return out, weights
+
+
+def check_attention(attention_fn):
+    g = torch.Generator().manual_seed(1)
+    B, T, d_k = 2, 5, 4
+    q, k, v = (torch.randn(B, T, d_k, generator=g) * 2 for _ in range(3))
+    mask = torch.rand(B, T, T, generator=g) > 0.4
+    mask |= torch.eye(T, dtype=torch.bool)  # every query may see at least itself
+    out, weights = attention_fn(q, k, v, mask)
+    assert tuple(out.shape) == (B, T, d_k) and tuple(weights.shape) == (B, T, T), "output (B, T, d_v), weights (B, T, S)"
+    assert torch.allclose(weights.sum(-1), torch.ones(B, T), atol=1e-5), (
+        "each query's weights must sum to 1: softmax over the keys (dim=-1), with the mask applied before it"
+    )
+    for b in range(B):
+        ref_out, ref_w = reference_attention(q[b].tolist(), k[b].tolist(), v[b].tolist(), mask[b].tolist())
+        assert torch.allclose(weights[b], torch.tensor(ref_w), atol=1e-5), "weights differ from softmax(q·k / sqrt(d_k)) over allowed keys"
+        assert torch.allclose(out[b], torch.tensor(ref_out), atol=1e-5), "output differs from the weighted sum of values"
+
+
+check_attention(attention)
+print("✓ attention matches a loop-by-loop reference")
+
+# %% [markdown]
+# PyTorch ships the same computation as one fused call, `F.scaled_dot_product_attention`; on a GPU it
+# runs a kernel that never stores the full (T, S) weight matrix. Same boolean mask convention, same
+# result. `helpers.model` uses it; in this notebook we keep our own version so the weights stay visible.
+
+# %%
+g = torch.Generator().manual_seed(2)
+q4, k4, v4 = (torch.randn(2, 3, 6, 8, generator=g) for _ in range(3))  # (B, heads, T, d_k)
+m4 = torch.tril(torch.ones(6, 6, dtype=torch.bool))
+ours, _ = attention(q4, k4, v4, m4)
+fused = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=m4)
+print("largest difference:", (ours - fused).abs().max().item())
+
+# %% tags=["check"]
+assert torch.allclose(ours, fused, atol=1e-5), "our attention and F.scaled_dot_product_attention should agree"
+print("✓ same result as F.scaled_dot_product_attention")
+
+# %% [markdown]
+# ## Multi-head attention
+#
+# One head computes one weighted average per position. Several smaller heads can look for different
+# things at once (one the previous word, another the matching noun). We project the input to queries,
+# keys and values with one `Linear` of width 3·`d_model`, **split** each into `n_head` heads of size
+# `hs = d_model / n_head`, attend in every head independently, **merge** the heads back side by side
+# (head 0's numbers first) and mix them with an output projection.
+#
+# Shapes: `(B, T, C)` → split → `(B, nh, T, hs)` → attention per head → merge → `(B, T, C)`.
+# The classic bug is merging with a bare `reshape` from `(B, nh, T, hs)` to `(B, T, C)`: the shapes fit,
+# but it interleaves positions and heads. Heads must first be moved next to `hs` (the transpose).
+
+# %%
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.qkv = nn.Linear(d_model, 3 * d_model)  # queries, keys and values of every head in one matmul
+        self.proj = nn.Linear(d_model, d_model)  # mixes what the heads found
+
+    def split_heads(self, t):  # (B, T, C) -> (B, nh, T, hs)
+        B, T, C = t.shape
+        return t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+
+    def merge_heads(self, t):  # (B, nh, T, hs) -> (B, T, C), head 0's dimensions first
+        B, nh, T, hs = t.shape
+        return t.transpose(1, 2).reshape(B, T, nh * hs)
+
+    def forward(self, x, mask=None):
+        q, k, v = (self.split_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+        y, self.last_weights = attention(q, k, v, mask)  # kept for plotting
+        return self.proj(self.merge_heads(y))
+
+
+mha = MultiHeadAttention(D_MODEL, N_HEAD)
+print(tuple(x.shape), "->", tuple(mha(x).shape), "| weights per head:", tuple(mha.last_weights.shape))
+
+# %% tags=["check"]
+def check_multi_head(mha_cls):
+    """Rebuild the output head by head from the layer's own weights, with the loop reference for attention."""
+    torch.manual_seed(3)
+    B, T, C, nh = 2, 4, 12, 3
+    layer, hs = mha_cls(C, nh), C // nh
+    x = torch.randn(B, T, C)
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    with torch.no_grad():
+        out = layer(x, mask)
+        W, b = layer.qkv.weight, layer.qkv.bias  # rows: all queries, then all keys, then all values
+        for r in range(B):
+            heads = []
+            for h in range(nh):
+                cols = [part * C + h * hs + i for part in range(3) for i in range(hs)]
+                qh, kh, vh = (x[r] @ W[cols].T + b[cols]).split(hs, dim=-1)
+                heads.append(torch.tensor(reference_attention(qh.tolist(), kh.tolist(), vh.tolist(), mask.tolist())[0]))
+            expected = layer.proj(torch.cat(heads, dim=-1))  # heads side by side, in order
+            assert torch.allclose(out[r], expected, atol=1e-5), (
+                "multi-head output differs from head-by-head attention: check how heads are split and merged "
+                "(transpose (B, nh, T, hs) back to (B, T, nh, hs) before reshaping to (B, T, C))"
+            )
+
+
+check_multi_head(MultiHeadAttention)
+print("✓ multi-head attention matches a head-by-head reference")
+
+# %% [markdown]
+# ## The causal mask
+#
+# A language model predicts token $t+1$ from tokens $\le t$. If position $t$ could attend to later
+# positions, training would be trivial (copy the answer) and useless at generation time, where later
+# tokens do not exist yet. The **causal** mask lets query $i$ see key $j$ only when $j \le i$:
+# a lower-triangular matrix.
+
+# %%
+def causal_mask(T):
+    return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T): True on and below the diagonal
+
+
+print(causal_mask(5).int())
+
+# %% tags=["check"]
+def check_causal_mask(mask_fn):
+    for T in range(1, 7):
+        m = mask_fn(T)
+        assert m.dtype == torch.bool and tuple(m.shape[-2:]) == (T, T), "a (T, T) boolean mask, True = may attend"
+        for i in range(T):
+            for j in range(T):
+                assert bool(m[..., i, j].all()) == (j <= i), f"query {i} {'must' if j <= i else 'must not'} see key {j}"
+    # and in use: changing a later input leaves earlier outputs alone
+    torch.manual_seed(4)
+    q, k, v = torch.randn(3, 6, 8).unbind(0)  # (T, d) each
+    k2, v2 = k.clone(), v.clone()
+    k2[4], v2[4] = torch.randn(8), torch.randn(8)
+    a, _ = attention(q, k, v, mask_fn(6))
+    b, _ = attention(q, k2, v2, mask_fn(6))
+    assert torch.allclose(a[:4], b[:4]), "positions 0-3 changed when only position 4 did: the mask lets them see the future"
+
+
+check_causal_mask(causal_mask)
+print("✓ causal mask")
+
+# %% [markdown]
+# ## The prefix-LM mask
+#
+# For translation the source is given in full before we write a single English word, so there is no
+# reason to hide later French words from earlier ones. The **prefix-LM** mask lets every position see
+# the whole prefix `<bos> French <sep>` (in both directions), and target positions see earlier target
+# positions causally. Query $i$ may see key $j$ when $j \le i$ **or** $j$ lies in the prefix.
+#
+# It depends on each row's `prefix_len`, so it has shape `(B, 1, T, T)`; the 1 broadcasts over heads.
+# Note what is indexed by `prefix_len`: the **keys**. (Opening up the *queries* in the prefix instead
+# would let source positions read the target, which leaks the answer.)
+
+# %%
+def prefix_lm_mask(T, prefix_len):
+    """(B, 1, T, T) bool: query i sees key j if j <= i, or if key j lies in that row's prefix."""
+    in_prefix = torch.arange(T)[None, :] < prefix_len[:, None]  # (B, T): which keys are source tokens
+    return (causal_mask(T)[None] | in_prefix[:, None, :])[:, None]
+
+
+print(prefix_lm_mask(7, torch.tensor([4]))[0, 0].int())
+
+# %% tags=["check"]
+def check_prefix_lm_mask(mask_fn):
+    prefix_len = torch.tensor([1, 3, 6])
+    m = mask_fn(6, prefix_len)
+    assert m.dtype == torch.bool and tuple(m.shape) == (3, 1, 6, 6), "shape (B, 1, T, T), boolean"
+    for b, p in enumerate(prefix_len.tolist()):
+        for i in range(6):
+            for j in range(6):
+                allowed = j <= i or j < p
+                assert bool(m[b, 0, i, j]) == allowed, (
+                    f"row {b} (prefix {p}): query {i} {'must' if allowed else 'must not'} see key {j}; "
+                    "sources see the whole source, targets see the source and earlier targets, nothing sees a later target"
+                )
+
+
+check_prefix_lm_mask(prefix_lm_mask)
+print("✓ prefix-LM mask")
+
+# %% [markdown]
+# **Which positions can each position see?** On the left the plain causal mask, on the right the
+# prefix-LM mask, for our first sentence (rows are queries, columns keys; dark = may attend).
+# The prefix-LM mask opens the top-left source block in both directions and nothing else.
+
+# %%
+seq, plen = encode_pair(*PAIRS[0])
+labels_txt = [vocab[t] for t in seq]
+fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
+for ax, (title, m) in zip(axes, [("causal", causal_mask(len(seq))), (f"prefix-LM (prefix = {plen})", prefix_lm_mask(len(seq), torch.tensor([plen]))[0, 0])]):
+    ax.imshow(m.int(), cmap="Greys", vmin=0, vmax=1.4)
+    ax.set_xticks(range(len(seq)), labels_txt, rotation=90)
+    ax.set_yticks(range(len(seq)), labels_txt)
+    ax.axhline(plen - 0.5, color="tab:red", lw=1)
+    ax.axvline(plen - 0.5, color="tab:red", lw=1)
+    ax.set_title(title)
+    ax.set_xlabel("key (attended to)")
+axes[0].set_ylabel("query (attending)")
+fig.tight_layout()
+save_figure(fig, "02_masks")
+plt.show()
+
+# %% [markdown]
+# **Why not a causal mask over the whole sequence?** Look at the column of `noir` ("black"). Under the
+# causal mask only `noir` itself and later positions can read it; `chat` ("cat") cannot, at any layer.
+# The vector for `chat` is built without knowing the cat is black. French puts the adjective after the
+# noun, so the source words that come first are exactly those that need later words to be understood.
+# A causal model can still get there (the `<sep>` position and target positions see everything), but
+# it must route all such combinations through later positions. The prefix-LM mask lets every source
+# word see the whole sentence, like the encoder of an encoder–decoder Transformer, at no extra cost.
+
+# %%
+col = seq.index(stoi["noir"])
+for name, m in [("causal", causal_mask(len(seq))), ("prefix-LM", prefix_lm_mask(len(seq), torch.tensor([plen]))[0, 0])]:
+    readers = [labels_txt[i] for i in range(plen) if m[i, col]]
+    print(f"{name:>9}: source positions that can read 'noir': {readers}")
+
+# %% [markdown]
+# ## Feed-forward network
+#
+# Attention moves information between positions; the feed-forward network then transforms each
+# position on its own: widen to `d_ff` (4 × `d_model`), apply GELU, project back. The same weights are
+# used at every position.
+
+# %%
+class FeedForward(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.fc = nn.Linear(d_model, d_ff)
+        self.proj = nn.Linear(d_ff, d_model)
+
+    def forward(self, x):  # (B, T, C) -> (B, T, C)
+        return self.proj(F.gelu(self.fc(x)))
+
+
+print(tuple(FeedForward(D_MODEL, 4 * D_MODEL)(x).shape))
+
+# %% tags=["check"]
+def check_feed_forward(ffn_cls):
+    """Position by position, with GELU written from its definition: z * Phi(z)."""
+    torch.manual_seed(5)
+    ffn = ffn_cls(4, 8)
+    x = torch.randn(2, 3, 4)
+    with torch.no_grad():
+        out = ffn(x)
+        for b in range(2):
+            for t in range(3):
+                hidden = [z * 0.5 * (1 + math.erf(z / math.sqrt(2))) for z in (ffn.fc.weight @ x[b, t] + ffn.fc.bias).tolist()]
+                expected = ffn.proj.weight @ torch.tensor(hidden) + ffn.proj.bias
+                assert torch.allclose(out[b, t], expected, atol=1e-5), "expected proj(gelu(fc(x))) at every position"
+
+
+check_feed_forward(FeedForward)
+print("✓ feed-forward network")
+
+# %% [markdown]
+# ## The residual block, with LayerNorm first (pre-LN)
+#
+# A block is attention then feed-forward, each wrapped the same way: **normalise a copy** of the
+# running vector (the *residual stream*), compute an update from it, **add** the update back.
+#
+# `x = x + attn(ln1(x))`, then `x = x + ffn(ln2(x))`.
+#
+# The addition lets gradients flow straight through many blocks; normalising only the branch input
+# (pre-LN, as in GPT-2) instead of the sum (post-LN, the 2017 original) keeps deep stacks stable without
+# a warm-up. Forgetting the residual, or normalising the sum, are the two mistakes the check catches.
+
+# %%
+class Block(nn.Module):
+    def __init__(self, d_model, n_head, d_ff):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, n_head)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.ffn = FeedForward(d_model, d_ff)
+
+    def forward(self, x, mask=None):
+        x = x + self.attn(self.ln1(x), mask)  # look around, add what was found
+        return x + self.ffn(self.ln2(x))  # think per position, add that too
+
+
+print(tuple(Block(D_MODEL, N_HEAD, 4 * D_MODEL)(x, causal_mask(x.size(1))).shape))
+
+# %% tags=["check"]
+def layer_norm_by_hand(x, ln):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)  # biased variance, as LayerNorm uses
+    return (x - mean) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
+
+
+def check_block(block_cls):
+    torch.manual_seed(6)
+    block = block_cls(8, 2, 16)
+    with torch.no_grad():
+        for ln in (block.ln1, block.ln2):  # non-trivial scales and shifts, so a misplaced LayerNorm shows
+            ln.weight.uniform_(0.5, 1.5)
+            ln.bias.uniform_(-0.5, 0.5)
+        x = torch.randn(2, 5, 8) * 3 + 1
+        mask = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+        out = block(x, mask)
+        h = x + block.attn(layer_norm_by_hand(x, block.ln1), mask)
+        expected = h + block.ffn(layer_norm_by_hand(h, block.ln2))
+    assert tuple(out.shape) == (2, 5, 8)
+    assert torch.allclose(out, expected, atol=1e-5), (
+        "expected x + attn(ln1(x)) followed by x + ffn(ln2(x)): a residual add around each sub-layer, "
+        "LayerNorm on the sub-layer's input only"
+    )
+
+
+check_block(Block)
+print("✓ pre-LN residual block")
+
+# %% [markdown]
+# ## The whole model
+#
+# Token embedding (times $\sqrt{d_\text{model}}$ with sinusoidal positions, as in Vaswani et al., so the
+# unit-size sines do not drown the small initial embeddings) plus positions, `n_layer` blocks, a final
+# LayerNorm, and a linear **LM head** that turns each vector into one score per vocabulary word.
+#
+# **Weight tying:** the head reuses the token-embedding matrix. A word's input vector and the vector
+# that scores it as output are the same, which saves `vocab × d_model` parameters and tends to help
+# small models. `forward` takes an optional `prefix_len`: with it the prefix-LM mask, without it the
+# causal mask. Sizes come from `helpers.model.ModelConfig`, the dataclass the package uses as well.
+
+# %%
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        if cfg.positional == "learned":
+            self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
+        else:  # a fixed table: a buffer, not a parameter, and not saved (persistent=False)
+            self.register_buffer("pos_table", sinusoidal_positions(cfg.max_len, cfg.d_model), persistent=False)
+        self.blocks = nn.ModuleList(Block(cfg.d_model, cfg.n_head, cfg.d_ff) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight  # weight tying
+        for m in self.modules():  # small initial weights (GPT-2): start near uniform predictions
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+
+    def embed(self, ids, start=0):  # (B, T) -> (B, T, C); positions start, start+1, ...
+        pos = torch.arange(start, start + ids.size(1))
+        if self.cfg.positional == "learned":
+            return self.tok_emb(ids) + self.pos_emb(pos)
+        return self.tok_emb(ids) * math.sqrt(self.cfg.d_model) + self.pos_table[pos]
+
+    def forward(self, ids, prefix_len=None):  # (B, T) -> logits (B, T, vocab)
+        T = ids.size(1)
+        mask = causal_mask(T) if prefix_len is None else prefix_lm_mask(T, prefix_len)
+        x = self.embed(ids)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.lm_head(self.ln_f(x))
+
+
+cfg = ModelConfig(vocab_size=len(vocab), max_len=MAX_LEN, n_layer=N_LAYER, n_head=N_HEAD, d_model=D_MODEL, positional=POSITIONAL)
+model = Transformer(cfg)
+print(cfg)
+print("logits", tuple(model(ids, prefix_len).shape))
+
+# %% tags=["check"]
+def check_model(model_cls):
+    torch.manual_seed(7)
+    small = ModelConfig(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=16, positional=POSITIONAL)
+    m = model_cls(small)
+    with torch.no_grad():
+        for p in m.parameters():  # larger random weights than the init, so every effect is visible
+            p.normal_(0, 0.3)
+        x = torch.tensor([[5, 6, 7, 8, 9]])
+        logits = m(x)
+        assert tuple(logits.shape) == (1, 5, 20), "logits (B, T, vocab)"
+        assert m.lm_head.weight is m.tok_emb.weight, "the LM head should share the token-embedding matrix"
+        # with everything visible to everything (a prefix as long as the sequence) only positions tell order
+        everything = torch.tensor([5])
+        swapped = m(torch.tensor([[6, 5, 7, 8, 9]]), everything)
+        assert not torch.allclose(m(x, everything)[0, -1], swapped[0, -1], atol=1e-4), (
+            "the last position gives the same output when two earlier words swap places: positions are missing"
+        )
+        later = m(torch.tensor([[5, 6, 7, 8, 1]]))
+        assert torch.allclose(logits[0, :4], later[0, :4], atol=1e-5), "changing the last token changed earlier logits (causal)"
+        plen = torch.tensor([4])
+        changed_source = m(torch.tensor([[5, 6, 7, 1, 9]]), plen)
+        assert not torch.allclose(m(x, plen)[0, 0], changed_source[0, 0], atol=1e-4), (
+            "with prefix_len, the first source position must see a later source token"
+        )
+
+
+check_model(Transformer)
+print("✓ model: shapes, tying, positions, masks")
+
+# %% [markdown]
+# The argument about `noir`, now measured in the model itself (still untrained: information flow does not
+# need training). We change `noir` to `blanc` and ask which source positions' outputs change.
+
+# %%
+src_a = torch.tensor([encode_prefix("le chat noir dort")])
+src_b = torch.tensor([encode_prefix("le chat blanc dort")])
+with torch.no_grad():
+    for name, pl in [("causal", None), ("prefix-LM", torch.tensor([src_a.size(1)]))]:
+        change = (model(src_a, pl) - model(src_b, pl)).abs().amax(-1)[0]
+        print(f"{name:>9}:", "  ".join(f"{vocab[t]} {c:.1e}" for t, c in zip(src_a[0].tolist(), change.tolist())))
+
+# %% [markdown]
+# ## How many parameters?
+#
+# Counting by hand is a good test of understanding. With vocabulary $V$, width $C$, feed-forward width
+# $F$, $L$ blocks and `max_len` $P$:
+#
+# * token embedding $VC$ (the tied head adds nothing); learned positions $PC$ (sinusoidal: none);
+# * per block: fused q/k/v $3C^2 + 3C$, output projection $C^2 + C$, feed-forward $CF + F + FC + C$,
+#   two LayerNorms $2 \cdot 2C$ (a scale and a shift each);
+# * final LayerNorm $2C$.
+
+# %%
+def count_parameters(cfg):
+    V, C, F_, L = cfg.vocab_size, cfg.d_model, cfg.d_ff, cfg.n_layer
+    per_block = (3 * C * C + 3 * C) + (C * C + C) + (C * F_ + F_ + F_ * C + C) + 2 * 2 * C
+    positions = cfg.max_len * C if cfg.positional == "learned" else 0
+    return V * C + positions + L * per_block + 2 * C
+
+
+print(f"formula: {count_parameters(cfg):,}   counted: {sum(p.numel() for p in model.parameters()):,}")
+
+# %% tags=["check"]
+def check_parameter_count(count_fn):
+    for kw in [dict(), dict(positional="sinusoidal"), dict(d_ff=24, n_layer=3), dict(vocab_size=50, n_head=1)]:
+        c = ModelConfig(**{**dict(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=16), **kw})
+        actual = sum(p.numel() for p in Transformer(c).parameters())  # a tied weight is counted once
+        assert count_fn(c) == actual, f"formula gives {count_fn(c)}, the model has {actual} parameters ({kw})"
+
+
+check_parameter_count(count_parameters)
+print("✓ parameter formula")
+
+# %% [markdown]
+# ## Labels: shift by one, target tokens only
+#
+# Position $t$ predicts token $t+1$, so the label at position $t$ is `ids[t+1]`: the labels are the
+# inputs **shifted left by one**. Forgetting the shift trains the model to copy its input, which it
+# learns perfectly and uselessly. Positions whose next token is still French get the label `-100`,
+# which `F.cross_entropy` ignores; so do positions whose next token is padding. The first labelled
+# position is `<sep>`, which predicts the first English word; the last predicts `<eos>`.
+
+# %%
+def make_labels(ids, prefix_len, pad_id=PAD):
+    labels = torch.full_like(ids, -100)
+    labels[:, :-1] = ids[:, 1:]  # position t predicts token t + 1
+    next_pos = torch.arange(1, ids.size(1) + 1)  # index of the token each position predicts
+    labels[next_pos[None, :] < prefix_len[:, None]] = -100  # that token is source: given, not predicted
+    labels[labels == pad_id] = -100
+    return labels
+
+
+def lm_loss(logits, labels):
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=-100)
+
+
+labels = make_labels(ids, prefix_len)
+for t, (i, l) in enumerate(zip(ids[0].tolist(), labels[0].tolist())):
+    print(f"position {t}: input {vocab[i]:>7} -> label {vocab[l] if l >= 0 else '(none)'}")
+
+# %% tags=["check"]
+def check_labels(make_labels_fn):
+    # worked by hand: <bos> le chat <sep> the cat <eos> <pad>, prefix of 4
+    ids = torch.tensor([[BOS, 10, 11, SEP, 20, 21, EOS, PAD]])
+    got = make_labels_fn(ids, torch.tensor([4]), PAD).tolist()[0]
+    assert got == [-100, -100, -100, 20, 21, EOS, -100, -100], (
+        f"got {got}: labels are the next token (shifted by one), -100 where the next token is source or padding"
+    )
+    # and by loops on a random batch
+    torch.manual_seed(8)
+    ids = torch.randint(4, 30, (3, 9))
+    ids[1, 7:] = PAD
+    plen = torch.tensor([2, 4, 9])
+    got = make_labels_fn(ids, plen, PAD)
+    for b in range(3):
+        for t in range(9):
+            nxt = ids[b, t + 1].item() if t + 1 < 9 else None
+            want = nxt if nxt is not None and t + 1 >= plen[b] and nxt != PAD else -100
+            assert got[b, t].item() == want, f"row {b} position {t}: label {got[b, t].item()}, expected {want}"
+
+
+check_labels(make_labels)
+print("✓ labels")
+
+# %% [markdown]
+# ## One training loop: overfit six sentences
+#
+# The smallest honest test of a model is whether it can memorise a tiny batch. If the loss does not
+# go to nearly zero, something is broken (a mask that hides the source, unshifted labels, no gradient
+# reaching a layer). Forward, loss, `zero_grad`, `backward`, `step`, repeated.
+
+# %%
+runtime.set_seed(SEED)
+model = Transformer(cfg)
+optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
+losses = []
+for step in range(TRAIN_STEPS):
+    loss = lm_loss(model(ids, prefix_len), labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.item())
+    if step % 50 == 0 or step == TRAIN_STEPS - 1:
+        print(f"step {step:4d}  loss {loss.item():.4f}")
+
+# %% [markdown]
+# **Does the loss reach (nearly) zero?** It should start near $\ln V$ (uniform guessing over the
+# vocabulary) and fall to almost nothing.
+
+# %%
+fig, ax = plt.subplots(figsize=(5, 3))
+ax.semilogy(losses)
+ax.axhline(math.log(len(vocab)), color="grey", ls="--", label=f"ln V = {math.log(len(vocab)):.2f} (uniform guess)")
+ax.set_xlabel("step")
+ax.set_ylabel("loss on target tokens")
+ax.legend()
+fig.tight_layout()
+save_figure(fig, "02_overfit_loss")
+plt.show()
+
+# %% tags=["check"]
+def check_overfit(losses):
+    assert losses[0] > 1.5, f"the first loss {losses[0]:.2f} is already low: are the labels leaking into the inputs?"
+    assert losses[-1] < 0.05 and losses[-1] < losses[0] / 20, (
+        f"the loss only fell from {losses[0]:.3f} to {losses[-1]:.3f}: the model cannot memorise six sentences"
+    )
+
+
+check_overfit(losses)
+print("✓ the model memorised the batch")
+
+# %% [markdown]
+# **Where does each position look?** Attention weights of the trained model for the first sentence,
+# every layer and head (rows: queries, columns: keys). The mask's shape is plain: source rows spread over
+# the source only, and no row looks to its right in the target. Remember that a row predicts the *next*
+# token: the row of `black` must produce `cat`, and some heads there look at `chat`. With six training
+# sentences, do not read much more into *which* word a head picked.
+
+# %%
+with torch.no_grad():
+    model(ids[:1], prefix_len[:1])
+n = len(seq)
+fig, axes = plt.subplots(N_LAYER, N_HEAD, figsize=(2.6 * N_HEAD, 2.6 * N_LAYER), squeeze=False)
+for layer, block in enumerate(model.blocks):
+    for h in range(N_HEAD):
+        ax = axes[layer][h]
+        ax.imshow(block.attn.last_weights[0, h, :n, :n], cmap="viridis", vmin=0, vmax=1)
+        ax.set_xticks(range(n), labels_txt, rotation=90, fontsize=6)
+        ax.set_yticks(range(n), labels_txt, fontsize=6)
+        ax.set_title(f"layer {layer} head {h}", fontsize=8)
+fig.tight_layout()
+save_figure(fig, "02_attention_weights")
+plt.show()
+
+# %% [markdown]
+# ## Generation with a key/value cache
+#
+# To translate, feed the prefix, take the most likely next token (greedy decoding), append it, repeat
+# until `<eos>`. Recomputing the whole sequence at each step repeats work: the keys and values of earlier
+# positions never change, because a position's vector depends only on positions it may see, and with
+# our mask nothing earlier ever sees anything later. So we **cache** each layer's keys and values and,
+# at each step, run only the new token: its query attends to the cached keys plus its own.
+#
+# `forward_cached` walks the same modules as `Transformer.forward`. It needs no mask: the prefix is
+# processed in one go and is fully visible to itself (prefix-LM), and afterwards each new token may see
+# everything before it. Its position is the number of tokens already cached.
+#
+# > **Aside.** The cache trades memory for time: per layer it holds two tensors of shape
+# > (batch, heads, tokens so far, head size). For our sentences that is nothing; for long documents it
+# > is what limits the batch size at generation time. `helpers.model` also reorders it when beam search
+# > keeps some hypotheses and drops others, and left-pads sentences of different lengths so one batch
+# > can decode them together.
+
+# %%
+def forward_cached(model, new_ids, cache):
+    """Logits for new_ids (B, T_new). cache: a list with one (k, v) per layer, each (B, nh, S, hs); grows in place."""
+    start = cache[0][0].size(2) if cache else 0  # positions already cached
+    x = model.embed(new_ids, start)
+    for layer, block in enumerate(model.blocks):
+        attn = block.attn
+        q, k, v = (attn.split_heads(t) for t in attn.qkv(block.ln1(x)).chunk(3, dim=-1))
+        if layer < len(cache):
+            k, v = torch.cat([cache[layer][0], k], dim=2), torch.cat([cache[layer][1], v], dim=2)
+            cache[layer] = (k, v)
+        else:
+            cache.append((k, v))
+        y, _ = attention(q, k, v)
+        x = x + attn.proj(attn.merge_heads(y))
+        x = x + block.ffn(block.ln2(x))
+    return model.lm_head(model.ln_f(x))
+
+
+@torch.no_grad()
+def greedy_translate(model, prefix, max_new_tokens, use_cache=True):
+    model.eval()
+    seq, cache, out = list(prefix), [], []
+    new = list(prefix)  # tokens the cache has not seen: first the whole prefix, then one token per step
+    for _ in range(max_new_tokens):
+        if use_cache:
+            logits = forward_cached(model, torch.tensor([new]), cache)
+        else:  # the reference: recompute everything with the prefix-LM mask
+            logits = model(torch.tensor([seq]), torch.tensor([len(prefix)]))
+        token = int(logits[0, -1].argmax())
+        if token == EOS:
+            break
+        out.append(token)
+        seq.append(token)
+        new = [token]
+    return out
+
+
+for fr, en in PAIRS:
+    words = [vocab[t] for t in greedy_translate(model, encode_prefix(fr), MAX_LEN - len(encode_prefix(fr)))]
+    print(f"{fr:>22} -> {' '.join(words)}")
+
+# %% tags=["check"]
+def check_kv_cache(forward_cached_fn, model):
+    """Feed a prefix and then tokens one by one through the cache; each step must equal a full recomputation."""
+    prefix, continuation = encode_prefix("le chien noir dort"), [stoi[w] for w in "the black dog sleeps".split()] + [EOS]
+    cache, seq = [], list(prefix)
+    with torch.no_grad():
+        logits = forward_cached_fn(model, torch.tensor([prefix]), cache)
+        full = model(torch.tensor([seq]), torch.tensor([len(prefix)]))
+        assert torch.allclose(logits, full, atol=1e-4), "prefix logits differ from the full forward pass"
+        for step, token in enumerate(continuation):
+            seq.append(token)
+            logits = forward_cached_fn(model, torch.tensor([[token]]), cache)
+            full = model(torch.tensor([seq]), torch.tensor([len(prefix)]))[0, -1]
+            assert torch.allclose(logits[0, -1], full, atol=1e-4), (
+                f"step {step}: cached logits drift from full recomputation (max diff "
+                f"{(logits[0, -1] - full).abs().max():.2e}): check the new token's position and that the cache grows"
+            )
+    assert greedy_translate(model, prefix, 8) == greedy_translate(model, prefix, 8, use_cache=False)
+
+
+check_kv_cache(forward_cached, model)
+print("✓ the cache reproduces full recomputation")
+
+# %% [markdown]
+# ## Defined once: the same model in `helpers.model`
+#
+# From notebook 03 on we import the model instead of redefining it:
+# `from helpers.model import DecoderOnlyTransformer, ModelConfig`. It is this notebook's model, written
+# for speed and safety: one fused `F.scaled_dot_product_attention` call, dropout, clear errors for bad
+# input, and batched greedy and beam search over sentences of different lengths with the cache. Its
+# parameter names are the ones used here, so loading our weights is a plain `load_state_dict`.
+# We require identical logits; we compare in float64, where rounding noise is far below the 1e-6 bar,
+# so any real difference would show.
+
+# %%
+from helpers.model import DecoderOnlyTransformer, num_parameters
+
+
+def to_package(nb_model):
+    """A helpers.model.DecoderOnlyTransformer holding nb_model's weights (names match one to one)."""
+    package = DecoderOnlyTransformer(nb_model.cfg)
+    package.load_state_dict(nb_model.state_dict())  # strict: fails loudly on any missing or extra name
+    return package.eval()
+
+
+package_model = to_package(model)
+print("parameters:", num_parameters(cfg), "(closed form in helpers.model) =", count_parameters(cfg), "(ours)")
+
+# %% tags=["check"]
+def check_same_as_package(nb_model, package_model):
+    try:
+        a, b = nb_model.double().eval(), package_model.double().eval()
+        with torch.no_grad():
+            for pl in (prefix_len, None):
+                diff = (a(ids, pl) - b(ids, pl)).abs().max().item()
+                assert diff <= 1e-6, f"notebook and helpers.model disagree by {diff:.2e} (prefix_len={'given' if pl is not None else 'None'})"
+    finally:
+        nb_model.float(), package_model.float()
+    prefixes = [encode_prefix(fr) for fr, _ in PAIRS]
+    ours = [greedy_translate(nb_model, p, 8) for p in prefixes]
+    assert package_model.generate(prefixes, 8, eos_id=EOS) == ours, "helpers.model.generate should translate exactly like greedy_translate"
+
+
+check_same_as_package(model, package_model)
+print("✓ helpers.model.DecoderOnlyTransformer gives the same logits and translations")
+
+# %% [markdown]
+# ## What we built
+#
+# Embeddings and positions, attention with the right softmax, scale and mask, heads split and merged,
+# causal and prefix-LM masks, a feed-forward network, pre-LN residual blocks, weight tying, a parameter
+# count, a training loop that memorises, and cached generation. Notebook 03 trains the same model, now
+# `helpers.model.DecoderOnlyTransformer`, on real French–English sentences.
