@@ -12,6 +12,9 @@ One module per concern:
     model      the decoder-only Transformer (notebook 02)
     data       sentence pairs, cleaning, splits, tokenizer, batches (notebook 03)
     corpus     the built-in synthetic French-English corpus (quick mode, tests)
+    train      presets, the training loop and its building blocks (notebook 03, `python -m helpers train`)
+    checkpoint atomic checkpoints that resume exactly and refuse a different configuration
+    evaluate   decoding, sacreBLEU BLEU and chrF, baselines (notebook 03, `translate`, `evaluate`)
 """
 
 __version__ = "0.1.0"

@@ -1,0 +1,295 @@
+"""Checkpoints that survive a Colab disconnect or a SIGKILL, and refuse a different configuration.
+
+One run folder holds everything a resume needs::
+
+    out/
+      checkpoint.pt     model, optimizer, scaler, step, RNG states, data position, configuration
+      checkpoint.json   the same step and configuration, readable by people
+      tokenizer/        the tokenizer files (written once, before the first step)
+
+Every file is written to a temporary name and then renamed over the old one (``os.replace`` is
+atomic), so a kill in the middle of a save leaves the previous checkpoint intact. Everything is
+stored as tensors, numbers, strings, lists and dicts, so ``torch.load(..., weights_only=True)``
+can read it: loading a checkpoint never runs code from the file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+CHECKPOINT_NAME = "checkpoint.pt"
+INFO_NAME = "checkpoint.json"
+TOKENIZER_DIR = "tokenizer"
+FORMAT_VERSION = 1
+
+
+class ConfigMismatchError(ValueError):
+    """A checkpoint was made with a different configuration from the one asked for now."""
+
+
+# ----------------------------------------------------------------------------------------------
+# atomic writes
+
+
+def _fsync_dir(folder: Path) -> None:
+    # Make the rename itself durable; not every platform lets us open a directory.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_torch_save(obj: Any, path: str | Path) -> Path:
+    """``torch.save`` to a temporary file beside ``path``, flush it to disk, then rename it over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_text(text: str, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_dir(path.parent)
+    return path
+
+
+def save_tokenizer_once(tokenizer, out_dir: str | Path) -> Path:
+    """Save ``tokenizer`` to ``out_dir/tokenizer`` unless it is already there (atomic: temp folder, then rename)."""
+    import shutil
+
+    target = Path(out_dir) / TOKENIZER_DIR
+    if target.is_dir():
+        return target
+    for stale in target.parent.glob(f".{TOKENIZER_DIR}.tmp-*"):  # left by a run killed while saving
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = target.with_name(f".{TOKENIZER_DIR}.tmp-{os.getpid()}")
+    tokenizer.save(tmp)
+    os.replace(tmp, target)
+    _fsync_dir(target.parent)
+    return target
+
+
+# ----------------------------------------------------------------------------------------------
+# random number generators, stored so that weights_only=True can load them
+
+
+def rng_state() -> dict:
+    """Python, NumPy, torch CPU and CUDA generator states as tensors and plain lists."""
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {
+        "python": {"version": int(version), "state": [int(x) for x in internal], "gauss": gauss},
+        "numpy": {
+            "name": str(name),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    """Inverse of :func:`rng_state`. CUDA states are restored only when the same number of GPUs is present."""
+    py = state["python"]
+    random.setstate((py["version"], tuple(py["state"]), py["gauss"]))
+    npst = state["numpy"]
+    np.random.set_state(
+        (npst["name"], npst["keys"].numpy().astype(np.uint32), npst["pos"], npst["has_gauss"], npst["cached"])
+    )
+    torch.set_rng_state(state["torch"].cpu())
+    cuda = state.get("cuda") or []
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
+
+
+# ----------------------------------------------------------------------------------------------
+# configuration checks
+
+
+def flatten(config: dict, prefix: str = "") -> dict:
+    """``{"model": {"d_model": 256}}`` -> ``{"model.d_model": 256}`` (lists and tuples compare as lists)."""
+    flat = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = list(value) if isinstance(value, tuple) else value
+    return flat
+
+
+def config_differences(old: dict, new: dict, ignore: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
+    """``(field, old value, new value)`` for every field that differs, fields in ``ignore`` excepted.
+
+    A field present on one side only counts as a difference (its missing value is shown as ``<absent>``).
+    """
+    a, b = flatten(old), flatten(new)
+    missing = "<absent>"
+    diffs = []
+    for key in sorted(set(a) | set(b)):
+        if key in ignore or any(key.startswith(i + ".") for i in ignore):
+            continue
+        va, vb = a.get(key, missing), b.get(key, missing)
+        if va != vb:
+            diffs.append((key, va, vb))
+    return diffs
+
+
+def check_config(saved: dict, current: dict, where: str | Path, ignore: tuple[str, ...] = ()) -> None:
+    """Raise :class:`ConfigMismatchError` naming every field where ``current`` differs from ``saved``."""
+    diffs = config_differences(saved, current, ignore)
+    if diffs:
+        lines = "\n".join(f"  {k}: {old!r} in the checkpoint, {new!r} now" for k, old, new in diffs)
+        raise ConfigMismatchError(
+            f"The checkpoint in {where} was made with a different configuration, so it cannot be resumed:\n{lines}\n"
+            "Rerun with the checkpoint's settings to resume it, or choose a new output folder to start a fresh run."
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# save and load
+
+
+def checkpoint_path(out_dir: str | Path) -> Path:
+    return Path(out_dir) / CHECKPOINT_NAME
+
+
+def find_checkpoint(out_dir: str | Path | None) -> Path | None:
+    """The checkpoint file in ``out_dir``, or None when there is none yet."""
+    if out_dir is None:
+        return None
+    path = checkpoint_path(out_dir)
+    return path if path.is_file() else None
+
+
+def save_checkpoint(
+    out_dir: str | Path,
+    *,
+    model: torch.nn.Module,
+    config: dict,
+    step: int,
+    optimizer: torch.optim.Optimizer | None = None,
+    scaler=None,
+    data_state: dict | None = None,
+    train_state: dict | None = None,
+    history: list[dict] | None = None,
+) -> Path:
+    """Write ``out_dir/checkpoint.pt`` atomically, then ``checkpoint.json`` for people.
+
+    ``config`` is ``{"model": ..., "train": ..., "data": ...}`` (plain values); ``data_state`` is the batcher's
+    ``state_dict()``; ``train_state`` holds counters such as tokens seen and seconds trained.
+    """
+    payload = {
+        "format_version": FORMAT_VERSION,
+        "step": int(step),
+        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
+        "rng": rng_state(),
+        # JSON keeps the batcher's state loadable under weights_only whatever types it uses
+        "data_state": json.dumps(_plain(data_state)) if data_state is not None else None,
+        "train_state": json.dumps(_plain(train_state or {})),
+        "history": json.dumps(_plain(history or [])),
+        "config": json.dumps(_plain(config)),
+        "saved_at": time.time(),
+    }
+    path = atomic_torch_save(payload, checkpoint_path(out_dir))
+    info = {"step": int(step), "saved_at": time.strftime("%Y-%m-%d %H:%M:%S"), "train_state": _plain(train_state or {}),
+            "config": _plain(config)}
+    atomic_write_text(json.dumps(info, indent=2) + "\n", Path(out_dir) / INFO_NAME)
+    return path
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
+    """Read a checkpoint with ``weights_only=True``; JSON fields come back as Python objects.
+
+    ``path`` may be the run folder or the ``checkpoint.pt`` inside it.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = checkpoint_path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"No checkpoint at {path}. Pass the --out folder of a training run (it holds {CHECKPOINT_NAME}), "
+            "or train one first with: python -m helpers train --data PATH --minutes M --out DIR"
+        )
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # a truncated or foreign file: say so instead of a pickle trace
+        raise ValueError(
+            f"{path} could not be read as a checkpoint ({type(err).__name__}: {err}). "
+            "It may come from another program or an older version; start a fresh run in a new folder."
+        ) from err
+    if not isinstance(ckpt, dict) or ckpt.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{path} is not a checkpoint of format {FORMAT_VERSION}; start a fresh run in a new folder.")
+    for key in ("data_state", "train_state", "history", "config"):
+        if isinstance(ckpt.get(key), str):
+            ckpt[key] = json.loads(ckpt[key])
+    return ckpt
+
+
+def restore(ckpt: dict, *, model=None, optimizer=None, scaler=None, rng: bool = True) -> None:
+    """Load the saved states into the given objects (those left None are skipped)."""
+    if model is not None:
+        model.load_state_dict(ckpt["model"])
+    if optimizer is not None and ckpt.get("optimizer") is not None:
+        optimizer.load_state_dict(ckpt["optimizer"])
+    if scaler is not None and ckpt.get("scaler") is not None and scaler.is_enabled():
+        scaler.load_state_dict(ckpt["scaler"])
+    if rng:
+        set_rng_state(ckpt["rng"])
+
+
+def _plain(obj):
+    """Numbers, strings, lists and dicts only (NumPy scalars and arrays, tuples and tensors converted)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, torch.Tensor):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj

@@ -1,0 +1,786 @@
+"""Training French->English: presets, the step's building blocks, the full loop, and ``train_command``.
+
+Notebook 03 writes its own short loop from the building blocks here (:func:`make_optimizer`,
+:func:`lr_at`, :func:`autocast_context`, :func:`make_scaler`, :func:`loss_fn`, :func:`evaluate_loss`,
+:class:`Budget`); :func:`train` is the same loop with the plumbing a long run needs: checkpoints
+and resume, a progress bar, validation at intervals, and clear stops on NaN and out-of-memory.
+``python -m helpers train`` calls :func:`train_command`, which builds data, tokenizer and model
+and then calls :func:`train`.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+import torch.nn.functional as F
+
+from . import checkpoint as ckpt_lib
+
+# ----------------------------------------------------------------------------------------------
+# configuration and presets
+
+
+@dataclass
+class TrainConfig:
+    # model shape (helpers.model.ModelConfig)
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 256
+    d_ff: int | None = None  # None -> 4 * d_model
+    dropout: float = 0.1
+    positional: str = "learned"
+    max_len: int = 64  # tokens per sequence: <bos> French <sep> English <eos>
+    # tokenizer
+    vocab_size: int = 8000
+    tokenizer_type: str = "unigram"
+    # batches
+    max_tokens: int = 4096  # tokens per batch, padding included: the knob to lower on out-of-memory
+    # optimiser and schedule
+    lr: float = 1e-3
+    warmup_steps: int = 200
+    min_lr_ratio: float = 0.1  # the cosine ends at lr * min_lr_ratio
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.98
+    grad_clip: float = 1.0
+    label_smoothing: float = 0.1
+    # auto: fp16 + GradScaler on a T4, bf16 on Ampere and later, fp32 on CPU; "bf16_if_native" also uses
+    # bf16 on a CPU with bf16 instructions (AVX512-BF16/AMX: about twice fp32's speed); or fp32|bf16|fp16
+    precision: str = "auto"
+    # "sdpa": F.scaled_dot_product_attention (the model's default); "explicit": the softmax written out
+    # (notebook 02's version); "auto": sdpa on a GPU, explicit on a CPU, where for sequences this short
+    # (<= 64 tokens) with a prefix mask it is faster (1.3-1.4x in bf16, equal in fp32: benchmarks/bench_train.py)
+    attention_kernel: str = "sdpa"
+    # budget: minutes (what the notebook uses) or steps (exactly reproducible); both = whichever ends first
+    minutes: float | None = None
+    steps: int | None = None
+    # bookkeeping
+    eval_interval: int = 500  # steps between validation passes
+    valid_sentences: int = 2000  # cap on the validation set, so a pass takes seconds
+    log_interval: int = 50  # steps per point in the history
+    checkpoint_minutes: float = 5.0
+    checkpoint_every_steps: int | None = None  # also save every N steps (tests use this)
+    seed: int = 0
+
+    def model_config(self, vocab_size: int):
+        from .model import ModelConfig
+
+        return ModelConfig(
+            vocab_size=vocab_size, max_len=self.max_len, n_layer=self.n_layer, n_head=self.n_head,
+            d_model=self.d_model, d_ff=self.d_ff, dropout=self.dropout, positional=self.positional,
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# Fields that may change between a run and its resume: how long to train and how often to look.
+RESUMABLE_FIELDS = (
+    "train.minutes", "train.steps", "train.eval_interval", "train.log_interval",
+    "train.checkpoint_minutes", "train.checkpoint_every_steps", "train.valid_sentences", "data.source",
+    "train.attention_kernel",
+)
+
+PRESETS: dict[str, TrainConfig] = {
+    # 2 CPU cores, 15 minutes. The gain over a plain run comes from speed: bf16 matmuls where the CPU
+    # has bf16 instructions (about 2x fp32), the written-out attention (faster than the fused kernel
+    # for <= 64 tokens on CPU), the softmax only at target positions, length-bucketed batches (<1 %
+    # padding), and a 4k vocabulary (short sequences, a cheap LM head). Then a high peak learning rate
+    # with a short warm-up and a cosine to 5 %, and no dropout: 15 minutes is two to three passes over
+    # Tatoeba, too few to overfit. Measured: about 2,000 steps in 15 minutes, greedy BLEU 37 on the
+    # held-out split (2 shared cores; see benchmarks/README.md).
+    "cpu": TrainConfig(
+        n_layer=4, n_head=4, d_model=256, d_ff=1024, dropout=0.0, max_len=64,
+        vocab_size=4000, max_tokens=4096, lr=2e-3, warmup_steps=150, min_lr_ratio=0.05,
+        weight_decay=0.05, label_smoothing=0.1, eval_interval=500, checkpoint_minutes=3.0,
+        precision="bf16_if_native", attention_kernel="auto",
+    ),
+    # a T4 for about an hour including data and evaluation
+    "t4": TrainConfig(
+        n_layer=6, n_head=8, d_model=512, d_ff=2048, dropout=0.1, max_len=96,
+        vocab_size=8000, max_tokens=16384, lr=1e-3, warmup_steps=1000, min_lr_ratio=0.05,
+        weight_decay=0.1, label_smoothing=0.1, eval_interval=1000, checkpoint_minutes=5.0,
+    ),
+    # tests and quick mode: seconds on a laptop
+    "tiny": TrainConfig(
+        n_layer=2, n_head=2, d_model=32, d_ff=64, dropout=0.1, max_len=48,
+        vocab_size=400, max_tokens=512, lr=3e-3, warmup_steps=10, min_lr_ratio=0.1,
+        weight_decay=0.01, label_smoothing=0.1, eval_interval=50, valid_sentences=200, log_interval=10,
+        checkpoint_minutes=1.0,
+    ),
+}
+
+
+def preset_config(name: str, **overrides) -> TrainConfig:
+    """A copy of ``PRESETS[name]`` with ``overrides`` applied."""
+    if name not in PRESETS:
+        raise ValueError(f"Unknown preset {name!r}. Choose one of {sorted(PRESETS)} (cpu: 2 CPU cores, t4: about an hour on a T4, tiny: tests).")
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"Unknown TrainConfig fields {unknown}; known fields: {sorted(known)}.")
+    return replace(PRESETS[name], **overrides)
+
+
+# ----------------------------------------------------------------------------------------------
+# building blocks of one step
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device | str | None = None) -> torch.optim.AdamW:
+    """AdamW; weight decay only on the matrices of linear layers (not biases, norms or embeddings).
+
+    Decaying an embedding pulls rare tokens' vectors to zero, and decaying a LayerNorm gain fights the
+    normalisation, so both are left alone. On CUDA the fused kernel does the update in one launch.
+    """
+    no_decay_ids = set()
+    for module in model.modules():
+        if isinstance(module, torch.nn.Embedding) or "Norm" in type(module).__name__:
+            no_decay_ids.update(id(p) for p in module.parameters(recurse=False))
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():  # a tied head appears once, as the embedding
+        if not p.requires_grad:
+            continue
+        (no_decay if (id(p) in no_decay_ids or p.dim() < 2) else decay).append(p)
+    groups = [
+        {"params": decay, "weight_decay": cfg.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    extra = {"fused": True} if device.type == "cuda" else {}
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=1e-8, **extra)
+
+
+def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
+    """Linear warm-up over ``cfg.warmup_steps``, then cosine decay to ``cfg.lr * cfg.min_lr_ratio`` at ``total_steps``.
+
+    ``step`` counts from 0 (the learning rate used by the first update). After ``total_steps`` the
+    rate stays at the floor.
+    """
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    span = max(1, total_steps - cfg.warmup_steps)
+    progress = min(1.0, (step - cfg.warmup_steps) / span)
+    floor = cfg.lr * cfg.min_lr_ratio
+    return floor + (cfg.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def cpu_has_native_bf16() -> bool:
+    """True when this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX), where bf16 autocast pays off."""
+    cpu = getattr(torch, "cpu", None)
+    for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        check = getattr(cpu, name, None)
+        try:
+            if check is not None and check():
+                return True
+        except Exception:  # private helpers: absent or failing on some builds
+            pass
+    return False
+
+
+def resolve_precision(device: torch.device | str, precision: str = "auto") -> str:
+    """"fp32", "bf16" or "fp16": what ``precision`` means on this device.
+
+    ``auto``: fp16 (with a GradScaler) on a GPU without native bf16 such as a T4, bf16 on Ampere and later,
+    fp32 on CPU. ``bf16_if_native``: the same on CUDA; on CPU, bf16 when the CPU has bf16 instructions.
+    """
+    device = torch.device(device)
+    if precision not in ("auto", "bf16_if_native", "fp32", "bf16", "fp16"):
+        raise ValueError(f"precision={precision!r} is not known: use auto, bf16_if_native, fp32, bf16 or fp16.")
+    if precision in ("fp32", "bf16", "fp16"):
+        if precision == "fp16" and device.type != "cuda":
+            raise ValueError("fp16 autocast needs a CUDA GPU; on CPU use precision='bf16' or 'fp32'.")
+        return precision
+    if device.type != "cuda":
+        return "bf16" if precision == "bf16_if_native" and cpu_has_native_bf16() else "fp32"
+    major, _ = torch.cuda.get_device_capability(device)
+    return "bf16" if major >= 8 else "fp16"  # a T4 (7.5) has fast fp16 but only emulated bf16
+
+
+def use_attention_kernel(model: torch.nn.Module, kind: str, device: torch.device | str) -> str:
+    """Switch every attention layer to ``kind`` ("sdpa", "explicit" or "auto"); returns the kernel chosen.
+
+    Both compute the same function (tests/test_model.py checks it); only speed differs.
+    """
+    if kind not in ("auto", "sdpa", "explicit"):
+        raise ValueError(f"attention_kernel={kind!r} is not known: use auto, sdpa or explicit.")
+    if kind == "auto":
+        kind = "sdpa" if torch.device(device).type == "cuda" else "explicit"
+    for module in model.modules():
+        if hasattr(module, "flash"):
+            module.flash = kind == "sdpa"
+    return kind
+
+
+def autocast_context(device: torch.device | str, precision: str = "auto"):
+    """The autocast context for a forward pass: fp16/bf16 on CUDA, fp32 (no autocast) on CPU unless asked."""
+    device = torch.device(device)
+    p = resolve_precision(device, precision)
+    if p == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.float16 if p == "fp16" else torch.bfloat16)
+
+
+def make_scaler(device: torch.device | str, precision: str = "auto"):
+    """A GradScaler, enabled only for fp16 (bf16 and fp32 have fp32's range and need none)."""
+    device = torch.device(device)
+    enabled = resolve_precision(device, precision) == "fp16"
+    return torch.amp.GradScaler(device.type if device.type == "cuda" else "cpu", enabled=enabled)
+
+
+def loss_fn(logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Mean cross-entropy over the target tokens (labels != -100), in fp32, optionally label-smoothed.
+
+    logits (B, T, V), labels (B, T). Only the target rows are gathered before the softmax: in a
+    prefix-LM half the positions are French, and a softmax over the vocabulary there is wasted work.
+    A batch without target tokens gives 0, not NaN (0 / 0).
+    """
+    V = logits.size(-1)
+    flat_labels = labels.reshape(-1)
+    keep = flat_labels != -100  # (B*T,)
+    picked = logits.reshape(-1, V)[keep].float()  # (N, V): target positions only
+    if picked.shape[0] == 0:
+        return logits.sum() * 0.0
+    return F.cross_entropy(picked, flat_labels[keep], label_smoothing=label_smoothing)
+
+
+@torch.no_grad()
+def evaluate_loss(model: torch.nn.Module, batches: Iterable, device=None, precision: str = "auto") -> tuple[float, float]:
+    """(mean cross-entropy per target token, perplexity) over ``batches``, without label smoothing."""
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    try:
+        for batch in batches:
+            ids, labels, plen = (t.to(device) for t in (batch.input_ids, batch.labels, batch.prefix_len))
+            with autocast_context(device, precision):
+                logits = model(ids, plen)
+            n = int((labels != -100).sum())
+            total += float(loss_fn(logits, labels)) * n
+            count += n
+    finally:
+        model.train(was_training)
+    if count == 0:
+        raise ValueError("evaluate_loss got no target tokens: the validation batches are empty.")
+    loss = total / count
+    return loss, math.exp(min(loss, 50.0))
+
+
+class Budget:
+    """When to stop: after ``minutes`` of wall time, after ``steps`` updates, or whichever comes first.
+
+    Time already spent in earlier sessions (``elapsed``) counts, so a resumed run stops at the same total.
+    With a time budget the number of steps is unknown in advance; :meth:`total_steps` estimates it from
+    the pace so far, which is what the cosine schedule decays towards.
+    """
+
+    def __init__(self, minutes: float | None = None, steps: int | None = None, elapsed: float = 0.0):
+        if minutes is None and steps is None:
+            raise ValueError("Give a budget: minutes=M (time; what the notebook uses) or steps=N (exactly reproducible).")
+        if minutes is not None and not (minutes > 0):
+            raise ValueError(f"minutes must be positive, got {minutes!r}.")
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+            raise ValueError(f"steps must be a whole number >= 1, got {steps!r}.")
+        self.minutes, self.steps = minutes, steps
+        self.prior = float(elapsed)
+        self._t0 = time.monotonic()
+
+    def restart_clock(self) -> None:
+        self._t0 = time.monotonic()
+
+    def elapsed(self) -> float:
+        """Seconds spent on this run, earlier sessions included."""
+        return self.prior + (time.monotonic() - self._t0)
+
+    def done(self, step: int) -> bool:
+        if self.steps is not None and step >= self.steps:
+            return True
+        return self.minutes is not None and self.elapsed() >= self.minutes * 60
+
+    def fraction(self, step: int) -> float:
+        parts = []
+        if self.steps is not None:
+            parts.append(step / self.steps)
+        if self.minutes is not None:
+            parts.append(self.elapsed() / (self.minutes * 60))
+        return min(1.0, max(parts))
+
+    def total_steps(self, step: int) -> int:
+        """The step budget, or the number of steps the time budget will allow at the pace so far."""
+        estimate = None
+        if self.minutes is not None:
+            frac = self.elapsed() / (self.minutes * 60)
+            # too early to judge the pace: assume a long run so the schedule barely decays yet
+            estimate = max(step + 1, int(step / frac)) if frac > 0.02 and step > 0 else 10**9
+        if self.steps is not None:
+            return self.steps if estimate is None else min(self.steps, estimate)
+        return estimate
+
+    def seconds_left(self, step: int, seconds_per_step: float | None) -> float | None:
+        left = []
+        if self.minutes is not None:
+            left.append(self.minutes * 60 - self.elapsed())
+        if self.steps is not None and seconds_per_step:
+            left.append((self.steps - step) * seconds_per_step)
+        return max(0.0, min(left)) if left else None
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss or the gradients became NaN or infinite; the weights were not updated with them."""
+
+
+class OutOfMemoryError(RuntimeError):
+    """The batch did not fit in memory; the message names the token budget to lower."""
+
+
+def _is_oom(err: BaseException) -> bool:
+    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t)
+    if isinstance(err, oom_types):
+        return True
+    text = str(err).lower()
+    return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+# ----------------------------------------------------------------------------------------------
+# the full loop
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    tokens: int  # target (English + eos) tokens trained on
+    seconds: float  # wall time of the run, earlier sessions included
+    train_seconds: float  # time inside training steps only
+    tokens_per_s: float  # target tokens per second of training steps
+    history: list[dict] = field(default_factory=list)
+    val_loss: float | None = None
+    val_ppl: float | None = None
+    checkpoint: Path | None = None
+    resumed_from: int | None = None  # the step a checkpoint was resumed at, if any
+    skipped_steps: int = 0  # fp16 steps the GradScaler skipped for inf/NaN gradients
+
+
+def _epoch_stream(batcher, state: dict, skip: int = 0):
+    """Batches forever, epoch after epoch; ``state`` tracks the epoch and the position in it.
+
+    ``skip`` drops the first batches of the current epoch (a resume over a batcher without ``state_dict``).
+    """
+    while True:
+        for batch in batcher:
+            state["position"] += 1
+            if skip > 0:
+                skip -= 1
+                continue
+            yield batch
+        state["epoch"] += 1
+        state["position"] = 0
+        if hasattr(batcher, "set_epoch"):
+            batcher.set_epoch(state["epoch"])
+
+
+def _data_state(batcher, state: dict) -> dict:
+    out = {"epoch": state["epoch"], "position": state["position"]}
+    if hasattr(batcher, "state_dict"):
+        out["batcher"] = batcher.state_dict()
+    return out
+
+
+def _restore_data(batcher, saved: dict, state: dict):
+    """Put the batcher back where the checkpoint left it and return the batch stream from there."""
+    state["epoch"] = int(saved["epoch"])
+    if "batcher" in saved and hasattr(batcher, "load_state_dict"):
+        batcher.load_state_dict(saved["batcher"])
+        state["position"] = int(saved["position"])
+        return _epoch_stream(batcher, state)
+    # a plain iterable: replay the epoch and skip what was already seen (it must repeat its order per epoch)
+    if hasattr(batcher, "set_epoch"):
+        batcher.set_epoch(state["epoch"])
+    state["position"] = 0
+    return _epoch_stream(batcher, state, skip=int(saved["position"]))
+
+
+def run_config(model: torch.nn.Module, cfg: TrainConfig, extra: dict | None = None) -> dict:
+    """What a checkpoint must agree with to be resumed: model shape, training settings, data and tokenizer."""
+    model_cfg = model.config.to_dict() if hasattr(model, "config") and hasattr(model.config, "to_dict") else {}
+    config = {"model": model_cfg, "train": cfg.to_dict()}
+    config.update(extra or {})
+    return config
+
+
+def _fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def train(
+    model: torch.nn.Module,
+    train_batcher,
+    valid_batches: list | None,
+    cfg: TrainConfig,
+    out_dir: str | Path | None = None,
+    *,
+    device: torch.device | str | None = None,
+    extra_config: dict | None = None,
+    resume: bool = True,
+    progress: bool = True,
+    callback: Callable[[dict, list[dict]], None] | None = None,
+) -> TrainResult:
+    """Train ``model`` on ``train_batcher`` until ``cfg``'s budget runs out; resume from ``out_dir`` if it holds a checkpoint.
+
+    ``train_batcher`` yields :class:`helpers.data.Batch` objects, one epoch per iteration (``set_epoch`` and
+    ``state_dict``/``load_state_dict`` are used when present, so a resume continues at the same batch).
+    ``valid_batches`` are scored every ``cfg.eval_interval`` steps and at the end. ``callback(record, history)``
+    is called for every new history record (the notebook redraws its loss plot there).
+    Checkpoints go to ``out_dir`` every ``cfg.checkpoint_minutes`` (and ``cfg.checkpoint_every_steps``) and at the end.
+    """
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    model.to(device)
+    precision = resolve_precision(device, cfg.precision)
+    use_attention_kernel(model, cfg.attention_kernel, device)
+    optimizer = make_optimizer(model, cfg, device)
+    scaler = make_scaler(device, precision)
+    config = run_config(model, cfg, extra_config)
+
+    step, tokens, train_seconds, skipped = 0, 0, 0.0, 0
+    history: list[dict] = []
+    data_state = {"epoch": 0, "position": 0}
+    resumed_from = None
+    ckpt_path = ckpt_lib.find_checkpoint(out_dir) if resume else None
+    if ckpt_path is not None:
+        saved = ckpt_lib.load_checkpoint(ckpt_path, map_location="cpu")
+        ckpt_lib.check_config(saved["config"], config, ckpt_path.parent, ignore=RESUMABLE_FIELDS)
+        ckpt_lib.restore(saved, model=model, optimizer=optimizer, scaler=scaler)
+        ts = saved["train_state"]
+        step, tokens, train_seconds, skipped = saved["step"], ts["tokens"], ts["train_seconds"], ts.get("skipped", 0)
+        history = saved["history"]
+        stream = _restore_data(train_batcher, saved["data_state"], data_state)
+        budget = Budget(cfg.minutes, cfg.steps, elapsed=ts["elapsed"])
+        resumed_from = step
+        if progress:
+            print(f"Resuming from {ckpt_path} at step {step} ({_fmt_time(ts['elapsed'])} trained).", file=sys.stderr)
+    else:
+        if hasattr(train_batcher, "set_epoch"):
+            train_batcher.set_epoch(0)
+        stream = _epoch_stream(train_batcher, data_state)
+        budget = Budget(cfg.minutes, cfg.steps)
+    last_good = (ckpt_path, step) if ckpt_path is not None else (None, None)
+
+    def save(final: bool = False) -> Path | None:
+        nonlocal last_good
+        if out_dir is None:
+            return None
+        path = ckpt_lib.save_checkpoint(
+            out_dir, model=model, config=config, step=step, optimizer=optimizer, scaler=scaler,
+            data_state=_data_state(train_batcher, data_state),
+            train_state={"tokens": tokens, "train_seconds": train_seconds, "elapsed": budget.elapsed(),
+                         "skipped": skipped, "final": final, "precision": precision},
+            history=history,
+        )
+        last_good = (path, step)
+        return path
+
+    def where_good() -> str:
+        path, at = last_good
+        if path is None:
+            return "No checkpoint has been saved yet" + ("" if out_dir else " (no output folder was given)") + "."
+        return f"The last good checkpoint is {path} (step {at})."
+
+    def validate() -> tuple[float, float] | tuple[None, None]:
+        if not valid_batches:
+            return None, None
+        return evaluate_loss(model, valid_batches, device, precision)
+
+    total_for_bar = cfg.steps if cfg.minutes is None else int(round(cfg.minutes * 60))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        by_time = cfg.minutes is not None
+        bar = tqdm(total=total_for_bar, initial=min(total_for_bar, int(budget.elapsed())) if by_time else step,
+                   unit="s" if by_time else "step", desc="train", dynamic_ncols=True, leave=True, file=sys.stderr,
+                   # a time budget fills the bar with seconds; its "rate" (1 s/s) would say nothing
+                   bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed} of " + _fmt_time(total_for_bar) + "{postfix}"
+                   if by_time else None)
+
+    model.train()
+    last_ckpt_time = time.monotonic()
+    log_loss, log_tokens, log_t0, log_train_s = 0.0, 0, time.monotonic(), 0.0
+    val_loss = val_ppl = None
+    if history:
+        vals = [h for h in history if "val_loss" in h]
+        if vals:
+            val_loss, val_ppl = vals[-1]["val_loss"], vals[-1]["val_ppl"]
+    ran_steps = False
+    budget.restart_clock()
+    try:
+        while not budget.done(step):
+            ran_steps = True
+            t_step = time.perf_counter()
+            batch = next(stream)
+            lr = lr_at(step, cfg, budget.total_steps(step))
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            ids = batch.input_ids.to(device, non_blocking=True)
+            labels = batch.labels.to(device, non_blocking=True)
+            plen = batch.prefix_len.to(device, non_blocking=True)
+            try:
+                with autocast_context(device, precision):
+                    logits = model(ids, plen)
+                loss = loss_fn(logits, labels, cfg.label_smoothing)
+                loss_value = float(loss.detach())  # one sync per step: the bar and the NaN check need it
+                if not math.isfinite(loss_value) and not scaler.is_enabled():
+                    raise NonFiniteLossError(
+                        f"The loss became {loss_value} at step {step + 1}; training stopped before updating the weights with it. "
+                        f"{where_good()} The same settings would likely diverge again: start a new run (a new output folder) with "
+                        f"a lower learning rate (now lr={cfg.lr:g}) or precision='fp32', or look for a broken batch."
+                    )
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                if not scaler.is_enabled() and not torch.isfinite(grad_norm):
+                    optimizer.zero_grad(set_to_none=True)
+                    raise NonFiniteLossError(
+                        f"The gradients became {float(grad_norm)} at step {step + 1} (loss {loss_value:.4g}); the weights were not "
+                        f"updated with them. {where_good()} Start a new run (a new output folder) with a lower learning rate "
+                        f"(now lr={cfg.lr:g}) or grad_clip (now {cfg.grad_clip:g})."
+                    )
+                scale_before = scaler.get_scale() if scaler.is_enabled() else None
+                scaler.step(optimizer)  # with fp16, skipped when the gradients hold inf/NaN
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+            except Exception as err:
+                if _is_oom(err):
+                    optimizer.zero_grad(set_to_none=True)
+                    raise OutOfMemoryError(
+                        f"Out of memory at step {step + 1} on {device} with batches of up to max_tokens={cfg.max_tokens} tokens "
+                        f"(this batch: {tuple(ids.shape)}, sentences x tokens). Lower max_tokens, e.g. to {cfg.max_tokens // 2} "
+                        f"(preset_config(name, max_tokens={cfg.max_tokens // 2}) or TrainConfig(max_tokens=...)), and start "
+                        f"again in a new output folder: the batches change with it. Every batch holds at most max_tokens "
+                        f"tokens, padding included, so memory peaks at that size. {where_good()}"
+                    ) from err
+                raise
+            if scale_before is not None and scaler.get_scale() < scale_before:
+                skipped += 1  # the scaler found inf/NaN gradients and skipped this update
+                if skipped > 50 and skipped > step // 10:
+                    raise NonFiniteLossError(
+                        f"The fp16 gradient scaler has skipped {skipped} of {step + 1} steps for inf/NaN gradients (latest at step "
+                        f"{step + 1}). {where_good()} Lower the learning rate (lr={cfg.lr:g}) or use precision='fp32'."
+                    )
+            step += 1
+            n_tok = int(batch.n_target_tokens)
+            tokens += n_tok
+            dt = time.perf_counter() - t_step
+            train_seconds += dt
+            if math.isfinite(loss_value):
+                log_loss += loss_value * n_tok
+                log_tokens += n_tok
+            log_train_s += dt
+
+            if bar is not None:
+                bar.n = step if cfg.minutes is None else min(total_for_bar, int(budget.elapsed()))
+                if step % 5 == 0 or step == 1:
+                    sec_per_step = train_seconds / max(1, step - (resumed_from or 0)) if step else None
+                    bar.set_postfix_str(
+                        f"step {step} loss {loss_value:.3f} lr {lr:.2e} {tokens / max(train_seconds, 1e-9):,.0f} target tok/s "
+                        f"left {_fmt_time(budget.seconds_left(step, sec_per_step))}", refresh=False)
+                    bar.refresh()
+
+            finishing = budget.done(step)
+            if step % cfg.log_interval == 0 or finishing:
+                record = {"step": step, "minutes": budget.elapsed() / 60, "tokens": tokens, "lr": lr,
+                          "loss": log_loss / max(log_tokens, 1), "tok_s": log_tokens / max(log_train_s, 1e-9)}
+                if step % cfg.eval_interval == 0 or finishing:
+                    val_loss, val_ppl = validate()
+                    if val_loss is not None:
+                        record.update(val_loss=val_loss, val_ppl=val_ppl)
+                history.append(record)
+                log_loss, log_tokens, log_train_s = 0.0, 0, 0.0
+                if callback is not None:
+                    callback(record, history)
+            elif step % cfg.eval_interval == 0:
+                val_loss, val_ppl = validate()
+                if val_loss is not None:
+                    record = {"step": step, "minutes": budget.elapsed() / 60, "tokens": tokens, "lr": lr,
+                              "val_loss": val_loss, "val_ppl": val_ppl}
+                    history.append(record)
+                    if callback is not None:
+                        callback(record, history)
+
+            due_steps = cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0
+            due_time = time.monotonic() - last_ckpt_time >= cfg.checkpoint_minutes * 60
+            if out_dir is not None and not finishing and (due_steps or due_time):
+                save()
+                last_ckpt_time = time.monotonic()
+    finally:
+        if bar is not None:
+            bar.close()
+
+    final_path = save(final=True) if (ran_steps or ckpt_path is None) else ckpt_path
+    if not ran_steps and progress:
+        print(f"Nothing to do: the run in {out_dir} already reached its budget (step {step}).", file=sys.stderr)
+    return TrainResult(
+        steps=step, tokens=tokens, seconds=budget.elapsed(), train_seconds=train_seconds,
+        tokens_per_s=tokens / max(train_seconds, 1e-9), history=history, val_loss=val_loss, val_ppl=val_ppl,
+        checkpoint=final_path, resumed_from=resumed_from, skipped_steps=skipped,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# the command line: data, tokenizer, model, then train()
+
+
+@dataclass
+class PreparedData:
+    tokenizer: object
+    train_batcher: object
+    valid_batches: list
+    test_pairs: list  # (French, English) pairs held out for evaluate
+    info: dict  # what the checkpoint must agree with: source, file hash, columns, split seed, sizes
+    reports: dict  # what loading, cleaning and encoding dropped, and why
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _load(data: str, columns: tuple[str, ...] | None, seed: int, limit: int | None):
+    """Pairs from ``data``: "builtin", the Tatoeba file (detected), or a TSV with ``columns`` in file order."""
+    from . import data as data_lib
+
+    if data == "builtin":
+        return data_lib.load_pairs("builtin", limit=limit, seed=seed)
+    path = Path(data).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"--data {data}: no such file. Pass a Tatoeba fra.txt, a French<TAB>English file (or another column order "
+            "with --columns en,fr), or 'builtin' for the synthetic corpus."
+        )
+    if columns is None and (file_sha256(path) in data_lib.KNOWN_TATOEBA or path.name == "fra.txt"):
+        return data_lib.load_pairs("tatoeba", path, limit=limit, seed=seed)
+    return data_lib.load_pairs("tsv", path, columns=tuple(columns or ("fr", "en")), limit=limit, seed=seed)
+
+
+def prepare_data(data: str, columns: tuple[str, ...] | None, cfg: TrainConfig, out_dir: str | Path | None = None,
+                 seed: int = 0, limit: int | None = None, progress: bool = True) -> PreparedData:
+    """Load, clean and split the pairs; train (or reload from ``out_dir/tokenizer``) the tokenizer; build the batches.
+
+    The tokenizer is trained on the training split only and saved once, so a resumed run reads the very same
+    vocabulary. Valid batches are capped at ``cfg.valid_sentences`` sentences.
+    """
+    from . import data as data_lib
+
+    say = (lambda *a: print(*a, file=sys.stderr)) if progress else (lambda *a: None)
+    pairs, load_report = _load(data, columns, seed, limit)
+    pairs, clean_report = data_lib.clean_pairs(pairs)
+    splits = data_lib.split_pairs(pairs, seed=seed)
+    tok_dir = Path(out_dir) / ckpt_lib.TOKENIZER_DIR if out_dir is not None else None
+    if tok_dir is not None and tok_dir.is_dir():
+        tokenizer = data_lib.Tokenizer.load(tok_dir)
+        made = (tokenizer.meta.get("requested_vocab_size"), tokenizer.meta.get("model_type"))
+        if made != (cfg.vocab_size, cfg.tokenizer_type):
+            raise ckpt_lib.ConfigMismatchError(
+                f"{tok_dir} holds a tokenizer made with vocab_size={made[0]}, type={made[1]!r}, but this run asks for "
+                f"vocab_size={cfg.vocab_size}, type={cfg.tokenizer_type!r}. Use a new output folder, or rerun with the "
+                "settings that made it."
+            )
+        say(f"Tokenizer: reusing {tok_dir} ({tokenizer.vocab_size} pieces).")
+    else:
+        t0 = time.perf_counter()
+        tokenizer = data_lib.Tokenizer.train(splits.train, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, seed=seed)
+        if out_dir is not None:
+            ckpt_lib.save_tokenizer_once(tokenizer, out_dir)
+        say(f"Tokenizer: trained {tokenizer.vocab_size} {cfg.tokenizer_type} pieces in {time.perf_counter() - t0:.1f} s.")
+    train_ex, enc_train = data_lib.encode_pairs(tokenizer, splits.train, cfg.max_len)
+    valid_pairs = splits.valid[: cfg.valid_sentences]
+    valid_ex, enc_valid = data_lib.encode_pairs(tokenizer, valid_pairs, cfg.max_len)
+    batcher = data_lib.BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
+    valid_batches = list(data_lib.BucketBatcher(valid_ex, max_tokens=cfg.max_tokens, shuffle=False)) if valid_ex else []
+    source = "builtin" if data == "builtin" else str(Path(data).expanduser().resolve())
+    info = {
+        "source": source,
+        "sha256": "builtin" if data == "builtin" else file_sha256(data),
+        "columns": list(columns) if columns else None,
+        "limit": limit,
+        "pairs": {"train": len(splits.train), "valid": len(splits.valid), "test": len(splits.test)},
+        "tokenizer": {"vocab_size": tokenizer.vocab_size, "type": cfg.tokenizer_type},
+    }
+    reports = {"load": load_report, "clean": clean_report, "split": splits.report, "encode_train": enc_train,
+               "encode_valid": enc_valid}
+    return PreparedData(tokenizer, batcher, valid_batches, list(splits.test), info, reports)
+
+
+def _hardware(device: torch.device) -> str:
+    from .colab import accelerator
+
+    acc = accelerator()
+    return acc.name if device.type == acc.device else str(device)
+
+
+def train_command(data: str, columns: tuple[str, ...] | None = None, minutes: float | None = None, steps: int | None = None,
+                  out: str | Path = "runs/fr-en", preset: str = "cpu", seed: int = 0, *,
+                  overrides: dict | None = None, progress: bool = True, device: str | None = None,
+                  limit: int | None = None) -> TrainResult:
+    """``python -m helpers train``: data, tokenizer and model from ``preset``, then :func:`train` into ``out``.
+
+    Rerunning with the same ``out`` resumes from its checkpoint (a different configuration is refused, naming
+    the field). ``steps`` makes the run exactly reproducible; ``minutes`` is what the notebook uses.
+    ``overrides`` changes preset fields (e.g. ``{"checkpoint_every_steps": 10}``); ``limit`` keeps a random sample
+    of that many pairs. Writes ``out/test.tsv`` (the held-out pairs, French<TAB>English, for ``evaluate``) and
+    ``out/train_summary.json``.
+    """
+    from . import runtime
+    from .model import DecoderOnlyTransformer, num_parameters
+
+    cfg = preset_config(preset, **{**(overrides or {}), "minutes": minutes, "steps": steps, "seed": seed})
+    Budget(minutes, steps)  # a missing or bad budget fails now, not after the data is prepared
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = runtime.pick_device(device)
+    runtime.set_seed(seed)
+    prepared = prepare_data(data, columns, cfg, out, seed=seed, limit=limit, progress=progress)
+    test_path = out / "test.tsv"  # rewritten every time: it follows from the data and the seed
+    ckpt_lib.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in prepared.test_pairs), test_path)
+    runtime.set_seed(seed)  # the same initial weights whatever the data preparation drew
+    model_cfg = cfg.model_config(prepared.tokenizer.vocab_size)
+    model = DecoderOnlyTransformer(model_cfg)
+    n_params = num_parameters(model_cfg)
+    if progress:
+        print(f"Model: {n_params / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}, "
+              f"vocabulary {prepared.tokenizer.vocab_size}); {prepared.info['pairs']['train']:,} training pairs; "
+              f"device {dev}, precision {resolve_precision(dev, cfg.precision)}.", file=sys.stderr)
+    result = train(model, prepared.train_batcher, prepared.valid_batches, cfg, out, device=dev,
+                   extra_config={"data": {k: v for k, v in prepared.info.items() if k != "pairs"}}, progress=progress)
+    summary = {
+        "steps": result.steps, "tokens": result.tokens, "minutes": round(result.seconds / 60, 2),
+        "tokens_per_s": round(result.tokens_per_s, 1), "val_loss": result.val_loss, "val_ppl": result.val_ppl,
+        "parameters": n_params, "device": str(dev), "hardware": _hardware(dev),
+        "precision": resolve_precision(dev, cfg.precision), "preset": preset, "config": cfg.to_dict(),
+        "model": model_cfg.to_dict(), "data": prepared.info, "resumed_from": result.resumed_from,
+        "test_file": str(test_path), "torch": torch.__version__,
+    }
+    ckpt_lib.atomic_write_text(json.dumps(summary, indent=2) + "\n", out / "train_summary.json")
+    if progress:
+        vl = f", validation loss {result.val_loss:.3f} (perplexity {result.val_ppl:.1f})" if result.val_loss is not None else ""
+        print(f"Done: {result.steps} steps, {result.tokens:,} target tokens in {result.seconds / 60:.1f} min "
+              f"({result.tokens_per_s:,.0f} tokens/s){vl}.\nCheckpoint: {result.checkpoint}\n"
+              f"Evaluate: python -m helpers evaluate --checkpoint {out} --test {test_path}", file=sys.stderr)
+    return result
