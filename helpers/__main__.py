@@ -43,9 +43,10 @@ def _train(args) -> int:
     from . import train
 
     columns = tuple(c.strip() for c in args.columns.split(",")) if args.columns else None
+    overrides = {"max_tokens": args.max_tokens} if args.max_tokens else None
     train.train_command(
         data=args.data, columns=columns, minutes=args.minutes, steps=args.steps,
-        out=args.out, preset=args.preset, seed=args.seed,
+        out=args.out, preset=args.preset, seed=args.seed, overrides=overrides,
     )
     return 0
 
@@ -89,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="run folder: checkpoints, tokenizer, metrics")
     p.add_argument("--preset", default="cpu", help="model and batch sizes: cpu (2 cores) or t4 (about an hour on a T4)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="tokens per batch, padding included (default: the preset's); lower it after an out-of-memory error")
     p.set_defaults(func=_train)
 
     p = sub.add_parser("translate", help="French on stdin -> English on stdout")
@@ -105,10 +108,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors whose message already says what went wrong and what to do: shown without a traceback."""
+    from . import data, train
+
+    return (ValueError, FileNotFoundError, data.DownloadError, train.NonFiniteLossError, train.OutOfMemoryError)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import os
+
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except _user_errors() as err:
+        if os.environ.get("HELPERS_DEBUG"):
+            raise
+        print(f"error: {err}\n(set HELPERS_DEBUG=1 to see the traceback)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\nInterrupted. A training run resumes from its last checkpoint when you rerun the same command.", file=sys.stderr)
         return 130
