@@ -19,7 +19,7 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -52,14 +52,15 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_torch_save(obj: Any, path: str | Path) -> Path:
-    """``torch.save`` to a temporary file beside ``path``, flush it to disk, then rename it over ``path``."""
+def _atomic_write(path: str | Path, write: Callable[[Any], None], mode: str) -> Path:
+    """Write through ``write(file)`` to a temporary file beside ``path``, flush it to disk, then rename it
+    over ``path``: a crash mid-write (SIGKILL, a Colab disconnect) leaves the previous file intact."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
+        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -68,23 +69,15 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
             tmp.unlink()
     _fsync_dir(path.parent)
     return path
+
+
+def atomic_torch_save(obj: Any, path: str | Path) -> Path:
+    """``torch.save`` that never leaves a half-written file at ``path``."""
+    return _atomic_write(path, lambda f: torch.save(obj, f), "wb")
 
 
 def atomic_write_text(text: str, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_dir(path.parent)
-    return path
+    return _atomic_write(path, lambda f: f.write(text), "w")
 
 
 def save_tokenizer_once(tokenizer, out_dir: str | Path) -> Path:
