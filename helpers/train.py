@@ -1,11 +1,11 @@
-"""Training French->English: presets, the step's building blocks, the full loop, and ``train_command``.
+"""Training French->English: presets, the step's building blocks, the loop's bookkeeping, and ``train_command``.
 
-Notebook 03 writes its own short loop from the building blocks here (:func:`make_optimizer`,
-:func:`lr_at`, :func:`autocast_context`, :func:`make_scaler`, :func:`loss_fn`, :func:`evaluate_loss`,
-:class:`Budget`); :func:`train` is the same loop with the plumbing a long run needs: checkpoints
-and resume, a progress bar, validation at intervals, and clear stops on NaN and out-of-memory.
-``python -m helpers train`` calls :func:`train_command`, which builds data, tokenizer and model
-and then calls :func:`train`.
+A training step is written out where it is read: notebook 03 and :func:`train` run the same ~20 lines
+(forward in mixed precision, :func:`loss_fn`, scaled backward, clip, update). Everything around the step
+lives once, in :class:`TrainingRun`: resume from a checkpoint, the data stream, the learning-rate
+schedule, the progress bar, validation at intervals, periodic checkpoints, clear stops on NaN. :func:`train`
+adds a clear message on out-of-memory. ``python -m helpers train`` calls :func:`train_command`, which builds
+data, tokenizer and model and then calls :func:`train`.
 """
 from __future__ import annotations
 
@@ -398,7 +398,7 @@ def _data_state(batcher, state: dict) -> dict:
     return out
 
 
-def _restore_data(batcher, saved: dict, state: dict):
+def _resume_stream(batcher, saved: dict, state: dict):
     """Put the batcher back where the checkpoint left it and return the batch stream from there."""
     state["epoch"] = int(saved["epoch"])
     if "batcher" in saved and hasattr(batcher, "load_state_dict"):
@@ -427,6 +427,230 @@ def _fmt_time(seconds: float | None) -> str:
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else f"{seconds // 60}:{seconds % 60:02d}"
 
 
+class TrainingRun:
+    """Everything around a training step: resume, the data stream, the schedule, the bar, validation, checkpoints.
+
+    The step itself (forward, loss, backward, clip, update) is written out by the caller, as notebook 03 and
+    :func:`train` both do, nanoGPT-style::
+
+        run = TrainingRun(model, train_batcher, valid_batches, cfg, out_dir)
+        while not run.done():
+            batch = run.next_batch()
+            lr = run.set_lr()
+            ...  # forward, loss_fn, run.scaler.scale(loss).backward(), clip, run.check_finite, run.scaler.step
+            run.end_step(batch, loss, lr, seconds)
+        result = run.finish()
+
+    On construction it builds the optimizer and the scaler and, when ``out_dir`` holds a checkpoint, restores
+    everything that influences the next step (weights, AdamW moments, scaler, RNG states, data position,
+    counters), after refusing a checkpoint whose configuration differs (naming the field).
+    """
+
+    def __init__(self, model: torch.nn.Module, train_batcher, valid_batches: list | None, cfg: TrainConfig,
+                 out_dir: str | Path | None = None, *, device: torch.device | str | None = None,
+                 extra_config: dict | None = None, resume: bool = True, progress: bool = True,
+                 callback: Callable[[dict, list[dict]], None] | None = None):
+        self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        self.model, self.batcher, self.valid_batches, self.cfg = model.to(self.device), train_batcher, valid_batches, cfg
+        self.out_dir, self.progress, self.callback = out_dir, progress, callback
+        self.precision = resolve_precision(self.device, cfg.precision)
+        use_attention_kernel(model, cfg.attention_kernel, self.device)
+        self.optimizer = make_optimizer(model, cfg, self.device)
+        self.scaler = make_scaler(self.device, self.precision)
+        self.config = run_config(model, cfg, extra_config)
+
+        self.step, self.tokens, self.train_seconds, self.skipped = 0, 0, 0.0, 0
+        self.history: list[dict] = []
+        self.data_state = {"epoch": 0, "position": 0}
+        self.resumed_from = None
+        self.checkpoint = ckpt_lib.find_checkpoint(out_dir) if resume else None
+        if self.checkpoint is not None:
+            saved = ckpt_lib.load_checkpoint(self.checkpoint, map_location="cpu")  # weights_only: never runs code
+            ckpt_lib.check_config(saved["config"], self.config, self.checkpoint.parent, ignore=RESUMABLE_FIELDS)
+            self._restore_state(saved)
+            self._restore_counters(saved)
+            self.stream = self._restore_data(saved)
+            if progress:
+                print(f"Resuming from {self.checkpoint} at step {self.step} "
+                      f"({_fmt_time(saved['train_state']['elapsed'])} trained).", file=sys.stderr)
+        else:
+            if hasattr(train_batcher, "set_epoch"):
+                train_batcher.set_epoch(0)
+            self.stream = _epoch_stream(train_batcher, self.data_state)
+            self.budget = Budget(cfg.minutes, cfg.steps)
+        self.last_good = (self.checkpoint, self.step) if self.checkpoint is not None else (None, None)
+        vals = [h for h in self.history if "val_loss" in h]
+        self.val_loss, self.val_ppl = (vals[-1]["val_loss"], vals[-1]["val_ppl"]) if vals else (None, None)
+        self.bar = self._make_bar() if progress else None
+        self.ran = False
+        self._scale_before = None
+        self._log = [0.0, 0, 0.0]  # loss x tokens, tokens, seconds since the last history record
+        model.train()
+        self._last_save = time.monotonic()
+        self.budget.restart_clock()  # the set-up above is not training time
+
+    # --- resuming: three pieces, so that tests can leave one out and watch the resume check fail
+    def _restore_state(self, saved: dict) -> None:
+        ckpt_lib.restore(saved, model=self.model, optimizer=self.optimizer, scaler=self.scaler)  # RNG states too
+
+    def _restore_counters(self, saved: dict) -> None:
+        ts = saved["train_state"]
+        self.step, self.tokens, self.train_seconds = saved["step"], ts["tokens"], ts["train_seconds"]
+        self.skipped, self.history, self.resumed_from = ts.get("skipped", 0), saved["history"], saved["step"]
+        self.budget = Budget(self.cfg.minutes, self.cfg.steps, elapsed=ts["elapsed"])  # earlier sessions count
+
+    def _restore_data(self, saved: dict):
+        return _resume_stream(self.batcher, saved["data_state"], self.data_state)
+
+    def _make_bar(self):
+        from tqdm.auto import tqdm
+
+        cfg = self.cfg
+        by_time = cfg.minutes is not None
+        self._bar_total = cfg.steps if not by_time else int(round(cfg.minutes * 60))
+        return tqdm(total=self._bar_total, initial=min(self._bar_total, int(self.budget.elapsed())) if by_time else self.step,
+                    unit="s" if by_time else "step", desc="train", dynamic_ncols=True, leave=True, file=sys.stderr,
+                    # a time budget fills the bar with seconds; its "rate" (1 s/s) would say nothing
+                    bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed} of " + _fmt_time(self._bar_total) + "{postfix}"
+                    if by_time else None)
+
+    # --- the loop's side of a step
+    def done(self) -> bool:
+        """True once the budget is spent; checked between steps, so a run always ends on a whole step."""
+        return self.budget.done(self.step)
+
+    def next_batch(self):
+        """The next training batch; after a resume, the batch an uninterrupted run would have drawn."""
+        self.ran = True
+        return next(self.stream)
+
+    def set_lr(self) -> float:
+        """Warm-up then cosine for the current step, written into the optimizer; returns the rate."""
+        lr = lr_at(self.step, self.cfg, self.budget.total_steps(self.step))
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def check_finite(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        """Stop before the update if the loss or the gradients are inf/NaN (with fp16 the scaler skips such steps)."""
+        if self.scaler.is_enabled():
+            self._scale_before = self.scaler.get_scale()  # end_step compares: a lower scale means a skipped step
+            return
+        loss_value, cfg = float(loss.detach()), self.cfg
+        if not math.isfinite(loss_value):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteLossError(
+                f"The loss became {loss_value} at step {self.step + 1}; training stopped before updating the weights with it. "
+                f"{self.where_good()} The same settings would likely diverge again: start a new run (a new output folder) with "
+                f"a lower learning rate (now lr={cfg.lr:g}) or precision='fp32', or look for a broken batch.")
+        if not torch.isfinite(grad_norm):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteLossError(
+                f"The gradients became {float(grad_norm)} at step {self.step + 1} (loss {loss_value:.4g}); the weights were not "
+                f"updated with them. {self.where_good()} Start a new run (a new output folder) with a lower learning rate "
+                f"(now lr={cfg.lr:g}) or grad_clip (now {cfg.grad_clip:g}).")
+
+    def end_step(self, batch, loss, lr: float, seconds: float) -> None:
+        """Count the step, then the bar, the history (and validation) at intervals, and a checkpoint when due."""
+        cfg = self.cfg
+        loss_value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
+        if self._scale_before is not None and self.scaler.get_scale() < self._scale_before:
+            self.skipped += 1  # the scaler found inf/NaN gradients and skipped this update
+            if self.skipped > 50 and self.skipped > self.step // 10:
+                raise NonFiniteLossError(
+                    f"The fp16 gradient scaler has skipped {self.skipped} of {self.step + 1} steps for inf/NaN gradients "
+                    f"(latest at step {self.step + 1}). {self.where_good()} Lower the learning rate (lr={cfg.lr:g}) or use "
+                    "precision='fp32'.")
+        self._scale_before = None
+        self.step += 1
+        n_tok = int(batch.n_target_tokens)
+        self.tokens += n_tok
+        self.train_seconds += seconds
+        if math.isfinite(loss_value):  # a skipped fp16 step must not poison the average
+            self._log[0] += loss_value * n_tok
+            self._log[1] += n_tok
+        self._log[2] += seconds
+        step, budget = self.step, self.budget
+
+        if self.bar is not None:
+            self.bar.n = step if cfg.minutes is None else min(self._bar_total, int(budget.elapsed()))
+            if step % 5 == 0 or step == 1:
+                sec_per_step = self.train_seconds / max(1, step - (self.resumed_from or 0))
+                self.bar.set_postfix_str(
+                    f"step {step} loss {loss_value:.3f} lr {lr:.2e} {self.tokens / max(self.train_seconds, 1e-9):,.0f} "
+                    f"target tok/s left {_fmt_time(budget.seconds_left(step, sec_per_step))}", refresh=False)
+                self.bar.refresh()
+
+        finishing = budget.done(step)
+        logging, evaluating = step % cfg.log_interval == 0 or finishing, step % cfg.eval_interval == 0 or finishing
+        record = {"step": step, "minutes": budget.elapsed() / 60, "tokens": self.tokens, "lr": lr}
+        if logging:
+            record.update(loss=self._log[0] / max(self._log[1], 1), tok_s=self._log[1] / max(self._log[2], 1e-9))
+            self._log = [0.0, 0, 0.0]
+        if evaluating and self.valid_batches:  # validation loss and perplexity, without label smoothing
+            self.val_loss, self.val_ppl = evaluate_loss(self.model, self.valid_batches, self.device, self.precision)
+            record.update(val_loss=self.val_loss, val_ppl=self.val_ppl)
+        if logging or "val_loss" in record:
+            self.history.append(record)
+            if self.callback is not None:
+                self.callback(record, self.history)
+
+        due_steps = cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0
+        due_time = time.monotonic() - self._last_save >= cfg.checkpoint_minutes * 60
+        if self.out_dir is not None and not finishing and (due_steps or due_time):
+            self.save()
+            self._last_save = time.monotonic()
+
+    # --- checkpoints and the end
+    def save(self, final: bool = False) -> Path | None:
+        if self.out_dir is None:
+            return None
+        path = ckpt_lib.save_checkpoint(
+            self.out_dir, model=self.model, config=self.config, step=self.step, optimizer=self.optimizer,
+            scaler=self.scaler, data_state=_data_state(self.batcher, self.data_state),
+            train_state={"tokens": self.tokens, "train_seconds": self.train_seconds, "elapsed": self.budget.elapsed(),
+                         "skipped": self.skipped, "final": final, "precision": self.precision},
+            history=self.history,
+        )
+        self.last_good = (path, self.step)
+        return path
+
+    def where_good(self) -> str:
+        """A sentence for error messages: which checkpoint a restart would resume from."""
+        path, at = self.last_good
+        if path is None:
+            return "No checkpoint has been saved yet" + ("" if self.out_dir else " (no output folder was given)") + "."
+        return f"The last good checkpoint is {path} (step {at})."
+
+    def out_of_memory(self, shape: tuple) -> OutOfMemoryError:
+        """The error to raise instead of an out-of-memory: it names the token budget to lower."""
+        self.optimizer.zero_grad(set_to_none=True)
+        m = self.cfg.max_tokens
+        return OutOfMemoryError(
+            f"Out of memory at step {self.step + 1} on {self.device} with batches of up to max_tokens={m} tokens "
+            f"(this batch: {tuple(shape)}, sentences x tokens). Lower max_tokens, e.g. to {m // 2} "
+            f"(preset_config(name, max_tokens={m // 2}) or TrainConfig(max_tokens=...)), and start "
+            f"again in a new output folder: the batches change with it. Every batch holds at most max_tokens "
+            f"tokens, padding included, so memory peaks at that size. {self.where_good()}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def finish(self) -> TrainResult:
+        """Save the final checkpoint (unless the run had nothing left to do) and sum the run up."""
+        self.close()
+        final_path = self.save(final=True) if (self.ran or self.checkpoint is None) else self.checkpoint
+        if not self.ran and self.progress:
+            print(f"Nothing to do: the run in {self.out_dir} already reached its budget (step {self.step}).", file=sys.stderr)
+        return TrainResult(
+            steps=self.step, tokens=self.tokens, seconds=self.budget.elapsed(), train_seconds=self.train_seconds,
+            tokens_per_s=self.tokens / max(self.train_seconds, 1e-9), history=self.history, val_loss=self.val_loss,
+            val_ppl=self.val_ppl, checkpoint=final_path, resumed_from=self.resumed_from, skipped_steps=self.skipped,
+        )
+
+
 def train(
     model: torch.nn.Module,
     train_batcher,
@@ -447,197 +671,36 @@ def train(
     ``valid_batches`` are scored every ``cfg.eval_interval`` steps and at the end. ``callback(record, history)``
     is called for every new history record (the notebook redraws its loss plot there).
     Checkpoints go to ``out_dir`` every ``cfg.checkpoint_minutes`` (and ``cfg.checkpoint_every_steps``) and at the end.
+    The step below is notebook 03's loop, line for line (tests/test_notebook03.py checks both give the same
+    weights); only the out-of-memory message is added.
     """
-    device = torch.device(device) if device is not None else next(model.parameters()).device
-    model.to(device)
-    precision = resolve_precision(device, cfg.precision)
-    use_attention_kernel(model, cfg.attention_kernel, device)
-    optimizer = make_optimizer(model, cfg, device)
-    scaler = make_scaler(device, precision)
-    config = run_config(model, cfg, extra_config)
-
-    step, tokens, train_seconds, skipped = 0, 0, 0.0, 0
-    history: list[dict] = []
-    data_state = {"epoch": 0, "position": 0}
-    resumed_from = None
-    ckpt_path = ckpt_lib.find_checkpoint(out_dir) if resume else None
-    if ckpt_path is not None:
-        saved = ckpt_lib.load_checkpoint(ckpt_path, map_location="cpu")
-        ckpt_lib.check_config(saved["config"], config, ckpt_path.parent, ignore=RESUMABLE_FIELDS)
-        ckpt_lib.restore(saved, model=model, optimizer=optimizer, scaler=scaler)
-        ts = saved["train_state"]
-        step, tokens, train_seconds, skipped = saved["step"], ts["tokens"], ts["train_seconds"], ts.get("skipped", 0)
-        history = saved["history"]
-        stream = _restore_data(train_batcher, saved["data_state"], data_state)
-        budget = Budget(cfg.minutes, cfg.steps, elapsed=ts["elapsed"])
-        resumed_from = step
-        if progress:
-            print(f"Resuming from {ckpt_path} at step {step} ({_fmt_time(ts['elapsed'])} trained).", file=sys.stderr)
-    else:
-        if hasattr(train_batcher, "set_epoch"):
-            train_batcher.set_epoch(0)
-        stream = _epoch_stream(train_batcher, data_state)
-        budget = Budget(cfg.minutes, cfg.steps)
-    last_good = (ckpt_path, step) if ckpt_path is not None else (None, None)
-
-    def save(final: bool = False) -> Path | None:
-        nonlocal last_good
-        if out_dir is None:
-            return None
-        path = ckpt_lib.save_checkpoint(
-            out_dir, model=model, config=config, step=step, optimizer=optimizer, scaler=scaler,
-            data_state=_data_state(train_batcher, data_state),
-            train_state={"tokens": tokens, "train_seconds": train_seconds, "elapsed": budget.elapsed(),
-                         "skipped": skipped, "final": final, "precision": precision},
-            history=history,
-        )
-        last_good = (path, step)
-        return path
-
-    def where_good() -> str:
-        path, at = last_good
-        if path is None:
-            return "No checkpoint has been saved yet" + ("" if out_dir else " (no output folder was given)") + "."
-        return f"The last good checkpoint is {path} (step {at})."
-
-    def validate() -> tuple[float, float] | tuple[None, None]:
-        if not valid_batches:
-            return None, None
-        return evaluate_loss(model, valid_batches, device, precision)
-
-    total_for_bar = cfg.steps if cfg.minutes is None else int(round(cfg.minutes * 60))
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        by_time = cfg.minutes is not None
-        bar = tqdm(total=total_for_bar, initial=min(total_for_bar, int(budget.elapsed())) if by_time else step,
-                   unit="s" if by_time else "step", desc="train", dynamic_ncols=True, leave=True, file=sys.stderr,
-                   # a time budget fills the bar with seconds; its "rate" (1 s/s) would say nothing
-                   bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed} of " + _fmt_time(total_for_bar) + "{postfix}"
-                   if by_time else None)
-
-    model.train()
-    last_ckpt_time = time.monotonic()
-    log_loss, log_tokens, log_t0, log_train_s = 0.0, 0, time.monotonic(), 0.0
-    val_loss = val_ppl = None
-    if history:
-        vals = [h for h in history if "val_loss" in h]
-        if vals:
-            val_loss, val_ppl = vals[-1]["val_loss"], vals[-1]["val_ppl"]
-    ran_steps = False
-    budget.restart_clock()
+    run = TrainingRun(model, train_batcher, valid_batches, cfg, out_dir, device=device, extra_config=extra_config,
+                      resume=resume, progress=progress, callback=callback)
     try:
-        while not budget.done(step):
-            ran_steps = True
-            t_step = time.perf_counter()
-            batch = next(stream)
-            lr = lr_at(step, cfg, budget.total_steps(step))
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            ids = batch.input_ids.to(device, non_blocking=True)
-            labels = batch.labels.to(device, non_blocking=True)
-            plen = batch.prefix_len.to(device, non_blocking=True)
+        while not run.done():
+            t0 = time.perf_counter()
+            batch = run.next_batch()
+            lr = run.set_lr()
+            ids, labels, plen = (t.to(run.device, non_blocking=True) for t in (batch.input_ids, batch.labels, batch.prefix_len))
             try:
-                with autocast_context(device, precision):
-                    logits = model(ids, plen)
+                with autocast_context(run.device, run.precision):
+                    logits = model(ids, plen)  # (B, T, vocab)
                 loss = loss_fn(logits, labels, cfg.label_smoothing)
-                loss_value = float(loss.detach())  # one sync per step: the bar and the NaN check need it
-                if not math.isfinite(loss_value) and not scaler.is_enabled():
-                    raise NonFiniteLossError(
-                        f"The loss became {loss_value} at step {step + 1}; training stopped before updating the weights with it. "
-                        f"{where_good()} The same settings would likely diverge again: start a new run (a new output folder) with "
-                        f"a lower learning rate (now lr={cfg.lr:g}) or precision='fp32', or look for a broken batch."
-                    )
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
+                run.scaler.scale(loss).backward()
+                run.scaler.unscale_(run.optimizer)
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                if not scaler.is_enabled() and not torch.isfinite(grad_norm):
-                    optimizer.zero_grad(set_to_none=True)
-                    raise NonFiniteLossError(
-                        f"The gradients became {float(grad_norm)} at step {step + 1} (loss {loss_value:.4g}); the weights were not "
-                        f"updated with them. {where_good()} Start a new run (a new output folder) with a lower learning rate "
-                        f"(now lr={cfg.lr:g}) or grad_clip (now {cfg.grad_clip:g})."
-                    )
-                scale_before = scaler.get_scale() if scaler.is_enabled() else None
-                scaler.step(optimizer)  # with fp16, skipped when the gradients hold inf/NaN
-                scaler.update()
-                optimizer.zero_grad(set_to_none=True)
+                run.check_finite(loss, grad_norm)
+                run.scaler.step(run.optimizer)
+                run.scaler.update()
+                run.optimizer.zero_grad(set_to_none=True)
             except Exception as err:
                 if _is_oom(err):
-                    optimizer.zero_grad(set_to_none=True)
-                    raise OutOfMemoryError(
-                        f"Out of memory at step {step + 1} on {device} with batches of up to max_tokens={cfg.max_tokens} tokens "
-                        f"(this batch: {tuple(ids.shape)}, sentences x tokens). Lower max_tokens, e.g. to {cfg.max_tokens // 2} "
-                        f"(preset_config(name, max_tokens={cfg.max_tokens // 2}) or TrainConfig(max_tokens=...)), and start "
-                        f"again in a new output folder: the batches change with it. Every batch holds at most max_tokens "
-                        f"tokens, padding included, so memory peaks at that size. {where_good()}"
-                    ) from err
+                    raise run.out_of_memory(ids.shape) from err
                 raise
-            if scale_before is not None and scaler.get_scale() < scale_before:
-                skipped += 1  # the scaler found inf/NaN gradients and skipped this update
-                if skipped > 50 and skipped > step // 10:
-                    raise NonFiniteLossError(
-                        f"The fp16 gradient scaler has skipped {skipped} of {step + 1} steps for inf/NaN gradients (latest at step "
-                        f"{step + 1}). {where_good()} Lower the learning rate (lr={cfg.lr:g}) or use precision='fp32'."
-                    )
-            step += 1
-            n_tok = int(batch.n_target_tokens)
-            tokens += n_tok
-            dt = time.perf_counter() - t_step
-            train_seconds += dt
-            if math.isfinite(loss_value):
-                log_loss += loss_value * n_tok
-                log_tokens += n_tok
-            log_train_s += dt
-
-            if bar is not None:
-                bar.n = step if cfg.minutes is None else min(total_for_bar, int(budget.elapsed()))
-                if step % 5 == 0 or step == 1:
-                    sec_per_step = train_seconds / max(1, step - (resumed_from or 0)) if step else None
-                    bar.set_postfix_str(
-                        f"step {step} loss {loss_value:.3f} lr {lr:.2e} {tokens / max(train_seconds, 1e-9):,.0f} target tok/s "
-                        f"left {_fmt_time(budget.seconds_left(step, sec_per_step))}", refresh=False)
-                    bar.refresh()
-
-            finishing = budget.done(step)
-            if step % cfg.log_interval == 0 or finishing:
-                record = {"step": step, "minutes": budget.elapsed() / 60, "tokens": tokens, "lr": lr,
-                          "loss": log_loss / max(log_tokens, 1), "tok_s": log_tokens / max(log_train_s, 1e-9)}
-                if step % cfg.eval_interval == 0 or finishing:
-                    val_loss, val_ppl = validate()
-                    if val_loss is not None:
-                        record.update(val_loss=val_loss, val_ppl=val_ppl)
-                history.append(record)
-                log_loss, log_tokens, log_train_s = 0.0, 0, 0.0
-                if callback is not None:
-                    callback(record, history)
-            elif step % cfg.eval_interval == 0:
-                val_loss, val_ppl = validate()
-                if val_loss is not None:
-                    record = {"step": step, "minutes": budget.elapsed() / 60, "tokens": tokens, "lr": lr,
-                              "val_loss": val_loss, "val_ppl": val_ppl}
-                    history.append(record)
-                    if callback is not None:
-                        callback(record, history)
-
-            due_steps = cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0
-            due_time = time.monotonic() - last_ckpt_time >= cfg.checkpoint_minutes * 60
-            if out_dir is not None and not finishing and (due_steps or due_time):
-                save()
-                last_ckpt_time = time.monotonic()
+            run.end_step(batch, loss, lr, time.perf_counter() - t0)
     finally:
-        if bar is not None:
-            bar.close()
-
-    final_path = save(final=True) if (ran_steps or ckpt_path is None) else ckpt_path
-    if not ran_steps and progress:
-        print(f"Nothing to do: the run in {out_dir} already reached its budget (step {step}).", file=sys.stderr)
-    return TrainResult(
-        steps=step, tokens=tokens, seconds=budget.elapsed(), train_seconds=train_seconds,
-        tokens_per_s=tokens / max(train_seconds, 1e-9), history=history, val_loss=val_loss, val_ppl=val_ppl,
-        checkpoint=final_path, resumed_from=resumed_from, skipped_steps=skipped,
-    )
+        run.close()
+    return run.finish()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -80,7 +80,6 @@ print(f"preset {PRESET!r} on {DEVICE}; budget {TRAIN_MINUTES:g} min" + (f" or {T
 
 # %%
 import json
-import math
 import tempfile
 import time
 from dataclasses import replace
@@ -391,117 +390,52 @@ print(f"On {DEVICE}: precision {PRECISION}; gradient scaler {'on' if T.make_scal
 #
 # ## 4. The training loop
 #
-# The loop is the one `python -m helpers train` runs (`helpers.train.train`): the same steps in the same
-# order, so that from the same seed both end with identical weights (`tests/test_notebook03.py` checks
-# that). The package's version adds clearer messages for out-of-memory errors and skipped fp16 steps.
-# Read the body of the `while`: fetch a batch, set the learning rate, forward in mixed precision, loss,
-# scaled backward, unscale, clip, step, update the scaler. Around it: resume, progress bar, validation
-# loss and perplexity every `eval_interval` steps, checkpoints every `checkpoint_minutes`.
+# The loop below is the whole of training, in the style of nanoGPT: the step is written out, and
+# everything around it is one object, `T.TrainingRun`. It is the loop `python -m helpers train` runs
+# (`helpers.train.train` holds the same lines), so from the same seed both end with identical weights
+# (`tests/test_notebook03.py` checks that), and a run started here can be finished from the command line.
+#
+# What `TrainingRun` does, so that the step does not have to:
+#
+# * **On creation** it builds AdamW (`make_optimizer`) and the gradient scaler (`make_scaler`), and if the
+#   run folder holds a checkpoint, it first checks that it was made with the same configuration (a
+#   different one is refused, naming the field), then restores the weights, the AdamW moments, the scaler,
+#   the random-number generators, the batcher's epoch and position, and the counters, and says
+#   "Resuming from … at step …".
+# * `done()` asks the budget; `next_batch()` continues the data where the checkpoint left it, epoch after
+#   epoch; `set_lr()` writes the warm-up-then-cosine rate for the current step into the optimizer.
+# * `check_finite` stops with a message naming the step and the last good checkpoint if the loss or the
+#   gradients became inf or NaN, *before* the update could spoil the weights (with fp16 the scaler skips
+#   such steps instead, and `end_step` counts them).
+# * `end_step` counts steps and tokens, updates the progress bar (loss, learning rate, tokens per second,
+#   time left), records the training loss every `log_interval` steps and the validation loss and perplexity
+#   every `eval_interval` steps, and saves a checkpoint every `checkpoint_minutes`.
+# * `finish()` saves the final checkpoint and returns a `TrainResult`.
+#
+# Inside the step, the order matters: the loss is scaled *before* `backward` (fp16 gradients would
+# otherwise underflow to 0), unscaled *before* clipping (the threshold is about the true gradient), and
+# checked *before* the update.
 
 # %%
-def batches_forever(batcher):
-    """Epoch after epoch; the batcher remembers its epoch and position, which the checkpoint stores."""
-    while True:
-        yield from batcher
-
-
-def train_loop(model, batcher, valid_batches, cfg, out_dir, *, device="cpu", extra_config=None, progress=True, callback=None):
-    from tqdm.auto import tqdm
-
-    device = torch.device(device)
-    model.to(device)
-    precision = T.resolve_precision(device, cfg.precision)
-    optimizer = T.make_optimizer(model, cfg, device)  # AdamW, fused on CUDA
-    scaler = T.make_scaler(device, precision)  # enabled only for fp16
-    config = T.run_config(model, cfg, extra_config)  # what a checkpoint must match to be resumed
-    step, tokens, train_seconds, history, resumed_from = 0, 0, 0.0, [], None
-    path = ckpt.find_checkpoint(out_dir)
-    if path is not None:  # resume: weights, optimizer moments, scaler, RNG states, data position, counters
-        saved = ckpt.load_checkpoint(path)  # torch.load(weights_only=True): never runs code from the file
-        ckpt.check_config(saved["config"], config, out_dir, ignore=T.RESUMABLE_FIELDS)  # names any field that differs
-        ckpt.restore(saved, model=model, optimizer=optimizer, scaler=scaler)
-        batcher.load_state_dict(saved["data_state"]["batcher"])
-        ts = saved["train_state"]
-        step, tokens, train_seconds, history = saved["step"], ts["tokens"], ts["train_seconds"], saved["history"]
-        resumed_from = step
-        budget = T.Budget(cfg.minutes, cfg.steps, elapsed=ts["elapsed"])
-        print(f"Resuming from {path} at step {step} ({ts['elapsed'] / 60:.1f} min trained).")
-    else:
-        batcher.set_epoch(0)
-        budget = T.Budget(cfg.minutes, cfg.steps)
-    stream = batches_forever(batcher)
-
-    def save(final=False):
-        data_state = {"epoch": batcher.epoch, "position": batcher.position, "batcher": batcher.state_dict()}
-        train_state = {"tokens": tokens, "train_seconds": train_seconds, "elapsed": budget.elapsed(), "skipped": 0,
-                       "final": final, "precision": precision}
-        return ckpt.save_checkpoint(out_dir, model=model, config=config, step=step, optimizer=optimizer, scaler=scaler,
-                                    data_state=data_state, train_state=train_state, history=history)
-
-    by_time = cfg.steps is None  # the bar counts steps when there is a step budget, else seconds
-    bar = tqdm(total=round(cfg.minutes * 60) if by_time else cfg.steps, unit="s" if by_time else "step", desc="train",
-               disable=not progress, mininterval=1.0, file=sys.stderr)
-    model.train()
-    ran, last_save, log = False, time.monotonic(), [0.0, 0, 0.0]  # log: loss x tokens, tokens, seconds since the last record
-    budget.restart_clock()
-    while not budget.done(step):
-        ran, t0 = True, time.perf_counter()
-        batch = next(stream)
-        lr = T.lr_at(step, cfg, budget.total_steps(step))  # warm-up, then cosine to the end of the budget
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        ids, labels, plen = (t.to(device, non_blocking=True) for t in (batch.input_ids, batch.labels, batch.prefix_len))
-        with T.autocast_context(device, precision):
+def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
+    run = T.TrainingRun(model, batcher, valid_batches, cfg, out_dir, **run_options)  # resumes from out_dir's checkpoint
+    while not run.done():
+        t0 = time.perf_counter()
+        batch = run.next_batch()  # resumes mid-epoch after a disconnect
+        lr = run.set_lr()  # warm-up, then cosine decay to the end of the budget
+        ids, labels, plen = (t.to(run.device, non_blocking=True) for t in (batch.input_ids, batch.labels, batch.prefix_len))
+        with T.autocast_context(run.device, run.precision):  # fp16 on a T4, bf16 where native, fp32 on CPU
             logits = model(ids, plen)  # (B, T, vocab)
-        loss = T.loss_fn(logits, labels, cfg.label_smoothing)  # English and <eos> only, in fp32
-        loss_value = float(loss.detach())
-        scaler.scale(loss).backward()  # fp16: the loss is scaled up so small gradients survive
-        scaler.unscale_(optimizer)  # true gradients again, before clipping
+        loss = T.loss_fn(logits, labels, cfg.label_smoothing)  # English tokens and <eos> only, in fp32
+        run.scaler.scale(loss).backward()  # fp16: scaled up so small gradients survive
+        run.scaler.unscale_(run.optimizer)  # true gradients again, before clipping
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        if not scaler.is_enabled() and not (math.isfinite(loss_value) and torch.isfinite(grad_norm)):
-            raise T.NonFiniteLossError(f"loss {loss_value}, gradient norm {float(grad_norm)} at step {step + 1}: stopped "
-                                       f"before updating the weights. The last checkpoint is in {out_dir}; lower lr and retry.")
-        scaler.step(optimizer)  # fp16: skipped when a gradient overflowed
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        step, tokens = step + 1, tokens + batch.n_target_tokens
-        dt = time.perf_counter() - t0
-        train_seconds += dt
-        if math.isfinite(loss_value):
-            log[0], log[1] = log[0] + loss_value * batch.n_target_tokens, log[1] + batch.n_target_tokens
-        log[2] += dt
-        if progress and (step % 5 == 0 or step == 1):  # the bar redraws itself at most once a second
-            left = budget.seconds_left(step, train_seconds / step)
-            bar.set_postfix_str(f"loss {loss_value:.3f} lr {lr:.2e} tok/s {tokens / train_seconds:,.0f} "
-                                f"left {'?' if left is None else f'{left / 60:.1f} min'}", refresh=False)
-            bar.update((min(bar.total, round(budget.elapsed())) if by_time else step) - bar.n)
-        finishing = budget.done(step)
-        evaluating = bool(valid_batches) and (step % cfg.eval_interval == 0 or finishing)
-        if step % cfg.log_interval == 0 or finishing or evaluating:
-            record = {"step": step, "minutes": budget.elapsed() / 60, "tokens": tokens, "lr": lr}
-            if step % cfg.log_interval == 0 or finishing:
-                record.update(loss=log[0] / max(log[1], 1), tok_s=log[1] / max(log[2], 1e-9))
-                log = [0.0, 0, 0.0]
-            if evaluating:  # validation loss and perplexity, without label smoothing
-                record["val_loss"], record["val_ppl"] = T.evaluate_loss(model, valid_batches, device, precision)
-            history.append(record)
-            if callback is not None:
-                callback(record, history)
-        due = (cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0) or (
-            time.monotonic() - last_save >= cfg.checkpoint_minutes * 60)
-        if due and not finishing:
-            save()
-            last_save = time.monotonic()
-    bar.close()
-    if ran or path is None:
-        path = save(final=True)
-    else:
-        print(f"Nothing to do: the run in {out_dir} already reached its budget (step {step}).")
-    vals = [h for h in history if "val_loss" in h]
-    return T.TrainResult(steps=step, tokens=tokens, seconds=budget.elapsed(), train_seconds=train_seconds,
-                         tokens_per_s=tokens / max(train_seconds, 1e-9), history=history,
-                         val_loss=vals[-1]["val_loss"] if vals else None, val_ppl=vals[-1]["val_ppl"] if vals else None,
-                         checkpoint=path, resumed_from=resumed_from)
+        run.check_finite(loss, grad_norm)  # never step on inf/NaN
+        run.scaler.step(run.optimizer)  # fp16: skipped when a gradient overflowed
+        run.scaler.update()
+        run.optimizer.zero_grad(set_to_none=True)
+        run.end_step(batch, loss, lr, time.perf_counter() - t0)  # bar, history, validation, checkpoints
+    return run.finish()  # the final checkpoint, and a TrainResult
 
 # %% [markdown]
 # **Is it still learning when the time runs out?** The plot below answers that: training loss (with label

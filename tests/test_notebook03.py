@@ -2,9 +2,10 @@
 loop is helpers.train.train (identical weights from the same seed, and interchangeable checkpoints).
 
 The notebook runs once in-process in quick mode (tiny preset, built-in corpus). Each check is then
-called with a deliberately broken input, or re-run against a copy of the notebook's training loop with
-one line mutated (the optimizer not restored, the random state not restored, ...), and must raise
-AssertionError; with the notebook's own code it passes.
+called with a deliberately broken input, or re-run with one piece of ``TrainingRun``'s resume replaced
+by a plausible mistake (the optimizer not restored, the random state not restored, ...), and must raise
+AssertionError; with the real code it passes. The parity test is shown to be sensitive by mutating one
+line of the notebook's step.
 """
 from __future__ import annotations
 
@@ -181,27 +182,46 @@ def test_resume_check_passes_with_the_notebook_loop(nb, tmp_path):
     _check_resume(nb, nb[1]["train_loop"], tmp_path)
 
 
-RESTORE = "ckpt.restore(saved, model=model, optimizer=optimizer, scaler=scaler)"
+def _restore_without_optimizer(run, saved):
+    ck.restore(saved, model=run.model, scaler=run.scaler)
+
+
+def _restore_without_rng(run, saved):
+    ck.restore(saved, model=run.model, optimizer=run.optimizer, scaler=run.scaler, rng=False)
+
+
+def _restore_data_from_the_start(run, saved):
+    run.batcher.set_epoch(0)
+    return T._epoch_stream(run.batcher, run.data_state)
+
+
+def _restart_the_schedule(run, saved):
+    ORIGINAL["_restore_counters"](run, saved)
+    run.step = 0
+
+
+ORIGINAL = {name: getattr(T.TrainingRun, name) for name in ("_restore_state", "_restore_counters", "_restore_data")}
+# each replaces one piece of TrainingRun's resume with a plausible mistake
 MISTAKES = {
-    "optimizer state not restored": (RESTORE, "ckpt.restore(saved, model=model, scaler=scaler)"),
-    "random state not restored": (RESTORE, "ckpt.restore(saved, model=model, optimizer=optimizer, scaler=scaler, rng=False)"),
-    "data position not restored": ('batcher.load_state_dict(saved["data_state"]["batcher"])', "batcher.set_epoch(0)"),
-    "schedule restarted": ('budget = T.Budget(cfg.minutes, cfg.steps, elapsed=ts["elapsed"])',
-                           'budget = T.Budget(cfg.minutes, cfg.steps, elapsed=ts["elapsed"]); step = 0'),
+    "optimizer state not restored": ("_restore_state", _restore_without_optimizer),
+    "random state not restored": ("_restore_state", _restore_without_rng),
+    "data position not restored": ("_restore_data", _restore_data_from_the_start),
+    "schedule restarted": ("_restore_counters", _restart_the_schedule),
 }
 
 
 @pytest.mark.parametrize("mistake", list(MISTAKES))
-def test_resume_check_fails_when_the_checkpoint_misses_state(nb, tmp_path, mistake):
-    loop = mutated_loop(nb, *MISTAKES[mistake])
+def test_resume_check_fails_when_the_checkpoint_misses_state(nb, tmp_path, monkeypatch, mistake):
+    name, buggy = MISTAKES[mistake]
+    monkeypatch.setattr(T.TrainingRun, name, buggy)
     with pytest.raises(AssertionError):
-        _check_resume(nb, loop, tmp_path)
+        _check_resume(nb, nb[1]["train_loop"], tmp_path)
 
 
-def test_resume_check_fails_when_another_configuration_is_accepted(nb, tmp_path):
-    loop = mutated_loop(nb, "ckpt.check_config(saved", "(lambda *a, **k: None)(saved")
+def test_resume_check_fails_when_another_configuration_is_accepted(nb, tmp_path, monkeypatch):
+    monkeypatch.setattr(T.ckpt_lib, "check_config", lambda *a, **k: None)
     with pytest.raises(AssertionError, match="another learning rate was resumed"):
-        _check_resume(nb, loop, tmp_path)
+        _check_resume(nb, nb[1]["train_loop"], tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,10 +308,17 @@ def test_notebook_loop_and_helpers_train_end_with_identical_weights(ns, parity_d
            [(h["step"], h["val_loss"]) for h in pkg_result.history if "val_loss" in h]
 
 
-def test_parity_comparison_notices_an_off_by_one_schedule(nb, parity_data, tmp_path):
-    """The comparison above is sensitive: a loop that is one step ahead in its learning-rate schedule fails it."""
+STEP_MISTAKES = {
+    "no label smoothing": ("T.loss_fn(logits, labels, cfg.label_smoothing)", "T.loss_fn(logits, labels)"),
+    "gradients never zeroed": ("run.optimizer.zero_grad(set_to_none=True)", "pass"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(STEP_MISTAKES))
+def test_parity_comparison_notices_a_changed_step(nb, parity_data, tmp_path, mistake):
+    """The comparison above is sensitive: a notebook step with one plausible mistake ends with other weights."""
     cfg, prepared = parity_data
-    loop = mutated_loop(nb, "T.lr_at(step, cfg,", "T.lr_at(step + 1, cfg,")
+    loop = mutated_loop(nb, *STEP_MISTAKES[mistake])
     nb_model, batcher = _fresh(cfg, prepared)
     loop(nb_model, batcher, prepared.valid_batches, cfg, tmp_path / "notebook", progress=False)
     pkg_model, batcher = _fresh(cfg, prepared)
