@@ -73,7 +73,8 @@ def sync(paths: list[Path] | None = None) -> list[Path]:
         nb = _read_py(py)
         nb.metadata.update(COLAB_METADATA)
         nb.metadata.setdefault("jupytext", {})["formats"] = PAIR_FORMATS
-        for cell in nb.cells:
+        for i, cell in enumerate(nb.cells):
+            cell.id = f"cell-{i:03d}"  # stable ids: re-syncing an unchanged notebook changes nothing
             if cell.cell_type == "code":
                 cell.outputs = []
                 cell.execution_count = None

@@ -410,7 +410,7 @@ seq, plen = encode_pair(*PAIRS[0])
 labels_txt = [vocab[t] for t in seq]
 fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
 for ax, (title, m) in zip(axes, [("causal", causal_mask(len(seq))), (f"prefix-LM (prefix = {plen})", prefix_lm_mask(len(seq), torch.tensor([plen]))[0, 0])]):
-    ax.imshow(m.int(), cmap="Greys", vmin=0, vmax=1.4)
+    ax.imshow(m.int().numpy(), cmap="Greys", vmin=0, vmax=1.4)
     ax.set_xticks(range(len(seq)), labels_txt, rotation=90)
     ax.set_yticks(range(len(seq)), labels_txt)
     ax.axhline(plen - 0.5, color="tab:red", lw=1)
@@ -769,7 +769,7 @@ fig, axes = plt.subplots(N_LAYER, N_HEAD, figsize=(2.6 * N_HEAD, 2.6 * N_LAYER),
 for layer, block in enumerate(model.blocks):
     for h in range(N_HEAD):
         ax = axes[layer][h]
-        ax.imshow(block.attn.last_weights[0, h, :n, :n], cmap="viridis", vmin=0, vmax=1)
+        ax.imshow(block.attn.last_weights[0, h, :n, :n].detach().numpy(), cmap="viridis", vmin=0, vmax=1)
         ax.set_xticks(range(n), labels_txt, rotation=90, fontsize=6)
         ax.set_yticks(range(n), labels_txt, fontsize=6)
         ax.set_title(f"layer {layer} head {h}", fontsize=8)

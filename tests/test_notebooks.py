@@ -37,6 +37,15 @@ def _copy_pair(py: Path, tmp_path: Path) -> Path:
     return tmp_path / py.name
 
 
+def test_sync_is_deterministic(tmp_path):
+    """Re-syncing an unchanged notebook rewrites the same bytes, so diffs show only real edits."""
+    py = _copy_pair(SOURCES[0], tmp_path)
+    notebooks.sync([py])
+    first = py.with_suffix(".ipynb").read_bytes()
+    notebooks.sync([py])
+    assert py.with_suffix(".ipynb").read_bytes() == first
+
+
 def test_pair_check_catches_drift_and_outputs(tmp_path):
     """The pairing check can fail: an edited .py, an output left in the .ipynb, a missing .ipynb."""
     py = _copy_pair(SOURCES[0], tmp_path)
