@@ -232,15 +232,15 @@ def run_all(only: list[str] | None = None, *, quick: bool = True, out_dir: Path 
     times, start = [], time.perf_counter()
     for i, path in enumerate(paths, 1):
         t0 = time.perf_counter()
-        print(f"[{i}/{len(paths)}] {path.stem} ...", end=" ", flush=True)
         try:
             run_notebook(path, out_dir, quick=quick)
         except NotebookFailed:
-            print(f"FAILED after {time.perf_counter() - t0:.1f}s", flush=True)
+            print(f"[{i}/{len(paths)}] {path.stem}: FAILED after {time.perf_counter() - t0:.1f}s", flush=True)
             raise
         dt = time.perf_counter() - t0
         times.append((path.stem, dt))
-        print(f"ok in {dt:.1f}s", flush=True)
+        # one whole line per notebook, printed when it ends, so kernel log lines cannot split it
+        print(f"[{i}/{len(paths)}] {path.stem}: ok in {dt:.1f}s", flush=True)
     total = time.perf_counter() - start
     print(f"All {len(paths)} notebooks ran in {total:.1f}s. Figures: {runtime.figures_dir()}  Metrics: {runtime.metrics_dir()}", flush=True)
     return times
