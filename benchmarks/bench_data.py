@@ -8,6 +8,7 @@ Prints the counts and wall time of each step, and the CPU load average at the st
 other programs sharing the cores slow every step, so read the timings next to the load.
 Target on 2 cores: under a minute for everything.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,9 @@ def load_average() -> str:
         return "n/a"
 
 
-def run(source: str, path: str | None, vocab_size: int, model_type: str, threads: int, max_len: int,
-        max_tokens: int) -> dict:
+def run(
+    source: str, path: str | None, vocab_size: int, model_type: str, threads: int, max_len: int, max_tokens: int
+) -> dict:
     timings: dict[str, float] = {}
     counts: dict[str, object] = {}
 
@@ -61,8 +63,9 @@ def run(source: str, path: str | None, vocab_size: int, model_type: str, threads
     counts.update({f"split_{k}": v for k, v in splits.report.sizes.items()})
     with step(f"tokenizer ({model_type}, {vocab_size})"):
         with tempfile.TemporaryDirectory() as tmp:
-            tok = D.Tokenizer.train(splits.train, vocab_size=vocab_size, model_type=model_type, out_dir=tmp,
-                                    num_threads=threads)
+            tok = D.Tokenizer.train(
+                splits.train, vocab_size=vocab_size, model_type=model_type, out_dir=tmp, num_threads=threads
+            )
     print(f"{tok}; trained on {tok.meta['trained_on_sentences']:,} sentences (train split only)")
     counts["vocab_size"] = tok.vocab_size
     with step("encode train"):
@@ -74,17 +77,26 @@ def run(source: str, path: str | None, vocab_size: int, model_type: str, threads
         n_batches = sum(1 for _ in batcher)
     stats = batcher.stats(epoch=0)
     baseline = D.BucketBatcher(examples, max_tokens=max_tokens, seed=0, bucket=False).stats(epoch=0)
-    print(f"{n_batches} batches of up to {max_tokens} tokens, mean {stats['mean_batch_size']:.0f} pairs; padding "
-          f"{stats['padding_fraction']:.1%} bucketed vs {baseline['padding_fraction']:.1%} in random batches")
+    print(
+        f"{n_batches} batches of up to {max_tokens} tokens, mean {stats['mean_batch_size']:.0f} pairs; padding "
+        f"{stats['padding_fraction']:.1%} bucketed vs {baseline['padding_fraction']:.1%} in random batches"
+    )
     counts["padding_fraction"] = round(stats["padding_fraction"], 4)
     counts["padding_fraction_random"] = round(baseline["padding_fraction"], 4)
     total = sum(timings.values())
     print(f"\nTOTAL {total:.1f} s  (load average at end: {load_average()})")
     for name, t in timings.items():
         print(f"  {name:<28}{t:>7.2f} s")
-    return {"source": source, "path": path, "timings_s": {k: round(v, 3) for k, v in timings.items()},
-            "total_s": round(total, 2), "counts": counts, "load_average_end": load_average(),
-            "cores": os.cpu_count(), "threads": threads}
+    return {
+        "source": source,
+        "path": path,
+        "timings_s": {k: round(v, 3) for k, v in timings.items()},
+        "total_s": round(total, 2),
+        "counts": counts,
+        "load_average_end": load_average(),
+        "cores": os.cpu_count(),
+        "threads": threads,
+    }
 
 
 def main(argv=None) -> int:

@@ -12,6 +12,7 @@ row of the LM head is zeroed so it never wins; the mean count of new tokens is p
 
 Numbers from a shared or busy machine are low and noisy: run it on a quiet one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,23 +87,38 @@ def main(argv=None) -> int:
         with torch.no_grad():
             model.lm_head.weight[never].zero_()
 
-    results = {"device": args.device, "hardware": T._hardware(torch.device(args.device)), "threads": torch.get_num_threads(),
-               "sentences": len(sources), "new_tokens": n_new, "parameters": sum(p.numel() for p in model.parameters())}
+    results = {
+        "device": args.device,
+        "hardware": T._hardware(torch.device(args.device)),
+        "threads": torch.get_num_threads(),
+        "sentences": len(sources),
+        "new_tokens": n_new,
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
     rows = {}
-    for name, kw in (("greedy, cache", dict(beams=1, use_cache=True)),
-                     ("greedy, no cache", dict(beams=1, use_cache=False)),
-                     (f"beam {args.beams}, cache", dict(beams=args.beams, use_cache=True))):
-        seconds, out = timed(lambda: model.generate(prefixes, n_new, eos_id=never, **kw), args.repeats)
+    for name, kw in (
+        ("greedy, cache", dict(beams=1, use_cache=True)),
+        ("greedy, no cache", dict(beams=1, use_cache=False)),
+        (f"beam {args.beams}, cache", dict(beams=args.beams, use_cache=True)),
+    ):
+        seconds, out = timed(lambda kw=kw: model.generate(prefixes, n_new, eos_id=never, **kw), args.repeats)
         lengths = [len(o) for o in out]
-        rows[name] = {"seconds": round(seconds, 3), "sentences_per_s": round(len(sources) / seconds, 2),
-                      "mean_new_tokens": sum(lengths) / len(lengths)}
-        print(f"{name:18s} {rows[name]['sentences_per_s']:8.2f} sentences/s  ({seconds:.2f} s, "
-              f"{rows[name]['mean_new_tokens']:.1f} new tokens per sentence)")
+        rows[name] = {
+            "seconds": round(seconds, 3),
+            "sentences_per_s": round(len(sources) / seconds, 2),
+            "mean_new_tokens": sum(lengths) / len(lengths),
+        }
+        print(
+            f"{name:18s} {rows[name]['sentences_per_s']:8.2f} sentences/s  ({seconds:.2f} s, "
+            f"{rows[name]['mean_new_tokens']:.1f} new tokens per sentence)"
+        )
     cached, plain = rows["greedy, cache"]["sentences_per_s"], rows["greedy, no cache"]["sentences_per_s"]
     results["rows"] = rows
     results["cache_speedup"] = round(cached / plain, 2)
     results["beam_slowdown"] = round(cached / rows[f"beam {args.beams}, cache"]["sentences_per_s"], 2)
-    print(f"cache speed-up: {results['cache_speedup']:.2f}x   beam {args.beams} costs {results['beam_slowdown']:.2f}x greedy")
+    print(
+        f"cache speed-up: {results['cache_speedup']:.2f}x   beam {args.beams} costs {results['beam_slowdown']:.2f}x greedy"
+    )
 
     if args.checkpoint:  # natural lengths: what evaluate and translate see
         seconds, out = timed(lambda: E.translate(model, tok, sources, beams=1), args.repeats)

@@ -11,6 +11,7 @@ uses. On CUDA we also measure fp16 and bf16 (tensor cores), and list the datashe
 
 Other programs running at the same time lower the figure; run it on a quiet machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,11 @@ import time
 import torch
 
 DATASHEET_TFLOPS = {  # dense fp16 tensor-core peak, for reference beside the measured one
-    "Tesla T4": 65.0, "NVIDIA A100": 312.0, "NVIDIA L4": 121.0, "NVIDIA H100": 989.0, "NVIDIA H200": 989.0,
+    "Tesla T4": 65.0,
+    "NVIDIA A100": 312.0,
+    "NVIDIA L4": 121.0,
+    "NVIDIA H100": 989.0,
+    "NVIDIA H200": 989.0,
 }
 
 
@@ -57,7 +62,12 @@ def measure(device: str = "cpu", threads: int = 2, sizes=None, seconds: float = 
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
     if device == "cuda":
         dtypes["fp16"] = torch.float16
-    result = {"device": device, "threads": torch.get_num_threads() if device == "cpu" else None, "gflops": {}, "by_size": {}}
+    result = {
+        "device": device,
+        "threads": torch.get_num_threads() if device == "cpu" else None,
+        "gflops": {},
+        "by_size": {},
+    }
     if device == "cuda":
         result["name"] = torch.cuda.get_device_name(0)
         torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 here
@@ -81,7 +91,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None, help="also write the result here")
     args = parser.parse_args(argv)
     r = measure(args.device, args.threads, seconds=args.seconds)
-    print(f"{r['name']} ({r['device']}{', %d threads' % r['threads'] if r['threads'] else ''}), torch {torch.__version__}")
+    threads = f", {r['threads']} threads" if r["threads"] else ""
+    print(f"{r['name']} ({r['device']}{threads}), torch {torch.__version__}")
     for label, g in r["gflops"].items():
         sizes = ", ".join(f"n={n}: {v}" for n, v in r["by_size"][label].items())
         print(f"  {label:5s} peak {g:10.1f} GFLOP/s   ({sizes})")

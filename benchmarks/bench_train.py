@@ -32,6 +32,7 @@ honest yardstick for that run.
 
 Numbers from a shared or busy machine are low and noisy: run it on a quiet one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,8 +69,9 @@ def batch_flops(model, batch) -> float:
 def naive_batches(examples, batch_size: int, seed: int):
     """Random batches of ``batch_size`` sentences, each padded to its longest: no bucketing."""
     longest = max(len(e.input_ids) for e in examples)
-    return D.BucketBatcher(examples, max_tokens=batch_size * longest, shuffle=True, seed=seed, bucket=False,
-                           max_batch_size=batch_size)
+    return D.BucketBatcher(
+        examples, max_tokens=batch_size * longest, shuffle=True, seed=seed, bucket=False, max_batch_size=batch_size
+    )
 
 
 def run(model, batches, cfg, device, steps: int, warmup: int, precision: str) -> dict:
@@ -112,16 +114,25 @@ def run(model, batches, cfg, device, steps: int, warmup: int, precision: str) ->
             flops += batch_flops(model, batch)
     sync()
     seconds = time.perf_counter() - t0
-    return {"steps": steps, "seconds": round(seconds, 3), "target_tokens_per_s": round(target / seconds, 1),
-            "tokens_per_s": round(real / seconds, 1), "padding_fraction": round(1 - real / padded, 3),
-            "model_gflops_per_s": round(flops / seconds / 1e9, 2)}
+    return {
+        "steps": steps,
+        "seconds": round(seconds, 3),
+        "target_tokens_per_s": round(target / seconds, 1),
+        "tokens_per_s": round(real / seconds, 1),
+        "padding_fraction": round(1 - real / padded, 3),
+        "model_gflops_per_s": round(flops / seconds / 1e9, 2),
+    }
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default="tatoeba", help="'tatoeba' (the local copy), 'builtin', or a French<TAB>English file")
+    parser.add_argument(
+        "--data", default="tatoeba", help="'tatoeba' (the local copy), 'builtin', or a French<TAB>English file"
+    )
     parser.add_argument("--preset", default="cpu")
-    parser.add_argument("--tokenizer", default=None, help="a tokenizer folder to reuse (e.g. <run>/tokenizer); else one is trained")
+    parser.add_argument(
+        "--tokenizer", default=None, help="a tokenizer folder to reuse (e.g. <run>/tokenizer); else one is trained"
+    )
     parser.add_argument("--pairs", type=int, default=20000, help="sentences sampled for the benchmark")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
@@ -146,8 +157,11 @@ def main(argv=None) -> int:
     else:
         pairs, _ = D.load_pairs("tsv", args.data, limit=args.pairs, seed=0)
     pairs, _ = D.clean_pairs(pairs)
-    tok = D.Tokenizer.load(args.tokenizer) if args.tokenizer else D.Tokenizer.train(pairs, vocab_size=cfg.vocab_size,
-                                                                                   model_type=cfg.tokenizer_type)
+    tok = (
+        D.Tokenizer.load(args.tokenizer)
+        if args.tokenizer
+        else D.Tokenizer.train(pairs, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type)
+    )
     examples, _ = D.encode_pairs(tok, pairs, cfg.max_len)
     ours_batches = D.BucketBatcher(examples, max_tokens=cfg.max_tokens, shuffle=True, seed=0)
     stats = ours_batches.stats()
@@ -167,15 +181,28 @@ def main(argv=None) -> int:
         key = "fp32" if device.type == "cpu" else "fp16"
         peak, peak_label = peaks[key], f"measured {key} matmul"
 
-    print(f"device {device} ({T._hardware(device)}), threads {torch.get_num_threads()}, precision {precision}, torch {torch.__version__}")
-    print(f"model: preset {args.preset}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters "
-          f"({n_mult / 1e6:.2f} M multiplying), vocab {tok.vocab_size}; {len(examples):,} sentences; "
-          f"ours: max_tokens {cfg.max_tokens} (mean {stats['mean_batch_size']:.1f} sentences/batch); naive: {batch_size} sentences/batch")
+    print(
+        f"device {device} ({T._hardware(device)}), threads {torch.get_num_threads()}, precision {precision}, torch {torch.__version__}"
+    )
+    print(
+        f"model: preset {args.preset}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters "
+        f"({n_mult / 1e6:.2f} M multiplying), vocab {tok.vocab_size}; {len(examples):,} sentences; "
+        f"ours: max_tokens {cfg.max_tokens} (mean {stats['mean_batch_size']:.1f} sentences/batch); naive: {batch_size} sentences/batch"
+    )
     print(f"peak: {peak:.1f} GFLOP/s ({peak_label})" + "".join(f"; {k} {v:.1f}" for k, v in peaks.items()))
 
-    results = {"peaks_gflops": peaks, "device": str(device), "hardware": T._hardware(device), "threads": torch.get_num_threads(),
-               "precision": precision, "preset": args.preset, "peak_gflops": peak, "peak_source": peak_label,
-               "parameters": sum(p.numel() for p in model.parameters()), "multiplying_parameters": n_mult}
+    results = {
+        "peaks_gflops": peaks,
+        "device": str(device),
+        "hardware": T._hardware(device),
+        "threads": torch.get_num_threads(),
+        "precision": precision,
+        "preset": args.preset,
+        "peak_gflops": peak,
+        "peak_source": peak_label,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "multiplying_parameters": n_mult,
+    }
     kernel = T.use_attention_kernel(model, cfg.attention_kernel, device)
     print(f"ours: {kernel} attention (attention_kernel={cfg.attention_kernel!r})")
     results["ours_attention"] = kernel
@@ -199,8 +226,10 @@ def main(argv=None) -> int:
             if same:
                 r[f"mfu_vs_{precision}_peak"] = round(r["model_gflops_per_s"] / same, 3)
             extra = f" ({r[f'mfu_vs_{precision}_peak']:.1%} of the {precision} peak)" if same else ""
-            print(f"{name:9s} {r['target_tokens_per_s']:10,.0f} target tok/s  {r['tokens_per_s']:10,.0f} tok/s  "
-                  f"padding {r['padding_fraction']:.1%}  {r['model_gflops_per_s']:8.1f} GFLOP/s  MFU {r['mfu']:.1%}{extra}")
+            print(
+                f"{name:9s} {r['target_tokens_per_s']:10,.0f} target tok/s  {r['tokens_per_s']:10,.0f} tok/s  "
+                f"padding {r['padding_fraction']:.1%}  {r['model_gflops_per_s']:8.1f} GFLOP/s  MFU {r['mfu']:.1%}{extra}"
+            )
     if "naive" in results:
         results["speedup"] = round(results["ours"]["target_tokens_per_s"] / results["naive"]["target_tokens_per_s"], 2)
         print(f"speed-up (target tokens/s, ours / naive): {results['speedup']:.2f}x")

@@ -1,12 +1,13 @@
 """Command line: ``python -m helpers <command>``. It calls the same functions as the notebooks.
 
-    run-notebooks   execute every notebook headless (quick mode by default), reports in reports/
-    sync-notebooks  rewrite each notebooks/NN_*.ipynb from its jupytext .py pair (no outputs)
-    check-notebooks report pairs that drifted apart or carry outputs
-    train           train the French->English model (resumes when --out already has a checkpoint)
-    translate       French lines on standard input -> English lines on standard output
-    evaluate        BLEU and chrF on a French<TAB>English test file
+run-notebooks   execute every notebook headless (quick mode by default), reports in reports/
+sync-notebooks  rewrite each notebooks/NN_*.ipynb from its jupytext .py pair (no outputs)
+check-notebooks report pairs that drifted apart or carry outputs
+train           train the French->English model (resumes when --out already has a checkpoint)
+translate       French lines on standard input -> English lines on standard output
+evaluate        BLEU and chrF on a French<TAB>English test file
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,14 @@ def _train(args) -> int:
     columns = tuple(c.strip() for c in args.columns.split(",")) if args.columns else None
     overrides = {"max_tokens": args.max_tokens} if args.max_tokens else None
     train.train_command(
-        data=args.data, columns=columns, minutes=args.minutes, steps=args.steps,
-        out=args.out, preset=args.preset, seed=args.seed, overrides=overrides,
+        data=args.data,
+        columns=columns,
+        minutes=args.minutes,
+        steps=args.steps,
+        out=args.out,
+        preset=args.preset,
+        seed=args.seed,
+        overrides=overrides,
     )
     return 0
 
@@ -66,7 +73,9 @@ def _evaluate(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m helpers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
     p = sub.add_parser("run-notebooks", help="execute the notebooks headless (quick mode unless --full)")
@@ -83,15 +92,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train French->English; rerun with the same --out to resume")
     p.add_argument("--data", required=True, help="a Tatoeba-style or French<TAB>English file, or 'builtin'")
-    p.add_argument("--columns", default=None, help="column order of --data, e.g. en,fr for the Tatoeba file (default: fr,en; Tatoeba is detected)")
+    p.add_argument(
+        "--columns",
+        default=None,
+        help="column order of --data, e.g. en,fr for the Tatoeba file (default: fr,en; Tatoeba is detected)",
+    )
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument("--minutes", type=float, help="time budget (what the notebook uses)")
     budget.add_argument("--steps", type=int, help="step budget (exactly reproducible)")
     p.add_argument("--out", required=True, help="run folder: checkpoints, tokenizer, metrics")
     p.add_argument("--preset", default="cpu", help="model and batch sizes: cpu (2 cores) or t4 (about an hour on a T4)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-tokens", type=int, default=None,
-                   help="tokens per batch, padding included (default: the preset's); lower it after an out-of-memory error")
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="tokens per batch, padding included (default: the preset's); lower it after an out-of-memory error",
+    )
     p.set_defaults(func=_train)
 
     p = sub.add_parser("translate", help="French on stdin -> English on stdout")
@@ -127,7 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}\n(set HELPERS_DEBUG=1 to see the traceback)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\nInterrupted. A training run resumes from its last checkpoint when you rerun the same command.", file=sys.stderr)
+        print(
+            "\nInterrupted. A training run resumes from its last checkpoint when you rerun the same command.",
+            file=sys.stderr,
+        )
         return 130
 
 

@@ -6,6 +6,7 @@ Notebook 01 writes each of these out in front of the learner first (``attend`` t
 Conventions: vectors are rows. ``q`` is one query ``(d,)`` or a stack of queries ``(..., m, d)``;
 keys ``K`` are ``(..., n, d)`` and values ``V`` are ``(..., n, d_v)``; leading dims broadcast.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,7 +39,9 @@ def attention(q, K, V, scale: float | None = None, mask=None):
     if mask is not None:
         mask = torch.as_tensor(mask, dtype=torch.bool, device=scores.device)
         if not mask.any(dim=-1).all():
-            raise ValueError("mask hides every key from some query, so its weights are undefined: leave at least one key visible per query.")
+            raise ValueError(
+                "mask hides every key from some query, so its weights are undefined: leave at least one key visible per query."
+            )
         scores = scores.masked_fill(~mask, float("-inf"))
     alpha = torch.softmax(scores, dim=-1)  # over keys: each query's weights sum to 1
     return alpha @ V, alpha  # (..., m, d_v), (..., m, n)
@@ -64,15 +67,23 @@ def self_attention(X, Wq, Wk, Wv, scale: float | None = None, mask=None):
 def orthonormal_vectors(n: int, d: int, generator: torch.Generator | None = None, dtype=None):
     """``n`` random orthonormal vectors in R^d as the rows of an ``(n, d)`` tensor (needs n <= d)."""
     if not 1 <= n <= d:
-        raise ValueError(f"cannot fit {n} orthonormal vectors in R^{d}: ask for between 1 and d={d} vectors, or raise d.")
+        raise ValueError(
+            f"cannot fit {n} orthonormal vectors in R^{d}: ask for between 1 and d={d} vectors, or raise d."
+        )
     dtype = dtype or torch.get_default_dtype()
     G = torch.randn(d, n, generator=generator, dtype=dtype)
     Q, _ = torch.linalg.qr(G)  # (d, n), orthonormal columns
     return Q.T.contiguous()  # (n, d)
 
 
-def sample_keys(mu, alpha: float, n_samples: int, generator: torch.Generator | None = None,
-                covariance: str = "isotropic", a: int = 0):
+def sample_keys(
+    mu,
+    alpha: float,
+    n_samples: int,
+    generator: torch.Generator | None = None,
+    covariance: str = "isotropic",
+    a: int = 0,
+):
     """Draw ``n_samples`` sets of keys ``k_i ~ N(mu_i, Sigma_i)`` around the rows of ``mu`` (n, d). Returns (n_samples, n, d).
 
     ``"isotropic"``: every ``Sigma_i = alpha I`` (keys jitter slightly around their means).

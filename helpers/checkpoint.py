@@ -12,14 +12,16 @@ atomic), so a kill in the middle of a save leaves the previous checkpoint intact
 stored as tensors, numbers, strings, lists and dicts, so ``torch.load(..., weights_only=True)``
 can read it: loading a checkpoint never runs code from the file.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -225,8 +227,12 @@ def save_checkpoint(
         "saved_at": time.time(),
     }
     path = atomic_torch_save(payload, checkpoint_path(out_dir))
-    info = {"step": int(step), "saved_at": time.strftime("%Y-%m-%d %H:%M:%S"), "train_state": _plain(train_state or {}),
-            "config": _plain(config)}
+    info = {
+        "step": int(step),
+        "saved_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "train_state": _plain(train_state or {}),
+        "config": _plain(config),
+    }
     atomic_write_text(json.dumps(info, indent=2) + "\n", Path(out_dir) / INFO_NAME)
     return path
 

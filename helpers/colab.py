@@ -4,6 +4,7 @@ Every notebook's first code cell calls :func:`setup`. On Colab it installs only 
 runtime lacks (torch is never reinstalled: Colab's build matches its GPU driver) and reports
 the accelerator; elsewhere it only reports.
 """
+
 from __future__ import annotations
 
 import importlib.util

@@ -15,6 +15,7 @@ Pairs are always (French, English): we translate French into English. One traini
 
 and the loss is taken on the English tokens and <eos> only (``Batch.labels``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,9 +28,9 @@ import urllib.error
 import urllib.request
 import warnings
 import zipfile
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -37,12 +38,51 @@ import torch
 from .corpus import DEFAULT_N, builtin_corpus, describe_corpus  # noqa: F401  (re-exported)
 
 __all__ = [
-    "PAD", "BOS", "SEP", "EOS", "UNK", "PAD_ID", "BOS_ID", "SEP_ID", "EOS_ID", "UNK_ID", "IGNORE_INDEX",
-    "SOURCES", "LoadReport", "CleanReport", "SplitReport", "TruncationReport", "Splits", "Example", "Batch",
-    "Tokenizer", "BucketBatcher", "DataError", "DownloadError", "ChecksumWarning", "ColumnOrderWarning",
-    "load_pairs", "load_tatoeba", "load_tsv", "load_parallel", "load_hf", "builtin_corpus", "describe_corpus",
-    "fetch_tatoeba", "find_local_tatoeba", "normalise_text", "clean_pairs", "split_pairs", "make_example",
-    "encode_pairs", "prompt_ids", "collate", "pair_lengths", "default_cache_dir", "prepare", "Prepared",
+    "PAD",
+    "BOS",
+    "SEP",
+    "EOS",
+    "UNK",
+    "PAD_ID",
+    "BOS_ID",
+    "SEP_ID",
+    "EOS_ID",
+    "UNK_ID",
+    "IGNORE_INDEX",
+    "SOURCES",
+    "LoadReport",
+    "CleanReport",
+    "SplitReport",
+    "TruncationReport",
+    "Splits",
+    "Example",
+    "Batch",
+    "Tokenizer",
+    "BucketBatcher",
+    "DataError",
+    "DownloadError",
+    "ChecksumWarning",
+    "ColumnOrderWarning",
+    "load_pairs",
+    "load_tatoeba",
+    "load_tsv",
+    "load_parallel",
+    "load_hf",
+    "builtin_corpus",
+    "describe_corpus",
+    "fetch_tatoeba",
+    "find_local_tatoeba",
+    "normalise_text",
+    "clean_pairs",
+    "split_pairs",
+    "make_example",
+    "encode_pairs",
+    "prompt_ids",
+    "collate",
+    "pair_lengths",
+    "default_cache_dir",
+    "prepare",
+    "Prepared",
 ]
 
 PAD, BOS, SEP, EOS, UNK = "<pad>", "<bos>", "<sep>", "<eos>", "<unk>"
@@ -112,8 +152,11 @@ class CleanReport:
     n_out: int = 0
 
     def pretty(self) -> str:
-        lines = ["Cleaning", f"  pairs in                        {self.n_in:>9,}",
-                 f"  text normalised (kept)          {self.normalised:>9,}"]
+        lines = [
+            "Cleaning",
+            f"  pairs in                        {self.n_in:>9,}",
+            f"  text normalised (kept)          {self.normalised:>9,}",
+        ]
         for step, n in self.removed.items():
             lines.append(f"  - {step:<30}{n:>9,}")
         lines.append(f"  pairs out                       {self.n_out:>9,}")
@@ -136,16 +179,18 @@ class SplitReport:
 
     def pretty(self) -> str:
         s = self.sizes
-        return "\n".join([
-            "Split (grouped so that no French sentence and no English reference is in two splits)",
-            f"  pairs {self.n_pairs:,} in {self.n_groups:,} groups; {self.groups_joined_by_english:,} groups "
-            f"({self.pairs_kept_together:,} pairs) were kept together because French sentences share an English one",
-            f"  train {s.get('train', 0):,} | valid {s.get('valid', 0):,} (asked {self.targets.get('valid', 0):,}) | "
-            f"test {s.get('test', 0):,} (asked {self.targets.get('test', 0):,})",
-            f"  checks: French sentences in two splits = {self.french_in_two_splits}, test references that are "
-            f"training targets = {self.test_english_in_train}, valid references that are training targets = "
-            f"{self.valid_english_in_train}",
-        ])
+        return "\n".join(
+            [
+                "Split (grouped so that no French sentence and no English reference is in two splits)",
+                f"  pairs {self.n_pairs:,} in {self.n_groups:,} groups; {self.groups_joined_by_english:,} groups "
+                f"({self.pairs_kept_together:,} pairs) were kept together because French sentences share an English one",
+                f"  train {s.get('train', 0):,} | valid {s.get('valid', 0):,} (asked {self.targets.get('valid', 0):,}) | "
+                f"test {s.get('test', 0):,} (asked {self.targets.get('test', 0):,})",
+                f"  checks: French sentences in two splits = {self.french_in_two_splits}, test references that are "
+                f"training targets = {self.test_english_in_train}, valid references that are training targets = "
+                f"{self.valid_english_in_train}",
+            ]
+        )
 
     __str__ = pretty
 
@@ -162,13 +207,15 @@ class TruncationReport:
     tokens_lost: int = 0
 
     def pretty(self) -> str:
-        return "\n".join([
-            f"Encoding to <bos> French <sep> English <eos>, max_len={self.max_len}",
-            f"  pairs in {self.n_pairs:,}; kept {self.kept:,} (of which truncated {self.truncated:,}, "
-            f"{self.tokens_lost:,} tokens lost)",
-            f"  dropped: too long {self.dropped_too_long:,}, empty side {self.dropped_empty:,}; "
-            f"longest sequence {self.longest} tokens",
-        ])
+        return "\n".join(
+            [
+                f"Encoding to <bos> French <sep> English <eos>, max_len={self.max_len}",
+                f"  pairs in {self.n_pairs:,}; kept {self.kept:,} (of which truncated {self.truncated:,}, "
+                f"{self.tokens_lost:,} tokens lost)",
+                f"  dropped: too long {self.dropped_too_long:,}, empty side {self.dropped_empty:,}; "
+                f"longest sequence {self.longest} tokens",
+            ]
+        )
 
     __str__ = pretty
 
@@ -274,14 +321,17 @@ def _check_direction(pairs: Sequence[tuple[str, str]], report: LoadReport, sampl
     swapped = sum(_frenchness(en) > _frenchness(fr) for fr, en in looked)
     right = sum(_frenchness(fr) > _frenchness(en) for fr, en in looked)
     if swapped > right and swapped >= 0.5 * len(looked):
-        msg = (f"{swapped} of {len(looked)} sampled pairs look swapped (the 'French' side reads as English). "
-               f"Check the column order: Tatoeba's fra.txt is English<TAB>French; for a TSV pass columns=('en', 'fr').")
+        msg = (
+            f"{swapped} of {len(looked)} sampled pairs look swapped (the 'French' side reads as English). "
+            f"Check the column order: Tatoeba's fra.txt is English<TAB>French; for a TSV pass columns=('en', 'fr')."
+        )
         report.notes.append("WARNING: " + msg)
         warnings.warn(msg, ColumnOrderWarning, stacklevel=3)
 
 
-def load_tsv(path: str | os.PathLike, columns: Sequence[str] = ("fr", "en"), *, source: str = "tsv"
-             ) -> tuple[list[tuple[str, str]], LoadReport]:
+def load_tsv(
+    path: str | os.PathLike, columns: Sequence[str] = ("fr", "en"), *, source: str = "tsv"
+) -> tuple[list[tuple[str, str]], LoadReport]:
     """Tab-separated pairs; ``columns`` names the columns in file order (default French first).
 
     Columns named neither "fr" nor "en" (and any beyond those named) are ignored.
@@ -339,8 +389,7 @@ TATOEBA_URLS = (
 )
 # sha256 of fra.txt -> what it is. Other releases load fine but warn: counts and scores will differ.
 KNOWN_TATOEBA = {
-    "0bb85dbaa1c896844649094d7eaf2e34bee34e84fe362b26ce7e8f2e12aae104":
-        "manythings.org/anki fra-eng release of 2019-04-07: 167,130 pairs, English<TAB>French",
+    "0bb85dbaa1c896844649094d7eaf2e34bee34e84fe362b26ce7e8f2e12aae104": "manythings.org/anki fra-eng release of 2019-04-07: 167,130 pairs, English<TAB>French",
 }
 TATOEBA_COLUMNS = ("en", "fr", "attribution")  # newer releases add a third, attribution column
 
@@ -383,8 +432,9 @@ def _checksum_status(path: Path) -> tuple[str, str | None]:
     return digest, KNOWN_TATOEBA.get(digest)
 
 
-def fetch_tatoeba(cache_dir: str | os.PathLike | None = None, urls: Sequence[str] | str = TATOEBA_URLS, *,
-                  force: bool = False) -> Path:
+def fetch_tatoeba(
+    cache_dir: str | os.PathLike | None = None, urls: Sequence[str] | str = TATOEBA_URLS, *, force: bool = False
+) -> Path:
     """fra.txt in the cache, downloading and unzipping it the first time; its checksum is checked."""
     cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     folder = cache / "tatoeba-fra-eng"
@@ -396,7 +446,9 @@ def fetch_tatoeba(cache_dir: str | os.PathLike | None = None, urls: Sequence[str
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise DownloadError(f"Cannot create the cache folder {folder} ({err}). Pass cache_dir= a writable folder.") from err
+        raise DownloadError(
+            f"Cannot create the cache folder {folder} ({err}). Pass cache_dir= a writable folder."
+        ) from err
     errors = []
     for url in urls:
         part = folder / "fra-eng.zip.part"
@@ -437,13 +489,19 @@ def _warn_if_unknown(path: Path) -> str | None:
             f"{path} (sha256 {digest[:12]}..., {n:,} lines) is not a Tatoeba release this course knows. It will load, "
             f"but counts, splits and scores will differ from the ones the notebooks report, which used the "
             f"2019-04-07 release ({next(iter(KNOWN_TATOEBA))[:12]}...).",
-            ChecksumWarning, stacklevel=3,
+            ChecksumWarning,
+            stacklevel=3,
         )
     return known
 
 
-def load_tatoeba(path: str | os.PathLike | None = None, *, cache_dir: str | os.PathLike | None = None,
-                 download: bool = True, urls: Sequence[str] | str = TATOEBA_URLS) -> tuple[list[tuple[str, str]], LoadReport]:
+def load_tatoeba(
+    path: str | os.PathLike | None = None,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    download: bool = True,
+    urls: Sequence[str] | str = TATOEBA_URLS,
+) -> tuple[list[tuple[str, str]], LoadReport]:
     """Tatoeba pairs from manythings.org: the file is English<TAB>French[<TAB>attribution]; we return (fr, en).
 
     Without ``path``: a local copy (``$TATOEBA_PATH`` or the shared folder next to the repo), else the
@@ -487,10 +545,18 @@ class HFSource:
 
 
 HF_SOURCES = {
-    "opus100": HFSource("Helsinki-NLP/opus-100", "en-fr/{split}-*.parquet", "train",
-                        "OPUS-100 en-fr (Zhang et al., 2020): 1M training pairs sampled from OPUS, 2,000 valid, 2,000 test"),
-    "wmt14": HFSource("wmt/wmt14", "fr-en/{split}-*.parquet", "test",
-                      "WMT14 fr-en; its test split is newstest2014 (3,003 sentences of news)"),
+    "opus100": HFSource(
+        "Helsinki-NLP/opus-100",
+        "en-fr/{split}-*.parquet",
+        "train",
+        "OPUS-100 en-fr (Zhang et al., 2020): 1M training pairs sampled from OPUS, 2,000 valid, 2,000 test",
+    ),
+    "wmt14": HFSource(
+        "wmt/wmt14",
+        "fr-en/{split}-*.parquet",
+        "test",
+        "WMT14 fr-en; its test split is newstest2014 (3,003 sentences of news)",
+    ),
 }
 
 
@@ -509,9 +575,14 @@ def _hf_pairs(rows: Iterable[dict], report: LoadReport) -> list[tuple[str, str]]
     return pairs
 
 
-def load_hf(name: str = "opus100", split: str | None = None, limit: int | None = None, *,
-            data_files: str | Sequence[str] | None = None, cache_dir: str | os.PathLike | None = None
-            ) -> tuple[list[tuple[str, str]], LoadReport]:
+def load_hf(
+    name: str = "opus100",
+    split: str | None = None,
+    limit: int | None = None,
+    *,
+    data_files: str | Sequence[str] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> tuple[list[tuple[str, str]], LoadReport]:
     """OPUS-100 en-fr or WMT14 fr-en from the Hugging Face Hub, read from the repos' parquet files.
 
     ``data_files`` replaces the Hub files (local parquet files: what the tests use), through the same code.
@@ -524,8 +595,9 @@ def load_hf(name: str = "opus100", split: str | None = None, limit: int | None =
     import datasets
 
     try:
-        ds = datasets.load_dataset("parquet", data_files={split: files}, split=split,
-                                   cache_dir=str(cache_dir) if cache_dir else None)
+        ds = datasets.load_dataset(
+            "parquet", data_files={split: files}, split=split, cache_dir=str(cache_dir) if cache_dir else None
+        )
     except Exception as err:  # network, missing split, bad file: all end here with what to do
         raise DataError(
             f"Could not load {name} split {split!r} from {files}: {type(err).__name__}: {err}\n"
@@ -539,7 +611,9 @@ def load_hf(name: str = "opus100", split: str | None = None, limit: int | None =
     pairs = _hf_pairs(ds, report)
     report.kept = len(pairs)
     if not pairs:
-        raise _no_pairs(report, "the parquet rows need a 'translation' column {'fr': ..., 'en': ...} or 'fr'/'en' columns.")
+        raise _no_pairs(
+            report, "the parquet rows need a 'translation' column {'fr': ..., 'en': ...} or 'fr'/'en' columns."
+        )
     return pairs, report
 
 
@@ -557,9 +631,16 @@ def _subsample(pairs: list, limit: int, seed: int, report: LoadReport) -> list:
     return [pairs[i] for i in keep]
 
 
-def load_pairs(source: str, path: str | os.PathLike | Sequence | None = None, *, columns: Sequence[str] = ("fr", "en"),
-               limit: int | None = None, seed: int = 0, cache_dir: str | os.PathLike | None = None, **kw
-               ) -> tuple[list[tuple[str, str]], LoadReport]:
+def load_pairs(
+    source: str,
+    path: str | os.PathLike | Sequence | None = None,
+    *,
+    columns: Sequence[str] = ("fr", "en"),
+    limit: int | None = None,
+    seed: int = 0,
+    cache_dir: str | os.PathLike | None = None,
+    **kw,
+) -> tuple[list[tuple[str, str]], LoadReport]:
     """(French, English) pairs from ``source`` and a report of what was read, kept and skipped.
 
     tatoeba   manythings/Tatoeba fra.txt (``path`` optional: local copy, cache or download)
@@ -585,16 +666,18 @@ def load_pairs(source: str, path: str | os.PathLike | Sequence | None = None, *,
             raise DataError("source='parallel' needs path=(french_file, english_file): two aligned files.")
         pairs, report = load_parallel(fr_path, en_path)
     elif source == "hf":
-        return load_hf(kw.pop("name", "opus100"), kw.pop("split", None), limit, data_files=path,
-                       cache_dir=cache_dir, **kw)
+        return load_hf(
+            kw.pop("name", "opus100"), kw.pop("split", None), limit, data_files=path, cache_dir=cache_dir, **kw
+        )
     elif source == "builtin":
         difficulty = kw.pop("difficulty", 2)
         if kw:
             raise DataError(f"source='builtin' takes limit=, seed= and difficulty=, not {sorted(kw)}.")
         n = DEFAULT_N if limit is None else limit
         pairs = builtin_corpus(n=n, seed=seed, difficulty=difficulty)
-        report = LoadReport(source=f"builtin (SYNTHETIC, difficulty {difficulty}, seed {seed})",
-                            lines_read=len(pairs), kept=len(pairs))
+        report = LoadReport(
+            source=f"builtin (SYNTHETIC, difficulty {difficulty}, seed {seed})", lines_read=len(pairs), kept=len(pairs)
+        )
         report.notes.append("generated by the grammar in helpers/corpus.py, not real translations")
         return pairs, report
     else:
@@ -630,16 +713,22 @@ def normalise_text(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).translate(_TABLE).split())
 
 
-def clean_pairs(pairs: Iterable[tuple[str, str]], *, min_tokens: int = 1, max_tokens: int = 50,
-                max_ratio: float = 3.0) -> tuple[list[tuple[str, str]], CleanReport]:
+def clean_pairs(
+    pairs: Iterable[tuple[str, str]], *, min_tokens: int = 1, max_tokens: int = 50, max_ratio: float = 3.0
+) -> tuple[list[tuple[str, str]], CleanReport]:
     """Normalise the text, then drop empty, too short, too long, badly balanced and duplicate pairs.
 
     Lengths here are words (whitespace-separated): the tokenizer does not exist yet. ``max_ratio`` is the
     largest allowed ratio of the longer side's word count to the shorter one's.
     """
     report = CleanReport()
-    removed = {"empty after normalising": 0, f"shorter than {min_tokens} words": 0,
-               f"longer than {max_tokens} words": 0, f"length ratio above {max_ratio:g}": 0, "exact duplicate": 0}
+    removed = {
+        "empty after normalising": 0,
+        f"shorter than {min_tokens} words": 0,
+        f"longer than {max_tokens} words": 0,
+        f"length ratio above {max_ratio:g}": 0,
+        "exact duplicate": 0,
+    }
     keys = list(removed)
     seen: set[tuple[str, str]] = set()
     out = []
@@ -732,8 +821,11 @@ def split_pairs(pairs: Sequence[tuple[str, str]], *, valid: float = 0.05, test: 
     report.sizes = {k: len(v) for k, v in result.items()}
     fr_sets = {k: {fr for fr, _ in v} for k, v in result.items()}
     en_train = {en for _, en in result["train"]}
-    report.french_in_two_splits = len((fr_sets["train"] & fr_sets["valid"]) | (fr_sets["train"] & fr_sets["test"])
-                                      | (fr_sets["valid"] & fr_sets["test"]))
+    report.french_in_two_splits = len(
+        (fr_sets["train"] & fr_sets["valid"])
+        | (fr_sets["train"] & fr_sets["test"])
+        | (fr_sets["valid"] & fr_sets["test"])
+    )
     report.test_english_in_train = len({en for _, en in result["test"]} & en_train)
     report.valid_english_in_train = len({en for _, en in result["valid"]} & en_train)
     return Splits(result["train"], result["valid"], result["test"], report)
@@ -758,16 +850,32 @@ class Tokenizer:
         self.model_proto = bytes(model_proto)
         self.sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
         self.meta = dict(meta or {})
-        for name, want in (("<pad>", PAD_ID), ("<bos>", BOS_ID), ("<sep>", SEP_ID), ("<eos>", EOS_ID), ("<unk>", UNK_ID)):
+        for name, want in (
+            ("<pad>", PAD_ID),
+            ("<bos>", BOS_ID),
+            ("<sep>", SEP_ID),
+            ("<eos>", EOS_ID),
+            ("<unk>", UNK_ID),
+        ):
             if self.sp.piece_to_id(name) != want:
-                raise DataError(f"This sentencepiece model puts {name} at id {self.sp.piece_to_id(name)}, not {want}: "
-                                f"train it with Tokenizer.train so the special ids match.")
+                raise DataError(
+                    f"This sentencepiece model puts {name} at id {self.sp.piece_to_id(name)}, not {want}: "
+                    f"train it with Tokenizer.train so the special ids match."
+                )
 
     @classmethod
-    def train(cls, texts: Iterable[str] | Iterable[tuple[str, str]], vocab_size: int = 8000,
-              model_type: str = "unigram", out_dir: str | os.PathLike | None = None, *,
-              character_coverage: float = 0.9995, input_sentence_size: int = 400_000,
-              num_threads: int | None = None, seed: int = 0) -> "Tokenizer":
+    def train(
+        cls,
+        texts: Iterable[str] | Iterable[tuple[str, str]],
+        vocab_size: int = 8000,
+        model_type: str = "unigram",
+        out_dir: str | os.PathLike | None = None,
+        *,
+        character_coverage: float = 0.9995,
+        input_sentence_size: int = 400_000,
+        num_threads: int | None = None,
+        seed: int = 0,
+    ) -> Tokenizer:
         """Train on ``texts`` (strings, or (fr, en) pairs: both sides are used). Saved to ``out_dir`` if given."""
         import sentencepiece as spm
 
@@ -780,23 +888,41 @@ class Tokenizer:
         if not lines:
             raise DataError("No text to train the tokenizer on: pass the training pairs (or their sentences).")
         if vocab_size < 300:
-            raise DataError(f"vocab_size={vocab_size} is too small: 261 ids are taken by special and byte pieces; "
-                            f"use at least 300 (8000 for Tatoeba).")
+            raise DataError(
+                f"vocab_size={vocab_size} is too small: 261 ids are taken by special and byte pieces; "
+                f"use at least 300 (8000 for Tatoeba)."
+            )
         spm.set_random_generator_seed(seed)
         proto = io.BytesIO()
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(lines), model_writer=proto, vocab_size=vocab_size, model_type=model_type,
-            pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
-            pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, unk_piece=UNK, control_symbols=[SEP],
-            byte_fallback=True, character_coverage=character_coverage, split_digits=True,
+            sentence_iterator=iter(lines),
+            model_writer=proto,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            pad_id=PAD_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            unk_id=UNK_ID,
+            pad_piece=PAD,
+            bos_piece=BOS,
+            eos_piece=EOS,
+            unk_piece=UNK,
+            control_symbols=[SEP],
+            byte_fallback=True,
+            character_coverage=character_coverage,
+            split_digits=True,
             normalization_rule_name="identity",  # clean_pairs already normalised: keep « … » and ’ as they are
             hard_vocab_limit=False,  # a tiny corpus gets a smaller vocabulary instead of an error
-            input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
+            input_sentence_size=input_sentence_size,
+            shuffle_input_sentence=True,
             num_threads=num_threads or max(1, min(4, os.cpu_count() or 1)),
-            max_sentence_length=4192, minloglevel=2,
+            max_sentence_length=4192,
+            minloglevel=2,
         )
-        tok = cls(proto.getvalue(), {"model_type": model_type, "requested_vocab_size": vocab_size,
-                                     "trained_on_sentences": len(lines)})
+        tok = cls(
+            proto.getvalue(),
+            {"model_type": model_type, "requested_vocab_size": vocab_size, "trained_on_sentences": len(lines)},
+        )
         if out_dir is not None:
             tok.save(out_dir)
         return tok
@@ -812,12 +938,14 @@ class Tokenizer:
         return d
 
     @classmethod
-    def load(cls, in_dir: str | os.PathLike) -> "Tokenizer":
+    def load(cls, in_dir: str | os.PathLike) -> Tokenizer:
         d = Path(in_dir)
         model = d / "spm.model"
         if not model.is_file():
-            raise FileNotFoundError(f"No tokenizer at {d} (expected {model}). Train one with Tokenizer.train(...) "
-                                    f"and save it with tok.save({str(d)!r}).")
+            raise FileNotFoundError(
+                f"No tokenizer at {d} (expected {model}). Train one with Tokenizer.train(...) "
+                f"and save it with tok.save({str(d)!r})."
+            )
         import json
 
         meta = json.loads((d / "tokenizer.json").read_text()) if (d / "tokenizer.json").is_file() else {}
@@ -893,8 +1021,9 @@ def make_example(tok: Tokenizer, fr: str, en: str, max_len: int, *, truncate: bo
     return _example(tok.encode(fr), tok.encode(en), max_len, truncate, None)
 
 
-def encode_pairs(tok: Tokenizer, pairs: Sequence[tuple[str, str]], max_len: int, *, truncate: bool = False
-                 ) -> tuple[list[Example], TruncationReport]:
+def encode_pairs(
+    tok: Tokenizer, pairs: Sequence[tuple[str, str]], max_len: int, *, truncate: bool = False
+) -> tuple[list[Example], TruncationReport]:
     """Examples for all pairs; over-long ones are dropped (or, with ``truncate``, cut) and counted."""
     if max_len < 4:
         raise DataError(f"max_len={max_len} cannot hold <bos> x <sep> y <eos>: use at least 4 (64 is typical).")
@@ -917,14 +1046,19 @@ class Batch:
     prefix_len: torch.Tensor  # (B,) long
     n_target_tokens: int  # labels != -100: what the loss averages over
 
-    def to(self, device, non_blocking: bool = False) -> "Batch":
-        return Batch(self.input_ids.to(device, non_blocking=non_blocking), self.labels.to(device, non_blocking=non_blocking),
-                     self.prefix_len.to(device, non_blocking=non_blocking), self.n_target_tokens)
+    def to(self, device, non_blocking: bool = False) -> Batch:
+        return Batch(
+            self.input_ids.to(device, non_blocking=non_blocking),
+            self.labels.to(device, non_blocking=non_blocking),
+            self.prefix_len.to(device, non_blocking=non_blocking),
+            self.n_target_tokens,
+        )
 
-    def pin_memory(self) -> "Batch":
+    def pin_memory(self) -> Batch:
         """Page-locked copies, so that ``to("cuda", non_blocking=True)`` overlaps the copy with compute."""
-        return Batch(self.input_ids.pin_memory(), self.labels.pin_memory(), self.prefix_len.pin_memory(),
-                     self.n_target_tokens)
+        return Batch(
+            self.input_ids.pin_memory(), self.labels.pin_memory(), self.prefix_len.pin_memory(), self.n_target_tokens
+        )
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -940,7 +1074,7 @@ def collate(examples: Sequence[Example], pad_id: int = PAD_ID) -> Batch:
         L = len(e.input_ids)
         input_ids[b, :L] = torch.tensor(e.input_ids, dtype=torch.long)
         # predicting from position prefix_len-1 (the <sep>) onwards yields English tokens, then <eos>
-        labels[b, e.prefix_len - 1:L - 1] = input_ids[b, e.prefix_len:L]
+        labels[b, e.prefix_len - 1 : L - 1] = input_ids[b, e.prefix_len : L]
     prefix_len = torch.tensor([e.prefix_len for e in examples], dtype=torch.long)
     return Batch(input_ids, labels, prefix_len, int((labels != IGNORE_INDEX).sum()))
 
@@ -956,15 +1090,26 @@ class BucketBatcher:
     (the baseline that bucketing beats).
     """
 
-    def __init__(self, examples: Sequence[Example], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
-                 bucket: bool = True, max_batch_size: int | None = None, pad_id: int = PAD_ID):
+    def __init__(
+        self,
+        examples: Sequence[Example],
+        max_tokens: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        bucket: bool = True,
+        max_batch_size: int | None = None,
+        pad_id: int = PAD_ID,
+    ):
         self.examples = list(examples)
         if not self.examples:
             raise DataError("BucketBatcher got no examples: check encode_pairs' report (all dropped as too long?).")
         self.lengths = np.array([len(e.input_ids) for e in self.examples])
         if self.lengths.max() > max_tokens:
-            raise DataError(f"max_tokens={max_tokens} is smaller than the longest example ({self.lengths.max()} tokens): "
-                            f"raise max_tokens or lower max_len in encode_pairs.")
+            raise DataError(
+                f"max_tokens={max_tokens} is smaller than the longest example ({self.lengths.max()} tokens): "
+                f"raise max_tokens or lower max_len in encode_pairs."
+            )
         self.max_tokens, self.shuffle, self.seed, self.bucket = int(max_tokens), shuffle, int(seed), bucket
         self.max_batch_size, self.pad_id = max_batch_size, pad_id
         self.epoch, self.position = 0, 0
@@ -1013,18 +1158,30 @@ class BucketBatcher:
         return hashlib.sha1(self.lengths.astype(np.int64).tobytes()).hexdigest()[:16]
 
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "max_tokens": self.max_tokens,
-                "shuffle": self.shuffle, "bucket": self.bucket, "max_batch_size": self.max_batch_size,
-                "n_examples": len(self.examples), "fingerprint": self._fingerprint()}
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+            "shuffle": self.shuffle,
+            "bucket": self.bucket,
+            "max_batch_size": self.max_batch_size,
+            "n_examples": len(self.examples),
+            "fingerprint": self._fingerprint(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         for key in ("seed", "max_tokens", "shuffle", "bucket", "max_batch_size", "n_examples", "fingerprint"):
-            mine = len(self.examples) if key == "n_examples" else (
-                self._fingerprint() if key == "fingerprint" else getattr(self, key))
+            mine = (
+                len(self.examples)
+                if key == "n_examples"
+                else (self._fingerprint() if key == "fingerprint" else getattr(self, key))
+            )
             if state.get(key) != mine:
                 raise DataError(
                     f"This batcher cannot resume that state: {key} was {state.get(key)!r} when it was saved and is "
-                    f"{mine!r} now. Rebuild the batcher from the same examples, seed and max_tokens to resume exactly.")
+                    f"{mine!r} now. Rebuild the batcher from the same examples, seed and max_tokens to resume exactly."
+                )
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
     # -- how well it packs
@@ -1033,9 +1190,16 @@ class BucketBatcher:
         real = sum(int(self.lengths[idx].sum()) for idx in plan)
         padded = sum(len(idx) * int(self.lengths[idx].max()) for idx in plan)
         sizes = [len(idx) for idx in plan]
-        return {"batches": len(plan), "examples": len(self.examples), "mean_batch_size": float(np.mean(sizes)),
-                "max_batch_size": max(sizes), "tokens": real, "padded_tokens": padded,
-                "padding_fraction": 1 - real / padded, "budget_used": padded / (len(plan) * self.max_tokens)}
+        return {
+            "batches": len(plan),
+            "examples": len(self.examples),
+            "mean_batch_size": float(np.mean(sizes)),
+            "max_batch_size": max(sizes),
+            "tokens": real,
+            "padded_tokens": padded,
+            "padding_fraction": 1 - real / padded,
+            "budget_used": padded / (len(plan) * self.max_tokens),
+        }
 
     @property
     def padding_fraction(self) -> float:
@@ -1048,9 +1212,14 @@ class BucketBatcher:
 def pair_lengths(pairs: Sequence[tuple[str, str]], tok: Tokenizer | None = None) -> dict[str, np.ndarray]:
     """Lengths of the French and English sides, in tokens with ``tok``, else in words (for histograms)."""
     if tok is None:
-        return {"fr": np.array([len(fr.split()) for fr, _ in pairs]), "en": np.array([len(en.split()) for _, en in pairs])}
-    return {"fr": np.array([len(x) for x in tok.encode_batch([fr for fr, _ in pairs])]),
-            "en": np.array([len(x) for x in tok.encode_batch([en for _, en in pairs])])}
+        return {
+            "fr": np.array([len(fr.split()) for fr, _ in pairs]),
+            "en": np.array([len(en.split()) for _, en in pairs]),
+        }
+    return {
+        "fr": np.array([len(x) for x in tok.encode_batch([fr for fr, _ in pairs])]),
+        "en": np.array([len(x) for x in tok.encode_batch([en for _, en in pairs])]),
+    }
 
 
 @dataclass
@@ -1066,9 +1235,20 @@ class Prepared:
         return "\n\n".join(str(r) for r in self.reports.values())
 
 
-def prepare(source: str = "builtin", path=None, *, vocab_size: int = 8000, max_len: int = 64, limit: int | None = None,
-            seed: int = 0, model_type: str = "unigram", tokenizer_dir: str | os.PathLike | None = None,
-            clean: dict | None = None, split: dict | None = None, **load_kw) -> Prepared:
+def prepare(
+    source: str = "builtin",
+    path=None,
+    *,
+    vocab_size: int = 8000,
+    max_len: int = 64,
+    limit: int | None = None,
+    seed: int = 0,
+    model_type: str = "unigram",
+    tokenizer_dir: str | os.PathLike | None = None,
+    clean: dict | None = None,
+    split: dict | None = None,
+    **load_kw,
+) -> Prepared:
     """The whole pipeline in one call (load, clean, split, tokenizer on train, encode), with every report.
 
     Later notebooks use this so the data steps of notebook 03 are defined once.

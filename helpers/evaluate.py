@@ -7,15 +7,17 @@ Scores are computed by sacreBLEU on detokenized text (what the tokenizer's ``dec
 with its default settings, and printed with the signature that says exactly how they were
 computed, so they can be compared with published numbers.
 """
+
 from __future__ import annotations
 
 import json
 import sys
 import time
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import TextIO
 
 import torch
 
@@ -115,13 +117,19 @@ def translate(
         todo.append((i, [tokenizer.bos_id, *ids, tokenizer.sep_id]))
     todo.sort(key=lambda item: len(item[1]))  # similar lengths together: less padding per batch
     for start in range(0, len(todo), batch_size):
-        chunk = todo[start:start + batch_size]
+        chunk = todo[start : start + batch_size]
         prefixes = [p for _, p in chunk]
         budgets = [max_new_tokens_for(len(p), max_len) for p in prefixes]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # budgets already respect max_len
-            new = model.generate(prefixes, budgets, eos_id=tokenizer.eos_id, beams=beams, use_cache=use_cache,
-                                 length_penalty=length_penalty)
+            new = model.generate(
+                prefixes,
+                budgets,
+                eos_id=tokenizer.eos_id,
+                beams=beams,
+                use_cache=use_cache,
+                length_penalty=length_penalty,
+            )
         for (i, _), ids in zip(chunk, new):
             outputs[i] = tokenizer.decode(ids)
     report.sentences += len(sources)
@@ -129,19 +137,25 @@ def translate(
     return outputs
 
 
-def translate_lines(model, tokenizer, lines: Iterable[str], beams: int = 1, err: TextIO | None = None,
-                    batch_size: int = 64) -> list[str]:
+def translate_lines(
+    model, tokenizer, lines: Iterable[str], beams: int = 1, err: TextIO | None = None, batch_size: int = 64
+) -> list[str]:
     """:func:`translate` for lines of text, warning on standard error about every truncated line and the total."""
     err = err if err is not None else sys.stderr
     lines = [line.rstrip("\r\n") for line in lines]
     report = TranslateReport()
     out = translate(model, tokenizer, lines, beams=beams, batch_size=batch_size, report=report)
     for number, n, kept in report.truncated:
-        print(f"warning: line {number} has {n} tokens; kept the first {kept} (the model reads at most "
-              f"{model.config.max_len} tokens, source and translation together).", file=err)
+        print(
+            f"warning: line {number} has {n} tokens; kept the first {kept} (the model reads at most "
+            f"{model.config.max_len} tokens, source and translation together).",
+            file=err,
+        )
     if report.truncated:
-        print(f"warning: {len(report.truncated)} of {len(lines)} lines were truncated; split long sentences to translate them whole.",
-              file=err)
+        print(
+            f"warning: {len(report.truncated)} of {len(lines)} lines were truncated; split long sentences to translate them whole.",
+            file=err,
+        )
     return out
 
 
@@ -154,16 +168,21 @@ def score(hypotheses: list[str], references: list[str]) -> dict:
     from sacrebleu.metrics import BLEU, CHRF
 
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references: they must pair up line by line.")
+        raise ValueError(
+            f"{len(hypotheses)} hypotheses for {len(references)} references: they must pair up line by line."
+        )
     if not references:
         raise ValueError("Nothing to score: the test set is empty.")
     bleu, chrf = BLEU(), CHRF()
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
     return {
-        "bleu": round(b.score, 2), "chrf": round(c.score, 2),
-        "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature()),
-        "bleu_detail": str(b), "n": len(references),
+        "bleu": round(b.score, 2),
+        "chrf": round(c.score, 2),
+        "bleu_signature": str(bleu.get_signature()),
+        "chrf_signature": str(chrf.get_signature()),
+        "bleu_detail": str(b),
+        "n": len(references),
     }
 
 
@@ -175,8 +194,9 @@ def copy_baseline(sources: list[str], references: list[str]) -> dict:
     return score(list(sources), references)
 
 
-def bleu_by_length(sources: list[str], hypotheses: list[str], references: list[str],
-                   buckets: tuple[int, ...] = DEFAULT_LENGTH_BUCKETS) -> list[dict]:
+def bleu_by_length(
+    sources: list[str], hypotheses: list[str], references: list[str], buckets: tuple[int, ...] = DEFAULT_LENGTH_BUCKETS
+) -> list[dict]:
     """BLEU per source-length bucket (in words): ``[{"bucket": "6-10", "n": ..., "bleu": ...}, ...]``; empty buckets left out."""
     from sacrebleu.metrics import BLEU
 
@@ -196,7 +216,9 @@ def bleu_by_length(sources: list[str], hypotheses: list[str], references: list[s
     return rows
 
 
-def sample_table(sources: list[str], references: list[str], hypotheses: list[str], n: int = 10, seed: int = 0) -> list[dict]:
+def sample_table(
+    sources: list[str], references: list[str], hypotheses: list[str], n: int = 10, seed: int = 0
+) -> list[dict]:
     """``n`` random rows of source, reference and ours (fixed seed, so the same rows each run)."""
     import random
 
@@ -216,8 +238,9 @@ def format_table(rows: list[dict], width: int = 60) -> str:
     return "\n".join(lines)
 
 
-def evaluate_pairs(model, tokenizer, pairs: list[tuple[str, str]], beams: int = 1, batch_size: int = 64,
-                   samples: int = 10) -> dict:
+def evaluate_pairs(
+    model, tokenizer, pairs: list[tuple[str, str]], beams: int = 1, batch_size: int = 64, samples: int = 10
+) -> dict:
     """Translate the French of ``pairs`` and score against the English: BLEU, chrF, copy baseline, by length, samples."""
     if not pairs:
         raise ValueError("No test pairs to evaluate.")
@@ -244,8 +267,10 @@ def read_test_file(path: str | Path) -> list[tuple[str, str]]:
     """``French<TAB>English`` lines. Blank lines are skipped; any other malformed line is an error naming it."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"Test file {path} does not exist: pass a file of French<TAB>English lines "
-                                "(train writes one as <out>/test.tsv).")
+        raise FileNotFoundError(
+            f"Test file {path} does not exist: pass a file of French<TAB>English lines "
+            "(train writes one as <out>/test.tsv)."
+        )
     pairs = []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
@@ -269,8 +294,13 @@ def read_test_file(path: str | Path) -> list[tuple[str, str]]:
 # the command-line entry points
 
 
-def translate_command(checkpoint: str | Path, beams: int = 1, stdin: TextIO | None = None,
-                      stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+def translate_command(
+    checkpoint: str | Path,
+    beams: int = 1,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
     """``python -m helpers translate``: French lines on ``stdin``, English lines on ``stdout``, one for one.
 
     Returns the number of lines translated. Warnings (truncated lines) go to ``stderr``.
@@ -286,8 +316,13 @@ def translate_command(checkpoint: str | Path, beams: int = 1, stdin: TextIO | No
     return len(out)
 
 
-def evaluate_command(checkpoint: str | Path, test: str | Path, beams: int = 1, out_json: str | Path | None = None,
-                     stdout: TextIO | None = None) -> dict:
+def evaluate_command(
+    checkpoint: str | Path,
+    test: str | Path,
+    beams: int = 1,
+    out_json: str | Path | None = None,
+    stdout: TextIO | None = None,
+) -> dict:
     """``python -m helpers evaluate``: score a run on ``French<TAB>English`` lines; print the scores, write JSON.
 
     The JSON (default ``<checkpoint>/eval.json``) holds BLEU, chrF, their signatures, the copy baseline,
@@ -298,8 +333,12 @@ def evaluate_command(checkpoint: str | Path, test: str | Path, beams: int = 1, o
     run = load_run(checkpoint)
     result = evaluate_pairs(run.model, run.tokenizer, pairs, beams=beams)
     hyps = result.pop("hypotheses")
-    result.update(checkpoint=str(run.path), step=run.step, test=str(test), device=str(next(run.model.parameters()).device))
-    print(f"{len(pairs)} sentences, {result['decoding']} decoding, {result['sentences_per_s']} sentences/s", file=stdout)
+    result.update(
+        checkpoint=str(run.path), step=run.step, test=str(test), device=str(next(run.model.parameters()).device)
+    )
+    print(
+        f"{len(pairs)} sentences, {result['decoding']} decoding, {result['sentences_per_s']} sentences/s", file=stdout
+    )
     print(f"BLEU = {result['bleu']:.2f}   {result['bleu_signature']}", file=stdout)
     print(f"chrF = {result['chrf']:.2f}   {result['chrf_signature']}", file=stdout)
     base = result["copy_baseline"]

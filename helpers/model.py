@@ -7,6 +7,7 @@ attend causally, so one stack of blocks does the work of an encoder and a decode
 Read top to bottom: config, mask, attention, feed-forward, block, model, generation.
 Shapes in comments: B batch, T time (sequence length), C = d_model, nh heads, hs = C // nh.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,7 +44,9 @@ class ModelConfig:
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
         if isinstance(self.d_ff, bool) or not isinstance(self.d_ff, int) or self.d_ff < 1:
-            raise ValueError(f"ModelConfig.d_ff must be a positive whole number or None (meaning 4 * d_model), got {self.d_ff!r}.")
+            raise ValueError(
+                f"ModelConfig.d_ff must be a positive whole number or None (meaning 4 * d_model), got {self.d_ff!r}."
+            )
         if self.d_model % self.n_head:
             valid = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0]
             raise ValueError(
@@ -51,7 +54,9 @@ class ModelConfig:
                 f"dimensions. Choose n_head from {valid}, or change d_model to a multiple of {self.n_head}."
             )
         if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
-            raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout!r}; use 0.0 to switch dropout off.")
+            raise ValueError(
+                f"ModelConfig.dropout must be in [0, 1), got {self.dropout!r}; use 0.0 to switch dropout off."
+            )
         if self.positional not in POSITIONAL_KINDS:
             raise ValueError(f"positional={self.positional!r} is not known: choose one of {POSITIONAL_KINDS}.")
         if self.positional == "sinusoidal" and self.d_model % 2:
@@ -70,7 +75,7 @@ class ModelConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ModelConfig":
+    def from_dict(cls, data: dict) -> ModelConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -110,7 +115,9 @@ def _check_prefix_len(prefix_len, T: int, batch: int | None = None) -> torch.Ten
             "Use torch.tensor(lengths) or torch.full((B,), n)."
         )
     if prefix_len.dtype.is_floating_point or prefix_len.dtype == torch.bool or prefix_len.is_complex():
-        raise TypeError(f"prefix_len must hold whole numbers (torch.long), got {prefix_len.dtype}: use prefix_len.long().")
+        raise TypeError(
+            f"prefix_len must hold whole numbers (torch.long), got {prefix_len.dtype}: use prefix_len.long()."
+        )
     if prefix_len.dim() != 1 or (batch is not None and prefix_len.shape[0] != batch):
         want = f"({batch},)" if batch is not None else "(B,)"
         raise ValueError(
@@ -171,7 +178,9 @@ class SelfAttention(nn.Module):
         if cache is not None:  # earlier positions' keys and values come from the cache
             if cache.k is not None:
                 if mask is None:
-                    raise ValueError("a cached attention step needs an explicit mask (the causal default assumes no cache).")
+                    raise ValueError(
+                        "a cached attention step needs an explicit mask (the causal default assumes no cache)."
+                    )
                 k, v = torch.cat([cache.k, k], dim=2), torch.cat([cache.v, v], dim=2)  # (B, nh, S, hs)
             cache.k, cache.v = k, v
         p = self.dropout if self.training else 0.0
@@ -223,7 +232,9 @@ class DecoderOnlyTransformer(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         if not isinstance(config, ModelConfig):
-            raise TypeError(f"DecoderOnlyTransformer needs a ModelConfig, got {type(config).__name__}: use ModelConfig(...) or ModelConfig.from_dict(d).")
+            raise TypeError(
+                f"DecoderOnlyTransformer needs a ModelConfig, got {type(config).__name__}: use ModelConfig(...) or ModelConfig.from_dict(d)."
+            )
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         if config.positional == "learned":
@@ -254,9 +265,13 @@ class DecoderOnlyTransformer(nn.Module):
     # -- input checks: clear messages instead of an index error deep inside an embedding --
     def _check_ids(self, input_ids) -> None:
         if not isinstance(input_ids, torch.Tensor):
-            raise TypeError(f"input_ids must be a torch.LongTensor of shape (B, T), got {type(input_ids).__name__}: use torch.tensor(ids).")
+            raise TypeError(
+                f"input_ids must be a torch.LongTensor of shape (B, T), got {type(input_ids).__name__}: use torch.tensor(ids)."
+            )
         if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool or input_ids.is_complex():
-            raise TypeError(f"input_ids must be integer token ids (torch.long), got {input_ids.dtype}: convert with input_ids.long().")
+            raise TypeError(
+                f"input_ids must be integer token ids (torch.long), got {input_ids.dtype}: convert with input_ids.long()."
+            )
         if input_ids.dim() != 2:
             raise ValueError(
                 f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}: "
@@ -350,13 +365,17 @@ class DecoderOnlyTransformer(nn.Module):
         if isinstance(prefixes, torch.Tensor):
             prefixes = prefixes.tolist()
         if not isinstance(prefixes, (list, tuple)) or not all(isinstance(p, (list, tuple)) for p in prefixes):
-            raise TypeError("prefixes must be a list of token-id lists, one per sentence, e.g. [[bos, 5, 9, sep], [bos, 7, sep]].")
+            raise TypeError(
+                "prefixes must be a list of token-id lists, one per sentence, e.g. [[bos, 5, 9, sep], [bos, 7, sep]]."
+            )
         prefixes = [[int(t) for t in p] for p in prefixes]
         for i, p in enumerate(prefixes):
             if not p:
                 raise ValueError(f"prefix {i} is empty: start it with <bos> (and end the source with <sep>).")
             if min(p) < 0 or max(p) >= cfg.vocab_size:
-                raise ValueError(f"prefix {i} has token ids outside [0, {cfg.vocab_size - 1}]: the tokenizer and vocab_size={cfg.vocab_size} disagree.")
+                raise ValueError(
+                    f"prefix {i} has token ids outside [0, {cfg.vocab_size - 1}]: the tokenizer and vocab_size={cfg.vocab_size} disagree."
+                )
             if len(p) >= cfg.max_len:
                 raise ValueError(
                     f"prefix {i} has {len(p)} tokens, leaving no room within max_len={cfg.max_len}: "
@@ -367,7 +386,9 @@ class DecoderOnlyTransformer(nn.Module):
         else:
             budgets = [int(n) for n in max_new_tokens]
             if len(budgets) != len(prefixes):
-                raise ValueError(f"max_new_tokens has {len(budgets)} entries for {len(prefixes)} prefixes: give one per sentence or a single int.")
+                raise ValueError(
+                    f"max_new_tokens has {len(budgets)} entries for {len(prefixes)} prefixes: give one per sentence or a single int."
+                )
         if any(n < 0 for n in budgets):
             raise ValueError("max_new_tokens must be >= 0.")
         room = [min(n, cfg.max_len - len(p)) for n, p in zip(budgets, prefixes)]
@@ -379,7 +400,9 @@ class DecoderOnlyTransformer(nn.Module):
                 stacklevel=3,
             )
         if not (0 <= int(eos_id) < cfg.vocab_size):
-            raise ValueError(f"eos_id={eos_id} is outside the vocabulary [0, {cfg.vocab_size - 1}]: pass the tokenizer's <eos> id.")
+            raise ValueError(
+                f"eos_id={eos_id} is outside the vocabulary [0, {cfg.vocab_size - 1}]: pass the tokenizer's <eos> id."
+            )
         if not isinstance(beams, int) or beams < 1:
             raise ValueError(f"beams must be a whole number >= 1 (1 = greedy), got {beams!r}.")
         if not math.isfinite(length_penalty):
@@ -397,7 +420,7 @@ class _CachedDecoder:
         S = int(lengths.max())
         ids = torch.zeros(len(prefixes), S, dtype=torch.long, device=device)
         for i, p in enumerate(prefixes):
-            ids[i, S - len(p):] = torch.tensor(p, device=device)
+            ids[i, S - len(p) :] = torch.tensor(p, device=device)
         self.ids = ids
         self.pad = S - lengths  # (N,) left padding per row
         self.next_pos = lengths.clone()  # (N,) position of the next token in each row

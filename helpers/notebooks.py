@@ -4,6 +4,7 @@ The percent-format ``notebooks/NN_name.py`` is the source reviewers read; ``NN_n
 generated from it (no outputs) for Colab. ``run_all`` executes every notebook headless with
 nbclient and writes executed copies to ``reports/executed/``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,11 +40,19 @@ def notebook_sources(only: list[str] | None = None) -> list[Path]:
     paths = sorted(p for p in notebooks_dir().glob("[0-9][0-9]_*.py"))
     if only:
         wanted = [str(o) for o in only]
-        chosen = [p for p in paths if any(p.stem == w or p.stem.startswith(w.zfill(2) + "_") or p.stem == w.removesuffix(".py") for w in wanted)]
+        chosen = [
+            p
+            for p in paths
+            if any(
+                p.stem == w or p.stem.startswith(w.zfill(2) + "_") or p.stem == w.removesuffix(".py") for w in wanted
+            )
+        ]
         unknown = [w for w in wanted if not any(p.stem == w or p.stem.startswith(w.zfill(2) + "_") for p in paths)]
         if unknown:
             names = ", ".join(p.stem for p in paths) or "(none)"
-            raise ValueError(f"No notebook matches {', '.join(unknown)}. Available: {names}. Use a number (01) or a full name.")
+            raise ValueError(
+                f"No notebook matches {', '.join(unknown)}. Available: {names}. Use a number (01) or a full name."
+            )
         return chosen
     return paths
 
@@ -221,13 +230,17 @@ def run_notebook(path: Path, out_dir: Path | None = None, *, quick: bool = True,
     return target
 
 
-def run_all(only: list[str] | None = None, *, quick: bool = True, out_dir: Path | None = None) -> list[tuple[str, float]]:
+def run_all(
+    only: list[str] | None = None, *, quick: bool = True, out_dir: Path | None = None
+) -> list[tuple[str, float]]:
     """Execute the notebooks in order, printing one progress line each and the total time."""
     paths = notebook_paths(only)
     if not paths:
         raise FileNotFoundError(f"No notebooks found in {notebooks_dir()}.")
     mode = "quick" if quick else "full"
-    print(f"Running {len(paths)} notebook(s) headless in {mode} mode; reports go to {runtime.reports_dir()}", flush=True)
+    print(
+        f"Running {len(paths)} notebook(s) headless in {mode} mode; reports go to {runtime.reports_dir()}", flush=True
+    )
     times, start = [], time.perf_counter()
     for i, path in enumerate(paths, 1):
         t0 = time.perf_counter()
@@ -241,5 +254,8 @@ def run_all(only: list[str] | None = None, *, quick: bool = True, out_dir: Path 
         # one whole line per notebook, printed when it ends, so kernel log lines cannot split it
         print(f"[{i}/{len(paths)}] {path.stem}: ok in {dt:.1f}s", flush=True)
     total = time.perf_counter() - start
-    print(f"All {len(paths)} notebooks ran in {total:.1f}s. Figures: {runtime.figures_dir()}  Metrics: {runtime.metrics_dir()}", flush=True)
+    print(
+        f"All {len(paths)} notebooks ran in {total:.1f}s. Figures: {runtime.figures_dir()}  Metrics: {runtime.metrics_dir()}",
+        flush=True,
+    )
     return times

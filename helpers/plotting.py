@@ -1,9 +1,10 @@
 """Figures for the report: every figure saved as PDF and PNG under a stable name."""
+
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from . import runtime
 
@@ -56,7 +57,9 @@ def interactive(fn: Callable, **sliders):
 
             controls = {}
             for key, (lo, hi, step, value) in sliders.items():
-                cls = widgets.IntSlider if all(isinstance(v, int) for v in (lo, hi, step, value)) else widgets.FloatSlider
+                cls = (
+                    widgets.IntSlider if all(isinstance(v, int) for v in (lo, hi, step, value)) else widgets.FloatSlider
+                )
                 controls[key] = cls(min=lo, max=hi, step=step, value=value, description=key, continuous_update=False)
             return widgets.interact(fn, **controls)
         except Exception as err:  # a frontend without widget support still gets the static plot

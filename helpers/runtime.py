@@ -1,4 +1,5 @@
 """Quick mode, seeding, devices and report folders: the plumbing every notebook shares."""
+
 from __future__ import annotations
 
 import os

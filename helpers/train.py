@@ -7,6 +7,7 @@ schedule, the progress bar, validation at intervals, periodic checkpoints, clear
 adds a clear message on out-of-memory. ``python -m helpers train`` calls :func:`train_command`, which builds
 data, tokenizer and model and then calls :func:`train`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,9 +16,9 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -74,23 +75,35 @@ class TrainConfig:
         from .model import ModelConfig
 
         return ModelConfig(
-            vocab_size=vocab_size, max_len=self.max_len, n_layer=self.n_layer, n_head=self.n_head,
-            d_model=self.d_model, d_ff=self.d_ff, dropout=self.dropout, positional=self.positional,
+            vocab_size=vocab_size,
+            max_len=self.max_len,
+            n_layer=self.n_layer,
+            n_head=self.n_head,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            positional=self.positional,
         )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TrainConfig":
+    def from_dict(cls, data: dict) -> TrainConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
 # Fields that may change between a run and its resume: how long to train and how often to look.
 RESUMABLE_FIELDS = (
-    "train.minutes", "train.steps", "train.eval_interval", "train.log_interval",
-    "train.checkpoint_minutes", "train.checkpoint_every_steps", "train.valid_sentences", "data.source",
+    "train.minutes",
+    "train.steps",
+    "train.eval_interval",
+    "train.log_interval",
+    "train.checkpoint_minutes",
+    "train.checkpoint_every_steps",
+    "train.valid_sentences",
+    "data.source",
     "train.attention_kernel",
 )
 
@@ -103,22 +116,60 @@ PRESETS: dict[str, TrainConfig] = {
     # Tatoeba, too few to overfit. Measured: about 2,000 steps in 15 minutes, greedy BLEU 37 on the
     # held-out split (2 shared cores; see benchmarks/README.md).
     "cpu": TrainConfig(
-        n_layer=4, n_head=4, d_model=256, d_ff=1024, dropout=0.0, max_len=64,
-        vocab_size=4000, max_tokens=4096, lr=2e-3, warmup_steps=150, min_lr_ratio=0.05,
-        weight_decay=0.05, label_smoothing=0.1, eval_interval=500, checkpoint_minutes=3.0,
-        precision="bf16_if_native", attention_kernel="auto",
+        n_layer=4,
+        n_head=4,
+        d_model=256,
+        d_ff=1024,
+        dropout=0.0,
+        max_len=64,
+        vocab_size=4000,
+        max_tokens=4096,
+        lr=2e-3,
+        warmup_steps=150,
+        min_lr_ratio=0.05,
+        weight_decay=0.05,
+        label_smoothing=0.1,
+        eval_interval=500,
+        checkpoint_minutes=3.0,
+        precision="bf16_if_native",
+        attention_kernel="auto",
     ),
     # a T4 for about an hour including data and evaluation
     "t4": TrainConfig(
-        n_layer=6, n_head=8, d_model=512, d_ff=2048, dropout=0.1, max_len=96,
-        vocab_size=8000, max_tokens=16384, lr=1e-3, warmup_steps=1000, min_lr_ratio=0.05,
-        weight_decay=0.1, label_smoothing=0.1, eval_interval=1000, checkpoint_minutes=5.0,
+        n_layer=6,
+        n_head=8,
+        d_model=512,
+        d_ff=2048,
+        dropout=0.1,
+        max_len=96,
+        vocab_size=8000,
+        max_tokens=16384,
+        lr=1e-3,
+        warmup_steps=1000,
+        min_lr_ratio=0.05,
+        weight_decay=0.1,
+        label_smoothing=0.1,
+        eval_interval=1000,
+        checkpoint_minutes=5.0,
     ),
     # tests and quick mode: seconds on a laptop
     "tiny": TrainConfig(
-        n_layer=2, n_head=2, d_model=32, d_ff=64, dropout=0.1, max_len=48,
-        vocab_size=400, max_tokens=512, lr=3e-3, warmup_steps=10, min_lr_ratio=0.1,
-        weight_decay=0.01, label_smoothing=0.1, eval_interval=50, valid_sentences=200, log_interval=10,
+        n_layer=2,
+        n_head=2,
+        d_model=32,
+        d_ff=64,
+        dropout=0.1,
+        max_len=48,
+        vocab_size=400,
+        max_tokens=512,
+        lr=3e-3,
+        warmup_steps=10,
+        min_lr_ratio=0.1,
+        weight_decay=0.01,
+        label_smoothing=0.1,
+        eval_interval=50,
+        valid_sentences=200,
+        log_interval=10,
         checkpoint_minutes=1.0,
     ),
 }
@@ -127,7 +178,9 @@ PRESETS: dict[str, TrainConfig] = {
 def preset_config(name: str, **overrides) -> TrainConfig:
     """A copy of ``PRESETS[name]`` with ``overrides`` applied."""
     if name not in PRESETS:
-        raise ValueError(f"Unknown preset {name!r}. Choose one of {sorted(PRESETS)} (cpu: 2 CPU cores, t4: about an hour on a T4, tiny: tests).")
+        raise ValueError(
+            f"Unknown preset {name!r}. Choose one of {sorted(PRESETS)} (cpu: 2 CPU cores, t4: about an hour on a T4, tiny: tests)."
+        )
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(overrides) - known)
     if unknown:
@@ -139,7 +192,9 @@ def preset_config(name: str, **overrides) -> TrainConfig:
 # building blocks of one step
 
 
-def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device | str | None = None) -> torch.optim.AdamW:
+def make_optimizer(
+    model: torch.nn.Module, cfg: TrainConfig, device: torch.device | str | None = None
+) -> torch.optim.AdamW:
     """AdamW; weight decay only on the matrices of linear layers (not biases, norms or embeddings).
 
     Decaying an embedding pulls rare tokens' vectors to zero, and decaying a LayerNorm gain fights the
@@ -150,7 +205,7 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.devic
         if isinstance(module, torch.nn.Embedding) or "Norm" in type(module).__name__:
             no_decay_ids.update(id(p) for p in module.parameters(recurse=False))
     decay, no_decay = [], []
-    for name, p in model.named_parameters():  # a tied head appears once, as the embedding
+    for p in model.parameters():  # a tied head appears once, as the embedding
         if not p.requires_grad:
             continue
         (no_decay if (id(p) in no_decay_ids or p.dim() < 2) else decay).append(p)
@@ -191,7 +246,7 @@ def cpu_has_native_bf16() -> bool:
 
 
 def resolve_precision(device: torch.device | str, precision: str = "auto") -> str:
-    """"fp32", "bf16" or "fp16": what ``precision`` means on this device.
+    """ "fp32", "bf16" or "fp16": what ``precision`` means on this device.
 
     ``auto``: fp16 (with a GradScaler) on a GPU without native bf16 such as a T4, bf16 on Ampere and later,
     fp32 on CPU. ``bf16_if_native``: the same on CUDA; on CPU, bf16 when the CPU has bf16 instructions.
@@ -257,7 +312,9 @@ def loss_fn(logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float =
 
 
 @torch.no_grad()
-def evaluate_loss(model: torch.nn.Module, batches: Iterable, device=None, precision: str = "auto") -> tuple[float, float]:
+def evaluate_loss(
+    model: torch.nn.Module, batches: Iterable, device=None, precision: str = "auto"
+) -> tuple[float, float]:
     """(mean cross-entropy per target token, perplexity) over ``batches``, without label smoothing."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     was_training = model.training
@@ -289,7 +346,9 @@ class Budget:
 
     def __init__(self, minutes: float | None = None, steps: int | None = None, elapsed: float = 0.0):
         if minutes is None and steps is None:
-            raise ValueError("Give a budget: minutes=M (time; what the notebook uses) or steps=N (exactly reproducible).")
+            raise ValueError(
+                "Give a budget: minutes=M (time; what the notebook uses) or steps=N (exactly reproducible)."
+            )
         if minutes is not None and not (minutes > 0):
             raise ValueError(f"minutes must be positive, got {minutes!r}.")
         if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
@@ -347,7 +406,9 @@ class OutOfMemoryError(RuntimeError):
 
 
 def _is_oom(err: BaseException) -> bool:
-    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t)
+    oom_types = tuple(
+        t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t
+    )
     if isinstance(err, oom_types):
         return True
     text = str(err).lower()
@@ -424,7 +485,11 @@ def _fmt_time(seconds: float | None) -> str:
     if seconds is None:
         return "?"
     seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else f"{seconds // 60}:{seconds % 60:02d}"
+    return (
+        f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+        if seconds >= 3600
+        else f"{seconds // 60}:{seconds % 60:02d}"
+    )
 
 
 class TrainingRun:
@@ -446,12 +511,27 @@ class TrainingRun:
     counters), after refusing a checkpoint whose configuration differs (naming the field).
     """
 
-    def __init__(self, model: torch.nn.Module, train_batcher, valid_batches: list | None, cfg: TrainConfig,
-                 out_dir: str | Path | None = None, *, device: torch.device | str | None = None,
-                 extra_config: dict | None = None, resume: bool = True, progress: bool = True,
-                 callback: Callable[[dict, list[dict]], None] | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        train_batcher,
+        valid_batches: list | None,
+        cfg: TrainConfig,
+        out_dir: str | Path | None = None,
+        *,
+        device: torch.device | str | None = None,
+        extra_config: dict | None = None,
+        resume: bool = True,
+        progress: bool = True,
+        callback: Callable[[dict, list[dict]], None] | None = None,
+    ):
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
-        self.model, self.batcher, self.valid_batches, self.cfg = model.to(self.device), train_batcher, valid_batches, cfg
+        self.model, self.batcher, self.valid_batches, self.cfg = (
+            model.to(self.device),
+            train_batcher,
+            valid_batches,
+            cfg,
+        )
         self.out_dir, self.progress, self.callback = out_dir, progress, callback
         self.precision = resolve_precision(self.device, cfg.precision)
         use_attention_kernel(model, cfg.attention_kernel, self.device)
@@ -471,8 +551,11 @@ class TrainingRun:
             self._restore_counters(saved)
             self.stream = self._restore_data(saved)
             if progress:
-                print(f"Resuming from {self.checkpoint} at step {self.step} "
-                      f"({_fmt_time(saved['train_state']['elapsed'])} trained).", file=sys.stderr)
+                print(
+                    f"Resuming from {self.checkpoint} at step {self.step} "
+                    f"({_fmt_time(saved['train_state']['elapsed'])} trained).",
+                    file=sys.stderr,
+                )
         else:
             if hasattr(train_batcher, "set_epoch"):
                 train_batcher.set_epoch(0)
@@ -508,11 +591,19 @@ class TrainingRun:
         cfg = self.cfg
         by_time = cfg.minutes is not None
         self._bar_total = cfg.steps if not by_time else int(round(cfg.minutes * 60))
-        return tqdm(total=self._bar_total, initial=min(self._bar_total, int(self.budget.elapsed())) if by_time else self.step,
-                    unit="s" if by_time else "step", desc="train", dynamic_ncols=True, leave=True, file=sys.stderr,
-                    # a time budget fills the bar with seconds; its "rate" (1 s/s) would say nothing
-                    bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed} of " + _fmt_time(self._bar_total) + "{postfix}"
-                    if by_time else None)
+        return tqdm(
+            total=self._bar_total,
+            initial=min(self._bar_total, int(self.budget.elapsed())) if by_time else self.step,
+            unit="s" if by_time else "step",
+            desc="train",
+            dynamic_ncols=True,
+            leave=True,
+            file=sys.stderr,
+            # a time budget fills the bar with seconds; its "rate" (1 s/s) would say nothing
+            bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed} of " + _fmt_time(self._bar_total) + "{postfix}"
+            if by_time
+            else None,
+        )
 
     # --- the loop's side of a step
     def done(self) -> bool:
@@ -542,13 +633,15 @@ class TrainingRun:
             raise NonFiniteLossError(
                 f"The loss became {loss_value} at step {self.step + 1}; training stopped before updating the weights with it. "
                 f"{self.where_good()} The same settings would likely diverge again: start a new run (a new output folder) with "
-                f"a lower learning rate (now lr={cfg.lr:g}) or precision='fp32', or look for a broken batch.")
+                f"a lower learning rate (now lr={cfg.lr:g}) or precision='fp32', or look for a broken batch."
+            )
         if not torch.isfinite(grad_norm):
             self.optimizer.zero_grad(set_to_none=True)
             raise NonFiniteLossError(
                 f"The gradients became {float(grad_norm)} at step {self.step + 1} (loss {loss_value:.4g}); the weights were not "
                 f"updated with them. {self.where_good()} Start a new run (a new output folder) with a lower learning rate "
-                f"(now lr={cfg.lr:g}) or grad_clip (now {cfg.grad_clip:g}).")
+                f"(now lr={cfg.lr:g}) or grad_clip (now {cfg.grad_clip:g})."
+            )
 
     def end_step(self, batch, loss, lr: float, seconds: float) -> None:
         """Count the step, then the bar, the history (and validation) at intervals, and a checkpoint when due."""
@@ -560,7 +653,8 @@ class TrainingRun:
                 raise NonFiniteLossError(
                     f"The fp16 gradient scaler has skipped {self.skipped} of {self.step + 1} steps for inf/NaN gradients "
                     f"(latest at step {self.step + 1}). {self.where_good()} Lower the learning rate (lr={cfg.lr:g}) or use "
-                    "precision='fp32'.")
+                    "precision='fp32'."
+                )
         self._scale_before = None
         self.step += 1
         n_tok = int(batch.n_target_tokens)
@@ -578,7 +672,9 @@ class TrainingRun:
                 sec_per_step = self.train_seconds / max(1, step - (self.resumed_from or 0))
                 self.bar.set_postfix_str(
                     f"step {step} loss {loss_value:.3f} lr {lr:.2e} {self.tokens / max(self.train_seconds, 1e-9):,.0f} "
-                    f"target tok/s left {_fmt_time(budget.seconds_left(step, sec_per_step))}", refresh=False)
+                    f"target tok/s left {_fmt_time(budget.seconds_left(step, sec_per_step))}",
+                    refresh=False,
+                )
                 self.bar.refresh()
 
         finishing = budget.done(step)
@@ -606,10 +702,21 @@ class TrainingRun:
         if self.out_dir is None:
             return None
         path = ckpt_lib.save_checkpoint(
-            self.out_dir, model=self.model, config=self.config, step=self.step, optimizer=self.optimizer,
-            scaler=self.scaler, data_state=_data_state(self.batcher, self.data_state),
-            train_state={"tokens": self.tokens, "train_seconds": self.train_seconds, "elapsed": self.budget.elapsed(),
-                         "skipped": self.skipped, "final": final, "precision": self.precision},
+            self.out_dir,
+            model=self.model,
+            config=self.config,
+            step=self.step,
+            optimizer=self.optimizer,
+            scaler=self.scaler,
+            data_state=_data_state(self.batcher, self.data_state),
+            train_state={
+                "tokens": self.tokens,
+                "train_seconds": self.train_seconds,
+                "elapsed": self.budget.elapsed(),
+                "skipped": self.skipped,
+                "final": final,
+                "precision": self.precision,
+            },
             history=self.history,
         )
         self.last_good = (path, self.step)
@@ -631,7 +738,8 @@ class TrainingRun:
             f"(this batch: {tuple(shape)}, sentences x tokens). Lower max_tokens, e.g. to {m // 2} "
             f"(preset_config(name, max_tokens={m // 2}) or TrainConfig(max_tokens=...)), and start "
             f"again in a new output folder: the batches change with it. Every batch holds at most max_tokens "
-            f"tokens, padding included, so memory peaks at that size. {self.where_good()}")
+            f"tokens, padding included, so memory peaks at that size. {self.where_good()}"
+        )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -643,11 +751,22 @@ class TrainingRun:
         self.close()
         final_path = self.save(final=True) if (self.ran or self.checkpoint is None) else self.checkpoint
         if not self.ran and self.progress:
-            print(f"Nothing to do: the run in {self.out_dir} already reached its budget (step {self.step}).", file=sys.stderr)
+            print(
+                f"Nothing to do: the run in {self.out_dir} already reached its budget (step {self.step}).",
+                file=sys.stderr,
+            )
         return TrainResult(
-            steps=self.step, tokens=self.tokens, seconds=self.budget.elapsed(), train_seconds=self.train_seconds,
-            tokens_per_s=self.tokens / max(self.train_seconds, 1e-9), history=self.history, val_loss=self.val_loss,
-            val_ppl=self.val_ppl, checkpoint=final_path, resumed_from=self.resumed_from, skipped_steps=self.skipped,
+            steps=self.step,
+            tokens=self.tokens,
+            seconds=self.budget.elapsed(),
+            train_seconds=self.train_seconds,
+            tokens_per_s=self.tokens / max(self.train_seconds, 1e-9),
+            history=self.history,
+            val_loss=self.val_loss,
+            val_ppl=self.val_ppl,
+            checkpoint=final_path,
+            resumed_from=self.resumed_from,
+            skipped_steps=self.skipped,
         )
 
 
@@ -674,14 +793,26 @@ def train(
     The step below is notebook 03's loop, line for line (tests/test_notebook03.py checks both give the same
     weights); only the out-of-memory message is added.
     """
-    run = TrainingRun(model, train_batcher, valid_batches, cfg, out_dir, device=device, extra_config=extra_config,
-                      resume=resume, progress=progress, callback=callback)
+    run = TrainingRun(
+        model,
+        train_batcher,
+        valid_batches,
+        cfg,
+        out_dir,
+        device=device,
+        extra_config=extra_config,
+        resume=resume,
+        progress=progress,
+        callback=callback,
+    )
     try:
         while not run.done():
             t0 = time.perf_counter()
             batch = run.next_batch()
             lr = run.set_lr()
-            ids, labels, plen = (t.to(run.device, non_blocking=True) for t in (batch.input_ids, batch.labels, batch.prefix_len))
+            ids, labels, plen = (
+                t.to(run.device, non_blocking=True) for t in (batch.input_ids, batch.labels, batch.prefix_len)
+            )
             try:
                 with autocast_context(run.device, run.precision):
                     logits = model(ids, plen)  # (B, T, vocab)
@@ -742,8 +873,15 @@ def _load(data: str, columns: tuple[str, ...] | None, seed: int, limit: int | No
     return data_lib.load_pairs("tsv", path, columns=tuple(columns or ("fr", "en")), limit=limit, seed=seed)
 
 
-def prepare_data(data: str, columns: tuple[str, ...] | None, cfg: TrainConfig, out_dir: str | Path | None = None,
-                 seed: int = 0, limit: int | None = None, progress: bool = True) -> PreparedData:
+def prepare_data(
+    data: str,
+    columns: tuple[str, ...] | None,
+    cfg: TrainConfig,
+    out_dir: str | Path | None = None,
+    seed: int = 0,
+    limit: int | None = None,
+    progress: bool = True,
+) -> PreparedData:
     """Load, clean and split the pairs; train (or reload from ``out_dir/tokenizer``) the tokenizer; build the batches.
 
     The tokenizer is trained on the training split only and saved once, so a resumed run reads the very same
@@ -768,10 +906,14 @@ def prepare_data(data: str, columns: tuple[str, ...] | None, cfg: TrainConfig, o
         say(f"Tokenizer: reusing {tok_dir} ({tokenizer.vocab_size} pieces).")
     else:
         t0 = time.perf_counter()
-        tokenizer = data_lib.Tokenizer.train(splits.train, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, seed=seed)
+        tokenizer = data_lib.Tokenizer.train(
+            splits.train, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, seed=seed
+        )
         if out_dir is not None:
             ckpt_lib.save_tokenizer_once(tokenizer, out_dir)
-        say(f"Tokenizer: trained {tokenizer.vocab_size} {cfg.tokenizer_type} pieces in {time.perf_counter() - t0:.1f} s.")
+        say(
+            f"Tokenizer: trained {tokenizer.vocab_size} {cfg.tokenizer_type} pieces in {time.perf_counter() - t0:.1f} s."
+        )
     train_ex, enc_train = data_lib.encode_pairs(tokenizer, splits.train, cfg.max_len)
     valid_pairs = splits.valid[: cfg.valid_sentences]
     valid_ex, enc_valid = data_lib.encode_pairs(tokenizer, valid_pairs, cfg.max_len)
@@ -786,8 +928,13 @@ def prepare_data(data: str, columns: tuple[str, ...] | None, cfg: TrainConfig, o
         "pairs": {"train": len(splits.train), "valid": len(splits.valid), "test": len(splits.test)},
         "tokenizer": {"vocab_size": tokenizer.vocab_size, "type": cfg.tokenizer_type},
     }
-    reports = {"load": load_report, "clean": clean_report, "split": splits.report, "encode_train": enc_train,
-               "encode_valid": enc_valid}
+    reports = {
+        "load": load_report,
+        "clean": clean_report,
+        "split": splits.report,
+        "encode_train": enc_train,
+        "encode_valid": enc_valid,
+    }
     return PreparedData(tokenizer, batcher, valid_batches, list(splits.test), info, reports)
 
 
@@ -798,10 +945,20 @@ def _hardware(device: torch.device) -> str:
     return acc.name if device.type == acc.device else str(device)
 
 
-def train_command(data: str, columns: tuple[str, ...] | None = None, minutes: float | None = None, steps: int | None = None,
-                  out: str | Path = "runs/fr-en", preset: str = "cpu", seed: int = 0, *,
-                  overrides: dict | None = None, progress: bool = True, device: str | None = None,
-                  limit: int | None = None) -> TrainResult:
+def train_command(
+    data: str,
+    columns: tuple[str, ...] | None = None,
+    minutes: float | None = None,
+    steps: int | None = None,
+    out: str | Path = "runs/fr-en",
+    preset: str = "cpu",
+    seed: int = 0,
+    *,
+    overrides: dict | None = None,
+    progress: bool = True,
+    device: str | None = None,
+    limit: int | None = None,
+) -> TrainResult:
     """``python -m helpers train``: data, tokenizer and model from ``preset``, then :func:`train` into ``out``.
 
     Rerunning with the same ``out`` resumes from its checkpoint (a different configuration is refused, naming
@@ -827,23 +984,52 @@ def train_command(data: str, columns: tuple[str, ...] | None = None, minutes: fl
     model = DecoderOnlyTransformer(model_cfg)
     n_params = num_parameters(model_cfg)
     if progress:
-        print(f"Model: {n_params / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}, "
-              f"vocabulary {prepared.tokenizer.vocab_size}); {prepared.info['pairs']['train']:,} training pairs; "
-              f"device {dev}, precision {resolve_precision(dev, cfg.precision)}.", file=sys.stderr)
-    result = train(model, prepared.train_batcher, prepared.valid_batches, cfg, out, device=dev,
-                   extra_config={"data": {k: v for k, v in prepared.info.items() if k != "pairs"}}, progress=progress)
+        print(
+            f"Model: {n_params / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}, "
+            f"vocabulary {prepared.tokenizer.vocab_size}); {prepared.info['pairs']['train']:,} training pairs; "
+            f"device {dev}, precision {resolve_precision(dev, cfg.precision)}.",
+            file=sys.stderr,
+        )
+    result = train(
+        model,
+        prepared.train_batcher,
+        prepared.valid_batches,
+        cfg,
+        out,
+        device=dev,
+        extra_config={"data": {k: v for k, v in prepared.info.items() if k != "pairs"}},
+        progress=progress,
+    )
     summary = {
-        "steps": result.steps, "tokens": result.tokens, "minutes": round(result.seconds / 60, 2),
-        "tokens_per_s": round(result.tokens_per_s, 1), "val_loss": result.val_loss, "val_ppl": result.val_ppl,
-        "parameters": n_params, "device": str(dev), "hardware": _hardware(dev),
-        "precision": resolve_precision(dev, cfg.precision), "preset": preset, "config": cfg.to_dict(),
-        "model": model_cfg.to_dict(), "data": prepared.info, "resumed_from": result.resumed_from,
-        "test_file": str(test_path), "torch": torch.__version__,
+        "steps": result.steps,
+        "tokens": result.tokens,
+        "minutes": round(result.seconds / 60, 2),
+        "tokens_per_s": round(result.tokens_per_s, 1),
+        "val_loss": result.val_loss,
+        "val_ppl": result.val_ppl,
+        "parameters": n_params,
+        "device": str(dev),
+        "hardware": _hardware(dev),
+        "precision": resolve_precision(dev, cfg.precision),
+        "preset": preset,
+        "config": cfg.to_dict(),
+        "model": model_cfg.to_dict(),
+        "data": prepared.info,
+        "resumed_from": result.resumed_from,
+        "test_file": str(test_path),
+        "torch": torch.__version__,
     }
     ckpt_lib.atomic_write_text(json.dumps(summary, indent=2) + "\n", out / "train_summary.json")
     if progress:
-        vl = f", validation loss {result.val_loss:.3f} (perplexity {result.val_ppl:.1f})" if result.val_loss is not None else ""
-        print(f"Done: {result.steps} steps, {result.tokens:,} target tokens in {result.seconds / 60:.1f} min "
-              f"({result.tokens_per_s:,.0f} tokens/s){vl}.\nCheckpoint: {result.checkpoint}\n"
-              f"Evaluate: python -m helpers evaluate --checkpoint {out} --test {test_path}", file=sys.stderr)
+        vl = (
+            f", validation loss {result.val_loss:.3f} (perplexity {result.val_ppl:.1f})"
+            if result.val_loss is not None
+            else ""
+        )
+        print(
+            f"Done: {result.steps} steps, {result.tokens:,} target tokens in {result.seconds / 60:.1f} min "
+            f"({result.tokens_per_s:,.0f} tokens/s){vl}.\nCheckpoint: {result.checkpoint}\n"
+            f"Evaluate: python -m helpers evaluate --checkpoint {out} --test {test_path}",
+            file=sys.stderr,
+        )
     return result

@@ -44,10 +44,16 @@
 # %% tags=["parameters"]
 # Set-up and parameters. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
 # steps but runs every code path; on Colab the default is the full run.
-import subprocess, sys
+import subprocess
+import sys
+
 if "google.colab" in sys.modules:  # install the course package and what Colab lacks; torch is never reinstalled
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/transformers-by-building/course"], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/transformers-by-building/course"],
+        check=True,
+    )
 from helpers import colab, runtime
+
 QUICK = runtime.quick_mode()
 SEED = 0
 ACCELERATOR = colab.setup()
@@ -63,9 +69,9 @@ import torch
 from helpers.plotting import save_figure, save_then_explore
 
 DTYPE = torch.float64
-N_MC = 2_000 if QUICK else 20_000   # Monte Carlo draws of the keys (items 5 and 6)
+N_MC = 2_000 if QUICK else 20_000  # Monte Carlo draws of the keys (items 5 and 6)
 N_TRIALS = 300 if QUICK else 1_000  # random (q, K) draws per point (items 1 and 9)
-N_SWEEP = 25 if QUICK else 100      # points along each sweep
+N_SWEEP = 25 if QUICK else 100  # points along each sweep
 
 
 def rng(item: int) -> torch.Generator:
@@ -86,12 +92,13 @@ def rng(item: int) -> torch.Generator:
 # this is $\alpha = \operatorname{softmax}(qK^\top)$ and $c = \alpha V$. For $m$ queries at once
 # (rows of $Q$), the softmax runs along each row of $QK^\top$, that is, over the keys.
 
+
 # %%
 def attend(q, K, V):
     """Softmax attention. q: (d,) or (..., m, d); K: (..., n, d); V: (..., n, d_v). Returns (c, alpha)."""
-    scores = q @ K.transpose(-2, -1)       # (..., m, n): one score k_i . q per query and key
+    scores = q @ K.transpose(-2, -1)  # (..., m, n): one score k_i . q per query and key
     alpha = torch.softmax(scores, dim=-1)  # normalise over the keys, separately for each query
-    return alpha @ V, alpha                # (..., m, d_v) and (..., m, n)
+    return alpha @ V, alpha  # (..., m, d_v) and (..., m, n)
 
 
 # %% [markdown]
@@ -100,7 +107,7 @@ def attend(q, K, V):
 
 # %%
 K0 = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=DTYPE)  # (3, 2) keys
-V0 = torch.eye(3, dtype=DTYPE)                                         # (3, 3) one-hot values
+V0 = torch.eye(3, dtype=DTYPE)  # (3, 3) one-hot values
 q0 = torch.tensor([2.0, 0.0], dtype=DTYPE)
 c0, alpha0 = attend(q0, K0, V0)
 print("scores:", (q0 @ K0.T).tolist())
@@ -156,7 +163,7 @@ def check_categorical(attend_fn, scales=SCALES, m=5, n=8, d=16, repeats=20, seed
     g = torch.Generator().manual_seed(seed)
     for s in scales:
         q = s * torch.randn(repeats, m, d, generator=g, dtype=DTYPE)  # (R, m, d)
-        K = torch.randn(repeats, n, d, generator=g, dtype=DTYPE)      # (R, n, d)
+        K = torch.randn(repeats, n, d, generator=g, dtype=DTYPE)  # (R, n, d)
         V = torch.randn(repeats, n, 3, generator=g, dtype=DTYPE)
         _, alpha = attend_fn(q, K, V)
         assert alpha.shape == (repeats, m, n), f"expected weights of shape {(repeats, m, n)}, got {tuple(alpha.shape)}"
@@ -174,6 +181,7 @@ print(f"alpha is a distribution for {len(SCALES)} scales from 1e-12 to 1e12 (no 
 # %% [markdown]
 # > **Aside.** The textbook formula, written literally, fails this check: one score of 1000 is enough.
 
+
 # %%
 def naive_softmax(scores):
     e = torch.exp(scores)  # overflows to inf for scores above ~709
@@ -188,6 +196,7 @@ print("naive:", naive_softmax(scores).tolist(), "  torch.softmax:", torch.softma
 # three scales, from nearly uniform to nearly one-hot. Right: the entropy
 # $H(\alpha) = -\sum_i \alpha_i \log \alpha_i$ averaged over random draws. It falls from its
 # maximum $\log n$ (uniform) towards $0$ (one-hot) and never leaves that range.
+
 
 # %%
 def plot_categorical(n=8, d=16):
@@ -204,7 +213,7 @@ def plot_categorical(n=8, d=16):
 
     scales = torch.logspace(-2, 2, N_SWEEP).tolist()
     qs = torch.randn(N_TRIALS, 1, d, generator=g, dtype=DTYPE) / math.sqrt(d)  # (R, 1, d)
-    Ks = torch.randn(N_TRIALS, n, d, generator=g, dtype=DTYPE)                # (R, n, d)
+    Ks = torch.randn(N_TRIALS, n, d, generator=g, dtype=DTYPE)  # (R, n, d)
     entropy = []
     for s in scales:
         _, alpha = attend(s * qs, Ks, Ks)
@@ -242,6 +251,7 @@ save_then_explore(plot_categorical, "01_categorical_weights", n=(2, 64, 1, 8))
 # > $k_i$ can have a larger score $k_i^\top k_j$ than $k_j^\top k_j$; attention then copies $v_i$.
 # > Unit keys rule that out.
 
+
 # %%
 def unit_keys_and_values(n, d, d_v, g):
     K = torch.randn(n, d, generator=g, dtype=DTYPE)
@@ -252,7 +262,7 @@ def unit_keys_and_values(n, d, d_v, g):
 
 def copying_sweep(K, V, j, scales):
     """For q = s k_j at each scale s: alpha_j, the copy error ||c - v_j|| and its bound."""
-    gap = 1 - torch.cat([K[:j], K[j + 1:]]) @ K[j]  # (n-1,) each 1 - k_i.k_j
+    gap = 1 - torch.cat([K[:j], K[j + 1 :]]) @ K[j]  # (n-1,) each 1 - k_i.k_j
     spread = (V - V[j]).norm(dim=-1).max()
     rows = []
     for s in scales:
@@ -265,8 +275,10 @@ def copying_sweep(K, V, j, scales):
 COPY_SCALES = torch.linspace(0, 80, N_SWEEP, dtype=DTYPE).tolist()
 K2, V2 = unit_keys_and_values(16, 16, 4, rng(2))
 copy = copying_sweep(K2, V2, 0, COPY_SCALES)
-print(f"scale {COPY_SCALES[0]:.0f}: alpha_j = {copy[0, 0]:.3f} (= 1/n);  scale {COPY_SCALES[-1]:.0f}: alpha_j = {copy[-1, 0]:.12f}, "
-      f"||c - v_j|| = {copy[-1, 1]:.1e}")
+print(
+    f"scale {COPY_SCALES[0]:.0f}: alpha_j = {copy[0, 0]:.3f} (= 1/n);  scale {COPY_SCALES[-1]:.0f}: alpha_j = {copy[-1, 0]:.12f}, "
+    f"||c - v_j|| = {copy[-1, 1]:.1e}"
+)
 
 # %% [markdown]
 # **What the plot shows.** Left: $\alpha_j$ climbs from $1/n$ at $s=0$ to $1$ as the query grows.
@@ -274,6 +286,7 @@ print(f"scale {COPY_SCALES[0]:.0f}: alpha_j = {copy[0, 0]:.3f} (= 1/n);  scale {
 # least $\Delta$), always under the dashed bound, until float64 rounds it to exactly $0$ (the curve
 # leaves the plot). Use the sliders to see that more keys, or fewer dimensions (keys closer together,
 # smaller $\Delta$), need a larger query.
+
 
 # %%
 def plot_copying(n=16, d=16):
@@ -301,6 +314,7 @@ save_then_explore(plot_copying, "01_copying_sharpness", n=(2, 64, 1, 16), d=(2, 
 # The check: with the aligned query at the largest scale, $\alpha_j > 1 - 10^{-6}$ and $c$ equals
 # $v_j$ to $10^{-6}$ of the values' spread; along the whole sweep the error stays under the bound.
 # A query pointing elsewhere fails it.
+
 
 # %% tags=["check"]
 def check_copying(q_direction, K, V, j, scale=COPY_SCALES[-1]):
@@ -360,13 +374,15 @@ def average_of_two(beta, K, V, a=0, b=1):
 
 
 def orthonormal_setup(n, d_v, g):
-    K = orthonormal_vectors(n, n, g, dtype=DTYPE)     # (n, n) orthonormal keys
+    K = orthonormal_vectors(n, n, g, dtype=DTYPE)  # (n, n) orthonormal keys
     V = torch.randn(n, d_v, generator=g, dtype=DTYPE)  # (n, d_v) arbitrary values
     return K, V
 
 
 for n in [4, 64, 1024]:
-    print(f"n={n:5d}: beta needed for a relative error 1e-3 is log((n-2)(1/tau - 1/2)) = {math.log((n - 2) * (1e3 - 0.5)):.2f}")
+    print(
+        f"n={n:5d}: beta needed for a relative error 1e-3 is log((n-2)(1/tau - 1/2)) = {math.log((n - 2) * (1e3 - 0.5)):.2f}"
+    )
 
 # %% [markdown]
 # **What the plot shows.** Left: the error against $\beta$ for several $n$, measured (solid) and
@@ -387,10 +403,13 @@ def plot_average(beta=8.0):
     for n in AVG_NS:
         K, V = orthonormal_setup(n, 4, g)
         rows = [average_of_two(b_, K, V)[:3] for b_ in AVG_BETAS]
-        line, = ax1.semilogy(AVG_BETAS, [r[0] for r in rows], label=f"n={n}")
+        (line,) = ax1.semilogy(AVG_BETAS, [r[0] for r in rows], label=f"n={n}")
         ax1.semilogy(AVG_BETAS, [r[2] for r in rows], ls="--", c=line.get_color())
-    ax1.set(xlabel=r"$\beta$  ($q = \beta(k_a+k_b)$)", ylabel=r"$\|c - \frac{1}{2}(v_a+v_b)\|$",
-            title="Error vs $\\beta$ (dashed: bound)")
+    ax1.set(
+        xlabel=r"$\beta$  ($q = \beta(k_a+k_b)$)",
+        ylabel=r"$\|c - \frac{1}{2}(v_a+v_b)\|$",
+        title="Error vs $\\beta$ (dashed: bound)",
+    )
     ax1.legend()
     n_max = 256 if QUICK else 1024
     ns = sorted({int(x) for x in torch.logspace(math.log10(3), math.log10(n_max), N_SWEEP // 2).tolist()})
@@ -411,13 +430,18 @@ save_then_explore(plot_average, "01_average_of_two", beta=(0.0, 20.0, 0.5, 8.0))
 # and that with $n = 64$ keys, $\beta = 12$ brings the error under $10^{-3}\max_i\lVert v_i\rVert$
 # (the formula above asks for $\beta \ge 11.03$). With $\beta$ too small, it fails.
 
+
 # %% tags=["check"]
 def check_average_of_two(beta, n, tol=1e-3, seed=SEED):
     K, V = orthonormal_setup(n, 4, torch.Generator().manual_seed(seed))
     err, exact, bound, alpha = average_of_two(beta, K, V)
     predicted = math.exp(beta) / (2 * math.exp(beta) + n - 2)
-    assert abs(alpha[0] - predicted) < 1e-12 and abs(alpha[1] - predicted) < 1e-12, "alpha_a, alpha_b differ from the derivation"
-    assert abs(err - exact) < 1e-12 + 1e-9 * exact, f"measured error {err:.3e} differs from the exact formula {exact:.3e}"
+    assert abs(alpha[0] - predicted) < 1e-12 and abs(alpha[1] - predicted) < 1e-12, (
+        "alpha_a, alpha_b differ from the derivation"
+    )
+    assert abs(err - exact) < 1e-12 + 1e-9 * exact, (
+        f"measured error {err:.3e} differs from the exact formula {exact:.3e}"
+    )
     assert err <= bound + 1e-15, f"measured error {err:.3e} exceeds the bound {bound:.3e}"
     assert err <= tol * V.norm(dim=-1).max(), f"beta={beta}, n={n}: error {err:.2e} is not within {tol:g} of max ||v||"
 
@@ -444,9 +468,9 @@ check_average_of_two(beta=12.0, n=64)
 # %%
 D4, P4, R4 = 8, 3, 2  # ambient dimension, dim of subspace A, dim of subspace B (R4 <= P4)
 U4 = orthonormal_vectors(P4 + R4, D4, rng(4), dtype=DTYPE)  # (5, 8) orthonormal rows
-basis_A = U4[:P4].T                                         # (8, 3) columns span A
-W4 = U4[P4:].T                                              # (8, 2) orthogonal to A
-M = basis_A @ basis_A.T                                     # (8, 8) projector onto A
+basis_A = U4[:P4].T  # (8, 3) columns span A
+W4 = U4[P4:].T  # (8, 2) orthogonal to A
+M = basis_A @ basis_A.T  # (8, 8) projector onto A
 
 
 def tilted_basis(theta):
@@ -476,8 +500,11 @@ leak = [recovery_errors(basis_A, tilted_basis(t), n_vectors=200).mean().item() f
 fig, ax = plt.subplots(figsize=(6, 3.8))
 ax.plot([math.degrees(t) for t in angles], leak, "o", ms=4, label=r"measured $\|Ms - v_a\| / \|v_b\|$")
 ax.plot([math.degrees(t) for t in angles], [abs(math.cos(t)) for t in angles], "-", label=r"$|\cos\theta|$")
-ax.set(xlabel=r"angle $\theta$ between subspaces $\mathcal{A}$ and $\mathcal{B}$ (degrees)",
-       ylabel="relative error", title=r"Recovering $v_a$ from $v_a + v_b$ with $M = AA^\top$")
+ax.set(
+    xlabel=r"angle $\theta$ between subspaces $\mathcal{A}$ and $\mathcal{B}$ (degrees)",
+    ylabel="relative error",
+    title=r"Recovering $v_a$ from $v_a + v_b$ with $M = AA^\top$",
+)
 ax.legend()
 fig.tight_layout()
 save_figure(fig, "01_subspace_recovery")
@@ -492,7 +519,9 @@ def check_recover(basis_A, basis_B, tol=1e-10):
 
 def check_leak_formula(theta):
     errors = recovery_errors(basis_A, tilted_basis(theta))
-    assert torch.allclose(errors, torch.full_like(errors, abs(math.cos(theta))), atol=1e-10), "leak differs from |cos theta|"
+    assert torch.allclose(errors, torch.full_like(errors, abs(math.cos(theta))), atol=1e-10), (
+        "leak differs from |cos theta|"
+    )
 
 
 check_recover(basis_A, W4)
@@ -530,7 +559,7 @@ from helpers.attention import sample_keys
 
 N_KEYS, D5, BETA, LOG10_ALPHA = 8, 16, 10.0, -6.0
 A_IDX, B_IDX = 0, 1
-mu = orthonormal_vectors(N_KEYS, D5, rng(5), dtype=DTYPE)      # (n, d) orthonormal means
+mu = orthonormal_vectors(N_KEYS, D5, rng(5), dtype=DTYPE)  # (n, d) orthonormal means
 V5 = orthonormal_vectors(N_KEYS, N_KEYS, rng(50), dtype=DTYPE)  # (n, n) orthonormal values: c . v_i reads off weight i
 
 
@@ -553,9 +582,11 @@ keys_iso, keys_stretch = draw_keys("isotropic"), draw_keys("item5")
 c_iso, alpha_iso = single_head(keys_iso)
 c_single, alpha_single = single_head(keys_stretch)
 print(f"isotropic keys:   tr Cov(c) = {total_variance(c_iso):.2e}   mean alpha_a = {alpha_iso[:, A_IDX].mean():.3f}")
-print(f"key a stretched:  tr Cov(c) = {total_variance(c_single):.2e}   "
-      f"fraction with alpha_a > 0.9: {(alpha_single[:, A_IDX] > 0.9).double().mean():.2f}, "
-      f"with alpha_a < 0.1: {(alpha_single[:, A_IDX] < 0.1).double().mean():.2f}")
+print(
+    f"key a stretched:  tr Cov(c) = {total_variance(c_single):.2e}   "
+    f"fraction with alpha_a > 0.9: {(alpha_single[:, A_IDX] > 0.9).double().mean():.2f}, "
+    f"with alpha_a < 0.1: {(alpha_single[:, A_IDX] < 0.1).double().mean():.2f}"
+)
 
 # %% [markdown]
 # **What the plot shows.** Left: the histogram of $\alpha_a$ over key draws. Isotropic keys give a
@@ -564,29 +595,53 @@ print(f"key a stretched:  tr Cov(c) = {total_variance(c_single):.2e}   "
 # ends. Try the sliders: a smaller $\beta$ softens the switch ($\sigma(\beta(\gamma-1))$ flattens), and a
 # larger $\alpha$ spreads even the isotropic case.
 
+
 # %%
 def plot_single_head(beta=BETA, log10_alpha=LOG10_ALPHA):
     c_i, a_i = single_head(draw_keys("isotropic", log10_alpha), beta)
     c_s, a_s = single_head(draw_keys("item5", log10_alpha), beta)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     bins = torch.linspace(0, 1, 41).tolist()
-    ax1.hist(a_i[:, A_IDX].numpy(), bins=bins, alpha=0.7, label=f"isotropic keys (tr Cov c = {total_variance(c_i):.1e})")
-    ax1.hist(a_s[:, A_IDX].numpy(), bins=bins, alpha=0.7, label=f"key $a$ stretched (tr Cov c = {total_variance(c_s):.2f})")
-    ax1.set(xlabel=r"$\alpha_a$", ylabel="number of key draws", title=rf"Single head, $q=\beta(\mu_a+\mu_b)$, $\beta$={beta:g}")
+    ax1.hist(
+        a_i[:, A_IDX].numpy(), bins=bins, alpha=0.7, label=f"isotropic keys (tr Cov c = {total_variance(c_i):.1e})"
+    )
+    ax1.hist(
+        a_s[:, A_IDX].numpy(), bins=bins, alpha=0.7, label=f"key $a$ stretched (tr Cov c = {total_variance(c_s):.2f})"
+    )
+    ax1.set(
+        xlabel=r"$\alpha_a$",
+        ylabel="number of key draws",
+        title=rf"Single head, $q=\beta(\mu_a+\mu_b)$, $\beta$={beta:g}",
+    )
     ax1.legend(fontsize=8)
     ax2.scatter((c_s @ V5[A_IDX]).numpy(), (c_s @ V5[B_IDX]).numpy(), s=6, alpha=0.3, c="C1", label="key $a$ stretched")
-    ax2.scatter((c_i @ V5[A_IDX]).numpy(), (c_i @ V5[B_IDX]).numpy(), s=40, c="C0", edgecolors="k", zorder=4, label="isotropic keys")
+    ax2.scatter(
+        (c_i @ V5[A_IDX]).numpy(),
+        (c_i @ V5[B_IDX]).numpy(),
+        s=40,
+        c="C0",
+        edgecolors="k",
+        zorder=4,
+        label="isotropic keys",
+    )
     ax2.scatter([1, 0, 0.5], [0, 1, 0.5], marker="x", c="k", s=60, zorder=3)
     for xy, text in [((1, 0), "$v_a$"), ((0, 1), "$v_b$"), ((0.5, 0.5), r"$\frac{1}{2}(v_a+v_b)$")]:
         ax2.annotate(text, xy, textcoords="offset points", xytext=(6, 6))
-    ax2.set(xlabel=r"$c \cdot v_a$", ylabel=r"$c \cdot v_b$", title=rf"Where $c$ lands ($\alpha$=1e{log10_alpha:g})",
-            xlim=(-0.1, 1.2), ylim=(-0.1, 1.2))
+    ax2.set(
+        xlabel=r"$c \cdot v_a$",
+        ylabel=r"$c \cdot v_b$",
+        title=rf"Where $c$ lands ($\alpha$=1e{log10_alpha:g})",
+        xlim=(-0.1, 1.2),
+        ylim=(-0.1, 1.2),
+    )
     ax2.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     return fig
 
 
-save_then_explore(plot_single_head, "01_single_head_swing", beta=(1.0, 20.0, 0.5, BETA), log10_alpha=(-8.0, -1.0, 0.5, LOG10_ALPHA))
+save_then_explore(
+    plot_single_head, "01_single_head_swing", beta=(1.0, 20.0, 0.5, BETA), log10_alpha=(-8.0, -1.0, 0.5, LOG10_ALPHA)
+)
 
 
 # %% tags=["check"]
@@ -603,7 +658,9 @@ def check_single_head_swings(c):
     near_a = ((c - V5[A_IDX]).norm(dim=-1) < 0.1).double().mean()
     near_b = ((c - V5[B_IDX]).norm(dim=-1) < 0.1).double().mean()
     assert total_variance(c) > 0.1, f"tr Cov(c) = {total_variance(c):.2e}: c does not swing"
-    assert near_a > 0.25 and near_b > 0.25, f"c is near v_a in {near_a:.0%} and near v_b in {near_b:.0%} of draws: not bimodal"
+    assert near_a > 0.25 and near_b > 0.25, (
+        f"c is near v_a in {near_a:.0%} and near v_b in {near_b:.0%} of draws: not bimodal"
+    )
 
 
 check_single_head_averages(c_iso)
@@ -628,6 +685,7 @@ check_single_head_swings(c_single)
 # $\Phi\big((\log(n-1)/\beta - 1)/\sqrt{1/2}\big)$), head 1 loses $v_a$. That is a tail event, not
 # a coin flip.
 
+
 # %%
 def two_heads(keys, q1, q2):
     """c = (c1 + c2) / 2 for two heads over the same keys (S, n, d). Returns c (S, n), alpha1, alpha2."""
@@ -640,12 +698,18 @@ q1, q2 = BETA * mu[A_IDX], BETA * mu[B_IDX]
 c_multi_iso, _, _ = two_heads(keys_iso, q1, q2)
 c_multi, alpha1, _ = two_heads(keys_stretch, q1, q2)
 predicted_miss = 0.5 * (1 + math.erf((math.log(N_KEYS - 1) / BETA - 1) / math.sqrt(0.5) / math.sqrt(2)))
-print(f"isotropic keys: two heads tr Cov(c) = {total_variance(c_multi_iso):.2e}, "
-      f"max ||c - (v_a+v_b)/2|| = {(c_multi_iso - (V5[A_IDX] + V5[B_IDX]) / 2).norm(dim=-1).max():.1e}")
-print(f"stretched key:  single head {total_variance(c_single):.3f}  vs  two heads {total_variance(c_multi):.3f}"
-      f"  ({total_variance(c_single) / total_variance(c_multi):.0f}x smaller)")
-print(f"head 1 misses v_a (alpha1_a < 1/2) in {(alpha1[:, A_IDX] < 0.5).double().mean():.1%} of draws; "
-      f"predicted {predicted_miss:.1%}")
+print(
+    f"isotropic keys: two heads tr Cov(c) = {total_variance(c_multi_iso):.2e}, "
+    f"max ||c - (v_a+v_b)/2|| = {(c_multi_iso - (V5[A_IDX] + V5[B_IDX]) / 2).norm(dim=-1).max():.1e}"
+)
+print(
+    f"stretched key:  single head {total_variance(c_single):.3f}  vs  two heads {total_variance(c_multi):.3f}"
+    f"  ({total_variance(c_single) / total_variance(c_multi):.0f}x smaller)"
+)
+print(
+    f"head 1 misses v_a (alpha1_a < 1/2) in {(alpha1[:, A_IDX] < 0.5).double().mean():.1%} of draws; "
+    f"predicted {predicted_miss:.1%}"
+)
 
 # %% [markdown]
 # **What the plot shows.** Left: the coefficient $c\cdot v_a$ over key draws. With one head it is
@@ -653,6 +717,7 @@ print(f"head 1 misses v_a (alpha1_a < 1/2) in {(alpha1[:, A_IDX] < 0.5).double()
 # nearly vanishes. Middle: where $c$ lands, as in item 5. Right: the total variance of $c$ on a log
 # scale. Isotropic keys give almost none either way; with the stretched key, two heads cut the
 # variance by more than an order of magnitude.
+
 
 # %%
 def plot_multi_head(beta=BETA, log10_alpha=LOG10_ALPHA):
@@ -670,11 +735,15 @@ def plot_multi_head(beta=BETA, log10_alpha=LOG10_ALPHA):
         ax1.hist((runs[label] @ V5[A_IDX]).numpy(), bins=bins, alpha=0.7, label=label)
         ax2.scatter((runs[label] @ V5[A_IDX]).numpy(), (runs[label] @ V5[B_IDX]).numpy(), s=6, alpha=0.3, label=label)
     ax1.axvline(0.5, ls="--", c="k", label="target 1/2")
-    ax1.set(xlabel=r"$c \cdot v_a$", ylabel="number of key draws", title=rf"Coefficient of $v_a$ in $c$, $\beta$={beta:g}")
+    ax1.set(
+        xlabel=r"$c \cdot v_a$", ylabel="number of key draws", title=rf"Coefficient of $v_a$ in $c$, $\beta$={beta:g}"
+    )
     ax1.set_yscale("log")
     ax1.legend(fontsize=8)
     ax2.scatter([1, 0, 0.5], [0, 1, 0.5], marker="x", c="k", s=60, zorder=3)
-    ax2.set(xlabel=r"$c \cdot v_a$", ylabel=r"$c \cdot v_b$", title="Where $c$ lands", xlim=(-0.1, 1.2), ylim=(-0.1, 1.2))
+    ax2.set(
+        xlabel=r"$c \cdot v_a$", ylabel=r"$c \cdot v_b$", title="Where $c$ lands", xlim=(-0.1, 1.2), ylim=(-0.1, 1.2)
+    )
     ax2.legend(fontsize=8, loc="upper right")
     variances = [max(total_variance(c), 1e-16) for c in runs.values()]
     ax3.bar(range(4), variances, color=["C2", "C3", "C0", "C1"])
@@ -685,7 +754,9 @@ def plot_multi_head(beta=BETA, log10_alpha=LOG10_ALPHA):
     return fig
 
 
-save_then_explore(plot_multi_head, "01_multi_head_variance", beta=(1.0, 20.0, 0.5, BETA), log10_alpha=(-8.0, -1.0, 0.5, LOG10_ALPHA))
+save_then_explore(
+    plot_multi_head, "01_multi_head_variance", beta=(1.0, 20.0, 0.5, BETA), log10_alpha=(-8.0, -1.0, 0.5, LOG10_ALPHA)
+)
 
 
 # %% tags=["check"]
@@ -693,7 +764,9 @@ def check_multi_head(keys, q1, q2, factor=5.0):
     """Two heads (q1, q2) must cut tr Cov(c) by `factor` against the single head q = beta (mu_a + mu_b)."""
     single = total_variance(single_head(keys)[0])
     multi = total_variance(two_heads(keys, q1, q2)[0])
-    assert multi * factor < single, f"two heads: tr Cov(c) = {multi:.3f}, single head {single:.3f}: less than {factor:g}x smaller"
+    assert multi * factor < single, (
+        f"two heads: tr Cov(c) = {multi:.3f}, single head {single:.3f}: less than {factor:g}x smaller"
+    )
 
 
 check_single_head_averages(c_multi_iso)  # with isotropic keys two heads still average
@@ -726,6 +799,7 @@ check_multi_head(keys_stretch, q1, q2)
 # $(\beta^2, 0, 0)$ and $c_2 \approx v_1 = u_b$; $q_1 = u_c$ scores $(0, 0, \beta^2)$ and
 # $c_1 \approx v_3 = u_b - u_c$.
 
+
 # %%
 def self_attend(X, Wq, Wk, Wv, scale=1.0):
     """Every row of X (T, d_model) attends to every row: queries X Wq, keys X Wk, values X Wv."""
@@ -744,7 +818,12 @@ def coords(c):
 
 X7 = torch.stack([u_d + u_b, u_a, u_c + u_b])  # (3, 8): x1, x2, x3
 I8 = torch.eye(8, dtype=DTYPE)
-variants = {"x2 = u_a": u_a, "x2 = u_a + u_c": u_a + u_c, "x2 = u_a + u_d": u_a + u_d, "x2 = u_a + u_c + u_d": u_a + u_c + u_d}
+variants = {
+    "x2 = u_a": u_a,
+    "x2 = u_a + u_c": u_a + u_c,
+    "x2 = u_a + u_d": u_a + u_d,
+    "x2 = u_a + u_c + u_d": u_a + u_c + u_d,
+}
 
 
 def c2_no_projection(x2):
@@ -753,7 +832,9 @@ def c2_no_projection(x2):
 
 
 for name, x2 in variants.items():
-    print(f"{name:22s} c2 in (u_a, u_b, u_c, u_d): {[round(v, 3) + 0.0 for v in coords(c2_no_projection(x2)).tolist()]}")
+    print(
+        f"{name:22s} c2 in (u_a, u_b, u_c, u_d): {[round(v, 3) + 0.0 for v in coords(c2_no_projection(x2)).tolist()]}"
+    )
 
 # %% [markdown]
 # The projections of (ii), written as matrices acting on column vectors. In row form the weights
@@ -778,20 +859,28 @@ print("c2 coords:", [round(v, 4) + 0.0 for v in coords(c_proj[1]).tolist()], " t
 # row matches the target. Right: the attention pattern the projections create: $x_1$ reads $x_3$ and
 # $x_2$ reads $x_1$.
 
+
 # %%
 def plot_kqv(beta=BETA7):
     scale = beta / BETA7  # rescale the u's to norm beta; the projections are rebuilt for that norm
     X = scale * X7
     Q, K, V = Q7 / scale**2, K7, V7 / scale**2
-    rows = {name: coords(self_attend(torch.stack([X[0], scale * x2, X[2]]), I8, I8, I8)[0][1]) / scale for name, x2 in variants.items()}
+    rows = {
+        name: coords(self_attend(torch.stack([X[0], scale * x2, X[2]]), I8, I8, I8)[0][1]) / scale
+        for name, x2 in variants.items()
+    }
     c, alpha = self_attend(X, Q.T, K.T, V.T)
     rows["x2 = u_a, with V, K, Q"] = coords(c[1]) / scale
     rows["target u_b"] = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=DTYPE)
     table = torch.stack(list(rows.values()))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1.3, 1]})
     im = ax1.imshow(table.numpy(), cmap="RdBu", vmin=-1, vmax=1)
-    for (i, j), v in zip(torch.cartesian_prod(torch.arange(table.shape[0]), torch.arange(4)).tolist(), table.flatten().tolist()):
-        ax1.text(j, i, f"{round(v, 2) + 0.0:.2f}", ha="center", va="center", fontsize=9, color="w" if abs(v) > 0.5 else "k")
+    for (i, j), v in zip(
+        torch.cartesian_prod(torch.arange(table.shape[0]), torch.arange(4)).tolist(), table.flatten().tolist()
+    ):
+        ax1.text(
+            j, i, f"{round(v, 2) + 0.0:.2f}", ha="center", va="center", fontsize=9, color="w" if abs(v) > 0.5 else "k"
+        )
     ax1.set_xticks(range(4), ["$u_a$", "$u_b$", "$u_c$", "$u_d$"])
     ax1.set_yticks(range(len(rows)), list(rows))
     ax1.set_title(rf"Coordinates of $c_2$ ($\beta$={beta:g})")
@@ -855,9 +944,9 @@ from helpers.attention import sinusoidal_positions
 
 T8, D_MODEL8, D_K8 = 6, 16, 8
 g8 = rng(8)
-X8 = torch.randn(T8, D_MODEL8, generator=g8, dtype=DTYPE)                                   # (T, d_model)
+X8 = torch.randn(T8, D_MODEL8, generator=g8, dtype=DTYPE)  # (T, d_model)
 Wq8, Wk8, Wv8 = (torch.randn(D_MODEL8, D_K8, generator=g8, dtype=DTYPE) for _ in range(3))  # (d_model, d_k)
-P8 = sinusoidal_positions(T8, D_MODEL8).to(DTYPE)                                           # (T, d_model)
+P8 = sinusoidal_positions(T8, D_MODEL8).to(DTYPE)  # (T, d_model)
 
 
 def attn_plain(X):
@@ -893,8 +982,11 @@ gaps_pos = equivariance_gaps(attn_with_positions, X8, perms8)
 fig, ax = plt.subplots(figsize=(7, 3.8))
 ax.semilogy(gaps_plain, "o", ms=4, label="no positions")
 ax.semilogy(gaps_pos, "s", ms=4, label="sinusoidal positions added")
-ax.set(xlabel="random permutation $\\Pi$", ylabel=r"$\max|\mathrm{Attn}(\Pi X) - \Pi\,\mathrm{Attn}(X)|$",
-       title=f"Permutation equivariance of self-attention (T={T8})")
+ax.set(
+    xlabel="random permutation $\\Pi$",
+    ylabel=r"$\max|\mathrm{Attn}(\Pi X) - \Pi\,\mathrm{Attn}(X)|$",
+    title=f"Permutation equivariance of self-attention (T={T8})",
+)
 ax.set_ylim(1e-18, 1e2)
 ax.legend()
 fig.tight_layout()
@@ -936,13 +1028,14 @@ check_order_sensitive(attn_with_positions)
 # whose entries $\alpha_i(\delta_{ij} - \alpha_j)$ all vanish when $\alpha$ is one-hot. The queries and
 # keys then stop learning. Dividing by $\sqrt d$ keeps the scores at unit variance for every $d$.
 
+
 # %%
 def score_stats(d, scale, n_keys=16, n_trials=N_TRIALS, seed=9):
     """Score variance, mean top weight and median softmax-Jacobian norm for random q, K in R^d."""
     g = torch.Generator().manual_seed(seed + d)
-    q = torch.randn(n_trials, 1, d, generator=g, dtype=DTYPE)       # (R, 1, d)
+    q = torch.randn(n_trials, 1, d, generator=g, dtype=DTYPE)  # (R, 1, d)
     K = torch.randn(n_trials, n_keys, d, generator=g, dtype=DTYPE)  # (R, n, d)
-    scores = scale * (q @ K.transpose(-2, -1)).squeeze(1)         # (R, n)
+    scores = scale * (q @ K.transpose(-2, -1)).squeeze(1)  # (R, n)
     alpha = torch.softmax(scores, dim=-1)
     jac = torch.diag_embed(alpha) - alpha[:, :, None] * alpha[:, None, :]  # (R, n, n)
     # the median: the mean is carried by the few queries that happen to meet two near-tied keys
@@ -952,14 +1045,19 @@ def score_stats(d, scale, n_keys=16, n_trials=N_TRIALS, seed=9):
 # the closed-form Jacobian is what autograd computes
 s_test = torch.randn(5, generator=rng(9), dtype=DTYPE)
 a_test = torch.softmax(s_test, -1)
-assert torch.allclose(torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), s_test),
-                      torch.diag(a_test) - torch.outer(a_test, a_test), atol=1e-12)
+assert torch.allclose(
+    torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), s_test),
+    torch.diag(a_test) - torch.outer(a_test, a_test),
+    atol=1e-12,
+)
 
 DIMS = [2**e for e in range(1, 11)]
 unscaled = [score_stats(d, 1.0) for d in DIMS]
 scaled = [score_stats(d, 1 / math.sqrt(d)) for d in DIMS]
 for d, u, s in zip(DIMS[::3], unscaled[::3], scaled[::3]):
-    print(f"d={d:5d}  unscaled: var {u[0]:7.1f}, top weight {u[1]:.3f}, |J| {u[2]:.1e}   scaled: var {s[0]:.2f}, top weight {s[1]:.3f}, |J| {s[2]:.2f}")
+    print(
+        f"d={d:5d}  unscaled: var {u[0]:7.1f}, top weight {u[1]:.3f}, |J| {u[2]:.1e}   scaled: var {s[0]:.2f}, top weight {s[1]:.3f}, |J| {s[2]:.2f}"
+    )
 
 # %% [markdown]
 # **What the plot shows.** Left: the measured score variance follows the line $d$ unscaled, and stays
@@ -975,10 +1073,23 @@ for stats, label, marker in [(unscaled, r"$q\cdot k$", "o"), (scaled, r"$q\cdot 
     for ax, i in zip(axes, range(3)):
         ax.plot(DIMS, [s[i] for s in stats], marker=marker, ms=4, label=label)
 axes[0].plot(DIMS, DIMS, ls="--", c="gray", label="$d$")
-axes[0].set(xscale="log", yscale="log", xlabel="dimension $d$", ylabel="Var(score)", title="Score variance grows like $d$")
-axes[1].set(xscale="log", xlabel="dimension $d$", ylabel=r"mean $\max_i \alpha_i$", title="The softmax saturates (16 keys)", ylim=(0, 1.05))
-axes[2].set(xscale="log", yscale="log", xlabel="dimension $d$", ylabel=r"median $\|\partial\alpha/\partial s\|_F$",
-            title="...and its gradient vanishes")
+axes[0].set(
+    xscale="log", yscale="log", xlabel="dimension $d$", ylabel="Var(score)", title="Score variance grows like $d$"
+)
+axes[1].set(
+    xscale="log",
+    xlabel="dimension $d$",
+    ylabel=r"mean $\max_i \alpha_i$",
+    title="The softmax saturates (16 keys)",
+    ylim=(0, 1.05),
+)
+axes[2].set(
+    xscale="log",
+    yscale="log",
+    xlabel="dimension $d$",
+    ylabel=r"median $\|\partial\alpha/\partial s\|_F$",
+    title="...and its gradient vanishes",
+)
 for ax in axes:
     ax.legend()
 fig.tight_layout()
@@ -999,7 +1110,9 @@ def check_scaling_keeps_gradients(scale_fn, d_small=4, d_big=1024):
     _, top_small, jac_small = score_stats(d_small, scale_fn(d_small))
     _, top_big, jac_big = score_stats(d_big, scale_fn(d_big))
     assert top_big < 0.9, f"d={d_big}: mean top weight {top_big:.3f}, the softmax saturates"
-    assert jac_big > 0.5 * jac_small, f"d={d_big}: softmax gradient {jac_big:.2e} vs {jac_small:.2e} at d={d_small}, it vanishes"
+    assert jac_big > 0.5 * jac_small, (
+        f"d={d_big}: softmax gradient {jac_big:.2e} vs {jac_small:.2e} at d={d_small}, it vanishes"
+    )
 
 
 check_score_variance(lambda d: 1.0)

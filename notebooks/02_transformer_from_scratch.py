@@ -32,10 +32,16 @@
 # %% tags=["parameters"]
 # Set-up and parameters. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
 # steps but runs every code path; on Colab the default is the full run.
-import subprocess, sys
+import subprocess
+import sys
+
 if "google.colab" in sys.modules:  # install the course package and what Colab lacks; torch is never reinstalled
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/transformers-by-building/course"], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/transformers-by-building/course"],
+        check=True,
+    )
 from helpers import colab, runtime
+
 QUICK = runtime.quick_mode()
 SEED = 0
 ACCELERATOR = colab.setup()
@@ -110,6 +116,7 @@ for i, t in enumerate(seq):
 # where each row's source ends. Padding sits after every real token, and we will see that the masks
 # keep real positions from ever looking at it.
 
+
 # %%
 def make_batch(pairs):
     encoded = [encode_pair(fr, en) for fr, en in pairs]
@@ -148,6 +155,7 @@ print("ids", tuple(ids.shape), "-> vectors", tuple(x.shape))
 #
 # `POSITIONAL` in the parameters cell switches between them.
 
+
 # %%
 def sinusoidal_positions(max_len, d_model):
     pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
@@ -160,6 +168,7 @@ def sinusoidal_positions(max_len, d_model):
 
 print(sinusoidal_positions(MAX_LEN, D_MODEL)[:4, :6])
 
+
 # %% tags=["check"]
 def check_sinusoidal(positions_fn):
     """Compare with the formula evaluated number by number with Python's math module."""
@@ -169,8 +178,12 @@ def check_sinusoidal(positions_fn):
     for p in range(max_len):
         for i in range(d // 2):
             angle = p / 10000 ** (2 * i / d)
-            assert abs(table[p, 2 * i].item() - math.sin(angle)) < 1e-5, f"column {2 * i} should be sin(p / 10000^(2i/d))"
-            assert abs(table[p, 2 * i + 1].item() - math.cos(angle)) < 1e-5, f"column {2 * i + 1} should be cos(p / 10000^(2i/d))"
+            assert abs(table[p, 2 * i].item() - math.sin(angle)) < 1e-5, (
+                f"column {2 * i} should be sin(p / 10000^(2i/d))"
+            )
+            assert abs(table[p, 2 * i + 1].item() - math.cos(angle)) < 1e-5, (
+                f"column {2 * i + 1} should be cos(p / 10000^(2i/d))"
+            )
 
 
 check_sinusoidal(sinusoidal_positions)
@@ -192,6 +205,7 @@ print("✓ sinusoidal table matches the formula")
 # * the mask $M$ (0 where allowed, $-\infty$ where not) is applied **before** the softmax. Masking after it
 #   would leave rows that no longer sum to 1. We pass the mask as booleans, `True` = may attend.
 
+
 # %%
 def attention(q, k, v, mask=None):
     """q (..., T, d_k), k (..., S, d_k), v (..., S, d_v), mask bool broadcastable to (..., T, S)."""
@@ -208,6 +222,7 @@ k = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
 v = torch.tensor([[1.0, 0.0], [0.0, 1.0], [5.0, 5.0]])
 out, w = attention(q, k, v)
 print("weights\n", w, "\noutput\n", out)
+
 
 # %% tags=["check"]
 def reference_attention(q, k, v, mask):
@@ -230,14 +245,20 @@ def check_attention(attention_fn):
     mask = torch.rand(B, T, T, generator=g) > 0.4
     mask |= torch.eye(T, dtype=torch.bool)  # every query may see at least itself
     out, weights = attention_fn(q, k, v, mask)
-    assert tuple(out.shape) == (B, T, d_k) and tuple(weights.shape) == (B, T, T), "output (B, T, d_v), weights (B, T, S)"
+    assert tuple(out.shape) == (B, T, d_k) and tuple(weights.shape) == (B, T, T), (
+        "output (B, T, d_v), weights (B, T, S)"
+    )
     assert torch.allclose(weights.sum(-1), torch.ones(B, T), atol=1e-5), (
         "each query's weights must sum to 1: softmax over the keys (dim=-1), with the mask applied before it"
     )
     for b in range(B):
         ref_out, ref_w = reference_attention(q[b].tolist(), k[b].tolist(), v[b].tolist(), mask[b].tolist())
-        assert torch.allclose(weights[b], torch.tensor(ref_w), atol=1e-5), "weights differ from softmax(q·k / sqrt(d_k)) over allowed keys"
-        assert torch.allclose(out[b], torch.tensor(ref_out), atol=1e-5), "output differs from the weighted sum of values"
+        assert torch.allclose(weights[b], torch.tensor(ref_w), atol=1e-5), (
+            "weights differ from softmax(q·k / sqrt(d_k)) over allowed keys"
+        )
+        assert torch.allclose(out[b], torch.tensor(ref_out), atol=1e-5), (
+            "output differs from the weighted sum of values"
+        )
 
 
 check_attention(attention)
@@ -273,6 +294,7 @@ print("✓ same result as F.scaled_dot_product_attention")
 # The classic bug is merging with a bare `reshape` from `(B, nh, T, hs)` to `(B, T, C)`: the shapes fit,
 # but it interleaves positions and heads. Heads must first be moved next to `hs` (the transpose).
 
+
 # %%
 class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, n_head):
@@ -297,6 +319,7 @@ class MultiHeadAttention(nn.Module):
 
 mha = MultiHeadAttention(D_MODEL, N_HEAD)
 print(tuple(x.shape), "->", tuple(mha(x).shape), "| weights per head:", tuple(mha.last_weights.shape))
+
 
 # %% tags=["check"]
 def check_multi_head(mha_cls):
@@ -333,12 +356,14 @@ print("✓ multi-head attention matches a head-by-head reference")
 # tokens do not exist yet. The **causal** mask lets query $i$ see key $j$ only when $j \le i$:
 # a lower-triangular matrix.
 
+
 # %%
 def causal_mask(T):
     return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T): True on and below the diagonal
 
 
 print(causal_mask(5).int())
+
 
 # %% tags=["check"]
 def check_causal_mask(mask_fn):
@@ -355,7 +380,9 @@ def check_causal_mask(mask_fn):
     k2[4], v2[4] = torch.randn(8), torch.randn(8)
     a, _ = attention(q, k, v, mask_fn(6))
     b, _ = attention(q, k2, v2, mask_fn(6))
-    assert torch.allclose(a[:4], b[:4]), "positions 0-3 changed when only position 4 did: the mask lets them see the future"
+    assert torch.allclose(a[:4], b[:4]), (
+        "positions 0-3 changed when only position 4 did: the mask lets them see the future"
+    )
 
 
 check_causal_mask(causal_mask)
@@ -373,6 +400,7 @@ print("✓ causal mask")
 # Note what is indexed by `prefix_len`: the **keys**. (Opening up the *queries* in the prefix instead
 # would let source positions read the target, which leaks the answer.)
 
+
 # %%
 def prefix_lm_mask(T, prefix_len):
     """(B, 1, T, T) bool: query i sees key j if j <= i, or if key j lies in that row's prefix."""
@@ -381,6 +409,7 @@ def prefix_lm_mask(T, prefix_len):
 
 
 print(prefix_lm_mask(7, torch.tensor([4]))[0, 0].int())
+
 
 # %% tags=["check"]
 def check_prefix_lm_mask(mask_fn):
@@ -409,7 +438,13 @@ print("✓ prefix-LM mask")
 seq, plen = encode_pair(*PAIRS[0])
 labels_txt = [vocab[t] for t in seq]
 fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
-for ax, (title, m) in zip(axes, [("causal", causal_mask(len(seq))), (f"prefix-LM (prefix = {plen})", prefix_lm_mask(len(seq), torch.tensor([plen]))[0, 0])]):
+for ax, (title, m) in zip(
+    axes,
+    [
+        ("causal", causal_mask(len(seq))),
+        (f"prefix-LM (prefix = {plen})", prefix_lm_mask(len(seq), torch.tensor([plen]))[0, 0]),
+    ],
+):
     ax.imshow(m.int().numpy(), cmap="Greys", vmin=0, vmax=1.4)
     ax.set_xticks(range(len(seq)), labels_txt, rotation=90)
     ax.set_yticks(range(len(seq)), labels_txt)
@@ -444,6 +479,7 @@ for name, m in [("causal", causal_mask(len(seq))), ("prefix-LM", prefix_lm_mask(
 # position on its own: widen to `d_ff` (4 × `d_model`), apply GELU, project back. The same weights are
 # used at every position.
 
+
 # %%
 class FeedForward(nn.Module):
     def __init__(self, d_model, d_ff):
@@ -457,6 +493,7 @@ class FeedForward(nn.Module):
 
 print(tuple(FeedForward(D_MODEL, 4 * D_MODEL)(x).shape))
 
+
 # %% tags=["check"]
 def check_feed_forward(ffn_cls):
     """Position by position, with GELU written from its definition: z * Phi(z)."""
@@ -467,7 +504,9 @@ def check_feed_forward(ffn_cls):
         out = ffn(x)
         for b in range(2):
             for t in range(3):
-                hidden = [z * 0.5 * (1 + math.erf(z / math.sqrt(2))) for z in (ffn.fc.weight @ x[b, t] + ffn.fc.bias).tolist()]
+                hidden = [
+                    z * 0.5 * (1 + math.erf(z / math.sqrt(2))) for z in (ffn.fc.weight @ x[b, t] + ffn.fc.bias).tolist()
+                ]
                 expected = ffn.proj.weight @ torch.tensor(hidden) + ffn.proj.bias
                 assert torch.allclose(out[b, t], expected, atol=1e-5), "expected proj(gelu(fc(x))) at every position"
 
@@ -487,6 +526,7 @@ print("✓ feed-forward network")
 # (pre-LN, as in GPT-2) instead of the sum (post-LN, the 2017 original) keeps deep stacks stable without
 # a warm-up. Forgetting the residual, or normalising the sum, are the two mistakes the check catches.
 
+
 # %%
 class Block(nn.Module):
     def __init__(self, d_model, n_head, d_ff):
@@ -502,6 +542,7 @@ class Block(nn.Module):
 
 
 print(tuple(Block(D_MODEL, N_HEAD, 4 * D_MODEL)(x, causal_mask(x.size(1))).shape))
+
 
 # %% tags=["check"]
 def layer_norm_by_hand(x, ln):
@@ -544,6 +585,7 @@ print("✓ pre-LN residual block")
 # small models. `forward` takes an optional `prefix_len`: with it the prefix-LM mask, without it the
 # causal mask. Sizes come from `helpers.model.ModelConfig`, the dataclass the package uses as well.
 
+
 # %%
 class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig):
@@ -577,10 +619,13 @@ class Transformer(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-cfg = ModelConfig(vocab_size=len(vocab), max_len=MAX_LEN, n_layer=N_LAYER, n_head=N_HEAD, d_model=D_MODEL, positional=POSITIONAL)
+cfg = ModelConfig(
+    vocab_size=len(vocab), max_len=MAX_LEN, n_layer=N_LAYER, n_head=N_HEAD, d_model=D_MODEL, positional=POSITIONAL
+)
 model = Transformer(cfg)
 print(cfg)
 print("logits", tuple(model(ids, prefix_len).shape))
+
 
 # %% tags=["check"]
 def check_model(model_cls):
@@ -601,7 +646,9 @@ def check_model(model_cls):
             "the last position gives the same output when two earlier words swap places: positions are missing"
         )
         later = m(torch.tensor([[5, 6, 7, 8, 1]]))
-        assert torch.allclose(logits[0, :4], later[0, :4], atol=1e-5), "changing the last token changed earlier logits (causal)"
+        assert torch.allclose(logits[0, :4], later[0, :4], atol=1e-5), (
+            "changing the last token changed earlier logits (causal)"
+        )
         plen = torch.tensor([4])
         changed_source = m(torch.tensor([[5, 6, 7, 1, 9]]), plen)
         assert not torch.allclose(m(x, plen)[0, 0], changed_source[0, 0], atol=1e-4), (
@@ -635,6 +682,7 @@ with torch.no_grad():
 #   two LayerNorms $2 \cdot 2C$ (a scale and a shift each);
 # * final LayerNorm $2C$.
 
+
 # %%
 def count_parameters(cfg):
     V, C, F_, L = cfg.vocab_size, cfg.d_model, cfg.d_ff, cfg.n_layer
@@ -644,6 +692,7 @@ def count_parameters(cfg):
 
 
 print(f"formula: {count_parameters(cfg):,}   counted: {sum(p.numel() for p in model.parameters()):,}")
+
 
 # %% tags=["check"]
 def check_parameter_count(count_fn):
@@ -665,6 +714,7 @@ print("✓ parameter formula")
 # which `F.cross_entropy` ignores; so do positions whose next token is padding. The first labelled
 # position is `<sep>`, which predicts the first English word; the last predicts `<eos>`.
 
+
 # %%
 def make_labels(ids, prefix_len, pad_id=PAD):
     labels = torch.full_like(ids, -100)
@@ -680,8 +730,9 @@ def lm_loss(logits, labels):
 
 
 labels = make_labels(ids, prefix_len)
-for t, (i, l) in enumerate(zip(ids[0].tolist(), labels[0].tolist())):
-    print(f"position {t}: input {vocab[i]:>7} -> label {vocab[l] if l >= 0 else '(none)'}")
+for t, (i, label) in enumerate(zip(ids[0].tolist(), labels[0].tolist())):
+    print(f"position {t}: input {vocab[i]:>7} -> label {vocab[label] if label >= 0 else '(none)'}")
+
 
 # %% tags=["check"]
 def check_labels(make_labels_fn):
@@ -743,6 +794,7 @@ fig.tight_layout()
 save_figure(fig, "02_overfit_loss")
 plt.show()
 
+
 # %% tags=["check"]
 def check_overfit(losses):
     assert losses[0] > 1.5, f"the first loss {losses[0]:.2f} is already low: are the labels leaking into the inputs?"
@@ -796,6 +848,7 @@ plt.show()
 # > keeps some hypotheses and drops others, and left-pads sentences of different lengths so one batch
 # > can decode them together.
 
+
 # %%
 def forward_cached(model, new_ids, cache):
     """Logits for new_ids (B, T_new). cache: a list with one (k, v) per layer, each (B, nh, S, hs); grows in place."""
@@ -834,14 +887,18 @@ def greedy_translate(model, prefix, max_new_tokens, use_cache=True):
     return out
 
 
-for fr, en in PAIRS:
+for fr, _ in PAIRS:
     words = [vocab[t] for t in greedy_translate(model, encode_prefix(fr), MAX_LEN - len(encode_prefix(fr)))]
     print(f"{fr:>22} -> {' '.join(words)}")
+
 
 # %% tags=["check"]
 def check_kv_cache(forward_cached_fn, model):
     """Feed a prefix and then tokens one by one through the cache; each step must equal a full recomputation."""
-    prefix, continuation = encode_prefix("le chien noir dort"), [stoi[w] for w in "the black dog sleeps".split()] + [EOS]
+    prefix, continuation = (
+        encode_prefix("le chien noir dort"),
+        [stoi[w] for w in "the black dog sleeps".split()] + [EOS],
+    )
     cache, seq = [], list(prefix)
     with torch.no_grad():
         logits = forward_cached_fn(model, torch.tensor([prefix]), cache)
@@ -886,6 +943,7 @@ def to_package(nb_model):
 package_model = to_package(model)
 print("parameters:", num_parameters(cfg), "(closed form in helpers.model) =", count_parameters(cfg), "(ours)")
 
+
 # %% tags=["check"]
 def check_same_as_package(nb_model, package_model):
     try:
@@ -893,12 +951,16 @@ def check_same_as_package(nb_model, package_model):
         with torch.no_grad():
             for pl in (prefix_len, None):
                 diff = (a(ids, pl) - b(ids, pl)).abs().max().item()
-                assert diff <= 1e-6, f"notebook and helpers.model disagree by {diff:.2e} (prefix_len={'given' if pl is not None else 'None'})"
+                assert diff <= 1e-6, (
+                    f"notebook and helpers.model disagree by {diff:.2e} (prefix_len={'given' if pl is not None else 'None'})"
+                )
     finally:
         nb_model.float(), package_model.float()
     prefixes = [encode_prefix(fr) for fr, _ in PAIRS]
     ours = [greedy_translate(nb_model, p, 8) for p in prefixes]
-    assert package_model.generate(prefixes, 8, eos_id=EOS) == ours, "helpers.model.generate should translate exactly like greedy_translate"
+    assert package_model.generate(prefixes, 8, eos_id=EOS) == ours, (
+        "helpers.model.generate should translate exactly like greedy_translate"
+    )
 
 
 check_same_as_package(model, package_model)

@@ -52,10 +52,16 @@
 # %% tags=["parameters"]
 # Set-up and parameters. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
 # steps but runs every code path; on Colab the default is the full run.
-import subprocess, sys
+import subprocess
+import sys
+
 if "google.colab" in sys.modules:  # install the course package and what Colab lacks; torch is never reinstalled
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/transformers-by-building/course"], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/transformers-by-building/course"],
+        check=True,
+    )
 from helpers import colab, runtime
+
 QUICK = runtime.quick_mode()
 SEED = 0
 ACCELERATOR = colab.setup()
@@ -76,7 +82,9 @@ if PRESET == "tiny":
     # Operations this small gain nothing from a second thread, and on a busy machine two threads wait for
     # each other at every operation (we measured steps 100 times slower with two threads on two shared cores).
     torch.set_num_threads(1)
-print(f"preset {PRESET!r} on {DEVICE}; budget {TRAIN_MINUTES:g} min" + (f" or {TRAIN_STEPS} steps" if TRAIN_STEPS else ""))
+print(
+    f"preset {PRESET!r} on {DEVICE}; budget {TRAIN_MINUTES:g} min" + (f" or {TRAIN_STEPS} steps" if TRAIN_STEPS else "")
+)
 
 # %%
 import json
@@ -115,7 +123,9 @@ else:
     DRIVE = colab.mount_drive(ask=True)  # None outside Colab, or when you say no
     RUN_DIR = (DRIVE or runtime.repo_root() or Path.cwd()) / "runs" / f"03_scratch-{PRESET}"
 RUN_DIR.mkdir(parents=True, exist_ok=True)
-print("run folder:", RUN_DIR, "(holds a checkpoint: this run resumes)" if ckpt.find_checkpoint(RUN_DIR) else "(new run)")
+print(
+    "run folder:", RUN_DIR, "(holds a checkpoint: this run resumes)" if ckpt.find_checkpoint(RUN_DIR) else "(new run)"
+)
 
 # %% [markdown]
 # ## 1. The data
@@ -158,13 +168,14 @@ print(f"{tok}; {len(prepared.test_pairs):,} test pairs held out")
 # tokens, against the training examples the model actually sees. (The tokenizer is trained on the
 # training split only, too: pieces learnt from test sentences would be a subtler leak.)
 
+
 # %% tags=["check"]
 def check_no_leak(split_report, train_examples, test_pairs, tok):
     """No test French sentence is a training source, and no test reference is a training target."""
     assert split_report.french_in_two_splits == 0, "the split report counts French sentences in two splits"
     assert split_report.test_english_in_train == 0, "the split report counts test references that are training targets"
-    sources = {tuple(ex.input_ids[1:ex.prefix_len - 1]) for ex in train_examples}  # between <bos> and <sep>
-    targets = {tuple(ex.input_ids[ex.prefix_len:-1]) for ex in train_examples}  # between <sep> and <eos>
+    sources = {tuple(ex.input_ids[1 : ex.prefix_len - 1]) for ex in train_examples}  # between <bos> and <sep>
+    targets = {tuple(ex.input_ids[ex.prefix_len : -1]) for ex in train_examples}  # between <sep> and <eos>
     fr_ids = tok.encode_batch([fr for fr, _ in test_pairs])
     en_ids = tok.encode_batch([en for _, en in test_pairs])
     leaked = [fr for (fr, _), ids in zip(test_pairs, fr_ids) if tuple(ids) in sources]
@@ -194,10 +205,14 @@ print(f"prefix_len = {example.prefix_len} (<bos>, {example.prefix_len - 2} Frenc
 print(f"{'pos':>3}  {'piece':<12}{'id':>5}  {'part':<7} label (the next token)")
 for t, (piece, i, label) in enumerate(zip(pieces, example.input_ids, one.labels[0].tolist())):
     part = "French" if t < example.prefix_len else "English"
-    print(f"{t:>3}  {piece:<12}{i:>5}  {part:<7} " + (f"{tok.id_to_piece(label)}" if label >= 0 else "-100 (not in the loss)"))
+    print(
+        f"{t:>3}  {piece:<12}{i:>5}  {part:<7} "
+        + (f"{tok.id_to_piece(label)}" if label >= 0 else "-100 (not in the loss)")
+    )
 
 # %% [markdown]
 # The same as a figure for the report: which positions the loss sees.
+
 
 # %%
 def plot_example(pieces, labels, prefix_len):
@@ -207,7 +222,11 @@ def plot_example(pieces, labels, prefix_len):
     for t in range(T_):
         scored = labels[t] >= 0
         source = t < prefix_len
-        colours = ["#cfe2f3" if source else "#fce5cd", "#d9ead3" if scored else "#eeeeee", "#6aa84f" if scored else "#cccccc"]
+        colours = [
+            "#cfe2f3" if source else "#fce5cd",
+            "#d9ead3" if scored else "#eeeeee",
+            "#6aa84f" if scored else "#cccccc",
+        ]
         texts = [pieces[t], tok.id_to_piece(labels[t]) if scored else "−100", "yes" if scored else "no"]
         for r, (colour, text) in enumerate(zip(colours, texts)):
             ax.add_patch(plt.Rectangle((t, 2 - r), 1, 1, facecolor=colour, edgecolor="white"))
@@ -216,7 +235,9 @@ def plot_example(pieces, labels, prefix_len):
     ax.set_yticks([2.5, 1.5, 0.5], rows)
     ax.set_xticks(np.arange(T_) + 0.5, range(T_), fontsize=6)
     ax.set_xlabel("position  (blue: <bos> French <sep>; orange: English <eos>)")
-    ax.set_title(f"One example: prefix_len = {prefix_len}; the loss sees {sum(l >= 0 for l in labels)} of {T_} positions")
+    ax.set_title(
+        f"One example: prefix_len = {prefix_len}; the loss sees {sum(label >= 0 for label in labels)} of {T_} positions"
+    )
     for side in ax.spines.values():
         side.set_visible(False)
     fig.tight_layout()
@@ -233,6 +254,7 @@ plt.show()
 # shifted (the model would learn to copy its input), the loss mask covering the French too, padding
 # counted as target.
 
+
 # %% tags=["check"]
 def check_example_format(collate_fn, tok=tok, max_len=cfg.max_len):
     examples = [D.make_example(tok, *EXAMPLE, max_len=max_len), D.make_example(tok, "Oui.", "Yes.", max_len=max_len)]
@@ -240,14 +262,21 @@ def check_example_format(collate_fn, tok=tok, max_len=cfg.max_len):
     ids, labels = batch.input_ids.tolist(), batch.labels.tolist()
     for b, ex in enumerate(examples):
         L, P = len(ex.input_ids), ex.prefix_len
-        assert ids[b][0] == tok.bos_id and ids[b][P - 1] == tok.sep_id, f"row {b}: expected <bos> first and <sep> at prefix_len - 1"
-        assert ids[b][:L] == ex.input_ids and all(i == tok.pad_id for i in ids[b][L:]), f"row {b}: tokens then right padding"
+        assert ids[b][0] == tok.bos_id and ids[b][P - 1] == tok.sep_id, (
+            f"row {b}: expected <bos> first and <sep> at prefix_len - 1"
+        )
+        assert ids[b][:L] == ex.input_ids and all(i == tok.pad_id for i in ids[b][L:]), (
+            f"row {b}: tokens then right padding"
+        )
         for t in range(len(ids[b])):
             want = ids[b][t + 1] if P - 1 <= t < L - 1 else -100
             assert labels[b][t] == want, (
                 f"row {b} position {t}: label {labels[b][t]}, expected {want}. Labels are the next token, and -100 "
-                "wherever the next token is French or padding")
-    assert batch.n_target_tokens == sum(len(ex.input_ids) - ex.prefix_len for ex in examples), "n_target_tokens miscounted"
+                "wherever the next token is French or padding"
+            )
+    assert batch.n_target_tokens == sum(len(ex.input_ids) - ex.prefix_len for ex in examples), (
+        "n_target_tokens miscounted"
+    )
 
 
 check_example_format(D.collate)
@@ -273,8 +302,10 @@ ax.hist(whole, bins=bins, histtype="step", color="black", label="<bos> French <s
 ax.axvline(cfg.max_len + 0.5, color="red", ls="--", label=f"max_len = {cfg.max_len}")
 ax.set_xlabel("tokens")
 ax.set_ylabel("test pairs")
-ax.set_title(f"{(whole > cfg.max_len).mean():.1%} of the pairs are longer than max_len "
-             f"({dropped:,} training pairs dropped)", fontsize=10)
+ax.set_title(
+    f"{(whole > cfg.max_len).mean():.1%} of the pairs are longer than max_len ({dropped:,} training pairs dropped)",
+    fontsize=10,
+)
 ax.legend(fontsize=8)
 fig.tight_layout()
 save_figure(fig, "03_lengths")
@@ -292,8 +323,10 @@ plt.show()
 bucketed = prepared.train_batcher.stats()
 shuffled = D.BucketBatcher(prepared.train_batcher.examples, max_tokens=cfg.max_tokens, seed=SEED, bucket=False).stats()
 for name, s in (("bucketed by length", bucketed), ("random order", shuffled)):
-    print(f"{name:>19}: {s['batches']:>6,} batches, {s['mean_batch_size']:6.1f} sentences each, "
-          f"padding {100 * s['padding_fraction']:5.1f}% of the tokens computed")
+    print(
+        f"{name:>19}: {s['batches']:>6,} batches, {s['mean_batch_size']:6.1f} sentences each, "
+        f"padding {100 * s['padding_fraction']:5.1f}% of the tokens computed"
+    )
 
 # %% [markdown]
 # ## 2. The model
@@ -308,8 +341,10 @@ runtime.set_seed(SEED)
 model_cfg = cfg.model_config(tok.vocab_size)
 model = DecoderOnlyTransformer(model_cfg)
 N_PARAMS = num_parameters(model_cfg)
-print(f"{N_PARAMS:,} parameters: {model_cfg.n_layer} layers, d_model {model_cfg.d_model}, {model_cfg.n_head} heads, "
-      f"d_ff {model_cfg.d_ff}, vocabulary {model_cfg.vocab_size:,}, max_len {model_cfg.max_len}")
+print(
+    f"{N_PARAMS:,} parameters: {model_cfg.n_layer} layers, d_model {model_cfg.d_model}, {model_cfg.n_head} heads, "
+    f"d_ff {model_cfg.d_ff}, vocabulary {model_cfg.vocab_size:,}, max_len {model_cfg.max_len}"
+)
 
 # %% [markdown]
 # ## 3. The parts of a training step
@@ -333,7 +368,9 @@ lrs = [T.lr_at(s, cfg, steps_shown) for s in range(steps_shown)]
 fig, ax = plt.subplots(figsize=(5, 2.6))
 ax.plot(lrs)
 ax.axvline(cfg.warmup_steps, color="grey", ls=":", label=f"end of warm-up ({cfg.warmup_steps} steps)")
-ax.set_xlabel(f"step (of {steps_shown:,}" + (", as if the time budget allowed that many)" if TRAIN_STEPS is None else ")"))
+ax.set_xlabel(
+    f"step (of {steps_shown:,}" + (", as if the time budget allowed that many)" if TRAIN_STEPS is None else ")")
+)
 ax.set_ylabel("learning rate")
 ax.legend(fontsize=8)
 fig.tight_layout()
@@ -353,7 +390,9 @@ for margin in (2, 5, 10, 20):  # the right token's logit is `margin` above every
     logits = torch.zeros(1, 1, tok.vocab_size)
     logits[0, 0, 7] = margin
     plain, smooth = (T.loss_fn(logits, torch.tensor([[7]]), eps).item() for eps in (0.0, cfg.label_smoothing))
-    print(f"margin {margin:>2}: p(right) = {torch.softmax(logits[0, 0], -1)[7]:.4f}  loss {plain:.4f}  smoothed {smooth:.4f}")
+    print(
+        f"margin {margin:>2}: p(right) = {torch.softmax(logits[0, 0], -1)[7]:.4f}  loss {plain:.4f}  smoothed {smooth:.4f}"
+    )
 
 # %% [markdown]
 # Without smoothing the loss keeps falling as the margin grows; with it, the loss turns back up once the
@@ -381,7 +420,9 @@ for margin in (2, 5, 10, 20):  # the right token's logit is `margin` above every
 
 # %%
 PRECISION = T.resolve_precision(DEVICE, cfg.precision)
-print(f"On {DEVICE}: precision {PRECISION}; gradient scaler {'on' if T.make_scaler(DEVICE, PRECISION).is_enabled() else 'off (not needed)'}")
+print(
+    f"On {DEVICE}: precision {PRECISION}; gradient scaler {'on' if T.make_scaler(DEVICE, PRECISION).is_enabled() else 'off (not needed)'}"
+)
 
 # %% [markdown]
 # **A time budget that ends cleanly.** `Budget(minutes=M)` says when to stop: the loop checks it before
@@ -416,6 +457,7 @@ print(f"On {DEVICE}: precision {PRECISION}; gradient scaler {'on' if T.make_scal
 # otherwise underflow to 0), unscaled *before* clipping (the threshold is about the true gradient), and
 # checked *before* the update.
 
+
 # %%
 def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
     run = T.TrainingRun(model, batcher, valid_batches, cfg, out_dir, **run_options)  # resumes from out_dir's checkpoint
@@ -423,7 +465,9 @@ def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
         t0 = time.perf_counter()
         batch = run.next_batch()  # resumes mid-epoch after a disconnect
         lr = run.set_lr()  # warm-up, then cosine decay to the end of the budget
-        ids, labels, plen = (t.to(run.device, non_blocking=True) for t in (batch.input_ids, batch.labels, batch.prefix_len))
+        ids, labels, plen = (
+            t.to(run.device, non_blocking=True) for t in (batch.input_ids, batch.labels, batch.prefix_len)
+        )
         with T.autocast_context(run.device, run.precision):  # fp16 on a T4, bf16 where native, fp32 on CPU
             logits = model(ids, plen)  # (B, T, vocab)
         loss = T.loss_fn(logits, labels, cfg.label_smoothing)  # English tokens and <eos> only, in fp32
@@ -437,10 +481,12 @@ def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
         run.end_step(batch, loss, lr, time.perf_counter() - t0)  # bar, history, validation, checkpoints
     return run.finish()  # the final checkpoint, and a TrainResult
 
+
 # %% [markdown]
 # **Is it still learning when the time runs out?** The plot below answers that: training loss (with label
 # smoothing, so it never reaches 0) and validation loss (without), against the number of English tokens
 # seen. In a live notebook it redraws at every validation; headless, it is drawn once at the end.
+
 
 # %%
 def draw_losses(axes, history):
@@ -481,10 +527,20 @@ if in_live_kernel():
 
 # %%
 EXTRA = {"data": {k: v for k, v in prepared.info.items() if k != "pairs"}}
-result = train_loop(model, prepared.train_batcher, prepared.valid_batches, cfg, RUN_DIR, device=DEVICE,
-                    extra_config=EXTRA, callback=live)
-print(f"{result.steps:,} steps, {result.tokens:,} English tokens in {result.seconds / 60:.1f} min "
-      f"({result.tokens_per_s:,.0f} tokens/s); validation loss {result.val_loss:.3f}, perplexity {result.val_ppl:.1f}")
+result = train_loop(
+    model,
+    prepared.train_batcher,
+    prepared.valid_batches,
+    cfg,
+    RUN_DIR,
+    device=DEVICE,
+    extra_config=EXTRA,
+    callback=live,
+)
+print(
+    f"{result.steps:,} steps, {result.tokens:,} English tokens in {result.seconds / 60:.1f} min "
+    f"({result.tokens_per_s:,.0f} tokens/s); validation loss {result.val_loss:.3f}, perplexity {result.val_ppl:.1f}"
+)
 print("checkpoint:", result.checkpoint)
 
 # %%
@@ -509,8 +565,16 @@ else:
 # Running the training cell again on a finished run does nothing more (the budget is spent):
 
 # %%
-again = train_loop(model, prepared.train_batcher, prepared.valid_batches, cfg, RUN_DIR, device=DEVICE,
-                   extra_config=EXTRA, progress=False)
+again = train_loop(
+    model,
+    prepared.train_batcher,
+    prepared.valid_batches,
+    cfg,
+    RUN_DIR,
+    device=DEVICE,
+    extra_config=EXTRA,
+    progress=False,
+)
 print(f"still step {again.steps:,}")
 
 # %% [markdown]
@@ -525,21 +589,31 @@ print(f"still step {again.steps:,}")
 # step 20. Its final weights must equal the uninterrupted run's, bit for bit. Then it tries to resume
 # that folder with another learning rate: refused, with a message naming the field.
 
+
 # %% tags=["check"]
 class Disconnect(Exception):
     """Stands in for a Colab runtime that goes away in the middle of training."""
 
 
 def check_resume(loop_fn, examples, vocab_size, workdir, steps=RESUME_STEPS):
-    rcfg = T.preset_config("tiny", steps=steps, checkpoint_every_steps=10, checkpoint_minutes=1e6, log_interval=5,
-                           eval_interval=20, seed=SEED)
+    rcfg = T.preset_config(
+        "tiny",
+        steps=steps,
+        checkpoint_every_steps=10,
+        checkpoint_minutes=1e6,
+        log_interval=5,
+        eval_interval=20,
+        seed=SEED,
+    )
     small = [ex for ex in examples if len(ex.input_ids) <= rcfg.max_len][:400]
     valid = list(D.BucketBatcher(small[-50:], max_tokens=rcfg.max_tokens, shuffle=False))
     workdir = Path(workdir)
 
     def fresh(seed=SEED):
         runtime.set_seed(seed)
-        return DecoderOnlyTransformer(rcfg.model_config(vocab_size)), D.BucketBatcher(small, max_tokens=rcfg.max_tokens, seed=SEED)
+        return DecoderOnlyTransformer(rcfg.model_config(vocab_size)), D.BucketBatcher(
+            small, max_tokens=rcfg.max_tokens, seed=SEED
+        )
 
     straight, batcher = fresh()
     loop_fn(straight, batcher, valid, rcfg, workdir / "straight", progress=False)
@@ -557,11 +631,14 @@ def check_resume(loop_fn, examples, vocab_size, workdir, steps=RESUME_STEPS):
     assert ckpt.load_checkpoint(workdir / "cut")["step"] == 20, "expected the checkpoint of step 20 to survive"
     resumed, batcher = fresh(seed=SEED + 1)  # a new runtime: other initial weights, a fresh optimizer
     result = loop_fn(resumed, batcher, valid, rcfg, workdir / "cut", progress=False)
-    assert result.resumed_from == 20 and result.steps == steps, f"resumed from {result.resumed_from}, ended at {result.steps}"
+    assert result.resumed_from == 20 and result.steps == steps, (
+        f"resumed from {result.resumed_from}, ended at {result.steps}"
+    )
     for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(a, b), (
             f"{name} differs between the uninterrupted and the resumed run (max {(a - b).abs().max():.2e}): the checkpoint "
-            "misses part of the state (optimizer moments, scaler, RNG states or data position)")
+            "misses part of the state (optimizer moments, scaler, RNG states or data position)"
+        )
     other, batcher = fresh()
     try:
         loop_fn(other, batcher, valid, replace(rcfg, lr=2 * rcfg.lr), workdir / "cut", progress=False)
@@ -603,8 +680,10 @@ greedy_report, beam_report = E.TranslateReport(), E.TranslateReport()
 greedy = E.translate(model, tok, sources, beams=1, report=greedy_report)
 beam = E.translate(model, tok, sources[:n_beam], beams=BEAMS, report=beam_report)
 for name, rep in (("greedy", greedy_report), (f"beam {BEAMS}", beam_report)):
-    print(f"{name:>7}: {rep.sentences:,} sentences in {rep.seconds:.1f} s ({rep.sentences / max(rep.seconds, 1e-9):,.0f}/s); "
-          f"{len(rep.truncated)} sources truncated to fit max_len")
+    print(
+        f"{name:>7}: {rep.sentences:,} sentences in {rep.seconds:.1f} s ({rep.sentences / max(rep.seconds, 1e-9):,.0f}/s); "
+        f"{len(rep.truncated)} sources truncated to fit max_len"
+    )
 
 # %% [markdown]
 # ## 6. Scoring: BLEU, chrF, and a baseline
@@ -640,16 +719,19 @@ print("chrF signature:", scores["greedy"]["chrf_signature"])
 # reference). The second test catches translations that come back in another order than the sources, a
 # classic bug when sentences are sorted by length for batching and not put back.
 
+
 # %% tags=["check"]
 def check_scores(hypotheses, references, sources):
     assert len(hypotheses) == len(references) == len(sources), "one translation per source and reference"
     ours, copy = E.score(hypotheses, references), E.copy_baseline(sources, references)
     assert ours["bleu"] > copy["bleu"] and ours["chrf"] > copy["chrf"], (
-        f"BLEU {ours['bleu']} / chrF {ours['chrf']} do not beat copying the source ({copy['bleu']} / {copy['chrf']})")
+        f"BLEU {ours['bleu']} / chrF {ours['chrf']} do not beat copying the source ({copy['bleu']} / {copy['chrf']})"
+    )
     shifted = E.score(hypotheses, references[1:] + references[:1])
     assert ours["bleu"] > 2 * shifted["bleu"] and ours["chrf"] > shifted["chrf"] + 5, (
         f"scored against the wrong references the translations get BLEU {shifted['bleu']} (vs {ours['bleu']}), chrF "
-        f"{shifted['chrf']} (vs {ours['chrf']}): are the translations in the order of the sources?")
+        f"{shifted['chrf']} (vs {ours['chrf']}): are the translations in the order of the sources?"
+    )
 
 
 check_scores(greedy, references, sources)
@@ -675,6 +757,7 @@ print(E.format_table(rows, width=48))
 # the rest of each row's weight goes to the English written so far, which is not shown. Read the row of a
 # piece as the attention of the position that *produced* it (the position before it).
 
+
 # %%
 def attention_panels(model, sentences, layer=-1):
     dev = next(model.parameters()).device
@@ -685,12 +768,15 @@ def attention_panels(model, sentences, layer=-1):
         ids = prompt + new + [tok.eos_id]
         P = len(prompt)
         maps = model.attention_maps(torch.tensor([ids], device=dev), torch.tensor([P], device=dev))
-        w = maps[layer][0].mean(0)[P - 1:len(ids) - 1, :P].float().cpu().numpy()  # (written pieces, source positions)
+        w = maps[layer][0].mean(0)[P - 1 : len(ids) - 1, :P].float().cpu().numpy()  # (written pieces, source positions)
         ax.imshow(w, cmap="Blues", vmin=0, aspect="auto")
         ax.set_xticks(range(P), [tok.id_to_piece(i) for i in prompt], rotation=90, fontsize=7)
         ax.set_yticks(range(len(ids) - P), [tok.id_to_piece(i) for i in ids[P:]], fontsize=7)
         ax.set_title(f"“{tok.decode(new)}”", fontsize=8)
-    fig.suptitle(f"Attention of each written English piece over the source (layer {layer % model.config.n_layer}, mean of heads)", fontsize=9)
+    fig.suptitle(
+        f"Attention of each written English piece over the source (layer {layer % model.config.n_layer}, mean of heads)",
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 
@@ -709,14 +795,21 @@ plt.show()
 # words), with the number of test sentences in each bucket:
 
 # %%
-by_length = {"greedy": E.bleu_by_length(sources, greedy, references),
-             f"beam {BEAMS}": E.bleu_by_length(sources[:n_beam], beam, references[:n_beam])}
+by_length = {
+    "greedy": E.bleu_by_length(sources, greedy, references),
+    f"beam {BEAMS}": E.bleu_by_length(sources[:n_beam], beam, references[:n_beam]),
+}
 buckets = [r["bucket"] for r in by_length["greedy"]]
 fig, ax = plt.subplots(figsize=(6.5, 3.2))
 width = 0.4
 for k, (name, rows_) in enumerate(by_length.items()):
     got = {r["bucket"]: r for r in rows_}
-    ax.bar(np.arange(len(buckets)) + (k - 0.5) * width, [got.get(b, {"bleu": 0})["bleu"] for b in buckets], width, label=name)
+    ax.bar(
+        np.arange(len(buckets)) + (k - 0.5) * width,
+        [got.get(b, {"bleu": 0})["bleu"] for b in buckets],
+        width,
+        label=name,
+    )
 ax.set_xticks(range(len(buckets)), [f"{r['bucket']}\n({r['n']:,})" for r in by_length["greedy"]])
 ax.axhline(baseline["bleu"], color="grey", ls="--", label=f"copy baseline ({baseline['bleu']:.1f})")
 ax.set_xlabel("source length in words (test sentences)")
@@ -731,6 +824,7 @@ plt.show()
 #
 # `python -m helpers translate` and `evaluate` load the run folder with `helpers.evaluate.load_run`. The
 # check makes sure that what they load is exactly the model we just scored.
+
 
 # %% tags=["check"]
 def check_checkpoint_is_model(model, run_dir, steps):
@@ -754,8 +848,11 @@ print(f"✓ {RUN_DIR} holds the trained model")
 metrics = {
     "notebook": "03_translate_fr_en",
     "quick": QUICK,
-    "data": {**prepared.info, "synthetic": DATA == "builtin",
-             "attribution": None if DATA == "builtin" else "CC-BY 2.0: www.manythings.org/anki and tatoeba.org"},
+    "data": {
+        **prepared.info,
+        "synthetic": DATA == "builtin",
+        "attribution": None if DATA == "builtin" else "CC-BY 2.0: www.manythings.org/anki and tatoeba.org",
+    },
     "test_sentences": len(sources),
     "bleu": scores["greedy"]["bleu"],
     "chrf": scores["greedy"]["chrf"],
@@ -764,8 +861,10 @@ metrics = {
     "decoding": {name: {"bleu": s["bleu"], "chrf": s["chrf"], "sentences": s["n"]} for name, s in scores.items()},
     "copy_baseline": {"bleu": baseline["bleu"], "chrf": baseline["chrf"]},
     "bleu_by_length": by_length,
-    "sentences_per_s": {"greedy": round(greedy_report.sentences / max(greedy_report.seconds, 1e-9), 1),
-                        f"beam{BEAMS}": round(beam_report.sentences / max(beam_report.seconds, 1e-9), 1)},
+    "sentences_per_s": {
+        "greedy": round(greedy_report.sentences / max(greedy_report.seconds, 1e-9), 1),
+        f"beam{BEAMS}": round(beam_report.sentences / max(beam_report.seconds, 1e-9), 1),
+    },
     "parameters": N_PARAMS,
     "steps": result.steps,
     "minutes_trained": round(result.seconds / 60, 2),
@@ -782,8 +881,10 @@ metrics = {
 metrics_path = runtime.metrics_dir() / "03_scratch.json"
 metrics_path.write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
 print(f"wrote {metrics_path}")
-print(f"BLEU {metrics['bleu']:.2f} | chrF {metrics['chrf']:.2f} | copy baseline BLEU {baseline['bleu']:.2f} | "
-      f"{N_PARAMS / 1e6:.2f} M parameters | {metrics['minutes_trained']:.1f} min on {metrics['hardware']['name']}")
+print(
+    f"BLEU {metrics['bleu']:.2f} | chrF {metrics['chrf']:.2f} | copy baseline BLEU {baseline['bleu']:.2f} | "
+    f"{N_PARAMS / 1e6:.2f} M parameters | {metrics['minutes_trained']:.1f} min on {metrics['hardware']['name']}"
+)
 
 # %% [markdown]
 # ## What we did

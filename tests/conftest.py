@@ -1,4 +1,5 @@
 """Shared test set-up: quick mode, no display, no network, reports in a temporary folder."""
+
 import os
 
 os.environ["QUICK"] = "1"

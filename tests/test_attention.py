@@ -1,4 +1,5 @@
 """helpers.attention: shapes, the math it promises, and the errors it gives on bad input."""
+
 import math
 
 import pytest
@@ -125,7 +126,9 @@ def test_sinusoidal_positions():
     P = sinusoidal_positions(50, 8)
     assert P.shape == (50, 8)
     assert torch.allclose(P[0], torch.tensor([0.0, 1.0] * 4)), "position 0: sin 0 = 0, cos 0 = 1"
-    assert torch.allclose(P[:, 0], torch.sin(torch.arange(50.0)), atol=1e-6), "the fastest pair turns one radian per step"
+    assert torch.allclose(P[:, 0], torch.sin(torch.arange(50.0)), atol=1e-6), (
+        "the fastest pair turns one radian per step"
+    )
     assert torch.allclose(P[:, 6], torch.sin(torch.arange(50.0) / 10000 ** (6 / 8)), atol=1e-6)
     assert torch.allclose(P[:, 0::2] ** 2 + P[:, 1::2] ** 2, torch.ones(50, 4), atol=1e-6)
     assert len({tuple(row) for row in P.round(decimals=4).tolist()}) == 50, "every position gets its own code"

@@ -1,4 +1,5 @@
 """Checkpoints: atomic writes, weights_only loading, RNG states, configuration checks, and resume after SIGKILL."""
+
 from __future__ import annotations
 
 import json
@@ -13,12 +14,11 @@ import time
 import numpy as np
 import pytest
 import torch
+from test_train import toy_batcher, toy_valid  # noqa: E402  (toy batches of random ids)
 
 from helpers import checkpoint as ck
 from helpers import train as T
 from helpers.model import DecoderOnlyTransformer
-
-from test_train import toy_batcher, toy_valid  # noqa: E402  (toy batches of random ids)
 
 
 def _tiny_model(vocab=60, seed=0, **kw):
@@ -57,8 +57,15 @@ def test_rng_state_survives_weights_only_load(tmp_path):
 def test_checkpoint_loads_with_weights_only(tmp_path):
     model, cfg = _tiny_model()
     opt = T.make_optimizer(model, cfg, "cpu")
-    ck.save_checkpoint(tmp_path, model=model, config={"model": model.config.to_dict()}, step=3, optimizer=opt,
-                       data_state={"epoch": 1, "position": np.int64(4), "order": np.arange(3)}, train_state={"tokens": 9})
+    ck.save_checkpoint(
+        tmp_path,
+        model=model,
+        config={"model": model.config.to_dict()},
+        step=3,
+        optimizer=opt,
+        data_state={"epoch": 1, "position": np.int64(4), "order": np.arange(3)},
+        train_state={"tokens": 9},
+    )
     raw = torch.load(tmp_path / ck.CHECKPOINT_NAME, weights_only=True)  # no pickled classes inside
     assert raw["step"] == 3
     loaded = ck.load_checkpoint(tmp_path)
@@ -111,7 +118,9 @@ def test_config_differences_name_each_field():
     old = {"model": {"d_model": 32, "n_layer": 2}, "train": {"lr": 1e-3, "steps": 10}}
     new = {"model": {"d_model": 64, "n_layer": 2}, "train": {"lr": 1e-3, "steps": 20}, "data": {"sha256": "x"}}
     assert ck.config_differences(old, new, ignore=("train.steps",)) == [
-        ("data.sha256", "<absent>", "x"), ("model.d_model", 32, 64)]
+        ("data.sha256", "<absent>", "x"),
+        ("model.d_model", 32, 64),
+    ]
     assert ck.config_differences(old, old) == []
 
 
@@ -145,7 +154,9 @@ def test_resume_after_an_interruption_gives_the_uninterrupted_weights(tmp_path):
     with pytest.raises(Stop):
         T.train(model_a, toy_batcher(), toy_valid(), cfg_a, tmp_path / "resumed", progress=False, callback=stop_at_13)
     assert ck.load_checkpoint(tmp_path / "resumed")["step"] == 10
-    model_b, _ = _tiny_model(seed=123, steps=20, checkpoint_every_steps=5, log_interval=1)  # different init: must be overwritten
+    model_b, _ = _tiny_model(
+        seed=123, steps=20, checkpoint_every_steps=5, log_interval=1
+    )  # different init: must be overwritten
     result = T.train(model_b, toy_batcher(), toy_valid(), cfg_a, tmp_path / "resumed", progress=False)
     assert result.resumed_from == 10 and result.steps == 20
     for (name, a), (_, b) in zip(model.state_dict().items(), model_b.state_dict().items()):
@@ -171,8 +182,9 @@ SCRIPT = textwrap.dedent(
 
 def _run(args, **kw):
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
-    return subprocess.Popen([sys.executable, "-c", SCRIPT, *map(str, args)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, *map(str, args)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw
+    )
 
 
 @pytest.fixture
@@ -220,7 +232,9 @@ def test_sigkill_then_rerun_ends_with_the_weights_of_an_uninterrupted_run(tmp_pa
 def test_a_tokenizer_from_another_configuration_is_refused(tmp_path, pairs_file):
     T.train_command(str(pairs_file), None, None, 2, tmp_path, "tiny", 0, progress=False)
     with pytest.raises(ck.ConfigMismatchError, match="vocab_size=400, .* asks for vocab_size=450"):
-        T.train_command(str(pairs_file), None, None, 2, tmp_path, "tiny", 0, overrides={"vocab_size": 450}, progress=False)
+        T.train_command(
+            str(pairs_file), None, None, 2, tmp_path, "tiny", 0, overrides={"vocab_size": 450}, progress=False
+        )
 
 
 def test_rerunning_a_finished_command_changes_nothing(tmp_path, pairs_file):

@@ -2,6 +2,7 @@
 the loss mask and the bucketing batcher. No network: downloads go through file:// URLs or a fake fetch,
 Hugging Face data through a parquet file written here. Every sentence below is invented for these tests.
 """
+
 from __future__ import annotations
 
 import random
@@ -40,8 +41,11 @@ def tatoeba_lines(pairs, attribution=True) -> str:
 
 
 def test_tatoeba_file_is_english_first_and_we_return_french_first(tmp_path):
-    f = write(tmp_path / "fra.txt", "I'm cold.\tJ'ai froid.\tCC-BY 2.0 (France) Attribution: tatoeba.org #1 & #2\n"
-                                    "Where is the station?\tOù est la gare ?\n")  # old 2-column releases too
+    f = write(
+        tmp_path / "fra.txt",
+        "I'm cold.\tJ'ai froid.\tCC-BY 2.0 (France) Attribution: tatoeba.org #1 & #2\n"
+        "Where is the station?\tOù est la gare ?\n",
+    )  # old 2-column releases too
     pairs, report = D.load_pairs("tatoeba", f)
     assert pairs == [("J'ai froid.", "I'm cold."), ("Où est la gare ?", "Where is the station?")]
     assert report.kept == 2 and report.lines_read == 2 and report.n_skipped == 0
@@ -50,19 +54,25 @@ def test_tatoeba_file_is_english_first_and_we_return_french_first(tmp_path):
 
 def test_tatoeba_bad_lines_are_skipped_and_counted_with_reasons(tmp_path):
     good = tatoeba_lines(FR_EN[:3]).encode()
-    bad = (b"No tab on this line at all.\n"
-           b"\tIl manque l'anglais.\n"
-           b"French is missing.\t\n"
-           b"Too\tmany\tcolumns\there\n"
-           b"\n"
-           b"Bad bytes \xff\xfe here.\tDes octets invalides \xc3\x28.\n")
+    bad = (
+        b"No tab on this line at all.\n"
+        b"\tIl manque l'anglais.\n"
+        b"French is missing.\t\n"
+        b"Too\tmany\tcolumns\there\n"
+        b"\n"
+        b"Bad bytes \xff\xfe here.\tDes octets invalides \xc3\x28.\n"
+    )
     f = write(tmp_path / "fra.txt", good[:40] + good[40:] + bad)
     pairs, report = D.load_tatoeba(f)
     assert pairs == FR_EN[:3]
     assert report.lines_read == 9 and report.kept == 3
     assert report.skipped == {
-        "missing tab (fewer than 2 columns)": 1, "empty English side": 1, "empty French side": 1,
-        "stray columns (more than 3)": 1, "blank line": 1, "invalid UTF-8": 1,
+        "missing tab (fewer than 2 columns)": 1,
+        "empty English side": 1,
+        "empty French side": 1,
+        "stray columns (more than 3)": 1,
+        "blank line": 1,
+        "invalid UTF-8": 1,
     }
     assert sum(report.skipped.values()) + report.kept == report.lines_read  # nothing unaccounted for
     text = report.pretty()
@@ -71,7 +81,10 @@ def test_tatoeba_bad_lines_are_skipped_and_counted_with_reasons(tmp_path):
 
 
 def test_crlf_and_byte_order_mark_do_not_leak_into_sentences(tmp_path):
-    f = write(tmp_path / "fra.txt", b"\xef\xbb\xbf" + tatoeba_lines(FR_EN[:2], attribution=False).replace("\n", "\r\n").encode())
+    f = write(
+        tmp_path / "fra.txt",
+        b"\xef\xbb\xbf" + tatoeba_lines(FR_EN[:2], attribution=False).replace("\n", "\r\n").encode(),
+    )
     pairs, _ = D.load_tatoeba(f)
     assert pairs == FR_EN[:2]
 
@@ -162,7 +175,9 @@ def test_the_first_mirror_failing_falls_back_to_the_next(tmp_path, no_local_copy
 
     monkeypatch.setattr(D, "_fetch", fetch)
     with pytest.warns(D.ChecksumWarning):
-        pairs, _ = D.load_tatoeba(cache_dir=tmp_path / "c", urls=["http://first.invalid/x.zip", "http://second.invalid/x.zip"])
+        pairs, _ = D.load_tatoeba(
+            cache_dir=tmp_path / "c", urls=["http://first.invalid/x.zip", "http://second.invalid/x.zip"]
+        )
     assert pairs == FR_EN
 
 
@@ -327,8 +342,13 @@ def test_clean_pairs_counts_every_step():
     out, report = D.clean_pairs(pairs, max_tokens=10, max_ratio=3)
     assert out == [("Bonjour !", "Hello!"), ("Oui.", "Yes.")]
     assert report.n_in == 6 and report.n_out == 2 and report.normalised == 2
-    assert report.removed == {"empty after normalising": 1, "shorter than 1 words": 0, "longer than 10 words": 1,
-                              "length ratio above 3": 1, "exact duplicate": 1}
+    assert report.removed == {
+        "empty after normalising": 1,
+        "shorter than 1 words": 0,
+        "longer than 10 words": 1,
+        "length ratio above 3": 1,
+        "exact duplicate": 1,
+    }
     assert report.n_in - sum(report.removed.values()) == report.n_out
     out, report = D.clean_pairs([("Oui.", "Yes."), ("Non merci.", "No.")], min_tokens=2)
     assert out == [] and report.removed["shorter than 2 words"] == 2
@@ -356,9 +376,11 @@ def r_target(splits, name):
 def leaks(train, valid, test) -> dict[str, int]:
     fr = [{f for f, _ in s} for s in (train, valid, test)]
     en_train = {e for _, e in train}
-    return {"french": len((fr[0] & fr[1]) | (fr[0] & fr[2]) | (fr[1] & fr[2])),
-            "test_english": len({e for _, e in test} & en_train),
-            "valid_english": len({e for _, e in valid} & en_train)}
+    return {
+        "french": len((fr[0] & fr[1]) | (fr[0] & fr[2]) | (fr[1] & fr[2])),
+        "test_english": len({e for _, e in test} & en_train),
+        "valid_english": len({e for _, e in valid} & en_train),
+    }
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -398,7 +420,8 @@ def test_splits_are_deterministic_and_roughly_the_asked_sizes():
 
 def test_english_shared_by_two_french_sentences_stays_in_one_split():
     pairs = [("Va !", "Go."), ("Bouge !", "Go."), ("Allez !", "Go.")] + [
-        (f"Phrase {i}.", f"Sentence {i}.") for i in range(40)]
+        (f"Phrase {i}.", f"Sentence {i}.") for i in range(40)
+    ]
     for seed in range(10):
         train, valid, test = D.split_pairs(pairs, valid=0.1, test=0.1, seed=seed)
         homes = [name for name, s in (("train", train), ("valid", valid), ("test", test)) if ("Va !", "Go.") in s]
@@ -482,7 +505,7 @@ def test_example_layout_is_bos_french_sep_english_eos(tok):
     fr, en = tok.encode("J'ai froid."), tok.encode("I'm cold.")
     assert ex.input_ids == [1, *fr, 2, *en, 3]
     assert ex.prefix_len == len(fr) + 2
-    assert D.prompt_ids(tok, "J'ai froid.") == ex.input_ids[:ex.prefix_len]
+    assert D.prompt_ids(tok, "J'ai froid.") == ex.input_ids[: ex.prefix_len]
     assert D.make_example(tok, "J'ai froid.", "I'm cold.", max_len=len(ex.input_ids) - 1) is None
 
 
@@ -492,7 +515,7 @@ def test_labels_are_ignored_everywhere_but_the_english_and_eos(tok):
     batch = D.collate(examples)
     B, T = batch.input_ids.shape
     assert B == 3 and T == max(len(e.input_ids) for e in examples)
-    for b, ((fr, en), ex) in enumerate(zip(pairs, examples)):
+    for b, ((_, en), ex) in enumerate(zip(pairs, examples)):
         L = len(ex.input_ids)
         # positions whose NEXT token is English or <eos>, worked out independently of collate
         target_positions = [t for t in range(T - 1) if ex.prefix_len <= t + 1 < L]
@@ -558,7 +581,13 @@ def length_examples(n: int, seed: int = 0, lo: int = 4, hi: int = 60) -> list[D.
     for _ in range(n):
         L = rng.randrange(lo, hi)
         p = rng.randrange(2, L - 1)
-        ids = [1] + [rng.randrange(5, 100) for _ in range(p - 2)] + [2] + [rng.randrange(5, 100) for _ in range(L - p - 1)] + [3]
+        ids = (
+            [1]
+            + [rng.randrange(5, 100) for _ in range(p - 2)]
+            + [2]
+            + [rng.randrange(5, 100) for _ in range(L - p - 1)]
+            + [3]
+        )
         out.append(D.Example(ids, p))
     return out
 
@@ -656,8 +685,9 @@ def test_batch_to_device_keeps_everything():
 
 
 def test_prepare_trains_the_tokenizer_on_the_training_split_only(tmp_path):
-    prepared = D.prepare("builtin", limit=3000, vocab_size=400, max_len=48, seed=0, difficulty=1,
-                         tokenizer_dir=tmp_path / "tok")
+    prepared = D.prepare(
+        "builtin", limit=3000, vocab_size=400, max_len=48, seed=0, difficulty=1, tokenizer_dir=tmp_path / "tok"
+    )
     s = prepared.splits
     assert prepared.tokenizer.meta["trained_on_sentences"] == 2 * len(s.train)
     assert (tmp_path / "tok" / "spm.model").is_file()

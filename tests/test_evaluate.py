@@ -1,4 +1,5 @@
 """Translation and scoring: sacreBLEU/chrF with signatures, the copy baseline, BLEU by length, and bad input."""
+
 from __future__ import annotations
 
 import io

@@ -1,4 +1,5 @@
 """helpers.model: masks, attention paths, padding, cached generation, parameter count, errors, precision."""
+
 from __future__ import annotations
 
 import math
@@ -397,12 +398,18 @@ def test_config_round_trip_and_defaults():
 @pytest.mark.parametrize(
     "overrides, pattern",
     [
-        ({"d_model": 30, "n_head": 4}, r"d_model=30 is not divisible by n_head=4.*Choose n_head from \[1, 2, 3, 5, 6, 10, 15, 30\]"),
+        (
+            {"d_model": 30, "n_head": 4},
+            r"d_model=30 is not divisible by n_head=4.*Choose n_head from \[1, 2, 3, 5, 6, 10, 15, 30\]",
+        ),
         ({"positional": "rotary"}, r"positional='rotary' is not known: choose one of"),
         ({"attention": "linear"}, r"attention='linear' is not known: choose one of"),
         ({"n_layer": 0}, r"n_layer must be a positive whole number"),
         ({"dropout": 1.0}, r"dropout must be in \[0, 1\).*use 0.0"),
-        ({"d_model": 5, "n_head": 1, "positional": "sinusoidal"}, r"d_model must be even.*d_model=6 or positional='learned'"),
+        (
+            {"d_model": 5, "n_head": 1, "positional": "sinusoidal"},
+            r"d_model must be even.*d_model=6 or positional='learned'",
+        ),
         ({"d_ff": 0}, r"d_ff must be a positive whole number or None"),
     ],
 )

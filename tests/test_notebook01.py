@@ -4,6 +4,7 @@ The notebook is executed once in-process (quick mode). Each test then calls one 
 check functions with a plausible mistake and requires AssertionError: a check that cannot fail
 proves nothing.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,9 +17,15 @@ from helpers.attention import attention, self_attention
 
 NB = "01"
 FIGURES = [
-    "01_categorical_weights", "01_copying_sharpness", "01_average_of_two", "01_subspace_recovery",
-    "01_single_head_swing", "01_multi_head_variance", "01_kqv_self_attention",
-    "01_permutation_equivariance", "01_scaling_sqrt_dk",
+    "01_categorical_weights",
+    "01_copying_sharpness",
+    "01_average_of_two",
+    "01_subspace_recovery",
+    "01_single_head_swing",
+    "01_multi_head_variance",
+    "01_kqv_self_attention",
+    "01_permutation_equivariance",
+    "01_scaling_sqrt_dk",
 ]
 
 
@@ -34,9 +41,18 @@ def _check_cells():
 
 def test_every_item_has_a_check_cell():
     sources = "\n".join(c.source for c in _check_cells())
-    for name in ["check_matches_package", "check_categorical", "check_copying", "check_average_of_two", "check_recover",
-                 "check_single_head_swings", "check_multi_head", "check_construction", "check_equivariant",
-                 "check_scaling_keeps_gradients"]:
+    for name in [
+        "check_matches_package",
+        "check_categorical",
+        "check_copying",
+        "check_average_of_two",
+        "check_recover",
+        "check_single_head_swings",
+        "check_multi_head",
+        "check_construction",
+        "check_equivariant",
+        "check_scaling_keeps_gradients",
+    ]:
         assert f"def {name}(" in sources, f"{name} is not defined in a cell tagged check"
 
 

@@ -5,6 +5,7 @@ deliberately buggy implementation swapped into the namespace and must raise Asse
 notebook's own implementation it must pass. Finally the notebook's model, masks, positions, parameter
 count and greedy decoding are compared with helpers.model.
 """
+
 from __future__ import annotations
 
 import math
@@ -282,7 +283,9 @@ def test_check_catches_buggy_module(nb, check, name, bug):
         rerun_check(nb, check, **{name: buggy})
 
 
-@pytest.mark.parametrize("bug", ["positions_restart_at_zero", "cache_never_grows", "off_by_one_position", "causal_prefix"])
+@pytest.mark.parametrize(
+    "bug", ["positions_restart_at_zero", "cache_never_grows", "off_by_one_position", "causal_prefix"]
+)
 def test_kv_cache_check_catches_drift(nb, bug):
     buggy = make_buggy_caches(nb[1])[bug]
     with pytest.raises(AssertionError):

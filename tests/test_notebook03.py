@@ -7,6 +7,7 @@ by a plausible mistake (the optimizer not restored, the random state not restore
 AssertionError; with the real code it passes. The parity test is shown to be sensitive by mutating one
 line of the notebook's step.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,9 @@ FIGURES = ["03_example_format", "03_lengths", "03_lr_schedule", "03_loss", "03_a
 
 @pytest.fixture(scope="module")
 def nb():
-    threads = torch.get_num_threads()  # quick mode sets one thread for the tiny model; give the rest of the session its own
+    threads = (
+        torch.get_num_threads()
+    )  # quick mode sets one thread for the tiny model; give the rest of the session its own
     cells = code_cells(NOTEBOOK)
     ns = exec_cells(cells, {"__name__": "__notebook__"}, name="notebook 03")
     yield cells, ns
@@ -108,7 +111,7 @@ def test_the_run_folder_holds_checkpoint_tokenizer_and_readable_info(ns):
 def collate_unshifted(examples, pad_id=D.PAD_ID):
     batch = D.collate(examples, pad_id)
     for b, e in enumerate(examples):  # label = the token itself, not the next one
-        batch.labels[b, e.prefix_len:len(e.input_ids)] = batch.input_ids[b, e.prefix_len:len(e.input_ids)]
+        batch.labels[b, e.prefix_len : len(e.input_ids)] = batch.input_ids[b, e.prefix_len : len(e.input_ids)]
         batch.labels[b, e.prefix_len - 1] = -100
     return batch
 
@@ -116,7 +119,7 @@ def collate_unshifted(examples, pad_id=D.PAD_ID):
 def collate_loss_on_french(examples, pad_id=D.PAD_ID):
     batch = D.collate(examples, pad_id)
     for b, e in enumerate(examples):  # every next token scored, the French included
-        batch.labels[b, :len(e.input_ids) - 1] = batch.input_ids[b, 1:len(e.input_ids)]
+        batch.labels[b, : len(e.input_ids) - 1] = batch.input_ids[b, 1 : len(e.input_ids)]
     return batch
 
 
@@ -124,7 +127,7 @@ def collate_padding_scored(examples, pad_id=D.PAD_ID):
     batch = D.collate(examples, pad_id)
     T_ = batch.input_ids.shape[1]
     for b, e in enumerate(examples):  # predicting padding after <eos> counted as a target
-        batch.labels[b, len(e.input_ids) - 1:T_ - 1] = batch.input_ids[b, len(e.input_ids):T_]
+        batch.labels[b, len(e.input_ids) - 1 : T_ - 1] = batch.input_ids[b, len(e.input_ids) : T_]
     return batch
 
 
@@ -139,8 +142,11 @@ def test_example_check_cell_fails_with_a_buggy_collate_swapped_in(nb):
     cells, ns = nb
     cell = cell_defining(cells, "check_example_format")
     env = dict(ns)
-    env["D"] = type("PatchedData", (), {"make_example": staticmethod(D.make_example), "collate": staticmethod(collate_unshifted),
-                                         "PAD_ID": D.PAD_ID})
+    env["D"] = type(
+        "PatchedData",
+        (),
+        {"make_example": staticmethod(D.make_example), "collate": staticmethod(collate_unshifted), "PAD_ID": D.PAD_ID},
+    )
     with pytest.raises(AssertionError):
         exec(compile(cell.source, "<notebook 03 check cell>", "exec"), env)
 
@@ -154,10 +160,13 @@ def test_leak_check_fails_when_a_training_pair_is_in_the_test_set(ns):
     train_examples = prepared.train_batcher.examples
     ns["check_no_leak"](prepared.reports["split"], train_examples, prepared.test_pairs, tok)
     ex = train_examples[0]
-    leaked = (tok.decode(ex.input_ids[1:ex.prefix_len - 1]), tok.decode(ex.input_ids[ex.prefix_len:-1]))
+    leaked = (tok.decode(ex.input_ids[1 : ex.prefix_len - 1]), tok.decode(ex.input_ids[ex.prefix_len : -1]))
     with pytest.raises(AssertionError, match="training sources"):
         ns["check_no_leak"](prepared.reports["split"], train_examples, [*prepared.test_pairs, leaked], tok)
-    only_reference = ("Une phrase que personne n'a jamais écrite ici.", leaked[1])  # new French, a training target as reference
+    only_reference = (
+        "Une phrase que personne n'a jamais écrite ici.",
+        leaked[1],
+    )  # new French, a training target as reference
     with pytest.raises(AssertionError, match="training targets"):
         ns["check_no_leak"](prepared.reports["split"], train_examples, [*prepared.test_pairs, only_reference], tok)
 
@@ -273,8 +282,9 @@ def test_checkpoint_check_fails_on_other_weights_or_step(ns):
 
 @pytest.fixture(scope="module")
 def parity_data():
-    cfg = T.preset_config("tiny", steps=60, log_interval=10, eval_interval=20, checkpoint_every_steps=25,
-                          checkpoint_minutes=1e6, seed=0)
+    cfg = T.preset_config(
+        "tiny", steps=60, log_interval=10, eval_interval=20, checkpoint_every_steps=25, checkpoint_minutes=1e6, seed=0
+    )
     prepared = T.prepare_data("builtin", None, cfg, None, seed=0, limit=1500, progress=False)
     return cfg, prepared
 
@@ -304,8 +314,9 @@ def test_notebook_loop_and_helpers_train_end_with_identical_weights(ns, parity_d
     for state_nb, state_pkg in zip(nb_ck["optimizer"]["state"].values(), pkg_ck["optimizer"]["state"].values()):
         assert all(torch.equal(state_nb[k], state_pkg[k]) for k in state_pkg), "AdamW moments differ"
     assert nb_ck["data_state"] == pkg_ck["data_state"] and nb_ck["config"] == pkg_ck["config"]
-    assert [(h["step"], h["val_loss"]) for h in nb_result.history if "val_loss" in h] == \
-           [(h["step"], h["val_loss"]) for h in pkg_result.history if "val_loss" in h]
+    assert [(h["step"], h["val_loss"]) for h in nb_result.history if "val_loss" in h] == [
+        (h["step"], h["val_loss"]) for h in pkg_result.history if "val_loss" in h
+    ]
 
 
 STEP_MISTAKES = {
@@ -334,6 +345,7 @@ def _cut_at(step):
     def callback(record, history):
         if record["step"] >= step:
             raise _Disconnect()
+
     return callback
 
 
@@ -346,7 +358,9 @@ def test_a_run_cut_in_one_loop_resumes_in_the_other_to_the_same_weights(ns, pari
     T.train(straight, batcher, prepared.valid_batches, cfg, tmp_path / "straight", progress=False)
     model, batcher = _fresh(cfg, prepared)
     with pytest.raises(_Disconnect):
-        loops[first](model, batcher, prepared.valid_batches, cfg, tmp_path / "cut", progress=False, callback=_cut_at(40))
+        loops[first](
+            model, batcher, prepared.valid_batches, cfg, tmp_path / "cut", progress=False, callback=_cut_at(40)
+        )
     assert ck.load_checkpoint(tmp_path / "cut")["step"] == 25
     model, batcher = _fresh(cfg, prepared, seed=1)
     result = loops[second](model, batcher, prepared.valid_batches, cfg, tmp_path / "cut", progress=False)

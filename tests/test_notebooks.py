@@ -3,6 +3,7 @@
 Per-notebook content (each notebook's asserts and their failure cases) is tested in
 tests/test_notebookNN.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -106,7 +107,12 @@ def _run_it_locally_commands() -> list[str]:
     text = (ROOT / "README.md").read_text()
     section = text.split("## Run it locally", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", section, flags=re.S)
-    return [line.strip() for block in blocks for line in block.strip().splitlines() if line.strip() and not line.strip().startswith("#")]
+    return [
+        line.strip()
+        for block in blocks
+        for line in block.strip().splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
 
 
 def test_readme_has_exactly_two_commands_and_ci_runs_the_test_one():
@@ -133,6 +139,7 @@ def test_quick_mode_parsing(monkeypatch):
 
 def test_save_figure_writes_pdf_and_png(tmp_path):
     import matplotlib.pyplot as plt
+
     from helpers.plotting import save_figure
 
     fig, ax = plt.subplots()
@@ -173,7 +180,9 @@ def test_accelerator_report_on_cpu():
 def test_notebook_runs_headless_in_quick_mode(py, tmp_path):
     out = notebooks.run_notebook(py.with_suffix(".ipynb"), tmp_path / "executed", quick=True)
     nb = nbformat.read(out, as_version=4)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"
+    ]
     assert not errors
     figures = runtime.figures_dir()
     prefix = py.stem[:2] + "_"

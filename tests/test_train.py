@@ -1,4 +1,5 @@
 """Training building blocks and the loop: schedule, loss masking and smoothing, budgets, NaN and OOM stops."""
+
 from __future__ import annotations
 
 import math
@@ -10,7 +11,6 @@ import torch.nn.functional as F
 from helpers import checkpoint as ck
 from helpers import train as T
 from helpers.model import DecoderOnlyTransformer
-
 
 # ----------------------------------------------------------------------------------------------
 # toy data: real helpers.data batches of random token ids (no tokenizer needed)
@@ -152,7 +152,9 @@ def test_step_budget_is_exact_and_the_loss_falls(tmp_path):
     assert result.steps == 37 and all(int(s["step"]) == 37 for s in opt_state.values())
     assert result.history[-1]["step"] == 37 and "val_loss" in result.history[-1]
     assert [h["step"] for h in result.history if "val_loss" in h] == [10, 20, 30, 37]
-    assert result.tokens == sum(h["tokens"] - p["tokens"] for p, h in zip([{"tokens": 0}] + result.history, result.history))
+    assert result.tokens == sum(
+        h["tokens"] - p["tokens"] for p, h in zip([{"tokens": 0}] + result.history, result.history)
+    )
     assert result.history[-1]["loss"] < result.history[0]["loss"]
     again = T.train(model, toy_batcher(), toy_valid(), cfg, tmp_path, progress=False)  # already done: no more steps
     assert again.steps == 37 and again.resumed_from == 37
