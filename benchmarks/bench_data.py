@@ -22,6 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from helpers import data as D  # noqa: E402
+from helpers import sources as S
+from helpers import tokens as TK
 
 
 def load_average() -> str:
@@ -50,7 +52,7 @@ def run(
 
     print(f"load average at start (1, 5, 15 min): {load_average()}; cores: {os.cpu_count()}", flush=True)
     with step("load"):
-        pairs, report = D.load_pairs(source, path)
+        pairs, report = S.load_pairs(source, path)
     print(report)
     counts["loaded"] = report.kept
     with step("clean"):
@@ -63,20 +65,20 @@ def run(
     counts.update({f"split_{k}": v for k, v in splits.report.sizes.items()})
     with step(f"tokenizer ({model_type}, {vocab_size})"):
         with tempfile.TemporaryDirectory() as tmp:
-            tok = D.Tokenizer.train(
+            tok = TK.Tokenizer.train(
                 splits.train, vocab_size=vocab_size, model_type=model_type, out_dir=tmp, num_threads=threads
             )
     print(f"{tok}; trained on {tok.meta['trained_on_sentences']:,} sentences (train split only)")
     counts["vocab_size"] = tok.vocab_size
     with step("encode train"):
-        examples, trunc = D.encode_pairs(tok, splits.train, max_len)
+        examples, trunc = TK.encode_pairs(tok, splits.train, max_len)
     print(trunc)
     counts["examples"] = len(examples)
     with step("batch (one epoch)"):
-        batcher = D.BucketBatcher(examples, max_tokens=max_tokens, seed=0)
+        batcher = TK.BucketBatcher(examples, max_tokens=max_tokens, seed=0)
         n_batches = sum(1 for _ in batcher)
     stats = batcher.stats(epoch=0)
-    baseline = D.BucketBatcher(examples, max_tokens=max_tokens, seed=0, bucket=False).stats(epoch=0)
+    baseline = TK.BucketBatcher(examples, max_tokens=max_tokens, seed=0, bucket=False).stats(epoch=0)
     print(
         f"{n_batches} batches of up to {max_tokens} tokens, mean {stats['mean_batch_size']:.0f} pairs; padding "
         f"{stats['padding_fraction']:.1%} bucketed vs {baseline['padding_fraction']:.1%} in random batches"

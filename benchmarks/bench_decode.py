@@ -23,17 +23,20 @@ from pathlib import Path
 
 import torch
 
+from helpers import config as C
 from helpers import data as D
 from helpers import evaluate as E
-from helpers import train as T
+from helpers import runtime
+from helpers import sources as S
+from helpers import tokens as TK
 from helpers.model import DecoderOnlyTransformer
 
 
 def french_sentences(n: int, data: str) -> list[str]:
     if data == "builtin":
-        pairs, _ = D.load_pairs("builtin", limit=max(n * 10, 1000), seed=1)
+        pairs, _ = S.load_pairs("builtin", limit=max(n * 10, 1000), seed=1)
     else:
-        pairs, _ = D.load_pairs("tatoeba", limit=max(n * 20, 2000), seed=1, download=False)
+        pairs, _ = S.load_pairs("tatoeba", limit=max(n * 20, 2000), seed=1, download=False)
     pairs, _ = D.clean_pairs(pairs)
     return [fr for fr, _ in pairs[:n]]
 
@@ -70,14 +73,14 @@ def main(argv=None) -> int:
         run = E.load_run(args.checkpoint, device=args.device)
         model, tok = run.model, run.tokenizer
     else:
-        cfg = T.preset_config(args.preset)
-        tok = D.Tokenizer.train(french_sentences(2000, args.data), vocab_size=min(cfg.vocab_size, 2000))
-        longest = max(len(D.prompt_ids(tok, s)) for s in sources)
-        mcfg = cfg.model_config(tok.vocab_size)
+        cfg = C.preset_config(args.preset)
+        tok = TK.Tokenizer.train(french_sentences(2000, args.data), vocab_size=min(cfg.vocab_size, 2000))
+        longest = max(len(TK.prompt_ids(tok, s)) for s in sources)
+        mcfg = cfg.model_config(tok.vocab_size, args.device)
         mcfg.max_len = max(mcfg.max_len, longest + args.new_tokens)  # room for every sentence's 64 new tokens
         torch.manual_seed(0)
         model = DecoderOnlyTransformer(mcfg).to(args.device).eval()
-    prefixes = [D.prompt_ids(tok, s) for s in sources]
+    prefixes = [TK.prompt_ids(tok, s) for s in sources]
     room = model.config.max_len - max(len(p) for p in prefixes)
     n_new = min(args.new_tokens, room)
     if n_new < args.new_tokens:
@@ -89,7 +92,7 @@ def main(argv=None) -> int:
 
     results = {
         "device": args.device,
-        "hardware": T._hardware(torch.device(args.device)),
+        "hardware": runtime.hardware_name(args.device),
         "threads": torch.get_num_threads(),
         "sentences": len(sources),
         "new_tokens": n_new,

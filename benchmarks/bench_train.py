@@ -6,7 +6,7 @@ Both train the same model (same size, same optimizer step as ``helpers.train``) 
          attention kernel the preset picks (``attention_kernel="auto"``): ``F.scaled_dot_product_attention``
          on a GPU; on a CPU the written-out softmax, which is faster there for sequences this short
          (the script also times ``scaled_dot_product_attention`` on the same batches, as ``ours_sdpa``);
-* naive: the explicit softmax attention of notebook 02 (``attn.flash = False``: the (T, T) score matrix
+* naive: the explicit softmax attention of notebook 02 (``attention_kernel="explicit"``: the (T, T) score matrix
          is built, masked, softmaxed and stored for the backward pass), and random batches of a fixed
          number of sentences padded to the longest one in the batch (a plain ``DataLoader``).
 
@@ -39,6 +39,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -46,7 +47,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_matmul  # noqa: E402
 
+from helpers import config as C
 from helpers import data as D  # noqa: E402
+from helpers import runtime
+from helpers import sources as S
+from helpers import tokens as TK
 from helpers import train as T  # noqa: E402
 from helpers.model import DecoderOnlyTransformer  # noqa: E402
 
@@ -61,7 +66,7 @@ def multiplying_params(model) -> int:
 def batch_flops(model, batch) -> float:
     """Model FLOPs of one training step on ``batch``, real tokens only (see the module docstring)."""
     cfg = model.config
-    lengths = (batch.input_ids != D.PAD_ID).sum(dim=1).double()  # (B,) real tokens per row
+    lengths = (batch.input_ids != TK.PAD_ID).sum(dim=1).double()  # (B,) real tokens per row
     n = multiplying_params(model)
     return float((6 * n * lengths + 12 * cfg.n_layer * cfg.d_model * lengths**2).sum())
 
@@ -69,7 +74,7 @@ def batch_flops(model, batch) -> float:
 def naive_batches(examples, batch_size: int, seed: int):
     """Random batches of ``batch_size`` sentences, each padded to its longest: no bucketing."""
     longest = max(len(e.input_ids) for e in examples)
-    return D.BucketBatcher(
+    return TK.BucketBatcher(
         examples, max_tokens=batch_size * longest, shuffle=True, seed=seed, bucket=False, max_batch_size=batch_size
     )
 
@@ -109,7 +114,7 @@ def run(model, batches, cfg, device, steps: int, warmup: int, precision: str) ->
         float(loss.detach())  # the training loop reads the loss every step
         if i >= warmup:
             target += batch.n_target_tokens
-            real += int((batch.input_ids != D.PAD_ID).sum())
+            real += int((batch.input_ids != TK.PAD_ID).sum())
             padded += batch.input_ids.numel()
             flops += batch_flops(model, batch)
     sync()
@@ -147,29 +152,29 @@ def main(argv=None) -> int:
     device = torch.device(args.device)
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
-    cfg = T.preset_config(args.preset)
-    precision = T.resolve_precision(device, args.precision or cfg.precision)
+    cfg = C.preset_config(args.preset)
+    precision = runtime.resolve_precision(device, args.precision or cfg.precision)
 
     if args.data == "builtin":
-        pairs, _ = D.load_pairs("builtin", limit=args.pairs, seed=0)
+        pairs, _ = S.load_pairs("builtin", limit=args.pairs, seed=0)
     elif args.data == "tatoeba":
-        pairs, _ = D.load_pairs("tatoeba", limit=args.pairs, seed=0, download=False)
+        pairs, _ = S.load_pairs("tatoeba", limit=args.pairs, seed=0, download=False)
     else:
-        pairs, _ = D.load_pairs("tsv", args.data, limit=args.pairs, seed=0)
+        pairs, _ = S.load_pairs("tsv", args.data, limit=args.pairs, seed=0)
     pairs, _ = D.clean_pairs(pairs)
     tok = (
-        D.Tokenizer.load(args.tokenizer)
+        TK.Tokenizer.load(args.tokenizer)
         if args.tokenizer
-        else D.Tokenizer.train(pairs, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type)
+        else TK.Tokenizer.train(pairs, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type)
     )
-    examples, _ = D.encode_pairs(tok, pairs, cfg.max_len)
-    ours_batches = D.BucketBatcher(examples, max_tokens=cfg.max_tokens, shuffle=True, seed=0)
+    examples, _ = TK.encode_pairs(tok, pairs, cfg.max_len)
+    ours_batches = TK.BucketBatcher(examples, max_tokens=cfg.max_tokens, shuffle=True, seed=0)
     stats = ours_batches.stats()
     batch_size = max(1, round(stats["mean_batch_size"]))  # the naive baseline gets the same sentences per step
     naive = naive_batches(examples, batch_size, seed=0)
 
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size)).to(device)
+    model = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, device)).to(device)
     n_mult = multiplying_params(model)
     peaks = {}
     if args.peak_gflops:
@@ -182,7 +187,7 @@ def main(argv=None) -> int:
         peak, peak_label = peaks[key], f"measured {key} matmul"
 
     print(
-        f"device {device} ({T._hardware(device)}), threads {torch.get_num_threads()}, precision {precision}, torch {torch.__version__}"
+        f"device {device} ({runtime.hardware_name(device)}), threads {torch.get_num_threads()}, precision {precision}, torch {torch.__version__}"
     )
     print(
         f"model: preset {args.preset}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters "
@@ -194,7 +199,7 @@ def main(argv=None) -> int:
     results = {
         "peaks_gflops": peaks,
         "device": str(device),
-        "hardware": T._hardware(device),
+        "hardware": runtime.hardware_name(device),
         "threads": torch.get_num_threads(),
         "precision": precision,
         "preset": args.preset,
@@ -203,20 +208,22 @@ def main(argv=None) -> int:
         "parameters": sum(p.numel() for p in model.parameters()),
         "multiplying_parameters": n_mult,
     }
-    kernel = T.use_attention_kernel(model, cfg.attention_kernel, device)
+    kernel = model.config.attention_kernel
     print(f"ours: {kernel} attention (attention_kernel={cfg.attention_kernel!r})")
     results["ours_attention"] = kernel
     results["ours"] = run(model, ours_batches, cfg, device, args.steps, args.warmup, precision)
     if kernel != "sdpa":  # the fused kernel on the same batches, for reference
         torch.manual_seed(0)
-        sdpa_model = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size)).to(device)
-        T.use_attention_kernel(sdpa_model, "sdpa", device)
+        sdpa_model = DecoderOnlyTransformer(replace(cfg, attention_kernel="sdpa").model_config(tok.vocab_size)).to(
+            device
+        )
         results["ours_sdpa"] = run(sdpa_model, ours_batches, cfg, device, args.steps, args.warmup, precision)
     if not args.skip_naive:
         torch.manual_seed(0)
-        naive_model = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size)).to(device)
-        for block in naive_model.blocks:
-            block.attn.flash = False  # explicit softmax attention
+        # the explicit softmax attention of notebook 02
+        naive_model = DecoderOnlyTransformer(replace(cfg, attention_kernel="explicit").model_config(tok.vocab_size)).to(
+            device
+        )
         results["naive"] = run(naive_model, naive, cfg, device, args.steps, args.warmup, precision)
     for name in ("ours", "ours_sdpa", "naive"):
         if name in results:

@@ -4,17 +4,21 @@ What a notebook *teaches* stays in the notebook; what it reuses later, and what 
 should not have to read (seeding, devices, checkpoints, downloads, plotting), lives here.
 One module per concern:
 
-    runtime    quick mode, seeding, devices, where reports go
-    colab      Colab detection and set-up, the accelerator report
+    runtime    quick mode, seeding, the device and its number formats, where reports go
+    colab      Colab detection and set-up, Google Drive
     plotting   saving figures as PDF and PNG, sliders that degrade to static plots
     notebooks  headless execution and jupytext pairing of the numbered notebooks
     attention  attention on plain vectors (notebook 01)
-    model      the decoder-only Transformer (notebook 02)
-    data       sentence pairs, cleaning, splits, tokenizer, batches (notebook 03)
+    model      the decoder-only Transformer and its ModelConfig (notebook 02)
+    config     TrainConfig and the presets
+    tokens     normalising text, the tokenizer, the example format, batches (notebook 03)
     corpus     the built-in synthetic French-English corpus (quick mode, tests)
-    train      presets, the training loop and its building blocks (notebook 03, `python -m helpers train`)
+    sources    loading sentence pairs: files, Tatoeba, the built-in corpus
+    data       cleaning, leak-free splits, prepare_data: the whole pipeline in one call
     checkpoint atomic checkpoints that resume exactly and refuse a different configuration
-    evaluate   decoding, sacreBLEU BLEU and chrF, baselines (notebook 03, `translate`, `evaluate`)
+    train      the training step's building blocks and TrainingRun (notebook 03)
+    evaluate   decoding, sacreBLEU BLEU and chrF, baselines, the one metrics layout
+    cli        `python -m helpers ...`: train, translate, evaluate and the notebook commands
 """
 
 __version__ = "0.1.0"

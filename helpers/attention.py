@@ -104,19 +104,3 @@ def sample_keys(
         g = math.sqrt(0.5) * torch.randn(n_samples, 1, generator=generator, dtype=mu.dtype)  # (S, 1)
         keys[:, a] = keys[:, a] + g * mu[a]
     return keys
-
-
-def sinusoidal_positions(T: int, d: int, base: float = 10000.0):
-    """The sinusoidal position encodings of Vaswani et al. (2017), shape ``(T, d)``.
-
-    ``PE[t, 2i] = sin(t / base^(2i/d))``, ``PE[t, 2i+1] = cos(t / base^(2i/d))``: each pair of
-    dimensions is a clock turning at its own speed.
-    """
-    if T < 1 or d < 2 or d % 2:
-        raise ValueError(f"need T >= 1 and an even d >= 2 (one sin and one cos per frequency), got T={T}, d={d}.")
-    t = torch.arange(T, dtype=torch.float64)[:, None]  # (T, 1)
-    freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
-    pe = torch.zeros(T, d, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(t * freq)
-    pe[:, 1::2] = torch.cos(t * freq)
-    return pe.to(torch.get_default_dtype())

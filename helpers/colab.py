@@ -8,27 +8,39 @@ the accelerator; elsewhere it only reports.
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from importlib import metadata
 from pathlib import Path
+
+from . import runtime
 
 # The one place the repository address is set. Every notebook's first cell pip-installs
 # `helpers` from it on Colab; tests/test_notebooks.py fails if a notebook carries another.
 # A fork changes it here and in the notebooks' first cell (the test lists the ones to fix).
 REPO_URL = "https://github.com/transformers-by-building/course"
 
-# import name -> pip name, for what the notebooks need beyond torch
-REQUIRED = {
-    "transformers": "transformers",
-    "datasets": "datasets",
-    "sentencepiece": "sentencepiece",
-    "sacrebleu": "sacrebleu",
-    "safetensors": "safetensors",
-    "matplotlib": "matplotlib",
-    "ipywidgets": "ipywidgets",
-    "tqdm": "tqdm",
-}
+PACKAGE = "transformers-by-building"  # the distribution name in pyproject.toml
+
+
+def required_packages() -> list[str]:
+    """What the notebooks need beyond torch: pyproject.toml's ``dependencies``, read from the installed package.
+
+    pyproject.toml is the one dependency list (requirements.txt installs it with the torch pin). torch is
+    left out on purpose: Colab's build matches its GPU driver and must never be replaced.
+    """
+    try:
+        requirements = metadata.requires(PACKAGE) or []
+    except metadata.PackageNotFoundError:  # a bare checkout on sys.path: read the file itself
+        import tomllib
+
+        root = runtime.repo_root()
+        if root is None:
+            raise RuntimeError(f"{PACKAGE} is not installed: run pip install -e . in the repository.") from None
+        requirements = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = [re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0] for r in requirements if "extra ==" not in r]
+    return [n for n in names if n.lower() != "torch"]
 
 
 def in_colab() -> bool:
@@ -42,66 +54,18 @@ def in_colab() -> bool:
 
 def missing_packages() -> list[str]:
     """pip names of required packages that are not importable (torch excluded on purpose)."""
-    return [pip for mod, pip in REQUIRED.items() if importlib.util.find_spec(mod) is None]
+    # every dependency imports under its pip name (a test checks the list against pyproject.toml)
+    return [name for name in required_packages() if importlib.util.find_spec(name) is None]
 
 
-@dataclass
-class Accelerator:
-    device: str  # "cuda" or "cpu"
-    name: str
-    memory_gb: float | None
-    fp16_native: bool
-    bf16_native: bool
-    torch_version: str
-
-    def describe(self) -> str:
-        mem = f", {self.memory_gb:.1f} GB" if self.memory_gb else ""
-        return (
-            f"{self.name}{mem} | torch {self.torch_version} | "
-            f"fp16 native: {'yes' if self.fp16_native else 'no'} | bf16 native: {'yes' if self.bf16_native else 'no'}"
-        )
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def accelerator() -> Accelerator:
-    """What we are running on. A T4 (compute capability 7.5) has fast fp16 but no native bf16."""
-    import torch
-
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        major = props.major
-        return Accelerator(
-            device="cuda",
-            name=props.name,
-            memory_gb=props.total_memory / 2**30,
-            fp16_native=major >= 7,  # tensor cores from Volta on
-            bf16_native=major >= 8,  # Ampere and later
-            torch_version=torch.__version__,
-        )
-    import os
-    import platform
-
-    cpu = platform.processor() or platform.machine()
-    return Accelerator(
-        device="cpu",
-        name=f"CPU ({cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads)",
-        memory_gb=None,
-        fp16_native=False,
-        bf16_native=False,
-        torch_version=torch.__version__,
-    )
-
-
-def setup(quiet: bool = False) -> Accelerator:
+def setup(quiet: bool = False) -> runtime.Accelerator:
     """Install what Colab lacks (never torch), then print and return the accelerator."""
     if in_colab():
         missing = missing_packages()
         if missing:
             print("Installing what this Colab runtime lacks:", ", ".join(missing))
             subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
-    acc = accelerator()
+    acc = runtime.accelerator()
     if not quiet:
         print("Running on:", acc.describe())
         if acc.device == "cpu" and in_colab():

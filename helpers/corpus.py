@@ -7,6 +7,13 @@ rules. So the French side is grammatical French and the English side is its tran
 but the sentences are simple, repetitive and sometimes odd ("The heavy box is sleeping"
 cannot happen, but "I bought an old bag" can). Real data (Tatoeba) is in `helpers.data`.
 
+This module is the grammar. The words it draws from (nouns, adjectives, verbs with their
+conjugations, names, places and times, each with the difficulty that first uses it) are data:
+``data/builtin_corpus_words.json`` in the repository, installed with the package as
+``helpers/bundled/builtin_corpus_words.json``, and read once, on first use, by ``vocabulary()``.
+The few function words that the rules below are written around (pronouns, être/avoir/aller,
+possessives, elision) stay here, next to the rules.
+
 What the grammar covers, so the model has something real to learn:
 
 * gender and number agreement of articles, adjectives and participles
@@ -26,17 +33,24 @@ has exactly one English translation (several French sentences may share one, e.g
 
 ``difficulty`` (1-3) grows the vocabulary, the constructions and the sentence length.
 """
+
 from __future__ import annotations
 
+import functools
+import json
 import random
 from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 
-__all__ = ["builtin_corpus", "describe_corpus", "corpus_size_estimate", "DEFAULT_N", "DIFFICULTIES"]
+__all__ = ["builtin_corpus", "describe_corpus", "vocabulary", "DEFAULT_N", "DIFFICULTIES"]
 
 DEFAULT_N = 30_000
 DIFFICULTIES = (1, 2, 3)
 
 # ----------------------------------------------------------------------------- vocabulary
+
+WORDS_FILE = "builtin_corpus_words.json"  # in data/; pyproject.toml installs data/ as the package helpers.bundled
 
 
 @dataclass(frozen=True)
@@ -83,6 +97,18 @@ class Verb:
     level: int = 1
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """The corpus's word lists, in the file's order: the sampler draws from them by position, so order matters."""
+
+    nouns: tuple[Noun, ...]
+    adjectives: tuple[Adj, ...]
+    verbs: tuple[Verb, ...]
+    names: tuple[tuple[str, str, int], ...]  # (name, gender, level)
+    prepositions: tuple[tuple[str, str], ...]  # (French, English) before a place, at difficulty 3
+    times: dict[str, tuple[tuple[str, str], ...]]  # tense -> (French, English) time adverbs that fit it
+
+
 def _er(inf: str) -> tuple[str, str, str, str, str, str]:
     """Present tense of a regular -er verb (manger keeps its e before -ons: mangeons)."""
     stem = inf[:-2]
@@ -90,168 +116,49 @@ def _er(inf: str) -> tuple[str, str, str, str, str, str]:
     return (stem + "e", stem + "es", stem + "e", nous, stem + "ez", stem + "ent")
 
 
-def _n(fr, fr_pl, g, en, en_pl, tags, level=1):
-    return Noun(fr, fr_pl or fr + "s", g, en, en_pl or en + "s", tuple(tags.split()), level)
+def _noun(fr: str, gender: str, en: str, tags: str, fr_pl: str = "", en_pl: str = "", level: int = 1) -> Noun:
+    return Noun(fr, fr_pl or fr + "s", gender, en, en_pl or en + "s", tuple(tags.split()), level)
 
 
-NOUNS: tuple[Noun, ...] = (
-    # people
-    _n("garçon", None, "m", "boy", None, "person nopos"),
-    _n("fille", None, "f", "girl", None, "person nopos"),
-    _n("homme", None, "m", "man", "men", "person nopos"),
-    _n("femme", None, "f", "woman", "women", "person nopos"),
-    _n("enfant", None, "m", "child", "children", "person", 2),
-    _n("ami", None, "m", "friend", None, "person", 2),
-    _n("amie", None, "f", "friend", None, "person", 2),
-    _n("voisin", None, "m", "neighbour", None, "person", 2),
-    _n("voisine", None, "f", "neighbour", None, "person", 2),
-    _n("professeur", None, "m", "teacher", None, "person", 2),
-    _n("médecin", None, "m", "doctor", None, "person", 3),
-    _n("étudiant", None, "m", "student", None, "person", 3),
-    _n("étudiante", None, "f", "student", None, "person", 3),
-    # animals
-    _n("chat", None, "m", "cat", None, "animal"),
-    _n("chien", None, "m", "dog", None, "animal"),
-    _n("cheval", "chevaux", "m", "horse", None, "animal", 2),
-    _n("oiseau", "oiseaux", "m", "bird", None, "animal", 2),
-    _n("souris", "souris", "f", "mouse", "mice", "animal", 2),
-    _n("vache", None, "f", "cow", None, "animal", 2),
-    _n("lapin", None, "m", "rabbit", None, "animal", 3),
-    _n("poisson", None, "m", "fish", "fish", "animal", 3),
-    # food
-    _n("pomme", None, "f", "apple", None, "food"),
-    _n("gâteau", "gâteaux", "m", "cake", None, "food"),
-    _n("orange", None, "f", "orange", None, "food", 2),
-    _n("banane", None, "f", "banana", None, "food", 2),
-    _n("œuf", None, "m", "egg", None, "food", 2),
-    _n("tarte", None, "f", "pie", None, "food", 2),
-    _n("sandwich", None, "m", "sandwich", "sandwiches", "food", 3),
-    _n("pêche", None, "f", "peach", "peaches", "food", 3),
-    # things
-    _n("livre", None, "m", "book", None, "thing text openable"),
-    _n("voiture", None, "f", "car", None, "thing"),
-    _n("maison", None, "f", "house", None, "thing place"),
-    _n("lettre", None, "f", "letter", None, "thing text", 2),
-    _n("clé", None, "f", "key", None, "thing", 2),
-    _n("chaise", None, "f", "chair", None, "thing", 2),
-    _n("table", None, "f", "table", None, "thing", 2),
-    _n("porte", None, "f", "door", None, "thing openable", 2),
-    _n("fenêtre", None, "f", "window", None, "thing openable", 2),
-    _n("chapeau", "chapeaux", "m", "hat", None, "thing", 2),
-    _n("sac", None, "m", "bag", None, "thing openable", 2),
-    _n("boîte", None, "f", "box", "boxes", "thing openable", 2),
-    _n("vélo", None, "m", "bike", None, "thing", 2),
-    _n("journal", "journaux", "m", "newspaper", None, "thing text", 3),
-    _n("robe", None, "f", "dress", "dresses", "thing", 3),
-    _n("stylo", None, "m", "pen", None, "thing", 3),
-    _n("tasse", None, "f", "cup", None, "thing", 3),
-    _n("lampe", None, "f", "lamp", None, "thing", 3),
-    _n("ordinateur", None, "m", "computer", None, "thing", 3),
-    _n("parapluie", None, "m", "umbrella", None, "thing openable", 3),
-    _n("horloge", None, "f", "clock", None, "thing", 3),
-    # places, for "dans le jardin" and the like (difficulty 3)
-    _n("jardin", None, "m", "garden", None, "place", 3),
-    _n("cuisine", None, "f", "kitchen", None, "place", 3),
-    _n("parc", None, "m", "park", None, "place", 3),
-    _n("école", None, "f", "school", None, "place", 3),
-    _n("gare", None, "f", "station", None, "place", 3),
-    _n("lac", None, "m", "lake", None, "place", 3),
-    _n("marché", None, "m", "market", None, "place", 3),
-    _n("hôpital", "hôpitaux", "m", "hospital", None, "place", 3),
-    _n("église", None, "f", "church", "churches", "place", 3),
-)
+def _adj(tags: str, **forms) -> Adj:
+    return Adj(tags=tuple(tags.split()), **forms)
 
-_ALL = "person animal food thing"
-ADJECTIVES: tuple[Adj, ...] = (
-    # before the noun
-    Adj("grand", "grande", "grands", "grandes", "big", tuple(_ALL.split()) + ("place",), pre=True, en_person="tall"),
-    Adj("petit", "petite", "petits", "petites", "small", ("animal", "food", "thing", "place"), pre=True),
-    Adj("beau", "belle", "beaux", "belles", "beautiful", ("animal", "thing", "place"), pre=True, m_vowel="bel", level=2),
-    Adj("vieux", "vieille", "vieux", "vieilles", "old", ("person", "animal", "thing", "place"), pre=True, m_vowel="vieil", level=2),
-    Adj("jeune", "jeune", "jeunes", "jeunes", "young", ("person", "animal"), pre=True, level=2),
-    Adj("bon", "bonne", "bons", "bonnes", "good", ("food", "text"), pre=True, level=2),
-    Adj("nouveau", "nouvelle", "nouveaux", "nouvelles", "new", ("thing",), pre=True, m_vowel="nouvel", level=3),
-    Adj("joli", "jolie", "jolis", "jolies", "pretty", ("thing", "place"), pre=True, level=3),
-    # after the noun
-    Adj("rouge", "rouge", "rouges", "rouges", "red", ("thing", "food")),
-    Adj("noir", "noire", "noirs", "noires", "black", ("thing", "animal")),
-    Adj("content", "contente", "contents", "contentes", "happy", ("person", "animal")),
-    Adj("fatigué", "fatiguée", "fatigués", "fatiguées", "tired", ("person", "animal")),
-    Adj("blanc", "blanche", "blancs", "blanches", "white", ("thing", "animal"), level=2),
-    Adj("vert", "verte", "verts", "vertes", "green", ("thing", "food"), level=2),
-    Adj("bleu", "bleue", "bleus", "bleues", "blue", ("thing",), level=2),
-    Adj("malade", "malade", "malades", "malades", "sick", ("person", "animal"), level=2),
-    Adj("lourd", "lourde", "lourds", "lourdes", "heavy", ("thing",), level=2),
-    Adj("cher", "chère", "chers", "chères", "expensive", ("thing", "food"), level=2),
-    Adj("triste", "triste", "tristes", "tristes", "sad", ("person",), level=2),
-    Adj("gentil", "gentille", "gentils", "gentilles", "kind", ("person", "animal"), level=3),
-    Adj("intelligent", "intelligente", "intelligents", "intelligentes", "clever", ("person", "animal"), level=3),
-    Adj("délicieux", "délicieuse", "délicieux", "délicieuses", "delicious", ("food",), level=3),
-    Adj("chaud", "chaude", "chauds", "chaudes", "hot", ("food",), level=3),
-    Adj("froid", "froide", "froids", "froides", "cold", ("food",), level=3),
-    Adj("sale", "sale", "sales", "sales", "dirty", ("thing", "animal", "place"), level=3),
-    Adj("propre", "propre", "propres", "propres", "clean", ("thing", "place"), level=3),
-)
 
-_FOOD, _THING = ("food",), ("thing",)
-VERBS: tuple[Verb, ...] = (
-    # transitive
-    Verb("manger", _er("manger"), "mangé", "avoir", ("eat", "eats", "ate"), _FOOD, ("person", "animal")),
-    Verb("voir", ("vois", "vois", "voit", "voyons", "voyez", "voient"), "vu", "avoir", ("see", "sees", "saw"),
-         ("person", "animal", "thing"), ("person", "animal")),
-    Verb("avoir", ("ai", "as", "a", "avons", "avez", "ont"), "eu", "avoir", ("have", "has", "had"), ("animal", "thing")),
-    Verb("aimer", _er("aimer"), "aimé", "avoir", ("like", "likes", "liked"), ("person", "animal", "food", "thing"),
-         ("person",), generic=True),
-    Verb("acheter", ("achète", "achètes", "achète", "achetons", "achetez", "achètent"), "acheté", "avoir",
-         ("buy", "buys", "bought"), ("animal", "food", "thing")),
-    Verb("chercher", _er("chercher"), "cherché", "avoir", ("look for", "looks for", "looked for"),
-         ("person", "animal", "thing"), ("person", "animal")),
-    Verb("trouver", _er("trouver"), "trouvé", "avoir", ("find", "finds", "found"), ("animal", "thing"), level=2),
-    Verb("vouloir", ("veux", "veux", "veut", "voulons", "voulez", "veulent"), "voulu", "avoir",
-         ("want", "wants", "wanted"), ("animal", "food", "thing"), level=2),
-    Verb("regarder", _er("regarder"), "regardé", "avoir", ("look at", "looks at", "looked at"),
-         ("person", "animal", "thing"), ("person", "animal"), level=2),
-    Verb("prendre", ("prends", "prends", "prend", "prenons", "prenez", "prennent"), "pris", "avoir",
-         ("take", "takes", "took"), ("food", "thing"), level=2),
-    Verb("lire", ("lis", "lis", "lit", "lisons", "lisez", "lisent"), "lu", "avoir", ("read", "reads", "read"),
-         ("text",), level=2),
-    Verb("vendre", ("vends", "vends", "vend", "vendons", "vendez", "vendent"), "vendu", "avoir",
-         ("sell", "sells", "sold"), ("animal", "food", "thing"), level=2),
-    Verb("laver", _er("laver"), "lavé", "avoir", ("wash", "washes", "washed"), ("animal", "thing"), level=2),
-    Verb("ouvrir", ("ouvre", "ouvres", "ouvre", "ouvrons", "ouvrez", "ouvrent"), "ouvert", "avoir",
-         ("open", "opens", "opened"), ("openable",), level=2),
-    Verb("fermer", _er("fermer"), "fermé", "avoir", ("close", "closes", "closed"), ("openable",), level=2),
-    Verb("dessiner", _er("dessiner"), "dessiné", "avoir", ("draw", "draws", "drew"),
-         ("person", "animal", "thing"), level=3),
-    Verb("écrire", ("écris", "écris", "écrit", "écrivons", "écrivez", "écrivent"), "écrit", "avoir",
-         ("write", "writes", "wrote"), ("text",), level=3),
-    Verb("perdre", ("perds", "perds", "perd", "perdons", "perdez", "perdent"), "perdu", "avoir",
-         ("lose", "loses", "lost"), ("animal", "thing"), level=3),
-    Verb("choisir", ("choisis", "choisis", "choisit", "choisissons", "choisissez", "choisissent"), "choisi", "avoir",
-         ("choose", "chooses", "chose"), ("animal", "food", "thing"), level=3),
-    Verb("appeler", ("appelle", "appelles", "appelle", "appelons", "appelez", "appellent"), "appelé", "avoir",
-         ("call", "calls", "called"), ("person", "animal"), level=3),
-    Verb("attendre", ("attends", "attends", "attend", "attendons", "attendez", "attendent"), "attendu", "avoir",
-         ("wait for", "waits for", "waited for"), ("person", "animal"), level=3),
-    # intransitive
-    Verb("dormir", ("dors", "dors", "dort", "dormons", "dormez", "dorment"), "dormi", "avoir",
-         ("sleep", "sleeps", "slept"), (), ("person", "animal")),
-    Verb("courir", ("cours", "cours", "court", "courons", "courez", "courent"), "couru", "avoir",
-         ("run", "runs", "ran"), (), ("person", "animal")),
-    Verb("arriver", _er("arriver"), "arrivé", "être", ("arrive", "arrives", "arrived"), ()),
-    Verb("partir", ("pars", "pars", "part", "partons", "partez", "partent"), "parti", "être",
-         ("leave", "leaves", "left"), ()),
-    Verb("nager", _er("nager"), "nagé", "avoir", ("swim", "swims", "swam"), (), ("person", "animal"), level=2),
-    Verb("chanter", _er("chanter"), "chanté", "avoir", ("sing", "sings", "sang"), (), level=2),
-    Verb("danser", _er("danser"), "dansé", "avoir", ("dance", "dances", "danced"), (), level=2),
-    Verb("travailler", _er("travailler"), "travaillé", "avoir", ("work", "works", "worked"), (), level=2),
-    Verb("venir", ("viens", "viens", "vient", "venons", "venez", "viennent"), "venu", "être",
-         ("come", "comes", "came"), (), ("person", "animal"), level=2),
-    Verb("tomber", _er("tomber"), "tombé", "être", ("fall", "falls", "fell"), (), ("person", "animal"), level=2),
-    Verb("rester", _er("rester"), "resté", "être", ("stay", "stays", "stayed"), (), ("person", "animal"), level=3),
-)
+def _verb(inf, pp, aux, en, present=(), objects: str = "", subjects: str = "person", **rest) -> Verb:
+    conjugated = tuple(present) or _er(inf)  # the file leaves out the present of regular -er verbs
+    return Verb(inf, conjugated, pp, aux, tuple(en), tuple(objects.split()), tuple(subjects.split()), **rest)
 
-NAMES = (("Tom", "m", 1), ("Marie", "f", 1), ("Paul", "m", 2), ("Sophie", "f", 2), ("Marc", "m", 3), ("Julie", "f", 3))
+
+def _words_path():
+    """Where the word file is: in the installed package, else in data/ of the checkout that holds helpers/.
+
+    A wheel (``pip install git+https://...``, as on Colab) installs data/ as the package ``helpers.bundled``.
+    An editable install (``pip install -e .``) has no ``helpers.bundled``: setuptools' editable finder does not
+    import a sub-package mapped to a folder without ``__init__.py`` (pypa/setuptools#4943); nor has a checkout
+    used without installing. In both, helpers/ is the checkout's own, so the file is in data/ beside it.
+    """
+    try:
+        return resources.files("helpers.bundled") / WORDS_FILE
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "data" / WORDS_FILE
+
+
+@functools.cache
+def vocabulary() -> Vocabulary:
+    """The words of the corpus, read once from ``builtin_corpus_words.json`` (its ``_fields`` explain each column)."""
+    raw = json.loads(_words_path().read_text(encoding="utf-8"))
+    nouns = tuple(_noun(**entry) for entry in raw["nouns"])
+    adjectives = tuple(_adj(**entry) for entry in raw["adjectives"])
+    verbs = tuple(_verb(**entry) for entry in raw["verbs"])
+    return Vocabulary(
+        nouns=nouns,
+        adjectives=adjectives,
+        verbs=verbs,
+        names=tuple((name, gender, level) for name, gender, level in raw["names"]),
+        prepositions=tuple((fr, en) for fr, en in raw["prepositions"]),
+        times={tense: tuple((fr, en) for fr, en in pairs) for tense, pairs in raw["times"].items()},
+    )
+
 
 # (person index 0-5, gender) -> French and English subject pronouns
 PRONOUNS_FR = ("je", "tu", "il", "nous", "vous", "ils")
@@ -263,17 +170,13 @@ ALLER = ("vais", "vas", "va", "allons", "allez", "vont")
 
 # French possessives (masc sg, fem sg, plural) and their English; demonstratives at difficulty 3
 POSSESSIVES = {
-    "my": ("mon", "ma", "mes"), "your": ("ton", "ta", "tes"), "our": ("notre", "notre", "nos"),
+    "my": ("mon", "ma", "mes"),
+    "your": ("ton", "ta", "tes"),
+    "our": ("notre", "notre", "nos"),
     "their": ("leur", "leur", "leurs"),
 }
-PREPOSITIONS = (("dans", "in"), ("près de", "near"), ("devant", "in front of"), ("derrière", "behind"))
-TIMES = {  # tense -> (French, English) time adverbs that fit it
-    "present": (("aujourd'hui", "today"), ("maintenant", "now")),
-    "past": (("hier", "yesterday"), ("ce matin", "this morning")),
-    "future": (("demain", "tomorrow"), ("ce soir", "tonight")),
-}
 
-# French elides before a vowel or a mute h; every h-word here is mute (homme, horloge, hôpital, hier).
+# French elides before a vowel or a mute h; every h-word of the vocabulary is mute (homme, horloge, hôpital, hier).
 _VOWELS = set("aeiouyéèêëàâîïôûùœh")
 
 
@@ -426,10 +329,23 @@ class Subject:
 
 _BE_PRESENT = {0: "am", 1: "are", 2: "is", 3: "are", 4: "are", 5: "are"}
 _BE_PAST = {0: "was", 1: "were", 2: "was", 3: "were", 4: "were", 5: "were"}
-_CONTRACT_EN = {("I", "am"): "I'm", ("you", "are"): "you're", ("he", "is"): "he's", ("she", "is"): "she's",
-                ("we", "are"): "we're", ("they", "are"): "they're"}
-_NEG_EN = {"is": "isn't", "are": "aren't", "was": "wasn't", "were": "weren't", "do": "don't", "does": "doesn't",
-           "did": "didn't"}
+_CONTRACT_EN = {
+    ("I", "am"): "I'm",
+    ("you", "are"): "you're",
+    ("he", "is"): "he's",
+    ("she", "is"): "she's",
+    ("we", "are"): "we're",
+    ("they", "are"): "they're",
+}
+_NEG_EN = {
+    "is": "isn't",
+    "are": "aren't",
+    "was": "wasn't",
+    "were": "weren't",
+    "do": "don't",
+    "does": "doesn't",
+    "did": "didn't",
+}
 
 
 def _en_be(subj: Subject, be: str, negative: bool) -> list[str]:
@@ -556,7 +472,7 @@ class Clause:
             words += self.obj.en(negated_object=neg_indef, generic=self.verb.generic)
         if self.place is not None:
             prep, place = self.place
-            words += [dict(PREPOSITIONS)[prep], *place.en()]
+            words += [dict(vocabulary().prepositions)[prep], *place.en()]
         if self.time is not None:
             words += self.time[1].split()
         return words
@@ -572,15 +488,21 @@ class Clause:
 class _Grammar:
     def __init__(self, difficulty: int):
         if difficulty not in DIFFICULTIES:
-            raise ValueError(f"difficulty={difficulty!r} is not one of {DIFFICULTIES}: use 1 (smallest), 2 (default) or 3.")
+            raise ValueError(
+                f"difficulty={difficulty!r} is not one of {DIFFICULTIES}: use 1 (smallest), 2 (default) or 3."
+            )
         self.d = difficulty
-        self.nouns = [n for n in NOUNS if n.level <= difficulty]
-        self.adjs = [a for a in ADJECTIVES if a.level <= difficulty]
-        self.verbs = [v for v in VERBS if v.level <= difficulty]
-        self.names = [(n, g) for n, g, lvl in NAMES if lvl <= difficulty]
+        self.words = words = vocabulary()
+        self.nouns = [n for n in words.nouns if n.level <= difficulty]
+        self.adjs = [a for a in words.adjectives if a.level <= difficulty]
+        self.verbs = [v for v in words.verbs if v.level <= difficulty]
+        self.names = [(n, g) for n, g, lvl in words.names if lvl <= difficulty]
         self.tenses = ("present",) if difficulty == 1 else ("present", "past", "future")
-        self.dets = ["def", "indef"] + (["my", "your", "our", "their"] if difficulty >= 2 else []) + (
-            ["this"] if difficulty >= 3 else [])
+        self.dets = (
+            ["def", "indef"]
+            + (["my", "your", "our", "their"] if difficulty >= 2 else [])
+            + (["this"] if difficulty >= 3 else [])
+        )
 
     def nouns_with(self, tags) -> list[Noun]:
         if tags == ("place",):
@@ -652,10 +574,10 @@ class _Grammar:
             clause.question = "inversion"  # "Manges-tu une pomme ?"; never with je
         if d >= 3 and clause.kind != "copula":
             if rng.random() < 0.3:
-                prep = rng.choice(PREPOSITIONS)[0]
+                prep = rng.choice(self.words.prepositions)[0]
                 clause.place = (prep, self.np(rng, ("place",), max_adjs=0, dets=["def"]))
             if rng.random() < 0.3:
-                clause.time = rng.choice(TIMES[tense])
+                clause.time = rng.choice(self.words.times[tense])
         return clause
 
 
@@ -690,22 +612,15 @@ def builtin_corpus(n: int = DEFAULT_N, seed: int = 0, difficulty: int = 2) -> li
     return list(pairs.items())
 
 
-def corpus_size_estimate(difficulty: int = 2, tries: int = 200_000, seed: int = 0) -> int:
-    """How many distinct pairs ``tries`` samples give: a lower bound on what the grammar can make."""
-    grammar = _Grammar(difficulty)
-    rng = random.Random(seed)
-    return len({grammar.clause(rng).fr() for _ in range(tries)})
-
-
 def describe_corpus(difficulty: int = 2) -> str:
     """Plain words for notebooks to print: what the built-in corpus is, and that it is synthetic."""
     g = _Grammar(difficulty)
     constructions = {
         1: "present tense, statements and negation (ne ... pas), subject pronouns, the/a",
         2: "present, passé composé (avoir/être with agreement), near future (aller + infinitive), imparfait of "
-           "être; negation; yes/no questions with « Est-ce que »; possessives; names; one adjective",
+        "être; negation; yes/no questions with « Est-ce que »; possessives; names; one adjective",
         3: "everything in level 2, plus inversion questions (« Mange-t-il ... ? »), demonstratives, two "
-           "adjectives, places (« près de l'école ») and times (« hier », « demain »)",
+        "adjectives, places (« près de l'école ») and times (« hier », « demain »)",
     }[difficulty]
     return (
         f"Built-in corpus (difficulty {difficulty}) - SYNTHETIC, not real translations.\n"

@@ -1,7 +1,8 @@
 """Translating and scoring: decoding with the key/value cache, sacreBLEU BLEU and chrF, baselines.
 
-``python -m helpers translate`` calls :func:`translate_command` and ``python -m helpers evaluate``
-calls :func:`evaluate_command`; notebook 03 calls :func:`translate` and :func:`score` directly.
+Notebook 03 calls :func:`translate`, :func:`score` and :func:`evaluate_pairs`; ``python -m helpers
+translate`` and ``evaluate`` (``helpers.cli``) call the same functions. Every metrics file has the
+layout of :func:`metrics_record`.
 
 Scores are computed by sacreBLEU on detokenized text (what the tokenizer's ``decode`` returns),
 with its default settings, and printed with the signature that says exactly how they were
@@ -41,8 +42,8 @@ class Run:
 
 def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -> Run:
     """The model (eval mode) and tokenizer of a run folder written by ``train``."""
-    from .data import Tokenizer
     from .model import DecoderOnlyTransformer, ModelConfig
+    from .tokens import Tokenizer
 
     folder = Path(checkpoint)
     if folder.is_file():
@@ -238,114 +239,96 @@ def format_table(rows: list[dict], width: int = 60) -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------------------------
+# one evaluation, one metrics layout: notebook 03, `python -m helpers evaluate` and notebook 04 share them
+
+METRICS_SCHEMA = "tbb-metrics/1"
+EVALUATION_KEYS = (
+    "test_set", "n", "decoding", "beams", "bleu", "chrf", "bleu_signature", "chrf_signature", "copy_baseline",
+    "by_length", "truncated", "seconds", "sentences_per_s", "samples",
+)  # fmt: skip
+
+
 def evaluate_pairs(
-    model, tokenizer, pairs: list[tuple[str, str]], beams: int = 1, batch_size: int = 64, samples: int = 10
-) -> dict:
-    """Translate the French of ``pairs`` and score against the English: BLEU, chrF, copy baseline, by length, samples."""
+    model,
+    tokenizer,
+    pairs: list[tuple[str, str]],
+    *,
+    test_set: str,
+    beams: int = 1,
+    batch_size: int = 64,
+    samples: int = 10,
+) -> tuple[dict, list[str]]:
+    """Translate the French of ``pairs``, score against the English; returns ``(evaluation, translations)``.
+
+    The evaluation names its ``test_set`` and holds BLEU, chrF, their signatures, the copy baseline, BLEU by
+    source length, how many sources were cut to fit, the decoding speed and sample rows (``EVALUATION_KEYS``).
+    """
     if not pairs:
-        raise ValueError("No test pairs to evaluate.")
+        raise ValueError(f"No test pairs to evaluate in {test_set!r}.")
     sources = [fr for fr, _ in pairs]
     references = [en for _, en in pairs]
     report = TranslateReport()
     hyps = translate(model, tokenizer, sources, beams=beams, batch_size=batch_size, report=report)
-    result = score(hyps, references)
-    result.update(
-        beams=beams,
-        decoding="greedy" if beams == 1 else f"beam {beams}",
-        copy_baseline=copy_baseline(sources, references),
-        by_length=bleu_by_length(sources, hyps, references),
-        samples=sample_table(sources, references, hyps, n=samples),
-        truncated=len(report.truncated),
-        seconds=round(report.seconds, 2),
-        sentences_per_s=round(len(sources) / max(report.seconds, 1e-9), 1),
-    )
-    result["hypotheses"] = hyps
-    return result
+    base = copy_baseline(sources, references)
+    result = {
+        "test_set": test_set,
+        **score(hyps, references),
+        "beams": beams,
+        "decoding": "greedy" if beams == 1 else f"beam {beams}",
+        "copy_baseline": {"bleu": base["bleu"], "chrf": base["chrf"]},
+        "by_length": bleu_by_length(sources, hyps, references),
+        "truncated": len(report.truncated),
+        "seconds": round(report.seconds, 2),
+        "sentences_per_s": round(len(sources) / max(report.seconds, 1e-9), 1),
+        "samples": sample_table(sources, references, hyps, n=samples),
+    }
+    return result, hyps
 
 
-def read_test_file(path: str | Path) -> list[tuple[str, str]]:
-    """``French<TAB>English`` lines. Blank lines are skipped; any other malformed line is an error naming it."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"Test file {path} does not exist: pass a file of French<TAB>English lines "
-            "(train writes one as <out>/test.tsv)."
-        )
-    pairs = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            cols = line.split("\t")
-            if len(cols) != 2 or not cols[0].strip() or not cols[1].strip():
-                raise ValueError(
-                    f"{path}, line {number}: expected 'French<TAB>English' (two non-empty columns), got "
-                    f"{len(cols)} column(s): {line[:80]!r}. Fix or remove that line; for the Tatoeba file "
-                    "(English<TAB>French<TAB>...) use the test.tsv that train writes into its output folder."
-                )
-            pairs.append((cols[0].strip(), cols[1].strip()))
-    if not pairs:
-        raise ValueError(f"{path} holds no French<TAB>English lines.")
-    return pairs
-
-
-# ----------------------------------------------------------------------------------------------
-# the command-line entry points
-
-
-def translate_command(
-    checkpoint: str | Path,
-    beams: int = 1,
-    stdin: TextIO | None = None,
-    stdout: TextIO | None = None,
-    stderr: TextIO | None = None,
-) -> int:
-    """``python -m helpers translate``: French lines on ``stdin``, English lines on ``stdout``, one for one.
-
-    Returns the number of lines translated. Warnings (truncated lines) go to ``stderr``.
-    """
-    stdin = stdin if stdin is not None else sys.stdin
-    stdout = stdout if stdout is not None else sys.stdout
-    run = load_run(checkpoint)
-    lines = stdin.read().splitlines()
-    out = translate_lines(run.model, run.tokenizer, lines, beams=beams, err=stderr)
-    for line in out:
-        stdout.write(line + "\n")
-    stdout.flush()
-    return len(out)
-
-
-def evaluate_command(
-    checkpoint: str | Path,
-    test: str | Path,
-    beams: int = 1,
-    out_json: str | Path | None = None,
-    stdout: TextIO | None = None,
+def metrics_record(
+    *, model: dict, evaluations: list[dict], training: dict | None = None, data: dict | None = None, **extra
 ) -> dict:
-    """``python -m helpers evaluate``: score a run on ``French<TAB>English`` lines; print the scores, write JSON.
+    """The one layout of every metrics file (``03_scratch.json``, ``eval.json``, notebook 04's comparison).
 
-    The JSON (default ``<checkpoint>/eval.json``) holds BLEU, chrF, their signatures, the copy baseline,
-    BLEU by length and sample translations. Returns the same dict.
+    ``model`` names the model (``name``, ``parameters``, and ``checkpoint`` and ``step`` when there is one);
+    ``evaluations`` are :func:`evaluate_pairs` results; ``training`` and ``data`` are summaries, when known.
     """
-    stdout = stdout if stdout is not None else sys.stdout
-    pairs = read_test_file(test)
-    run = load_run(checkpoint)
-    result = evaluate_pairs(run.model, run.tokenizer, pairs, beams=beams)
-    hyps = result.pop("hypotheses")
-    result.update(
-        checkpoint=str(run.path), step=run.step, test=str(test), device=str(next(run.model.parameters()).device)
+    from . import runtime
+
+    for ev in evaluations:
+        missing = [k for k in EVALUATION_KEYS if k not in ev]
+        if missing:
+            raise ValueError(f"evaluation of {ev.get('test_set')!r} lacks {missing}: build it with evaluate_pairs.")
+    if "name" not in model or "parameters" not in model:
+        raise ValueError(f"model must name itself and its parameter count, got keys {sorted(model)}.")
+    return {
+        "schema": METRICS_SCHEMA,
+        "model": model,
+        "training": training,
+        "data": data,
+        "evaluations": evaluations,
+        "hardware": runtime.accelerator().as_dict(),
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        **extra,
+    }
+
+
+def format_evaluation(ev: dict) -> str:
+    """Three lines for a terminal or a notebook: the scores with their signatures, and the copy baseline."""
+    base = ev["copy_baseline"]
+    return "\n".join(
+        [
+            f"{ev['test_set']}: {ev['n']:,} sentences, {ev['decoding']} decoding, {ev['sentences_per_s']} sentences/s"
+            + (f", {ev['truncated']:,} sources cut to fit max_len" if ev["truncated"] else ""),
+            f"  BLEU = {ev['bleu']:.2f}   {ev['bleu_signature']}",
+            f"  chrF = {ev['chrf']:.2f}   {ev['chrf_signature']}",
+            f"  copy-the-source baseline: BLEU = {base['bleu']:.2f}, chrF = {base['chrf']:.2f}",
+        ]
     )
-    print(
-        f"{len(pairs)} sentences, {result['decoding']} decoding, {result['sentences_per_s']} sentences/s", file=stdout
-    )
-    print(f"BLEU = {result['bleu']:.2f}   {result['bleu_signature']}", file=stdout)
-    print(f"chrF = {result['chrf']:.2f}   {result['chrf_signature']}", file=stdout)
-    base = result["copy_baseline"]
-    print(f"copy-the-source baseline: BLEU = {base['bleu']:.2f}, chrF = {base['chrf']:.2f}", file=stdout)
-    out_json = Path(out_json) if out_json is not None else Path(run.path) / "eval.json"
-    ckpt_lib.atomic_write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", out_json)
-    hyp_path = out_json.with_suffix(".hyp.txt")
-    ckpt_lib.atomic_write_text("".join(h + "\n" for h in hyps), hyp_path)
-    print(f"wrote {out_json} and {hyp_path}", file=stdout)
-    return result
+
+
+def write_json(record: dict, path: str | Path) -> Path:
+    """Write a metrics record atomically (a disconnect never leaves half a file)."""
+    return ckpt_lib.atomic_write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", path)

@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 POSITIONAL_KINDS = ("learned", "sinusoidal")
-ATTENTION_KINDS = ("dot",)  # scaled dot-product; later notebooks add variants here
+ATTENTION_KERNELS = ("sdpa", "explicit")  # the same attention, computed by a fused kernel or written out
 
 
 @dataclass
@@ -33,7 +33,9 @@ class ModelConfig:
     d_ff: int | None = None  # None -> 4 * d_model, as in GPT-2 and "Attention Is All You Need"
     dropout: float = 0.0
     positional: str = "learned"  # "learned" | "sinusoidal"
-    attention: str = "dot"
+    # "sdpa": F.scaled_dot_product_attention (fused kernels, the fast choice on a GPU); "explicit": the
+    # softmax written out as in notebook 02 (faster on a CPU for short sequences; returns the weights)
+    attention_kernel: str = "sdpa"
     tie_weights: bool = True  # the LM head reuses the token embedding matrix
 
     def __post_init__(self):
@@ -64,8 +66,10 @@ class ModelConfig:
                 f"sinusoidal positions pair a sine with a cosine, so d_model must be even (got {self.d_model}): "
                 f"use d_model={self.d_model + 1} or positional='learned'."
             )
-        if self.attention not in ATTENTION_KINDS:
-            raise ValueError(f"attention={self.attention!r} is not known: choose one of {ATTENTION_KINDS}.")
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ValueError(
+                f"attention_kernel={self.attention_kernel!r} is not known: choose one of {ATTENTION_KERNELS}."
+            )
 
     @property
     def head_dim(self) -> int:
@@ -76,14 +80,19 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> ModelConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown ModelConfig fields {unknown}: the checkpoint was written by another version of helpers.model; "
-                f"known fields are {sorted(known)}. Remove the extra keys or upgrade the package."
-            )
-        return cls(**data)
+        return config_from_dict(cls, data)
+
+
+def config_from_dict(cls, data: dict):
+    """``cls(**data)`` for a configuration dataclass, refusing keys it does not know, by name (none is dropped)."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown {cls.__name__} fields {unknown}: the configuration was written by another version of helpers, "
+            f"or has a typo; known fields are {sorted(known)}. Remove the extra keys or upgrade the package."
+        )
+    return cls(**data)
 
 
 def num_parameters(config: ModelConfig) -> int:
@@ -98,11 +107,19 @@ def num_parameters(config: ModelConfig) -> int:
     return embedding + positions + L * (attention + feed_forward + layer_norms) + 2 * C + head
 
 
-def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
-    """(max_len, d_model): even columns sin(pos / 10000^(2i/d)), odd columns the matching cos."""
-    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
-    freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    table = torch.zeros(max_len, d_model)
+def sinusoidal_table(max_len: int, d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """(max_len, d_model): even columns sin(pos / 10000^(2i/d)), odd columns the matching cos (Vaswani et al.).
+
+    Each pair of columns is a clock turning at its own speed. The model uses float32; notebook 01 asks for
+    float64 to check identities to 1e-12.
+    """
+    if max_len < 1 or d_model < 2 or d_model % 2:
+        raise ValueError(
+            f"need max_len >= 1 and an even d_model >= 2 (one sin and one cos per frequency), got {max_len}, {d_model}."
+        )
+    pos = torch.arange(max_len, dtype=dtype)[:, None]  # (T, 1)
+    freq = torch.exp(torch.arange(0, d_model, 2, dtype=dtype) * (-math.log(10000.0) / d_model))  # (d/2,)
+    table = torch.zeros(max_len, d_model, dtype=dtype)
     table[:, 0::2] = torch.sin(pos * freq)
     table[:, 1::2] = torch.cos(pos * freq)
     return table
@@ -168,7 +185,7 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model)  # one matmul for q, k, v of every head
         self.proj = nn.Linear(config.d_model, config.d_model)
         self.resid_drop = nn.Dropout(config.dropout)
-        self.flash = True  # F.scaled_dot_product_attention (fused kernels); False = the explicit softmax below
+        self.kernel = config.attention_kernel  # "sdpa" or "explicit": the same function, computed two ways
 
     def forward(self, x, mask=None, cache: LayerCache | None = None, return_weights: bool = False):
         """mask: bool, broadcastable to (B, nh, T, S); None means causal. Returns (B, T, C) [, weights]."""
@@ -185,7 +202,7 @@ class SelfAttention(nn.Module):
             cache.k, cache.v = k, v
         p = self.dropout if self.training else 0.0
         weights = None
-        if self.flash and not return_weights:
+        if self.kernel == "sdpa" and not return_weights:
             if mask is None:
                 y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
             else:

@@ -181,17 +181,6 @@ def exec_cells(cells: list[Cell], namespace: dict | None = None, *, name: str = 
     return ns
 
 
-def exec_notebook(number: str, *, until: str | None = None) -> dict:
-    """Exec a notebook's code cells in-process; ``until`` stops before the first cell containing that text."""
-    cells = code_cells(number)
-    if until is not None:
-        stop = next((i for i, c in enumerate(cells) if until in c.source), None)
-        if stop is None:
-            raise ValueError(f"no cell of notebook {number} contains {until!r}")
-        cells = cells[:stop]
-    return exec_cells(cells, name=f"notebook {number}")
-
-
 # ----------------------------------------------------------------------------------------------
 # headless execution with nbclient
 

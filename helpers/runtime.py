@@ -1,9 +1,11 @@
-"""Quick mode, seeding, devices and report folders: the plumbing every notebook shares."""
+"""Quick mode, seeding, the device and its number formats, report folders: the plumbing every notebook shares."""
 
 from __future__ import annotations
 
 import os
+import platform
 import random
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +41,109 @@ def set_seed(seed: int) -> None:
         torch.cuda.manual_seed_all(seed)
 
 
+# ----------------------------------------------------------------------------------------------
+# the device and its number formats: decided here, once, for every notebook and command
+
+
 def pick_device(prefer: str | None = None) -> torch.device:
     """The device to train on: ``prefer`` if given, else CUDA when present, else CPU."""
     if prefer:
         return torch.device(prefer)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def cpu_has_native_bf16() -> bool:
+    """True when this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX), where bf16 autocast pays off."""
+    cpu = getattr(torch, "cpu", None)
+    for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        check = getattr(cpu, name, None)
+        try:
+            if check is not None and check():
+                return True
+        except Exception:  # private helpers: absent or failing on some builds
+            pass
+    return False
+
+
+def gpu_has_native_bf16(device: torch.device | str = "cuda") -> bool:
+    """Ampere (compute capability 8.0) and later. A T4 (7.5) reports bf16 as "supported" through emulation."""
+    major, _ = torch.cuda.get_device_capability(torch.device(device))
+    return major >= 8
+
+
+PRECISIONS = ("auto", "bf16_if_native", "fp32", "bf16", "fp16")
+
+
+def resolve_precision(device: torch.device | str, precision: str = "auto") -> str:
+    """ "fp32", "bf16" or "fp16": what ``precision`` means on this device.
+
+    ``auto``: fp16 (with a GradScaler) on a GPU without native bf16 such as a T4, bf16 on Ampere and later,
+    fp32 on CPU. ``bf16_if_native``: the same on CUDA; on CPU, bf16 when the CPU has bf16 instructions.
+    """
+    device = torch.device(device)
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r} is not known: use one of {', '.join(PRECISIONS)}.")
+    if precision in ("fp32", "bf16", "fp16"):
+        if precision == "fp16" and device.type != "cuda":
+            raise ValueError("fp16 autocast needs a CUDA GPU; on CPU use precision='bf16' or 'fp32'.")
+        return precision
+    if device.type != "cuda":
+        return "bf16" if precision == "bf16_if_native" and cpu_has_native_bf16() else "fp32"
+    return "bf16" if gpu_has_native_bf16(device) else "fp16"
+
+
+@dataclass
+class Accelerator:
+    device: str  # "cuda" or "cpu"
+    name: str
+    memory_gb: float | None
+    fp16_native: bool
+    bf16_native: bool
+    torch_version: str
+
+    def describe(self) -> str:
+        mem = f", {self.memory_gb:.1f} GB" if self.memory_gb else ""
+        yes = lambda flag: "yes" if flag else "no"
+        return (
+            f"{self.name}{mem} | torch {self.torch_version} | "
+            f"fp16 native: {yes(self.fp16_native)} | bf16 native: {yes(self.bf16_native)}"
+        )
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def accelerator() -> Accelerator:
+    """What we are running on. A T4 (compute capability 7.5) has fast fp16 but no native bf16."""
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        return Accelerator(
+            device="cuda",
+            name=props.name,
+            memory_gb=props.total_memory / 2**30,
+            fp16_native=props.major >= 7,  # tensor cores from Volta on
+            bf16_native=gpu_has_native_bf16(),
+            torch_version=torch.__version__,
+        )
+    cpu = platform.processor() or platform.machine()
+    return Accelerator(
+        device="cpu",
+        name=f"CPU ({cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads)",
+        memory_gb=None,
+        fp16_native=False,
+        bf16_native=cpu_has_native_bf16(),
+        torch_version=torch.__version__,
+    )
+
+
+def hardware_name(device: torch.device | str) -> str:
+    """A name for the hardware behind ``device``, for summaries and figure labels."""
+    acc = accelerator()
+    return acc.name if torch.device(device).type == acc.device else str(device)
+
+
+# ----------------------------------------------------------------------------------------------
+# where output goes
 
 
 def repo_root() -> Path | None:

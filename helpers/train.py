@@ -1,192 +1,29 @@
-"""Training French->English: presets, the step's building blocks, the loop's bookkeeping, and ``train_command``.
+"""Training French->English: the step's building blocks and the loop's bookkeeping.
 
 A training step is written out where it is read: notebook 03 and :func:`train` run the same ~20 lines
 (forward in mixed precision, :func:`loss_fn`, scaled backward, clip, update). Everything around the step
 lives once, in :class:`TrainingRun`: resume from a checkpoint, the data stream, the learning-rate
 schedule, the progress bar, validation at intervals, periodic checkpoints, clear stops on NaN. :func:`train`
-adds a clear message on out-of-memory. ``python -m helpers train`` calls :func:`train_command`, which builds
-data, tokenizer and model and then calls :func:`train`.
+adds a clear message on out-of-memory. The settings are a :class:`helpers.config.TrainConfig`;
+``python -m helpers train`` (``helpers.cli``) builds data, tokenizer and model, then calls :func:`train`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import math
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from . import checkpoint as ckpt_lib
-
-# ----------------------------------------------------------------------------------------------
-# configuration and presets
-
-
-@dataclass
-class TrainConfig:
-    # model shape (helpers.model.ModelConfig)
-    n_layer: int = 4
-    n_head: int = 4
-    d_model: int = 256
-    d_ff: int | None = None  # None -> 4 * d_model
-    dropout: float = 0.1
-    positional: str = "learned"
-    max_len: int = 64  # tokens per sequence: <bos> French <sep> English <eos>
-    # tokenizer
-    vocab_size: int = 8000
-    tokenizer_type: str = "unigram"
-    # batches
-    max_tokens: int = 4096  # tokens per batch, padding included: the knob to lower on out-of-memory
-    # optimiser and schedule
-    lr: float = 1e-3
-    warmup_steps: int = 200
-    min_lr_ratio: float = 0.1  # the cosine ends at lr * min_lr_ratio
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.98
-    grad_clip: float = 1.0
-    label_smoothing: float = 0.1
-    # auto: fp16 + GradScaler on a T4, bf16 on Ampere and later, fp32 on CPU; "bf16_if_native" also uses
-    # bf16 on a CPU with bf16 instructions (AVX512-BF16/AMX: about twice fp32's speed); or fp32|bf16|fp16
-    precision: str = "auto"
-    # "sdpa": F.scaled_dot_product_attention (the model's default); "explicit": the softmax written out
-    # (notebook 02's version); "auto": sdpa on a GPU, explicit on a CPU, where for sequences this short
-    # (<= 64 tokens) with a prefix mask it is faster (1.3-1.4x in bf16, equal in fp32: benchmarks/bench_train.py)
-    attention_kernel: str = "sdpa"
-    # budget: minutes (what the notebook uses) or steps (exactly reproducible); both = whichever ends first
-    minutes: float | None = None
-    steps: int | None = None
-    # bookkeeping
-    eval_interval: int = 500  # steps between validation passes
-    valid_sentences: int = 2000  # cap on the validation set, so a pass takes seconds
-    log_interval: int = 50  # steps per point in the history
-    checkpoint_minutes: float = 5.0
-    checkpoint_every_steps: int | None = None  # also save every N steps (tests use this)
-    seed: int = 0
-
-    def model_config(self, vocab_size: int):
-        from .model import ModelConfig
-
-        return ModelConfig(
-            vocab_size=vocab_size,
-            max_len=self.max_len,
-            n_layer=self.n_layer,
-            n_head=self.n_head,
-            d_model=self.d_model,
-            d_ff=self.d_ff,
-            dropout=self.dropout,
-            positional=self.positional,
-        )
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TrainConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-
-# Fields that may change between a run and its resume: how long to train and how often to look.
-RESUMABLE_FIELDS = (
-    "train.minutes",
-    "train.steps",
-    "train.eval_interval",
-    "train.log_interval",
-    "train.checkpoint_minutes",
-    "train.checkpoint_every_steps",
-    "train.valid_sentences",
-    "data.source",
-    "train.attention_kernel",
-)
-
-PRESETS: dict[str, TrainConfig] = {
-    # 2 CPU cores, 15 minutes. The gain over a plain run comes from speed: bf16 matmuls where the CPU
-    # has bf16 instructions (about 2x fp32), the written-out attention (faster than the fused kernel
-    # for <= 64 tokens on CPU), the softmax only at target positions, length-bucketed batches (<1 %
-    # padding), and a 4k vocabulary (short sequences, a cheap LM head). Then a high peak learning rate
-    # with a short warm-up and a cosine to 5 %, and no dropout: 15 minutes is two to three passes over
-    # Tatoeba, too few to overfit. Measured: about 2,000 steps in 15 minutes, greedy BLEU 37 on the
-    # held-out split (2 shared cores; see benchmarks/README.md).
-    "cpu": TrainConfig(
-        n_layer=4,
-        n_head=4,
-        d_model=256,
-        d_ff=1024,
-        dropout=0.0,
-        max_len=64,
-        vocab_size=4000,
-        max_tokens=4096,
-        lr=2e-3,
-        warmup_steps=150,
-        min_lr_ratio=0.05,
-        weight_decay=0.05,
-        label_smoothing=0.1,
-        eval_interval=500,
-        checkpoint_minutes=3.0,
-        precision="bf16_if_native",
-        attention_kernel="auto",
-    ),
-    # a T4 for about an hour including data and evaluation
-    "t4": TrainConfig(
-        n_layer=6,
-        n_head=8,
-        d_model=512,
-        d_ff=2048,
-        dropout=0.1,
-        max_len=96,
-        vocab_size=8000,
-        max_tokens=16384,
-        lr=1e-3,
-        warmup_steps=1000,
-        min_lr_ratio=0.05,
-        weight_decay=0.1,
-        label_smoothing=0.1,
-        eval_interval=1000,
-        checkpoint_minutes=5.0,
-    ),
-    # tests and quick mode: seconds on a laptop
-    "tiny": TrainConfig(
-        n_layer=2,
-        n_head=2,
-        d_model=32,
-        d_ff=64,
-        dropout=0.1,
-        max_len=48,
-        vocab_size=400,
-        max_tokens=512,
-        lr=3e-3,
-        warmup_steps=10,
-        min_lr_ratio=0.1,
-        weight_decay=0.01,
-        label_smoothing=0.1,
-        eval_interval=50,
-        valid_sentences=200,
-        log_interval=10,
-        checkpoint_minutes=1.0,
-    ),
-}
-
-
-def preset_config(name: str, **overrides) -> TrainConfig:
-    """A copy of ``PRESETS[name]`` with ``overrides`` applied."""
-    if name not in PRESETS:
-        raise ValueError(
-            f"Unknown preset {name!r}. Choose one of {sorted(PRESETS)} (cpu: 2 CPU cores, t4: about an hour on a T4, tiny: tests)."
-        )
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise ValueError(f"Unknown TrainConfig fields {unknown}; known fields: {sorted(known)}.")
-    return replace(PRESETS[name], **overrides)
-
+from .config import RESUMABLE_FIELDS, TrainConfig
+from .runtime import resolve_precision
 
 # ----------------------------------------------------------------------------------------------
 # building blocks of one step
@@ -230,53 +67,6 @@ def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
     progress = min(1.0, (step - cfg.warmup_steps) / span)
     floor = cfg.lr * cfg.min_lr_ratio
     return floor + (cfg.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def cpu_has_native_bf16() -> bool:
-    """True when this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX), where bf16 autocast pays off."""
-    cpu = getattr(torch, "cpu", None)
-    for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
-        check = getattr(cpu, name, None)
-        try:
-            if check is not None and check():
-                return True
-        except Exception:  # private helpers: absent or failing on some builds
-            pass
-    return False
-
-
-def resolve_precision(device: torch.device | str, precision: str = "auto") -> str:
-    """ "fp32", "bf16" or "fp16": what ``precision`` means on this device.
-
-    ``auto``: fp16 (with a GradScaler) on a GPU without native bf16 such as a T4, bf16 on Ampere and later,
-    fp32 on CPU. ``bf16_if_native``: the same on CUDA; on CPU, bf16 when the CPU has bf16 instructions.
-    """
-    device = torch.device(device)
-    if precision not in ("auto", "bf16_if_native", "fp32", "bf16", "fp16"):
-        raise ValueError(f"precision={precision!r} is not known: use auto, bf16_if_native, fp32, bf16 or fp16.")
-    if precision in ("fp32", "bf16", "fp16"):
-        if precision == "fp16" and device.type != "cuda":
-            raise ValueError("fp16 autocast needs a CUDA GPU; on CPU use precision='bf16' or 'fp32'.")
-        return precision
-    if device.type != "cuda":
-        return "bf16" if precision == "bf16_if_native" and cpu_has_native_bf16() else "fp32"
-    major, _ = torch.cuda.get_device_capability(device)
-    return "bf16" if major >= 8 else "fp16"  # a T4 (7.5) has fast fp16 but only emulated bf16
-
-
-def use_attention_kernel(model: torch.nn.Module, kind: str, device: torch.device | str) -> str:
-    """Switch every attention layer to ``kind`` ("sdpa", "explicit" or "auto"); returns the kernel chosen.
-
-    Both compute the same function (tests/test_model.py checks it); only speed differs.
-    """
-    if kind not in ("auto", "sdpa", "explicit"):
-        raise ValueError(f"attention_kernel={kind!r} is not known: use auto, sdpa or explicit.")
-    if kind == "auto":
-        kind = "sdpa" if torch.device(device).type == "cuda" else "explicit"
-    for module in model.modules():
-        if hasattr(module, "flash"):
-            module.flash = kind == "sdpa"
-    return kind
 
 
 def autocast_context(device: torch.device | str, precision: str = "auto"):
@@ -368,14 +158,6 @@ class Budget:
         if self.steps is not None and step >= self.steps:
             return True
         return self.minutes is not None and self.elapsed() >= self.minutes * 60
-
-    def fraction(self, step: int) -> float:
-        parts = []
-        if self.steps is not None:
-            parts.append(step / self.steps)
-        if self.minutes is not None:
-            parts.append(self.elapsed() / (self.minutes * 60))
-        return min(1.0, max(parts))
 
     def total_steps(self, step: int) -> int:
         """The step budget, or the number of steps the time budget will allow at the pace so far."""
@@ -534,7 +316,6 @@ class TrainingRun:
         )
         self.out_dir, self.progress, self.callback = out_dir, progress, callback
         self.precision = resolve_precision(self.device, cfg.precision)
-        use_attention_kernel(model, cfg.attention_kernel, self.device)
         self.optimizer = make_optimizer(model, cfg, self.device)
         self.scaler = make_scaler(self.device, self.precision)
         self.config = run_config(model, cfg, extra_config)
@@ -832,204 +613,3 @@ def train(
     finally:
         run.close()
     return run.finish()
-
-
-# ----------------------------------------------------------------------------------------------
-# the command line: data, tokenizer, model, then train()
-
-
-@dataclass
-class PreparedData:
-    tokenizer: object
-    train_batcher: object
-    valid_batches: list
-    test_pairs: list  # (French, English) pairs held out for evaluate
-    info: dict  # what the checkpoint must agree with: source, file hash, columns, split seed, sizes
-    reports: dict  # what loading, cleaning and encoding dropped, and why
-
-
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _load(data: str, columns: tuple[str, ...] | None, seed: int, limit: int | None):
-    """Pairs from ``data``: "builtin", the Tatoeba file (detected), or a TSV with ``columns`` in file order."""
-    from . import data as data_lib
-
-    if data == "builtin":
-        return data_lib.load_pairs("builtin", limit=limit, seed=seed)
-    path = Path(data).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"--data {data}: no such file. Pass a Tatoeba fra.txt, a French<TAB>English file (or another column order "
-            "with --columns en,fr), or 'builtin' for the synthetic corpus."
-        )
-    if columns is None and (file_sha256(path) in data_lib.KNOWN_TATOEBA or path.name == "fra.txt"):
-        return data_lib.load_pairs("tatoeba", path, limit=limit, seed=seed)
-    return data_lib.load_pairs("tsv", path, columns=tuple(columns or ("fr", "en")), limit=limit, seed=seed)
-
-
-def prepare_data(
-    data: str,
-    columns: tuple[str, ...] | None,
-    cfg: TrainConfig,
-    out_dir: str | Path | None = None,
-    seed: int = 0,
-    limit: int | None = None,
-    progress: bool = True,
-) -> PreparedData:
-    """Load, clean and split the pairs; train (or reload from ``out_dir/tokenizer``) the tokenizer; build the batches.
-
-    The tokenizer is trained on the training split only and saved once, so a resumed run reads the very same
-    vocabulary. Valid batches are capped at ``cfg.valid_sentences`` sentences.
-    """
-    from . import data as data_lib
-
-    say = (lambda *a: print(*a, file=sys.stderr)) if progress else (lambda *a: None)
-    pairs, load_report = _load(data, columns, seed, limit)
-    pairs, clean_report = data_lib.clean_pairs(pairs)
-    splits = data_lib.split_pairs(pairs, seed=seed)
-    tok_dir = Path(out_dir) / ckpt_lib.TOKENIZER_DIR if out_dir is not None else None
-    if tok_dir is not None and tok_dir.is_dir():
-        tokenizer = data_lib.Tokenizer.load(tok_dir)
-        made = (tokenizer.meta.get("requested_vocab_size"), tokenizer.meta.get("model_type"))
-        if made != (cfg.vocab_size, cfg.tokenizer_type):
-            raise ckpt_lib.ConfigMismatchError(
-                f"{tok_dir} holds a tokenizer made with vocab_size={made[0]}, type={made[1]!r}, but this run asks for "
-                f"vocab_size={cfg.vocab_size}, type={cfg.tokenizer_type!r}. Use a new output folder, or rerun with the "
-                "settings that made it."
-            )
-        say(f"Tokenizer: reusing {tok_dir} ({tokenizer.vocab_size} pieces).")
-    else:
-        t0 = time.perf_counter()
-        tokenizer = data_lib.Tokenizer.train(
-            splits.train, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, seed=seed
-        )
-        if out_dir is not None:
-            ckpt_lib.save_tokenizer_once(tokenizer, out_dir)
-        say(
-            f"Tokenizer: trained {tokenizer.vocab_size} {cfg.tokenizer_type} pieces in {time.perf_counter() - t0:.1f} s."
-        )
-    train_ex, enc_train = data_lib.encode_pairs(tokenizer, splits.train, cfg.max_len)
-    valid_pairs = splits.valid[: cfg.valid_sentences]
-    valid_ex, enc_valid = data_lib.encode_pairs(tokenizer, valid_pairs, cfg.max_len)
-    batcher = data_lib.BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
-    valid_batches = list(data_lib.BucketBatcher(valid_ex, max_tokens=cfg.max_tokens, shuffle=False)) if valid_ex else []
-    source = "builtin" if data == "builtin" else str(Path(data).expanduser().resolve())
-    info = {
-        "source": source,
-        "sha256": "builtin" if data == "builtin" else file_sha256(data),
-        "columns": list(columns) if columns else None,
-        "limit": limit,
-        "pairs": {"train": len(splits.train), "valid": len(splits.valid), "test": len(splits.test)},
-        "tokenizer": {"vocab_size": tokenizer.vocab_size, "type": cfg.tokenizer_type},
-    }
-    reports = {
-        "load": load_report,
-        "clean": clean_report,
-        "split": splits.report,
-        "encode_train": enc_train,
-        "encode_valid": enc_valid,
-    }
-    return PreparedData(tokenizer, batcher, valid_batches, list(splits.test), info, reports)
-
-
-def _hardware(device: torch.device) -> str:
-    from .colab import accelerator
-
-    acc = accelerator()
-    return acc.name if device.type == acc.device else str(device)
-
-
-def train_command(
-    data: str,
-    columns: tuple[str, ...] | None = None,
-    minutes: float | None = None,
-    steps: int | None = None,
-    out: str | Path = "runs/fr-en",
-    preset: str = "cpu",
-    seed: int = 0,
-    *,
-    overrides: dict | None = None,
-    progress: bool = True,
-    device: str | None = None,
-    limit: int | None = None,
-) -> TrainResult:
-    """``python -m helpers train``: data, tokenizer and model from ``preset``, then :func:`train` into ``out``.
-
-    Rerunning with the same ``out`` resumes from its checkpoint (a different configuration is refused, naming
-    the field). ``steps`` makes the run exactly reproducible; ``minutes`` is what the notebook uses.
-    ``overrides`` changes preset fields (e.g. ``{"checkpoint_every_steps": 10}``); ``limit`` keeps a random sample
-    of that many pairs. Writes ``out/test.tsv`` (the held-out pairs, French<TAB>English, for ``evaluate``) and
-    ``out/train_summary.json``.
-    """
-    from . import runtime
-    from .model import DecoderOnlyTransformer, num_parameters
-
-    cfg = preset_config(preset, **{**(overrides or {}), "minutes": minutes, "steps": steps, "seed": seed})
-    Budget(minutes, steps)  # a missing or bad budget fails now, not after the data is prepared
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    dev = runtime.pick_device(device)
-    runtime.set_seed(seed)
-    prepared = prepare_data(data, columns, cfg, out, seed=seed, limit=limit, progress=progress)
-    test_path = out / "test.tsv"  # rewritten every time: it follows from the data and the seed
-    ckpt_lib.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in prepared.test_pairs), test_path)
-    runtime.set_seed(seed)  # the same initial weights whatever the data preparation drew
-    model_cfg = cfg.model_config(prepared.tokenizer.vocab_size)
-    model = DecoderOnlyTransformer(model_cfg)
-    n_params = num_parameters(model_cfg)
-    if progress:
-        print(
-            f"Model: {n_params / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}, "
-            f"vocabulary {prepared.tokenizer.vocab_size}); {prepared.info['pairs']['train']:,} training pairs; "
-            f"device {dev}, precision {resolve_precision(dev, cfg.precision)}.",
-            file=sys.stderr,
-        )
-    result = train(
-        model,
-        prepared.train_batcher,
-        prepared.valid_batches,
-        cfg,
-        out,
-        device=dev,
-        extra_config={"data": {k: v for k, v in prepared.info.items() if k != "pairs"}},
-        progress=progress,
-    )
-    summary = {
-        "steps": result.steps,
-        "tokens": result.tokens,
-        "minutes": round(result.seconds / 60, 2),
-        "tokens_per_s": round(result.tokens_per_s, 1),
-        "val_loss": result.val_loss,
-        "val_ppl": result.val_ppl,
-        "parameters": n_params,
-        "device": str(dev),
-        "hardware": _hardware(dev),
-        "precision": resolve_precision(dev, cfg.precision),
-        "preset": preset,
-        "config": cfg.to_dict(),
-        "model": model_cfg.to_dict(),
-        "data": prepared.info,
-        "resumed_from": result.resumed_from,
-        "test_file": str(test_path),
-        "torch": torch.__version__,
-    }
-    ckpt_lib.atomic_write_text(json.dumps(summary, indent=2) + "\n", out / "train_summary.json")
-    if progress:
-        vl = (
-            f", validation loss {result.val_loss:.3f} (perplexity {result.val_ppl:.1f})"
-            if result.val_loss is not None
-            else ""
-        )
-        print(
-            f"Done: {result.steps} steps, {result.tokens:,} target tokens in {result.seconds / 60:.1f} min "
-            f"({result.tokens_per_s:,.0f} tokens/s){vl}.\nCheckpoint: {result.checkpoint}\n"
-            f"Evaluate: python -m helpers evaluate --checkpoint {out} --test {test_path}",
-            file=sys.stderr,
-        )
-    return result

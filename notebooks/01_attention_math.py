@@ -937,16 +937,17 @@ check_construction(Q7, K7, V7)
 # position encodings $P$ (attached to slots, not to tokens) breaks this:
 # $\mathrm{Attn}(\Pi X + P) \ne \Pi\,\mathrm{Attn}(X + P) = \mathrm{Attn}(\Pi X + \Pi P)$ because
 # $\Pi P \ne P$. We use the sinusoidal encodings of Vaswani et al.
-# (`helpers.attention.sinusoidal_positions`); notebook 02 explains them properly.
+# (`helpers.model.sinusoidal_table`, the table the model of notebooks 02 and 03 uses); notebook 02
+# explains them properly.
 
 # %%
-from helpers.attention import sinusoidal_positions
+from helpers.model import sinusoidal_table
 
 T8, D_MODEL8, D_K8 = 6, 16, 8
 g8 = rng(8)
 X8 = torch.randn(T8, D_MODEL8, generator=g8, dtype=DTYPE)  # (T, d_model)
 Wq8, Wk8, Wv8 = (torch.randn(D_MODEL8, D_K8, generator=g8, dtype=DTYPE) for _ in range(3))  # (d_model, d_k)
-P8 = sinusoidal_positions(T8, D_MODEL8).to(DTYPE)  # (T, d_model)
+P8 = sinusoidal_table(T8, D_MODEL8, dtype=DTYPE)  # (T, d_model)
 
 
 def attn_plain(X):
@@ -1134,8 +1135,8 @@ check_scaling_keeps_gradients(lambda d: 1 / math.sqrt(d))
 # | 9 | $\operatorname{Var}(q^\top k) = d$; dividing by $\sqrt d$ keeps the softmax and its gradient alive | `check_scaling_keeps_gradients` |
 #
 # The package versions of what you wrote here live in `helpers/attention.py`: `attention` (your
-# `attend`, plus an optional scale and mask), `self_attention`, `orthonormal_vectors`, `sample_keys`
-# and `sinusoidal_positions`.
+# `attend`, plus an optional scale and mask), `self_attention`, `orthonormal_vectors` and `sample_keys`;
+# the position table is `helpers.model.sinusoidal_table`.
 #
 # **Next, notebook 02** assembles these pieces into a Transformer: several heads side by side (item 6),
 # scaled scores (item 9), positional encodings to restore order (item 8), and projections that decide

@@ -97,13 +97,17 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from helpers import checkpoint as ckpt
+from helpers import config as C
+from helpers import corpus
 from helpers import data as D
 from helpers import evaluate as E
+from helpers import sources as S
+from helpers import tokens as TK
 from helpers import train as T
 from helpers.model import DecoderOnlyTransformer, num_parameters
 from helpers.plotting import in_live_kernel, save_figure
 
-cfg = T.preset_config(PRESET, minutes=TRAIN_MINUTES, steps=TRAIN_STEPS, seed=SEED)
+cfg = C.preset_config(PRESET, minutes=TRAIN_MINUTES, steps=TRAIN_STEPS, seed=SEED)
 runtime.set_seed(SEED)
 
 # %% [markdown]
@@ -148,10 +152,10 @@ print(
 # %%
 if QUICK:
     DATA = "builtin"
-    print(D.describe_corpus(), "\n")
+    print(corpus.describe_corpus(), "\n")
 else:
-    DATA = str(D.find_local_tatoeba() or D.fetch_tatoeba(cache_dir=DRIVE))
-prepared = T.prepare_data(DATA, None, cfg, RUN_DIR, seed=SEED, limit=DATA_LIMIT)
+    DATA = str(S.find_local_tatoeba() or S.fetch_tatoeba(cache_dir=DRIVE))
+prepared = D.prepare_data(DATA, cfg, RUN_DIR, seed=SEED, limit=DATA_LIMIT)
 tok = prepared.tokenizer
 for report in prepared.reports.values():
     print(report, end="\n\n")
@@ -198,8 +202,8 @@ print(f"✓ none of the {len(prepared.test_pairs):,} test pairs appears in train
 
 # %%
 EXAMPLE = ("Je n'ai pas vu le chat.", "I didn't see the cat.")
-example = D.make_example(tok, *EXAMPLE, max_len=cfg.max_len)
-one = D.collate([example])
+example = TK.make_example(tok, *EXAMPLE, max_len=cfg.max_len)
+one = TK.collate([example])
 pieces = [tok.id_to_piece(i) for i in example.input_ids]
 print(f"prefix_len = {example.prefix_len} (<bos>, {example.prefix_len - 2} French pieces, <sep>)\n")
 print(f"{'pos':>3}  {'piece':<12}{'id':>5}  {'part':<7} label (the next token)")
@@ -257,7 +261,7 @@ plt.show()
 
 # %% tags=["check"]
 def check_example_format(collate_fn, tok=tok, max_len=cfg.max_len):
-    examples = [D.make_example(tok, *EXAMPLE, max_len=max_len), D.make_example(tok, "Oui.", "Yes.", max_len=max_len)]
+    examples = [TK.make_example(tok, *EXAMPLE, max_len=max_len), TK.make_example(tok, "Oui.", "Yes.", max_len=max_len)]
     batch = collate_fn(examples)
     ids, labels = batch.input_ids.tolist(), batch.labels.tolist()
     for b, ex in enumerate(examples):
@@ -279,7 +283,7 @@ def check_example_format(collate_fn, tok=tok, max_len=cfg.max_len):
     )
 
 
-check_example_format(D.collate)
+check_example_format(TK.collate)
 print("✓ labels are the next token, on English and <eos> only")
 
 # %% [markdown]
@@ -291,7 +295,7 @@ print("✓ labels are the next token, on English and <eos> only")
 # shows the held-out test pairs, all of them (a random sample of the same sentences, nothing dropped).
 
 # %%
-test_len = D.pair_lengths(prepared.test_pairs, tok)  # tokens per side
+test_len = TK.pair_lengths(prepared.test_pairs, tok)  # tokens per side
 whole = test_len["fr"] + test_len["en"] + 3  # <bos>, <sep>, <eos>
 dropped = prepared.reports["encode_train"].dropped_too_long
 fig, ax = plt.subplots(figsize=(6, 3.2))
@@ -321,7 +325,7 @@ plt.show()
 
 # %%
 bucketed = prepared.train_batcher.stats()
-shuffled = D.BucketBatcher(prepared.train_batcher.examples, max_tokens=cfg.max_tokens, seed=SEED, bucket=False).stats()
+shuffled = TK.BucketBatcher(prepared.train_batcher.examples, max_tokens=cfg.max_tokens, seed=SEED, bucket=False).stats()
 for name, s in (("bucketed by length", bucketed), ("random order", shuffled)):
     print(
         f"{name:>19}: {s['batches']:>6,} batches, {s['mean_batch_size']:6.1f} sentences each, "
@@ -338,7 +342,7 @@ for name, s in (("bucketed by length", bucketed), ("random order", shuffled)):
 
 # %%
 runtime.set_seed(SEED)
-model_cfg = cfg.model_config(tok.vocab_size)
+model_cfg = cfg.model_config(tok.vocab_size, DEVICE)
 model = DecoderOnlyTransformer(model_cfg)
 N_PARAMS = num_parameters(model_cfg)
 print(
@@ -419,7 +423,7 @@ for margin in (2, 5, 10, 20):  # the right token's logit is `margin` above every
 # the `cpu` preset finds native bf16 instructions.
 
 # %%
-PRECISION = T.resolve_precision(DEVICE, cfg.precision)
+PRECISION = runtime.resolve_precision(DEVICE, cfg.precision)
 print(
     f"On {DEVICE}: precision {PRECISION}; gradient scaler {'on' if T.make_scaler(DEVICE, PRECISION).is_enabled() else 'off (not needed)'}"
 )
@@ -596,7 +600,7 @@ class Disconnect(Exception):
 
 
 def check_resume(loop_fn, examples, vocab_size, workdir, steps=RESUME_STEPS):
-    rcfg = T.preset_config(
+    rcfg = C.preset_config(
         "tiny",
         steps=steps,
         checkpoint_every_steps=10,
@@ -606,12 +610,12 @@ def check_resume(loop_fn, examples, vocab_size, workdir, steps=RESUME_STEPS):
         seed=SEED,
     )
     small = [ex for ex in examples if len(ex.input_ids) <= rcfg.max_len][:400]
-    valid = list(D.BucketBatcher(small[-50:], max_tokens=rcfg.max_tokens, shuffle=False))
+    valid = list(TK.BucketBatcher(small[-50:], max_tokens=rcfg.max_tokens, shuffle=False))
     workdir = Path(workdir)
 
     def fresh(seed=SEED):
         runtime.set_seed(seed)
-        return DecoderOnlyTransformer(rcfg.model_config(vocab_size)), D.BucketBatcher(
+        return DecoderOnlyTransformer(rcfg.model_config(vocab_size)), TK.BucketBatcher(
             small, max_tokens=rcfg.max_tokens, seed=SEED
         )
 
@@ -672,8 +676,8 @@ model.eval()
 test_pairs = prepared.test_pairs
 sources, references = [fr for fr, _ in test_pairs], [en for _, en in test_pairs]
 n_beam = len(sources) if BEAM_SENTENCES is None else min(BEAM_SENTENCES, len(sources))
-for src in [s for s in sources if len(D.prompt_ids(tok, s)) <= cfg.max_len // 2][:2]:
-    plen = len(D.prompt_ids(tok, src))
+for src in [s for s in sources if len(TK.prompt_ids(tok, s)) <= cfg.max_len // 2][:2]:
+    plen = len(TK.prompt_ids(tok, src))
     print(f"{src!r}: a prefix of {plen} tokens may get up to {E.max_new_tokens_for(plen, cfg.max_len)} new tokens")
 
 greedy_report, beam_report = E.TranslateReport(), E.TranslateReport()
@@ -763,7 +767,7 @@ def attention_panels(model, sentences, layer=-1):
     dev = next(model.parameters()).device
     fig, axes = plt.subplots(1, len(sentences), figsize=(4.2 * len(sentences), 4.2), squeeze=False)
     for ax, fr in zip(axes[0], sentences):
-        prompt = D.prompt_ids(tok, fr)
+        prompt = TK.prompt_ids(tok, fr)
         new = model.generate([prompt], E.max_new_tokens_for(len(prompt), cfg.max_len), eos_id=tok.eos_id)[0]
         ids = prompt + new + [tok.eos_id]
         P = len(prompt)
@@ -873,7 +877,7 @@ metrics = {
     "val_loss": result.val_loss,
     "val_ppl": result.val_ppl,
     "precision": PRECISION,
-    "hardware": colab.accelerator().as_dict(),
+    "hardware": runtime.accelerator().as_dict(),
     "config": {"preset": PRESET, "train": cfg.to_dict(), "model": model_cfg.to_dict()},
     "run_dir": str(RUN_DIR),
     "date": time.strftime("%Y-%m-%d %H:%M"),

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from helpers.attention import attention, orthonormal_vectors, sample_keys, self_attention, sinusoidal_positions
+from helpers.attention import attention, orthonormal_vectors, sample_keys, self_attention
+from helpers.model import sinusoidal_table
 
 
 def _gen(seed=0):
@@ -122,8 +123,11 @@ def test_sample_keys_rejects_bad_arguments():
         sample_keys(mu, 0.1, 2, covariance="item5", a=3)
 
 
-def test_sinusoidal_positions():
-    P = sinusoidal_positions(50, 8)
+def test_sinusoidal_table_in_float64_as_notebook_01_uses_it():
+    P64 = sinusoidal_table(50, 8, dtype=torch.float64)
+    assert P64.dtype == torch.float64
+    assert torch.allclose(P64.float(), sinusoidal_table(50, 8), atol=1e-5), "float32 and float64 tables agree"
+    P = P64.float()
     assert P.shape == (50, 8)
     assert torch.allclose(P[0], torch.tensor([0.0, 1.0] * 4)), "position 0: sin 0 = 0, cos 0 = 1"
     assert torch.allclose(P[:, 0], torch.sin(torch.arange(50.0)), atol=1e-6), (
@@ -132,5 +136,5 @@ def test_sinusoidal_positions():
     assert torch.allclose(P[:, 6], torch.sin(torch.arange(50.0) / 10000 ** (6 / 8)), atol=1e-6)
     assert torch.allclose(P[:, 0::2] ** 2 + P[:, 1::2] ** 2, torch.ones(50, 4), atol=1e-6)
     assert len({tuple(row) for row in P.round(decimals=4).tolist()}) == 50, "every position gets its own code"
-    with pytest.raises(ValueError, match="even d"):
-        sinusoidal_positions(10, 7)
+    with pytest.raises(ValueError, match="even d_model"):
+        sinusoidal_table(10, 7)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from helpers.__main__ import build_parser
+from helpers.cli import build_parser
 
 
 def _run(*args, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -48,7 +48,7 @@ def test_train_translate_evaluate_round_trip(tmp_path):
     scored = _run("evaluate", "--checkpoint", str(out), "--test", str(test), "--json", str(metrics_path))
     assert "BLEU" in scored.stdout and "nrefs:1" in scored.stdout, "scores are printed with their sacreBLEU signature"
     metrics = json.loads(metrics_path.read_text())
-    assert {"bleu", "chrf", "bleu_signature"} <= set(metrics)
+    assert {"bleu", "chrf", "bleu_signature"} <= set(metrics["evaluations"][0])
 
 
 def test_a_different_configuration_is_refused_with_the_field_named(tmp_path):
@@ -89,3 +89,34 @@ def test_budget_is_required_and_exclusive():
         parser.parse_args(["train", "--data", "builtin", "--out", "x", "--steps", "3", "--minutes", "1"])
     args = parser.parse_args(["train", "--data", "builtin", "--out", "x", "--steps", "3"])
     assert args.steps == 3 and args.minutes is None and args.preset == "cpu"
+
+
+def test_train_prints_and_records_every_line_it_could_not_use(tmp_path):
+    """3,000 good lines plus planted bad ones: each kind is counted, with the line where it first occurs."""
+    from helpers.corpus import builtin_corpus
+
+    good = [f"{fr}\t{en}".encode() for fr, en in builtin_corpus(3000, seed=3, difficulty=1)]
+    no_tab = [f"Ligne sans tabulation numéro {i}.".encode() for i in range(17)]
+    empty_en = [f"Une phrase française {i}.\t ".encode() for i in range(11)]
+    bad_utf8 = [b"Caf\xe9 cr\xe8me\tCoffee " + str(i).encode() for i in range(9)]  # Latin-1, not UTF-8
+    lines = good[:1000] + no_tab + good[1000:2000] + empty_en + good[2000:] + bad_utf8
+    data = tmp_path / "planted.tsv"
+    data.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "run"
+    proc = _run("train", "--data", str(data), "--steps", "1", "--out", str(out), "--preset", "tiny")
+    said = proc.stderr
+    assert "lines read      3,037" in said and "pairs kept      3,000" in said and "skipped            37" in said
+    assert "17  missing tab (fewer than 2 columns) (first at line 1,001)" in said
+    assert "11  empty English side (first at line 2,018)" in said
+    assert "9  invalid UTF-8 (first at line 3,029)" in said
+    assert "removed by cleaning" in said and "too long for max_len=48" in said
+    report = json.loads((out / "train_summary.json").read_text())["data_report"]
+    assert report["lines_read"] == 3037 and report["pairs_kept"] == 3000
+    assert report["skipped"] == {
+        "missing tab (fewer than 2 columns)": {"count": 17, "first_line": 1001},
+        "empty English side": {"count": 11, "first_line": 2018},
+        "invalid UTF-8": {"count": 9, "first_line": 3029},
+    }
+    removed = sum(report["removed_by_cleaning"].values())
+    assert report["pairs_after_cleaning"] == 3000 - removed == sum(report["split"].values())
+    assert set(report["too_long_for_max_len"]) == {"train", "valid"}

@@ -1,7 +1,10 @@
 """The built-in synthetic corpus: reproducible, big enough, grammatical where we can check it, and learnable."""
+
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,18 +13,20 @@ import torch.nn.functional as F
 
 from helpers import corpus as C
 from helpers import data as D
+from helpers import sources as S
+from helpers import tokens as TK
 
 
 def noun(fr: str) -> C.Noun:
-    return next(n for n in C.NOUNS if n.fr == fr)
+    return next(n for n in C.vocabulary().nouns if n.fr == fr)
 
 
 def adj(m: str) -> C.Adj:
-    return next(a for a in C.ADJECTIVES if a.m == m)
+    return next(a for a in C.vocabulary().adjectives if a.m == m)
 
 
 def verb(inf: str) -> C.Verb:
-    return next(v for v in C.VERBS if v.inf == inf)
+    return next(v for v in C.vocabulary().verbs if v.inf == inf)
 
 
 def pron(person: int, gender: str = "m") -> C.Subject:
@@ -58,11 +63,11 @@ def test_default_corpus_has_at_least_20k_distinct_pairs(default_corpus):
 
 
 def test_load_pairs_builtin_goes_through_the_same_generator():
-    pairs, report = D.load_pairs("builtin", limit=500, seed=2, difficulty=1)
+    pairs, report = S.load_pairs("builtin", limit=500, seed=2, difficulty=1)
     assert pairs == C.builtin_corpus(n=500, seed=2, difficulty=1)
     assert "SYNTHETIC" in report.pretty() and report.kept == 500
     with pytest.raises(D.DataError, match="difficulty"):
-        D.load_pairs("builtin", limit=10, difficult=2)
+        S.load_pairs("builtin", limit=10, difficult=2)
 
 
 def test_bad_arguments_say_what_to_do():
@@ -89,53 +94,212 @@ def test_an_ambiguous_grammar_is_refused(monkeypatch):
         C.builtin_corpus(n=3000, difficulty=1)
 
 
+# ============================================================================ the word file
+
+
+def test_the_words_come_from_the_data_file_read_once():
+    path = C._words_path()
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert "MIT" in raw["_about"] and "this project" in raw["_about"]
+    words = C.vocabulary()
+    assert words is C.vocabulary()  # cached: the file is read once
+    assert [n.fr for n in words.nouns] == [e["fr"] for e in raw["nouns"]]  # in the file's order
+    assert [a.m for a in words.adjectives] == [e["m"] for e in raw["adjectives"]]
+    assert [v.inf for v in words.verbs] == [e["inf"] for e in raw["verbs"]]
+    # regular plurals (+s) and -er presents are left out of the file and made by rule, irregular ones spelt out
+    assert (noun("chat").fr_pl, noun("chat").en_pl) == ("chats", "cats")
+    assert (noun("cheval").fr_pl, noun("souris").en_pl) == ("chevaux", "mice")
+    assert verb("manger").present == ("mange", "manges", "mange", "mangeons", "mangez", "mangent")
+    assert verb("acheter").present[0] == "achète" and verb("dormir").objects == () and verb("aimer").generic
+    assert adj("beau").m_vowel == "bel" and adj("grand").english(("person",)) == "tall"
+    assert words.names[0] == ("Tom", "m", 1) and ("près de", "near") in words.prepositions
+    assert words.times["past"][0] == ("hier", "yesterday")
+
+
+def test_the_word_file_ships_with_the_package():
+    """pyproject.toml installs data/ as helpers.bundled, which is where a wheel install looks for the file."""
+    tomllib = pytest.importorskip("tomllib")
+    root = Path(C.__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").is_file():
+        pytest.skip("helpers is installed outside a checkout")
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert "helpers.bundled" in setuptools["packages"]
+    assert setuptools["package-dir"]["helpers.bundled"] == "data"
+    assert any(Path(C.WORDS_FILE).match(glob) for glob in setuptools["package-data"]["helpers.bundled"])
+    assert (root / "data" / C.WORDS_FILE).is_file()
+
+
 # ============================================================================ grammar spot checks
 
 
-@pytest.mark.parametrize("clause, fr, en", [
-    (lambda: C.Clause("copula", np_subject(C.NP(noun("maison"), True, "def", (adj("petit"),))), "present", False, "",
-                      adj=adj("blanc")),
-     "Les petites maisons sont blanches.", "The small houses are white."),
-    (lambda: C.Clause("transitive", pron(0), "present", True, "", verb=verb("avoir"), obj=C.NP(noun("chat"), False, "indef")),
-     "Je n'ai pas de chat.", "I don't have a cat."),
-    (lambda: C.Clause("transitive", pron(3), "present", True, "", verb=verb("avoir"), obj=C.NP(noun("chat"), True, "indef")),
-     "Nous n'avons pas de chats.", "We don't have any cats."),
-    (lambda: C.Clause("intransitive", pron(5, "f"), "past", False, "", verb=verb("partir")),
-     "Elles sont parties.", "They left."),
-    (lambda: C.Clause("intransitive", pron(0, "f"), "past", True, "", verb=verb("arriver")),
-     "Je ne suis pas arrivée.", "I didn't arrive."),
-    (lambda: C.Clause("transitive", pron(2), "present", False, "inversion", verb=verb("manger"),
-                      obj=C.NP(noun("pomme"), False, "indef")),
-     "Mange-t-il une pomme ?", "Does he eat an apple?"),
-    (lambda: C.Clause("transitive", pron(2, "f"), "past", False, "estceque", verb=verb("manger"),
-                      obj=C.NP(noun("gâteau"), False, "def")),
-     "Est-ce qu'elle a mangé le gâteau ?", "Did she eat the cake?"),
-    (lambda: C.Clause("transitive", pron(0), "present", False, "", verb=verb("aimer"), obj=C.NP(noun("chat"), True, "def")),
-     "J'aime les chats.", "I like cats."),
-    (lambda: C.Clause("copula", np_subject(C.NP(noun("homme"), False, "indef", (adj("vieux"),))), "present", False, "",
-                      adj=adj("fatigué")),
-     "Un vieil homme est fatigué.", "An old man is tired."),
-    (lambda: C.Clause("transitive", pron(3), "future", False, "", verb=verb("acheter"),
-                      obj=C.NP(noun("voiture"), True, "indef", (adj("grand"),))),
-     "Nous allons acheter de grandes voitures.", "We're going to buy big cars."),
-    (lambda: C.Clause("copula", np_subject(C.NP(noun("garçon"), False, "def")), "future", True, "", adj=adj("content")),
-     "Le garçon ne va pas être content.", "The boy isn't going to be happy."),
-    (lambda: C.Clause("copula", np_subject(C.NP(noun("garçon"), False, "def")), "present", False, "", adj=adj("grand")),
-     "Le garçon est grand.", "The boy is tall."),
-    (lambda: C.Clause("transitive", pron(1), "past", False, "", verb=verb("lire"), obj=C.NP(noun("livre"), False, "def"),
-                      place=("près de", C.NP(noun("lac"), False, "def")), time=("hier", "yesterday")),
-     "Tu as lu le livre près du lac hier.", "You read the book near the lake yesterday."),
-    (lambda: C.Clause("intransitive", pron(2, "f"), "future", False, "inversion", verb=verb("partir"),
-                      time=("demain", "tomorrow")),
-     "Va-t-elle partir demain ?", "Is she going to leave tomorrow?"),
-    (lambda: C.Clause("copula", np_subject(C.NP(noun("oiseau"), False, "this")), "past", False, "estceque", adj=adj("beau")),
-     "Est-ce que cet oiseau était beau ?", "Was this bird beautiful?"),
-    (lambda: C.Clause("intransitive", np_subject(C.NP(noun("amie"), False, "my")), "past", False, "", verb=verb("venir")),
-     "Mon amie est venue.", "My friend came."),
-    (lambda: C.Clause("transitive", C.Subject(2, "m", name="Tom"), "present", False, "estceque", verb=verb("avoir"),
-                      obj=C.NP(noun("horloge"), False, "def")),
-     "Est-ce que Tom a l'horloge ?", "Does Tom have the clock?"),
-])
+@pytest.mark.parametrize(
+    "clause, fr, en",
+    [
+        (
+            lambda: C.Clause(
+                "copula",
+                np_subject(C.NP(noun("maison"), True, "def", (adj("petit"),))),
+                "present",
+                False,
+                "",
+                adj=adj("blanc"),
+            ),
+            "Les petites maisons sont blanches.",
+            "The small houses are white.",
+        ),
+        (
+            lambda: C.Clause(
+                "transitive", pron(0), "present", True, "", verb=verb("avoir"), obj=C.NP(noun("chat"), False, "indef")
+            ),
+            "Je n'ai pas de chat.",
+            "I don't have a cat.",
+        ),
+        (
+            lambda: C.Clause(
+                "transitive", pron(3), "present", True, "", verb=verb("avoir"), obj=C.NP(noun("chat"), True, "indef")
+            ),
+            "Nous n'avons pas de chats.",
+            "We don't have any cats.",
+        ),
+        (
+            lambda: C.Clause("intransitive", pron(5, "f"), "past", False, "", verb=verb("partir")),
+            "Elles sont parties.",
+            "They left.",
+        ),
+        (
+            lambda: C.Clause("intransitive", pron(0, "f"), "past", True, "", verb=verb("arriver")),
+            "Je ne suis pas arrivée.",
+            "I didn't arrive.",
+        ),
+        (
+            lambda: C.Clause(
+                "transitive",
+                pron(2),
+                "present",
+                False,
+                "inversion",
+                verb=verb("manger"),
+                obj=C.NP(noun("pomme"), False, "indef"),
+            ),
+            "Mange-t-il une pomme ?",
+            "Does he eat an apple?",
+        ),
+        (
+            lambda: C.Clause(
+                "transitive",
+                pron(2, "f"),
+                "past",
+                False,
+                "estceque",
+                verb=verb("manger"),
+                obj=C.NP(noun("gâteau"), False, "def"),
+            ),
+            "Est-ce qu'elle a mangé le gâteau ?",
+            "Did she eat the cake?",
+        ),
+        (
+            lambda: C.Clause(
+                "transitive", pron(0), "present", False, "", verb=verb("aimer"), obj=C.NP(noun("chat"), True, "def")
+            ),
+            "J'aime les chats.",
+            "I like cats.",
+        ),
+        (
+            lambda: C.Clause(
+                "copula",
+                np_subject(C.NP(noun("homme"), False, "indef", (adj("vieux"),))),
+                "present",
+                False,
+                "",
+                adj=adj("fatigué"),
+            ),
+            "Un vieil homme est fatigué.",
+            "An old man is tired.",
+        ),
+        (
+            lambda: C.Clause(
+                "transitive",
+                pron(3),
+                "future",
+                False,
+                "",
+                verb=verb("acheter"),
+                obj=C.NP(noun("voiture"), True, "indef", (adj("grand"),)),
+            ),
+            "Nous allons acheter de grandes voitures.",
+            "We're going to buy big cars.",
+        ),
+        (
+            lambda: C.Clause(
+                "copula", np_subject(C.NP(noun("garçon"), False, "def")), "future", True, "", adj=adj("content")
+            ),
+            "Le garçon ne va pas être content.",
+            "The boy isn't going to be happy.",
+        ),
+        (
+            lambda: C.Clause(
+                "copula", np_subject(C.NP(noun("garçon"), False, "def")), "present", False, "", adj=adj("grand")
+            ),
+            "Le garçon est grand.",
+            "The boy is tall.",
+        ),
+        (
+            lambda: C.Clause(
+                "transitive",
+                pron(1),
+                "past",
+                False,
+                "",
+                verb=verb("lire"),
+                obj=C.NP(noun("livre"), False, "def"),
+                place=("près de", C.NP(noun("lac"), False, "def")),
+                time=("hier", "yesterday"),
+            ),
+            "Tu as lu le livre près du lac hier.",
+            "You read the book near the lake yesterday.",
+        ),
+        (
+            lambda: C.Clause(
+                "intransitive",
+                pron(2, "f"),
+                "future",
+                False,
+                "inversion",
+                verb=verb("partir"),
+                time=("demain", "tomorrow"),
+            ),
+            "Va-t-elle partir demain ?",
+            "Is she going to leave tomorrow?",
+        ),
+        (
+            lambda: C.Clause(
+                "copula", np_subject(C.NP(noun("oiseau"), False, "this")), "past", False, "estceque", adj=adj("beau")
+            ),
+            "Est-ce que cet oiseau était beau ?",
+            "Was this bird beautiful?",
+        ),
+        (
+            lambda: C.Clause(
+                "intransitive", np_subject(C.NP(noun("amie"), False, "my")), "past", False, "", verb=verb("venir")
+            ),
+            "Mon amie est venue.",
+            "My friend came.",
+        ),
+        (
+            lambda: C.Clause(
+                "transitive",
+                C.Subject(2, "m", name="Tom"),
+                "present",
+                False,
+                "estceque",
+                verb=verb("avoir"),
+                obj=C.NP(noun("horloge"), False, "def"),
+            ),
+            "Est-ce que Tom a l'horloge ?",
+            "Does Tom have the clock?",
+        ),
+    ],
+)
 def test_sentences_are_realised_with_agreement_elision_and_word_order(clause, fr, en):
     c = clause()
     assert (c.fr(), c.en()) == (fr, en)
@@ -150,7 +314,7 @@ def test_agreement_example_from_the_corpus_itself(default_corpus):
 # ============================================================================ properties over whole corpora
 
 _FORMS = {}
-for _n in C.NOUNS:
+for _n in C.vocabulary().nouns:
     _FORMS.setdefault(_n.fr, set()).add((_n.gender, False))
     _FORMS.setdefault(_n.fr_pl, set()).add((_n.gender, True))
 
@@ -165,7 +329,7 @@ def _agreement_errors(sentence: str) -> list[str]:
         for j, pre in ((i - 1, True), (i + 1, False)):
             if not 0 <= j < len(words):
                 continue
-            for a in C.ADJECTIVES:
+            for a in C.vocabulary().adjectives:
                 if a.pre != pre or words[j] not in {a.m, a.f, a.mpl, a.fpl, a.m_vowel}:
                     continue
                 ok = {a.form(g, pl) for g, pl in _FORMS[w]} | ({a.m_vowel} if a.m_vowel else set())
@@ -213,7 +377,6 @@ def test_describe_corpus_says_plainly_that_it_is_synthetic():
     for d in (1, 2, 3):
         text = C.describe_corpus(d)
         assert "SYNTHETIC" in text and f"difficulty {d}" in text and "nouns" in text
-    assert D.describe_corpus is C.describe_corpus
 
 
 # ============================================================================ a small model learns it
@@ -240,11 +403,11 @@ def tiny_model(vocab: int, max_len: int) -> nn.Module:
 
 def train_losses(pairs, steps: int = 150, seed: int = 0) -> list[float]:
     torch.manual_seed(seed)
-    tok = D.Tokenizer.train(pairs, vocab_size=400)
-    examples, _ = D.encode_pairs(tok, pairs, max_len=40)
+    tok = TK.Tokenizer.train(pairs, vocab_size=400)
+    examples, _ = TK.encode_pairs(tok, pairs, max_len=40)
     model = tiny_model(tok.vocab_size, 40)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    batcher = D.BucketBatcher(examples, max_tokens=1024, seed=seed)
+    batcher = TK.BucketBatcher(examples, max_tokens=1024, seed=seed)
     losses: list[float] = []
     while len(losses) < steps:
         for batch in batcher:

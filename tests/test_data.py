@@ -15,7 +15,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers import checkpoint as ckpt
+from helpers import config as C
+from helpers import corpus
 from helpers import data as D
+from helpers import sources as S
+from helpers import tokens as TK
 
 FR_EN = [
     ("J'ai froid.", "I'm cold."),
@@ -46,7 +51,7 @@ def test_tatoeba_file_is_english_first_and_we_return_french_first(tmp_path):
         "I'm cold.\tJ'ai froid.\tCC-BY 2.0 (France) Attribution: tatoeba.org #1 & #2\n"
         "Where is the station?\tOù est la gare ?\n",
     )  # old 2-column releases too
-    pairs, report = D.load_pairs("tatoeba", f)
+    pairs, report = S.load_pairs("tatoeba", f)
     assert pairs == [("J'ai froid.", "I'm cold."), ("Où est la gare ?", "Where is the station?")]
     assert report.kept == 2 and report.lines_read == 2 and report.n_skipped == 0
     assert "not a release this course knows" in report.pretty()  # our tiny file is no known release
@@ -63,7 +68,7 @@ def test_tatoeba_bad_lines_are_skipped_and_counted_with_reasons(tmp_path):
         b"Bad bytes \xff\xfe here.\tDes octets invalides \xc3\x28.\n"
     )
     f = write(tmp_path / "fra.txt", good[:40] + good[40:] + bad)
-    pairs, report = D.load_tatoeba(f)
+    pairs, report = S.load_tatoeba(f)
     assert pairs == FR_EN[:3]
     assert report.lines_read == 9 and report.kept == 3
     assert report.skipped == {
@@ -85,33 +90,33 @@ def test_crlf_and_byte_order_mark_do_not_leak_into_sentences(tmp_path):
         tmp_path / "fra.txt",
         b"\xef\xbb\xbf" + tatoeba_lines(FR_EN[:2], attribution=False).replace("\n", "\r\n").encode(),
     )
-    pairs, _ = D.load_tatoeba(f)
+    pairs, _ = S.load_tatoeba(f)
     assert pairs == FR_EN[:2]
 
 
 def test_a_file_without_any_valid_pair_raises_saying_what_to_do(tmp_path):
     f = write(tmp_path / "fra.txt", "just one column\nand another\n")
     with pytest.raises(D.DataError, match="No valid") as err:
-        D.load_tatoeba(f)
+        S.load_tatoeba(f)
     assert "English<TAB>French" in str(err.value) and "missing tab" in str(err.value)
     empty = write(tmp_path / "empty.tsv", "")
     with pytest.raises(D.DataError, match="No valid"):
-        D.load_tsv(empty)
+        S.load_tsv(empty)
 
 
 def test_missing_file_and_unknown_source_raise_helpful_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist") as err:
-        D.load_pairs("tatoeba", tmp_path / "nope.txt")
+        S.load_pairs("tatoeba", tmp_path / "nope.txt")
     assert "builtin" in str(err.value)
     with pytest.raises(D.DataError, match="not a file"):
-        D.load_tsv(tmp_path)
+        S.load_tsv(tmp_path)
     with pytest.raises(D.DataError, match="Unknown source 'tatoba'") as err:
-        D.load_pairs("tatoba")
-    assert all(s in str(err.value) for s in D.SOURCES)
+        S.load_pairs("tatoba")
+    assert all(s in str(err.value) for s in S.SOURCES)
     with pytest.raises(D.DataError, match="path="):
-        D.load_pairs("tsv")
+        S.load_pairs("tsv")
     with pytest.raises(D.DataError, match="path=\\(french_file, english_file\\)"):
-        D.load_pairs("parallel", tmp_path / "one_file.txt")
+        S.load_pairs("parallel", tmp_path / "one_file.txt")
 
 
 # ============================================================================ download and cache
@@ -127,15 +132,15 @@ def make_zip(tmp_path: Path, content: str, inner: str = "fra-eng/fra.txt") -> Pa
 
 @pytest.fixture
 def no_local_copy(monkeypatch):
-    monkeypatch.setattr(D, "find_local_tatoeba", lambda: None)
+    monkeypatch.setattr(S, "find_local_tatoeba", lambda: None)
 
 
 def test_download_via_file_url_is_cached_and_checksummed(tmp_path, no_local_copy):
     content = tatoeba_lines(FR_EN)
     url = make_zip(tmp_path, content).as_uri()
     cache = tmp_path / "cache"
-    with pytest.warns(D.ChecksumWarning, match="not a Tatoeba release this course knows"):
-        pairs, report = D.load_tatoeba(cache_dir=cache, urls=url)
+    with pytest.warns(S.ChecksumWarning, match="not a Tatoeba release this course knows"):
+        pairs, report = S.load_tatoeba(cache_dir=cache, urls=url)
     assert pairs == FR_EN
     assert (cache / "tatoeba-fra-eng" / "fra.txt").read_text() == content
     assert (cache / "tatoeba-fra-eng" / "_about.txt").is_file()
@@ -147,21 +152,21 @@ def test_a_known_checksum_passes_silently_and_the_cache_is_not_downloaded_again(
     zip_path = make_zip(tmp_path, content)
     import hashlib
 
-    monkeypatch.setitem(D.KNOWN_TATOEBA, hashlib.sha256(content.encode()).hexdigest(), "test release")
+    monkeypatch.setitem(S.KNOWN_TATOEBA, hashlib.sha256(content.encode()).hexdigest(), "test release")
     calls = []
 
     def fake_fetch(url, dest, timeout=60.0):
         calls.append(url)
         dest.write_bytes(zip_path.read_bytes())
 
-    monkeypatch.setattr(D, "_fetch", fake_fetch)
+    monkeypatch.setattr(S, "_fetch", fake_fetch)
     cache = tmp_path / "cache"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no ChecksumWarning for a known release
-        pairs, report = D.load_pairs("tatoeba", cache_dir=cache)
-        again, _ = D.load_pairs("tatoeba", cache_dir=cache)
+        pairs, report = S.load_pairs("tatoeba", cache_dir=cache)
+        again, _ = S.load_pairs("tatoeba", cache_dir=cache)
     assert pairs == again == FR_EN
-    assert calls == [D.TATOEBA_URLS[0]]  # fetched once; the second load used the cache
+    assert calls == [S.TATOEBA_URLS[0]]  # fetched once; the second load used the cache
     assert "test release" in report.pretty()
 
 
@@ -173,9 +178,9 @@ def test_the_first_mirror_failing_falls_back_to_the_next(tmp_path, no_local_copy
             raise urllib.error.URLError("no route to host")
         dest.write_bytes(zip_path.read_bytes())
 
-    monkeypatch.setattr(D, "_fetch", fetch)
-    with pytest.warns(D.ChecksumWarning):
-        pairs, _ = D.load_tatoeba(
+    monkeypatch.setattr(S, "_fetch", fetch)
+    with pytest.warns(S.ChecksumWarning):
+        pairs, _ = S.load_tatoeba(
             cache_dir=tmp_path / "c", urls=["http://first.invalid/x.zip", "http://second.invalid/x.zip"]
         )
     assert pairs == FR_EN
@@ -184,8 +189,8 @@ def test_the_first_mirror_failing_falls_back_to_the_next(tmp_path, no_local_copy
 def test_a_failed_download_names_the_url_the_cache_and_the_alternatives(tmp_path, no_local_copy):
     url = (tmp_path / "missing" / "fra-eng.zip").as_uri()  # unreachable without any network
     cache = tmp_path / "cache"
-    with pytest.raises(D.DownloadError) as err:
-        D.load_pairs("tatoeba", cache_dir=cache, urls=url)
+    with pytest.raises(S.DownloadError) as err:
+        S.load_pairs("tatoeba", cache_dir=cache, urls=url)
     msg = str(err.value)
     assert url in msg
     assert str(cache / "tatoeba-fra-eng" / "fra.txt") in msg
@@ -195,21 +200,21 @@ def test_a_failed_download_names_the_url_the_cache_and_the_alternatives(tmp_path
 
 def test_a_zip_without_fra_txt_or_a_broken_zip_is_a_download_error(tmp_path, no_local_copy):
     wrong = make_zip(tmp_path, "x\ty\n", inner="deu.txt")
-    with pytest.raises(D.DownloadError, match="no fra.txt inside"):
-        D.fetch_tatoeba(tmp_path / "c1", urls=wrong.as_uri())
+    with pytest.raises(S.DownloadError, match="no fra.txt inside"):
+        S.fetch_tatoeba(tmp_path / "c1", urls=wrong.as_uri())
     broken = write(tmp_path / "broken.zip", b"this is not a zip")
-    with pytest.raises(D.DownloadError, match="not a zip file|BadZip|File is not"):
-        D.fetch_tatoeba(tmp_path / "c2", urls=broken.as_uri())
+    with pytest.raises(S.DownloadError, match="not a zip file|BadZip|File is not"):
+        S.fetch_tatoeba(tmp_path / "c2", urls=broken.as_uri())
 
 
 def test_no_download_and_no_copy_says_where_it_looked(tmp_path, no_local_copy):
     with pytest.raises(FileNotFoundError, match="download=False") as err:
-        D.load_tatoeba(cache_dir=tmp_path, download=False)
+        S.load_tatoeba(cache_dir=tmp_path, download=False)
     assert "builtin" in str(err.value)
 
 
 def test_the_local_copy_next_to_the_repo_is_found_by_path_when_present():
-    found = D.find_local_tatoeba()
+    found = S.find_local_tatoeba()
     if found is None:
         pytest.skip("no shared Tatoeba copy on this machine")
     assert found.name == "fra.txt" and found.is_file()
@@ -220,36 +225,36 @@ def test_the_local_copy_next_to_the_repo_is_found_by_path_when_present():
 
 def test_tsv_columns_are_explicit_and_extra_columns_ignored_and_counted(tmp_path):
     f = write(tmp_path / "pairs.tsv", "".join(f"{fr}\t{en}\tsource-{i}\n" for i, (fr, en) in enumerate(FR_EN)))
-    pairs, report = D.load_tsv(f)
+    pairs, report = S.load_tsv(f)
     assert pairs == FR_EN
     assert any("extra columns were ignored" in n and "6 lines" in n for n in report.notes)
     g = write(tmp_path / "en_first.tsv", "".join(f"id{i}\t{en}\t{fr}\n" for i, (fr, en) in enumerate(FR_EN)))
-    pairs, _ = D.load_pairs("tsv", g, columns=("id", "en", "fr"))
+    pairs, _ = S.load_pairs("tsv", g, columns=("id", "en", "fr"))
     assert pairs == FR_EN
     with pytest.raises(D.DataError, match="exactly one 'fr' and one 'en'"):
-        D.load_tsv(g, columns=("fr", "fr"))
+        S.load_tsv(g, columns=("fr", "fr"))
 
 
 def test_swapped_columns_are_detected_and_warned_about(tmp_path):
     swapped = write(tmp_path / "swapped.tsv", "".join(f"{en}\t{fr}\n" for fr, en in FR_EN))
-    with pytest.warns(D.ColumnOrderWarning, match="look swapped"):
-        pairs, report = D.load_tsv(swapped)  # default says French first: wrong for this file
+    with pytest.warns(S.ColumnOrderWarning, match="look swapped"):
+        pairs, report = S.load_tsv(swapped)  # default says French first: wrong for this file
     assert any("WARNING" in n for n in report.notes)
     right = write(tmp_path / "right.tsv", "".join(f"{fr}\t{en}\n" for fr, en in FR_EN))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        D.load_tsv(right)
+        S.load_tsv(right)
 
 
 def test_parallel_files_pair_line_by_line(tmp_path):
     fr = write(tmp_path / "a.fr", "".join(f + "\n" for f, _ in FR_EN) + "\n" + "Seulement en français.\n")
     en = write(tmp_path / "a.en", "".join(e + "\n" for _, e in FR_EN) + "\n" + "\n")
-    pairs, report = D.load_pairs("parallel", (fr, en))
+    pairs, report = S.load_pairs("parallel", (fr, en))
     assert pairs == FR_EN
     assert report.skipped == {"blank line": 1, "empty English side": 1}
     bad_en = write(tmp_path / "b.en", b"Fine.\n\xff\xfe\n")
     bad_fr = write(tmp_path / "b.fr", "Bien.\nAussi bien.\n")
-    pairs, report = D.load_parallel(bad_fr, bad_en)
+    pairs, report = S.load_parallel(bad_fr, bad_en)
     assert pairs == [("Bien.", "Fine.")] and report.skipped == {"invalid UTF-8": 1}
 
 
@@ -257,77 +262,34 @@ def test_parallel_files_of_different_lengths_raise_with_both_counts(tmp_path):
     fr = write(tmp_path / "a.fr", "Un.\nDeux.\nTrois.\n")
     en = write(tmp_path / "a.en", "One.\nTwo.\n")
     with pytest.raises(D.DataError, match="not aligned") as err:
-        D.load_parallel(fr, en)
+        S.load_parallel(fr, en)
     assert "3 lines" in str(err.value) and "2" in str(err.value)
 
 
 def test_limit_takes_a_seeded_sample_in_file_order(tmp_path):
     many = [(f"Phrase numéro {i} en français.", f"Sentence number {i} in English.") for i in range(200)]
     f = write(tmp_path / "many.tsv", "".join(f"{fr}\t{en}\n" for fr, en in many))
-    a, rep = D.load_pairs("tsv", f, limit=20, seed=1)
-    b, _ = D.load_pairs("tsv", f, limit=20, seed=1)
-    c, _ = D.load_pairs("tsv", f, limit=20, seed=2)
+    a, rep = S.load_pairs("tsv", f, limit=20, seed=1)
+    b, _ = S.load_pairs("tsv", f, limit=20, seed=1)
+    c, _ = S.load_pairs("tsv", f, limit=20, seed=2)
     assert a == b and a != c and len(a) == 20 and rep.kept == 20
     assert a != many[:20]  # a sample, not the head (Tatoeba is sorted by length)
     assert [many.index(p) for p in a] == sorted(many.index(p) for p in a)
     assert any("random sample of 20 of 200" in n for n in rep.notes)
 
 
-# ============================================================================ Hugging Face, via local parquet
-
-
-@pytest.fixture
-def parquet_file(tmp_path):
-    datasets = pytest.importorskip("datasets")
-    rows = [{"en": en, "fr": fr} for fr, en in FR_EN] + [{"en": "Nothing on the other side.", "fr": ""}]
-    path = tmp_path / "test-00000-of-00001.parquet"
-    datasets.Dataset.from_dict({"translation": rows}).to_parquet(str(path))
-    return path
-
-
-def test_hf_loader_reads_parquet_translation_rows_french_first(parquet_file, tmp_path):
-    pairs, report = D.load_hf("opus100", split="test", data_files=str(parquet_file), cache_dir=tmp_path / "hf")
-    assert pairs == FR_EN
-    assert report.skipped == {"empty French side": 1} and report.lines_read == len(FR_EN) + 1
-    assert report.source == "hf:opus100/test"
-    some, _ = D.load_pairs("hf", str(parquet_file), name="wmt14", split="test", limit=3, cache_dir=tmp_path / "hf")
-    assert some == FR_EN[:3]
-
-
-def test_hf_loader_accepts_flat_fr_en_columns(tmp_path):
-    datasets = pytest.importorskip("datasets")
-    path = tmp_path / "flat.parquet"
-    datasets.Dataset.from_dict({"fr": [f for f, _ in FR_EN], "en": [e for _, e in FR_EN]}).to_parquet(str(path))
-    pairs, _ = D.load_hf("wmt14", data_files=str(path), cache_dir=tmp_path / "hf")
-    assert pairs == FR_EN
-
-
-def test_hf_sources_point_at_the_hub_parquet_files():
-    assert D.HF_SOURCES["opus100"].repo == "Helsinki-NLP/opus-100" and "en-fr/" in D.HF_SOURCES["opus100"].pattern
-    assert D.HF_SOURCES["wmt14"].default_split == "test" and "fr-en/" in D.HF_SOURCES["wmt14"].pattern
-
-
-def test_hf_errors_say_what_to_do(tmp_path):
-    pytest.importorskip("datasets")
-    with pytest.raises(D.DataError, match="Unknown Hugging Face source 'opus'"):
-        D.load_hf("opus")
-    with pytest.raises(D.DataError, match="Could not load opus100") as err:
-        D.load_hf("opus100", split="test", data_files=str(tmp_path / "absent.parquet"), cache_dir=tmp_path / "hf")
-    assert "builtin" in str(err.value)
-
-
 # ============================================================================ cleaning
 
 
 def test_normalise_text_handles_french_spaces_controls_and_composition():
-    assert D.normalise_text("Va\u202f!") == "Va !"  # narrow no-break space, as Tatoeba writes French
-    assert D.normalise_text("Qui\u00a0?  ") == "Qui ?"
-    assert D.normalise_text("deux\u2009mots") == "deux mots"
-    assert D.normalise_text("zé\u200bro\x07 \u00adX") == "zéro X"
+    assert TK.normalise_text("Va\u202f!") == "Va !"  # narrow no-break space, as Tatoeba writes French
+    assert TK.normalise_text("Qui\u00a0?  ") == "Qui ?"
+    assert TK.normalise_text("deux\u2009mots") == "deux mots"
+    assert TK.normalise_text("zé\u200bro\x07 \u00adX") == "zéro X"
     decomposed = "e\u0301te\u0301"  # é written as e + combining accent
-    assert D.normalise_text(decomposed) == "\u00e9t\u00e9" and len(D.normalise_text(decomposed)) == 3
-    assert D.normalise_text("  a \t b \n") == "a b"
-    assert D.normalise_text("Ça 😀 !") == "Ça 😀 !"  # emoji survive
+    assert TK.normalise_text(decomposed) == "\u00e9t\u00e9" and len(TK.normalise_text(decomposed)) == 3
+    assert TK.normalise_text("  a \t b \n") == "a b"
+    assert TK.normalise_text("Ça 😀 !") == "Ça 😀 !"  # emoji survive
 
 
 def test_clean_pairs_counts_every_step():
@@ -409,7 +371,7 @@ def test_the_leak_check_catches_a_naive_split():
 
 
 def test_splits_are_deterministic_and_roughly_the_asked_sizes():
-    pairs = D.builtin_corpus(n=2000, seed=0, difficulty=1)
+    pairs = corpus.builtin_corpus(n=2000, seed=0, difficulty=1)
     a, b, c = (D.split_pairs(pairs, seed=s) for s in (0, 0, 1))
     assert (a.train, a.valid, a.test) == (b.train, b.valid, b.test)
     assert a.test != c.test
@@ -446,13 +408,13 @@ TRICKY = [
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
-    pairs = D.builtin_corpus(n=3000, seed=0, difficulty=1) + FR_EN * 3
-    return D.Tokenizer.train(pairs, vocab_size=500, out_dir=tmp_path_factory.mktemp("tok"))
+    pairs = corpus.builtin_corpus(n=3000, seed=0, difficulty=1) + FR_EN * 3
+    return TK.Tokenizer.train(pairs, vocab_size=500, out_dir=tmp_path_factory.mktemp("tok"))
 
 
 def test_tokenizer_special_ids(tok):
     assert (tok.pad_id, tok.bos_id, tok.sep_id, tok.eos_id) == (0, 1, 2, 3)
-    assert [tok.id_to_piece(i) for i in range(5)] == [D.PAD, D.BOS, D.SEP, D.EOS, D.UNK]
+    assert [tok.id_to_piece(i) for i in range(5)] == [TK.PAD, TK.BOS, TK.SEP, TK.EOS, TK.UNK]
     assert 300 < tok.vocab_size <= 500
 
 
@@ -474,45 +436,45 @@ def test_tokenizer_splits_digits_and_decodes_without_special_tokens(tok):
 
 def test_tokenizer_save_load_gives_the_same_ids(tok, tmp_path):
     tok.save(tmp_path / "t")
-    again = D.Tokenizer.load(tmp_path / "t")
+    again = TK.Tokenizer.load(tmp_path / "t")
     for text in TRICKY:
         assert again.encode(text) == tok.encode(text)
     assert again.vocab_size == tok.vocab_size and again.meta["model_type"] == "unigram"
     with pytest.raises(FileNotFoundError, match="Tokenizer.train"):
-        D.Tokenizer.load(tmp_path / "nothing")
+        TK.Tokenizer.load(tmp_path / "nothing")
 
 
 def test_tokenizer_training_is_deterministic_and_bpe_works():
-    texts = [s for p in D.builtin_corpus(n=800, seed=1, difficulty=1) for s in p]
-    a = D.Tokenizer.train(texts, vocab_size=400)
-    b = D.Tokenizer.train(texts, vocab_size=400)
+    texts = [s for p in corpus.builtin_corpus(n=800, seed=1, difficulty=1) for s in p]
+    a = TK.Tokenizer.train(texts, vocab_size=400)
+    b = TK.Tokenizer.train(texts, vocab_size=400)
     assert a.model_proto == b.model_proto
-    bpe = D.Tokenizer.train(texts, vocab_size=400, model_type="bpe")
+    bpe = TK.Tokenizer.train(texts, vocab_size=400, model_type="bpe")
     assert bpe.decode(bpe.encode(TRICKY[0])) == TRICKY[0]
     with pytest.raises(D.DataError, match="at least 300"):
-        D.Tokenizer.train(texts, vocab_size=100)
+        TK.Tokenizer.train(texts, vocab_size=100)
     with pytest.raises(D.DataError, match="'unigram' or 'bpe'"):
-        D.Tokenizer.train(texts, model_type="wordpiece")
+        TK.Tokenizer.train(texts, model_type="wordpiece")
     with pytest.raises(D.DataError, match="No text"):
-        D.Tokenizer.train(["", "  "])
+        TK.Tokenizer.train(["", "  "])
 
 
 # ============================================================================ examples and the loss mask
 
 
 def test_example_layout_is_bos_french_sep_english_eos(tok):
-    ex = D.make_example(tok, "J'ai froid.", "I'm cold.", max_len=64)
+    ex = TK.make_example(tok, "J'ai froid.", "I'm cold.", max_len=64)
     fr, en = tok.encode("J'ai froid."), tok.encode("I'm cold.")
     assert ex.input_ids == [1, *fr, 2, *en, 3]
     assert ex.prefix_len == len(fr) + 2
-    assert D.prompt_ids(tok, "J'ai froid.") == ex.input_ids[: ex.prefix_len]
-    assert D.make_example(tok, "J'ai froid.", "I'm cold.", max_len=len(ex.input_ids) - 1) is None
+    assert TK.prompt_ids(tok, "J'ai froid.") == ex.input_ids[: ex.prefix_len]
+    assert TK.make_example(tok, "J'ai froid.", "I'm cold.", max_len=len(ex.input_ids) - 1) is None
 
 
 def test_labels_are_ignored_everywhere_but_the_english_and_eos(tok):
     pairs = [("J'ai froid.", "I'm cold."), ("Où est la gare ?", "Where is the station?"), ("Oui.", "Yes.")]
-    examples = [D.make_example(tok, fr, en, 64) for fr, en in pairs]
-    batch = D.collate(examples)
+    examples = [TK.make_example(tok, fr, en, 64) for fr, en in pairs]
+    batch = TK.collate(examples)
     B, T = batch.input_ids.shape
     assert B == 3 and T == max(len(e.input_ids) for e in examples)
     for b, ((_, en), ex) in enumerate(zip(pairs, examples)):
@@ -532,7 +494,7 @@ def test_labels_are_ignored_everywhere_but_the_english_and_eos(tok):
 
 
 def test_the_masked_cross_entropy_is_the_mean_over_target_tokens_only(tok):
-    batch = D.collate([D.make_example(tok, fr, en, 64) for fr, en in FR_EN])
+    batch = TK.collate([TK.make_example(tok, fr, en, 64) for fr, en in FR_EN])
     V = tok.vocab_size
     torch.manual_seed(0)
     logits = torch.randn(*batch.input_ids.shape, V)
@@ -548,34 +510,34 @@ def test_the_masked_cross_entropy_is_the_mean_over_target_tokens_only(tok):
 
 
 def test_encode_pairs_counts_dropped_and_truncated_pairs(tok):
-    M = max(len(D.make_example(tok, fr, en, 10_000).input_ids) for fr, en in FR_EN)  # all of FR_EN fits in M
+    M = max(len(TK.make_example(tok, fr, en, 10_000).input_ids) for fr, en in FR_EN)  # all of FR_EN fits in M
     long = ("Une très longue phrase.", "A very long sentence " * 20)
     pairs = FR_EN + [long]
-    ex, report = D.encode_pairs(tok, pairs, max_len=M)
+    ex, report = TK.encode_pairs(tok, pairs, max_len=M)
     assert len(ex) == len(FR_EN) and report.kept == len(FR_EN)
     assert (report.n_pairs, report.dropped_too_long, report.dropped_empty, report.truncated) == (len(pairs), 1, 0, 0)
     assert report.longest > M
-    ex_t, rep_t = D.encode_pairs(tok, FR_EN + [long], max_len=M + 60, truncate=True)
+    ex_t, rep_t = TK.encode_pairs(tok, FR_EN + [long], max_len=M + 60, truncate=True)
     assert rep_t.truncated == 1 and rep_t.dropped_too_long == 0 and len(ex_t) == len(FR_EN) + 1
     assert len(ex_t[-1].input_ids) == M + 60 and rep_t.tokens_lost == rep_t.longest - (M + 60)
     assert ex_t[-1].input_ids[-1] != tok.eos_id  # the cut English has no end: the model is not taught to stop there
     assert "truncated 1" in rep_t.pretty()
     # a source that alone fills max_len leaves nothing to learn: dropped even with truncate
-    _, rep_src = D.encode_pairs(tok, [(long[1], "Yes.")], max_len=20, truncate=True)
+    _, rep_src = TK.encode_pairs(tok, [(long[1], "Yes.")], max_len=20, truncate=True)
     assert rep_src.dropped_too_long == 1
     with pytest.raises(D.DataError, match="at least 4"):
-        D.encode_pairs(tok, FR_EN, max_len=3)
+        TK.encode_pairs(tok, FR_EN, max_len=3)
 
 
 def test_a_side_with_no_tokens_is_dropped_and_counted(tok):
-    ex, report = D.encode_pairs(tok, [("", "Nothing."), ("Oui.", "Yes.")], max_len=32)
+    ex, report = TK.encode_pairs(tok, [("", "Nothing."), ("Oui.", "Yes.")], max_len=32)
     assert len(ex) == 1 and report.dropped_empty == 1
 
 
 # ============================================================================ bucketing
 
 
-def length_examples(n: int, seed: int = 0, lo: int = 4, hi: int = 60) -> list[D.Example]:
+def length_examples(n: int, seed: int = 0, lo: int = 4, hi: int = 60) -> list[TK.Example]:
     rng = random.Random(seed)
     out = []
     for _ in range(n):
@@ -588,7 +550,7 @@ def length_examples(n: int, seed: int = 0, lo: int = 4, hi: int = 60) -> list[D.
             + [rng.randrange(5, 100) for _ in range(L - p - 1)]
             + [3]
         )
-        out.append(D.Example(ids, p))
+        out.append(TK.Example(ids, p))
     return out
 
 
@@ -598,7 +560,7 @@ def all_batches(batcher) -> list[list[list[int]]]:
 
 def test_batches_respect_the_token_budget_and_cover_every_example_once():
     examples = length_examples(500)
-    batcher = D.BucketBatcher(examples, max_tokens=300, seed=0)
+    batcher = TK.BucketBatcher(examples, max_tokens=300, seed=0)
     seen = []
     for batch in batcher:
         B, T = batch.input_ids.shape
@@ -610,8 +572,8 @@ def test_batches_respect_the_token_budget_and_cover_every_example_once():
 
 def test_bucketing_pads_less_than_random_batching():
     examples = length_examples(800, seed=1)
-    bucketed = D.BucketBatcher(examples, max_tokens=512, seed=0)
-    random_ = D.BucketBatcher(examples, max_tokens=512, seed=0, bucket=False)
+    bucketed = TK.BucketBatcher(examples, max_tokens=512, seed=0)
+    random_ = TK.BucketBatcher(examples, max_tokens=512, seed=0, bucket=False)
     assert bucketed.padding_fraction < 0.5 * random_.padding_fraction
     # measured on the batches themselves, not only on the batcher's own accounting
     real = sum(len(e.input_ids) for e in examples)
@@ -621,7 +583,7 @@ def test_bucketing_pads_less_than_random_batching():
 
 def test_batching_is_deterministic_per_seed_and_epoch():
     examples = length_examples(300, seed=2)
-    a, b, c = (D.BucketBatcher(examples, 256, seed=s) for s in (5, 5, 6))
+    a, b, c = (TK.BucketBatcher(examples, 256, seed=s) for s in (5, 5, 6))
     ea, eb, ec = all_batches(a), all_batches(b), all_batches(c)
     assert ea == eb and ea != ec
     a.set_epoch(0)
@@ -630,24 +592,24 @@ def test_batching_is_deterministic_per_seed_and_epoch():
     assert next_epoch != ea and a.epoch == 2
     b.set_epoch(1)
     assert all_batches(b) == next_epoch
-    fixed = D.BucketBatcher(examples, 256, shuffle=False)
+    fixed = TK.BucketBatcher(examples, 256, shuffle=False)
     assert all_batches(fixed) == all_batches(fixed)
 
 
 def test_state_dict_resumes_mid_epoch_with_exactly_the_remaining_batches():
     examples = length_examples(300, seed=3)
-    reference = D.BucketBatcher(examples, 256, seed=7)
+    reference = TK.BucketBatcher(examples, 256, seed=7)
     reference.set_epoch(2)
     expected = all_batches(reference) + all_batches(reference)  # epochs 2 and 3
 
-    run = D.BucketBatcher(examples, 256, seed=7)
+    run = TK.BucketBatcher(examples, 256, seed=7)
     run.set_epoch(2)
     it = iter(run)
     got = [next(it).input_ids.tolist() for _ in range(5)]
     state = run.state_dict()
     assert state["epoch"] == 2 and state["position"] == 5
 
-    resumed = D.BucketBatcher(examples, 256, seed=7)  # a fresh process after a crash
+    resumed = TK.BucketBatcher(examples, 256, seed=7)  # a fresh process after a crash
     resumed.load_state_dict(state)
     got += all_batches(resumed) + all_batches(resumed)
     assert got == expected
@@ -655,27 +617,27 @@ def test_state_dict_resumes_mid_epoch_with_exactly_the_remaining_batches():
 
 def test_loading_a_state_from_other_data_or_settings_is_refused():
     examples = length_examples(100)
-    state = D.BucketBatcher(examples, 256, seed=1).state_dict()
+    state = TK.BucketBatcher(examples, 256, seed=1).state_dict()
     with pytest.raises(D.DataError, match="seed"):
-        D.BucketBatcher(examples, 256, seed=2).load_state_dict(state)
+        TK.BucketBatcher(examples, 256, seed=2).load_state_dict(state)
     with pytest.raises(D.DataError, match="n_examples"):
-        D.BucketBatcher(examples[:-1], 256, seed=1).load_state_dict(state)
+        TK.BucketBatcher(examples[:-1], 256, seed=1).load_state_dict(state)
     other = length_examples(100, seed=9)
     with pytest.raises(D.DataError, match="fingerprint"):
-        D.BucketBatcher(other, 256, seed=1).load_state_dict(state)
+        TK.BucketBatcher(other, 256, seed=1).load_state_dict(state)
 
 
 def test_batcher_bad_inputs():
     with pytest.raises(D.DataError, match="no examples"):
-        D.BucketBatcher([], 100)
+        TK.BucketBatcher([], 100)
     with pytest.raises(D.DataError, match="longest example"):
-        D.BucketBatcher(length_examples(10, lo=50, hi=60), max_tokens=40)
-    capped = D.BucketBatcher(length_examples(200, lo=4, hi=6), max_tokens=4096, max_batch_size=16)
+        TK.BucketBatcher(length_examples(10, lo=50, hi=60), max_tokens=40)
+    capped = TK.BucketBatcher(length_examples(200, lo=4, hi=6), max_tokens=4096, max_batch_size=16)
     assert max(b.input_ids.shape[0] for b in capped) == 16
 
 
 def test_batch_to_device_keeps_everything():
-    batch = D.collate(length_examples(4))
+    batch = TK.collate(length_examples(4))
     moved = batch.to("cpu")
     assert torch.equal(moved.labels, batch.labels) and moved.n_target_tokens == batch.n_target_tokens
     assert moved.shape == batch.shape
@@ -684,36 +646,42 @@ def test_batch_to_device_keeps_everything():
 # ============================================================================ the whole pipeline
 
 
-def test_prepare_trains_the_tokenizer_on_the_training_split_only(tmp_path):
-    prepared = D.prepare(
-        "builtin", limit=3000, vocab_size=400, max_len=48, seed=0, difficulty=1, tokenizer_dir=tmp_path / "tok"
-    )
+def test_prepare_data_trains_the_tokenizer_on_the_training_split_only_and_reuses_it(tmp_path):
+    cfg = C.preset_config("tiny", steps=1)
+    prepared = D.prepare_data("builtin", cfg, tmp_path, limit=3000, seed=0, progress=False)
     s = prepared.splits
     assert prepared.tokenizer.meta["trained_on_sentences"] == 2 * len(s.train)
-    assert (tmp_path / "tok" / "spm.model").is_file()
-    assert len(prepared.train) == prepared.reports["encode_train"].kept
-    assert all(isinstance(e, D.Example) for e in prepared.test)
-    text = prepared.describe()
-    for word in ("Loaded builtin", "Cleaning", "Split", "Encoding"):
-        assert word in text
+    assert (tmp_path / "tokenizer" / "spm.model").is_file()
+    assert len(prepared.train_batcher.examples) == prepared.reports["encode_train"].kept
+    assert prepared.test_pairs == s.test and prepared.info["pairs"]["test"] == len(s.test)
+    summary = prepared.summary()
+    assert summary["pairs_kept"] == 3000 and summary["split"] == {
+        k: len(v) for k, v in zip(("train", "valid", "test"), s)
+    }
+    assert "too long for max_len=48" in prepared.describe()
+    # a second call reads the saved tokenizer instead of training another one
+    again = D.prepare_data("builtin", cfg, tmp_path, limit=3000, seed=0, progress=False)
+    assert again.tokenizer.model_proto == prepared.tokenizer.model_proto
+    with pytest.raises(ckpt.ConfigMismatchError, match="vocab_size=400"):
+        D.prepare_data("builtin", C.preset_config("tiny", vocab_size=500), tmp_path, limit=3000, progress=False)
 
 
 def test_pair_lengths_in_words_and_tokens(tok):
-    words = D.pair_lengths(FR_EN)
+    words = TK.pair_lengths(FR_EN)
     assert words["fr"].tolist()[0] == 2 and words["en"].tolist()[0] == 2
-    toks = D.pair_lengths(FR_EN, tok)
+    toks = TK.pair_lengths(FR_EN, tok)
     assert (toks["fr"] >= words["fr"]).all()
 
 
 @pytest.mark.slow
 def test_the_real_tatoeba_release_loads_cleans_and_splits_as_documented():
     """On the shared 2019-04-07 copy (skipped where there is none): the counts data/README.md quotes."""
-    path = D.find_local_tatoeba()
+    path = S.find_local_tatoeba()
     if path is None:
         pytest.skip("no local Tatoeba copy")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a known release, the right column order: no warning at all
-        pairs, report = D.load_pairs("tatoeba", path)
+        pairs, report = S.load_pairs("tatoeba", path)
     assert report.kept == report.lines_read == 167_130 and "2019-04-07" in report.pretty()
     pairs, cleaned = D.clean_pairs(pairs)
     assert cleaned.n_out == 166_877

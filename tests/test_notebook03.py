@@ -18,9 +18,11 @@ import pytest
 import torch
 
 from helpers import checkpoint as ck
+from helpers import config as C
 from helpers import data as D
 from helpers import evaluate as E
 from helpers import runtime
+from helpers import tokens as TK
 from helpers import train as T
 from helpers.model import DecoderOnlyTransformer, num_parameters
 from helpers.notebooks import code_cells, exec_cells
@@ -108,23 +110,23 @@ def test_the_run_folder_holds_checkpoint_tokenizer_and_readable_info(ns):
 # the example format
 
 
-def collate_unshifted(examples, pad_id=D.PAD_ID):
-    batch = D.collate(examples, pad_id)
+def collate_unshifted(examples, pad_id=TK.PAD_ID):
+    batch = TK.collate(examples, pad_id)
     for b, e in enumerate(examples):  # label = the token itself, not the next one
         batch.labels[b, e.prefix_len : len(e.input_ids)] = batch.input_ids[b, e.prefix_len : len(e.input_ids)]
         batch.labels[b, e.prefix_len - 1] = -100
     return batch
 
 
-def collate_loss_on_french(examples, pad_id=D.PAD_ID):
-    batch = D.collate(examples, pad_id)
+def collate_loss_on_french(examples, pad_id=TK.PAD_ID):
+    batch = TK.collate(examples, pad_id)
     for b, e in enumerate(examples):  # every next token scored, the French included
         batch.labels[b, : len(e.input_ids) - 1] = batch.input_ids[b, 1 : len(e.input_ids)]
     return batch
 
 
-def collate_padding_scored(examples, pad_id=D.PAD_ID):
-    batch = D.collate(examples, pad_id)
+def collate_padding_scored(examples, pad_id=TK.PAD_ID):
+    batch = TK.collate(examples, pad_id)
     T_ = batch.input_ids.shape[1]
     for b, e in enumerate(examples):  # predicting padding after <eos> counted as a target
         batch.labels[b, len(e.input_ids) - 1 : T_ - 1] = batch.input_ids[b, len(e.input_ids) : T_]
@@ -133,7 +135,7 @@ def collate_padding_scored(examples, pad_id=D.PAD_ID):
 
 @pytest.mark.parametrize("buggy", [collate_unshifted, collate_loss_on_french, collate_padding_scored])
 def test_example_check_fails_on_a_wrong_collate(ns, buggy):
-    ns["check_example_format"](D.collate)
+    ns["check_example_format"](TK.collate)
     with pytest.raises(AssertionError, match="label"):
         ns["check_example_format"](buggy)
 
@@ -142,10 +144,14 @@ def test_example_check_cell_fails_with_a_buggy_collate_swapped_in(nb):
     cells, ns = nb
     cell = cell_defining(cells, "check_example_format")
     env = dict(ns)
-    env["D"] = type(
-        "PatchedData",
+    env["TK"] = type(
+        "PatchedTokens",
         (),
-        {"make_example": staticmethod(D.make_example), "collate": staticmethod(collate_unshifted), "PAD_ID": D.PAD_ID},
+        {
+            "make_example": staticmethod(TK.make_example),
+            "collate": staticmethod(collate_unshifted),
+            "PAD_ID": TK.PAD_ID,
+        },
     )
     with pytest.raises(AssertionError):
         exec(compile(cell.source, "<notebook 03 check cell>", "exec"), env)
@@ -282,17 +288,17 @@ def test_checkpoint_check_fails_on_other_weights_or_step(ns):
 
 @pytest.fixture(scope="module")
 def parity_data():
-    cfg = T.preset_config(
+    cfg = C.preset_config(
         "tiny", steps=60, log_interval=10, eval_interval=20, checkpoint_every_steps=25, checkpoint_minutes=1e6, seed=0
     )
-    prepared = T.prepare_data("builtin", None, cfg, None, seed=0, limit=1500, progress=False)
+    prepared = D.prepare_data("builtin", cfg, None, seed=0, limit=1500, progress=False)
     return cfg, prepared
 
 
 def _fresh(cfg, prepared, seed=0):
     runtime.set_seed(seed)
     model = DecoderOnlyTransformer(cfg.model_config(prepared.tokenizer.vocab_size))
-    batcher = D.BucketBatcher(prepared.train_batcher.examples, max_tokens=cfg.max_tokens, seed=0)
+    batcher = TK.BucketBatcher(prepared.train_batcher.examples, max_tokens=cfg.max_tokens, seed=0)
     return model, batcher
 
 

@@ -121,6 +121,7 @@ def test_readme_has_exactly_two_commands_and_ci_runs_the_test_one():
     main_job, tests = commands
     assert "pip install" in main_job and "run-notebooks" in main_job
     assert "pip install" in tests and "pytest" in tests, "the test command installs, then runs pytest"
+    assert "ruff check" in tests and "ruff format --check" in tests, "CI lints and checks formatting first"
     ci = (ROOT / ".ci" / "run").read_text()
     assert "Run it locally" in ci and "README.md" in ci, ".ci/run must take its command from the README"
 
@@ -166,7 +167,8 @@ def test_accelerator_report_on_cpu():
     import torch
 
     if not torch.cuda.is_available():
-        assert acc.device == "cpu" and not acc.fp16_native and not acc.bf16_native
+        assert acc.device == "cpu" and not acc.fp16_native
+        assert acc.bf16_native == runtime.cpu_has_native_bf16(), "one bf16 check for the report and the presets"
     assert "bf16 native" in acc.describe()
     json.dumps(acc.as_dict())
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from helpers import checkpoint as ck
+from helpers import config as C
+from helpers import runtime
 from helpers import train as T
 from helpers.model import DecoderOnlyTransformer
 
@@ -17,7 +20,7 @@ from helpers.model import DecoderOnlyTransformer
 
 
 def toy_batcher(n: int = 120, vocab: int = 60, seed: int = 0, max_tokens: int = 256, shuffle: bool = True):
-    from helpers.data import BucketBatcher, Example
+    from helpers.tokens import BucketBatcher, Example
 
     g = torch.Generator().manual_seed(seed)
     examples = []
@@ -35,7 +38,7 @@ def toy_valid(vocab: int = 60):
 
 def tiny(vocab=60, seed=0, **kw):
     torch.manual_seed(seed)
-    cfg = T.preset_config("tiny", **kw)
+    cfg = C.preset_config("tiny", **kw)
     return DecoderOnlyTransformer(cfg.model_config(vocab)), cfg
 
 
@@ -44,7 +47,7 @@ def tiny(vocab=60, seed=0, **kw):
 
 
 def test_lr_schedule_warms_up_linearly_then_follows_a_cosine_to_the_floor():
-    cfg = T.TrainConfig(lr=1e-3, warmup_steps=10, min_lr_ratio=0.1)
+    cfg = C.TrainConfig(lr=1e-3, warmup_steps=10, min_lr_ratio=0.1)
     total = 110
     lrs = [T.lr_at(s, cfg, total) for s in range(total + 20)]
     assert lrs[0] == pytest.approx(1e-4) and lrs[9] == pytest.approx(1e-3)  # (step + 1) / warmup
@@ -131,14 +134,14 @@ def test_weight_decay_only_on_linear_matrices():
 
 
 def test_precision_on_cpu_is_fp32_unless_asked():
-    assert T.resolve_precision("cpu") == "fp32"
+    assert runtime.resolve_precision("cpu") == "fp32"
     assert not T.make_scaler("cpu").is_enabled()
     with T.autocast_context("cpu"):
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
     with T.autocast_context("cpu", "bf16"):
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
     with pytest.raises(ValueError, match="CUDA"):
-        T.resolve_precision("cpu", "fp16")
+        runtime.resolve_precision("cpu", "fp16")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -225,21 +228,34 @@ def test_other_errors_are_not_reported_as_out_of_memory(monkeypatch):
 
 def test_unknown_preset_and_field_are_explained():
     with pytest.raises(ValueError, match="cpu"):
-        T.preset_config("gpu")
+        C.preset_config("gpu")
     with pytest.raises(ValueError, match="Unknown TrainConfig fields"):
-        T.preset_config("tiny", learning_rate=1)
+        C.preset_config("tiny", learning_rate=1)
 
 
-def test_attention_kernel_switches_every_layer_and_computes_the_same_loss():
-    model, cfg = tiny()
+def test_attention_kernel_is_a_configuration_field_chosen_per_device_and_computes_the_same_loss():
+    cfg = C.preset_config("cpu")
+    assert cfg.attention_kernel == "auto"
+    assert cfg.model_config(100, "cpu").attention_kernel == "explicit"
+    assert cfg.model_config(100, "cuda").attention_kernel == "sdpa"
+    assert C.preset_config("tiny").model_config(100).attention_kernel == "sdpa"
+    model, tcfg = tiny()
+    explicit = DecoderOnlyTransformer(replace(model.config, attention_kernel="explicit"))
+    explicit.load_state_dict(model.state_dict())
+    assert all(b.attn.kernel == "explicit" for b in explicit.blocks) and all(
+        b.attn.kernel == "sdpa" for b in model.blocks
+    )
     batch = toy_valid()[0]
-    assert cfg.attention_kernel == "sdpa" and T.preset_config("cpu").attention_kernel == "auto"
-    assert T.use_attention_kernel(model, "auto", "cpu") == "explicit"
-    assert all(not b.attn.flash for b in model.blocks)
-    model.eval()
-    explicit = T.loss_fn(model(batch.input_ids, batch.prefix_len), batch.labels)
-    assert T.use_attention_kernel(model, "sdpa", "cpu") == "sdpa" and all(b.attn.flash for b in model.blocks)
+    model.eval(), explicit.eval()
     fused = T.loss_fn(model(batch.input_ids, batch.prefix_len), batch.labels)
-    assert fused.item() == pytest.approx(explicit.item(), rel=1e-5)
-    with pytest.raises(ValueError, match="auto, sdpa or explicit"):
-        T.use_attention_kernel(model, "flash", "cpu")
+    written = T.loss_fn(explicit(batch.input_ids, batch.prefix_len), batch.labels)
+    assert fused.item() == pytest.approx(written.item(), rel=1e-5)
+    with pytest.raises(ValueError, match="attention_kernel='flash' is not known"):
+        C.preset_config("tiny", attention_kernel="flash")
+
+
+def test_train_config_refuses_unknown_keys_by_name():
+    cfg = C.preset_config("tiny")
+    assert C.TrainConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match=r"unknown TrainConfig fields \['learning_rate'\]"):
+        C.TrainConfig.from_dict({**cfg.to_dict(), "learning_rate": 1e-3})

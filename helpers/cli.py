@@ -1,0 +1,331 @@
+"""Command line: ``python -m helpers <command>``. It calls the same functions as the notebooks.
+
+run-notebooks   execute every notebook headless (quick mode by default), reports in reports/
+sync-notebooks  rewrite each notebooks/NN_*.ipynb from its jupytext .py pair (no outputs)
+check-notebooks report pairs that drifted apart or carry outputs
+train           train the French->English model (resumes when --out already has a checkpoint)
+translate       French lines on standard input -> English lines on standard output
+evaluate        BLEU and chrF on a French<TAB>English test file
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+import torch
+
+
+def _run_notebooks(args) -> int:
+    from . import notebooks
+
+    notebooks.run_all(args.only or None, quick=not args.full)
+    return 0
+
+
+def _sync_notebooks(args) -> int:
+    from . import notebooks
+
+    for path in notebooks.sync(notebooks.notebook_sources(args.only or None)):
+        print("wrote", path)
+    return 0
+
+
+def _check_notebooks(args) -> int:
+    from . import notebooks
+
+    problems = [p for py in notebooks.notebook_sources() for p in notebooks.pair_problems(py)]
+    for p in problems:
+        print(p)
+    if not problems:
+        print("All notebook pairs are in sync and carry no outputs.")
+    return 1 if problems else 0
+
+
+# ----------------------------------------------------------------------------------------------
+# train, translate, evaluate: each is one function, called by its subcommand and by the tests
+
+
+def train_command(
+    data: str,
+    columns: tuple[str, ...] | None = None,
+    minutes: float | None = None,
+    steps: int | None = None,
+    out: str | Path = "runs/fr-en",
+    preset: str = "cpu",
+    seed: int = 0,
+    *,
+    overrides: dict | None = None,
+    progress: bool = True,
+    device: str | None = None,
+    limit: int | None = None,
+    stderr: TextIO | None = None,
+):
+    """``python -m helpers train``: data, tokenizer and model from ``preset``, then ``helpers.train.train`` into ``out``.
+
+    Rerunning with the same ``out`` resumes from its checkpoint (a different configuration is refused, naming
+    the field). ``steps`` makes the run exactly reproducible; ``minutes`` is what the notebook uses.
+    ``overrides`` changes preset fields (e.g. ``{"checkpoint_every_steps": 10}``); ``limit`` keeps a random sample
+    of that many pairs. Prints what loading, cleaning and encoding dropped, and why; writes ``out/test.tsv`` (the
+    held-out pairs, French<TAB>English, for ``evaluate``) and ``out/train_summary.json`` (the same counts included).
+    """
+    from . import checkpoint as ckpt_lib
+    from . import runtime
+    from .config import preset_config
+    from .data import prepare_data
+    from .model import DecoderOnlyTransformer, num_parameters
+    from .train import Budget, train
+
+    err = stderr if stderr is not None else sys.stderr
+    cfg = preset_config(preset, **{**(overrides or {}), "minutes": minutes, "steps": steps, "seed": seed})
+    Budget(minutes, steps)  # a missing or bad budget fails now, not after the data is prepared
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = runtime.pick_device(device)
+    precision = runtime.resolve_precision(dev, cfg.precision)
+    runtime.set_seed(seed)
+    prepared = prepare_data(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress)
+    data_report = prepared.summary()
+    print(prepared.describe(), file=err)  # nothing dropped goes unsaid
+    test_path = out / "test.tsv"  # rewritten every time: it follows from the data and the seed
+    ckpt_lib.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in prepared.test_pairs), test_path)
+    runtime.set_seed(seed)  # the same initial weights whatever the data preparation drew
+    model_cfg = cfg.model_config(prepared.tokenizer.vocab_size, dev)
+    model = DecoderOnlyTransformer(model_cfg)
+    n_params = num_parameters(model_cfg)
+    if progress:
+        print(
+            f"Model: {n_params / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}, "
+            f"vocabulary {prepared.tokenizer.vocab_size}); {prepared.info['pairs']['train']:,} training pairs; "
+            f"device {dev}, precision {precision}.",
+            file=err,
+        )
+    result = train(
+        model,
+        prepared.train_batcher,
+        prepared.valid_batches,
+        cfg,
+        out,
+        device=dev,
+        extra_config={"data": {k: v for k, v in prepared.info.items() if k != "pairs"}},
+        progress=progress,
+    )
+    summary = {
+        "steps": result.steps,
+        "tokens": result.tokens,
+        "minutes": round(result.seconds / 60, 2),
+        "tokens_per_s": round(result.tokens_per_s, 1),
+        "val_loss": result.val_loss,
+        "val_ppl": result.val_ppl,
+        "parameters": n_params,
+        "device": str(dev),
+        "hardware": runtime.hardware_name(dev),
+        "precision": precision,
+        "preset": preset,
+        "config": cfg.to_dict(),
+        "model": model_cfg.to_dict(),
+        "data": prepared.info,
+        "data_report": data_report,
+        "resumed_from": result.resumed_from,
+        "test_file": str(test_path),
+        "torch": torch.__version__,
+    }
+    ckpt_lib.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", out / "train_summary.json")
+    if progress:
+        vl = (
+            ""
+            if result.val_loss is None
+            else f", validation loss {result.val_loss:.3f} (perplexity {result.val_ppl:.1f})"
+        )
+        print(
+            f"Done: {result.steps} steps, {result.tokens:,} target tokens in {result.seconds / 60:.1f} min "
+            f"({result.tokens_per_s:,.0f} tokens/s){vl}.\nCheckpoint: {result.checkpoint}\n"
+            f"Evaluate: python -m helpers evaluate --checkpoint {out} --test {test_path}",
+            file=err,
+        )
+    return result
+
+
+def translate_command(
+    checkpoint: str | Path,
+    beams: int = 1,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """``python -m helpers translate``: French lines on ``stdin``, English lines on ``stdout``, one for one.
+
+    Returns the number of lines translated. Warnings (sources cut to fit the model) go to ``stderr``.
+    """
+    from .evaluate import load_run, translate_lines
+
+    stdin = stdin if stdin is not None else sys.stdin
+    stdout = stdout if stdout is not None else sys.stdout
+    run = load_run(checkpoint)
+    out = translate_lines(run.model, run.tokenizer, stdin.read().splitlines(), beams=beams, err=stderr)
+    for line in out:
+        stdout.write(line + "\n")
+    stdout.flush()
+    return len(out)
+
+
+def evaluate_command(
+    checkpoint: str | Path,
+    test: str | Path,
+    beams: int = 1,
+    out_json: str | Path | None = None,
+    *,
+    columns: tuple[str, ...] | None = None,
+    stdout: TextIO | None = None,
+) -> dict:
+    """``python -m helpers evaluate``: score a run on a test file; print what was read and the scores; write JSON.
+
+    ``test`` is read like ``train --data`` (French<TAB>English by default, ``columns`` for another order, the
+    Tatoeba file recognised); lines it cannot use are counted and named, never dropped silently. The JSON
+    (default ``<checkpoint>/eval.json``) has the layout of :func:`helpers.evaluate.metrics_record`; the
+    translations go beside it, one per line. Returns the record.
+    """
+    from .checkpoint import atomic_write_text
+    from .data import data_summary, format_data_summary
+    from .evaluate import evaluate_pairs, format_evaluation, load_run, metrics_record, write_json
+    from .model import num_parameters
+    from .sources import load_path
+
+    stdout = stdout if stdout is not None else sys.stdout
+    pairs, load_report = load_path(test, columns)
+    report = data_summary({"load": load_report})
+    print(format_data_summary(report), file=stdout)
+    run = load_run(checkpoint)
+    evaluation, hyps = evaluate_pairs(run.model, run.tokenizer, pairs, test_set=Path(test).name, beams=beams)
+    print(format_evaluation(evaluation), file=stdout)
+    record = metrics_record(
+        model={
+            "name": f"scratch ({run.path.name})",
+            "parameters": num_parameters(run.model.config),
+            "checkpoint": str(run.path),
+            "step": run.step,
+        },
+        evaluations=[evaluation],
+        data={"test_file": str(test), "report": report},
+    )
+    out_json = Path(out_json) if out_json is not None else Path(run.path) / "eval.json"
+    write_json(record, out_json)
+    hyp_path = out_json.with_suffix(".hyp.txt")
+    atomic_write_text("".join(h + "\n" for h in hyps), hyp_path)
+    print(f"wrote {out_json} and {hyp_path}", file=stdout)
+    return record
+
+
+# ----------------------------------------------------------------------------------------------
+# the parser
+
+
+def _columns(text: str | None) -> tuple[str, ...] | None:
+    return tuple(c.strip() for c in text.split(",")) if text else None
+
+
+def _train(args) -> int:
+    train_command(
+        data=args.data,
+        columns=_columns(args.columns),
+        minutes=args.minutes,
+        steps=args.steps,
+        out=args.out,
+        preset=args.preset,
+        seed=args.seed,
+        overrides={"max_tokens": args.max_tokens} if args.max_tokens else None,
+    )
+    return 0
+
+
+def _translate(args) -> int:
+    translate_command(args.checkpoint, beams=args.beams, stdin=sys.stdin, stdout=sys.stdout)
+    return 0
+
+
+def _evaluate(args) -> int:
+    evaluate_command(args.checkpoint, args.test, beams=args.beams, out_json=args.json, columns=_columns(args.columns))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    p = sub.add_parser("run-notebooks", help="execute the notebooks headless (quick mode unless --full)")
+    p.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 02")
+    p.add_argument("--full", action="store_true", help="full mode (the Colab T4 run) instead of quick mode")
+    p.set_defaults(func=_run_notebooks)
+
+    p = sub.add_parser("sync-notebooks", help="rewrite .ipynb files from their .py pairs")
+    p.add_argument("--only", nargs="*")
+    p.set_defaults(func=_sync_notebooks)
+
+    p = sub.add_parser("check-notebooks", help="list pairs that drifted apart or carry outputs")
+    p.set_defaults(func=_check_notebooks)
+
+    p = sub.add_parser("train", help="train French->English; rerun with the same --out to resume")
+    p.add_argument("--data", required=True, help="a Tatoeba-style or French<TAB>English file, or 'builtin'")
+    p.add_argument(
+        "--columns",
+        default=None,
+        help="column order of --data, e.g. en,fr for the Tatoeba file (default: fr,en; Tatoeba is detected)",
+    )
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--minutes", type=float, help="time budget (what the notebook uses)")
+    budget.add_argument("--steps", type=int, help="step budget (exactly reproducible)")
+    p.add_argument("--out", required=True, help="run folder: checkpoints, tokenizer, metrics")
+    p.add_argument("--preset", default="cpu", help="model and batch sizes: cpu (2 cores) or t4 (about an hour on a T4)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="tokens per batch, padding included (default: the preset's); lower it after an out-of-memory error",
+    )
+    p.set_defaults(func=_train)
+
+    p = sub.add_parser("translate", help="French on stdin -> English on stdout")
+    p.add_argument("--checkpoint", required=True, help="a run folder written by train")
+    p.add_argument("--beams", type=int, default=1, help="1 = greedy")
+    p.set_defaults(func=_translate)
+
+    p = sub.add_parser("evaluate", help="BLEU and chrF on French<TAB>English lines")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--test", required=True, help="file of French<TAB>English lines (the Tatoeba file is recognised)")
+    p.add_argument("--columns", default=None, help="column order of --test, e.g. en,fr,attribution (default: fr,en)")
+    p.add_argument("--beams", type=int, default=1)
+    p.add_argument("--json", default=None, help="where to write the metrics (default: <checkpoint>/eval.json)")
+    p.set_defaults(func=_evaluate)
+    return parser
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors whose message already says what went wrong and what to do: shown without a traceback."""
+    from . import sources, train
+
+    return (ValueError, FileNotFoundError, sources.DownloadError, train.NonFiniteLossError, train.OutOfMemoryError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except _user_errors() as err:
+        if os.environ.get("HELPERS_DEBUG"):
+            raise
+        print(f"error: {err}\n(set HELPERS_DEBUG=1 to see the traceback)", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            "\nInterrupted. A training run resumes from its last checkpoint when you rerun the same command.",
+            file=sys.stderr,
+        )
+        return 130

@@ -1,0 +1,190 @@
+"""Training configurations and the presets: the one place where a run's settings are named.
+
+A :class:`TrainConfig` holds everything a run depends on, the model's shape included. The model's own
+:class:`helpers.model.ModelConfig` is derived from it by :meth:`TrainConfig.model_config` once the
+tokenizer exists, because the vocabulary size is only known then (sentencepiece may return fewer pieces
+than asked for on a small corpus). Keeping the shape fields flat here means one dictionary describes a
+run in ``checkpoint.json``, ``train_summary.json`` and the metrics of notebook 03.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+import torch
+
+ATTENTION_KERNELS = ("auto", "sdpa", "explicit")
+
+
+@dataclass
+class TrainConfig:
+    # model shape (helpers.model.ModelConfig)
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 256
+    d_ff: int | None = None  # None -> 4 * d_model
+    dropout: float = 0.1
+    positional: str = "learned"
+    max_len: int = 64  # tokens per sequence: <bos> French <sep> English <eos>
+    # "sdpa": F.scaled_dot_product_attention (fused kernels); "explicit": the softmax written out (notebook 02's
+    # version); "auto": sdpa on a GPU, explicit on a CPU, where for sequences this short (<= 64 tokens) with a
+    # prefix mask it is faster (1.3-1.4x in bf16, equal in fp32: benchmarks/bench_train.py). Same function.
+    attention_kernel: str = "sdpa"
+    # tokenizer
+    vocab_size: int = 8000
+    tokenizer_type: str = "unigram"
+    # batches
+    max_tokens: int = 4096  # tokens per batch, padding included: the knob to lower on out-of-memory
+    # optimiser and schedule
+    lr: float = 1e-3
+    warmup_steps: int = 200
+    min_lr_ratio: float = 0.1  # the cosine ends at lr * min_lr_ratio
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.98
+    grad_clip: float = 1.0
+    label_smoothing: float = 0.1
+    # auto: fp16 + GradScaler on a T4, bf16 on Ampere and later, fp32 on CPU; "bf16_if_native" also uses
+    # bf16 on a CPU with bf16 instructions (AVX512-BF16/AMX: about twice fp32's speed); or fp32|bf16|fp16
+    precision: str = "auto"
+    # budget: minutes (what the notebook uses) or steps (exactly reproducible); both = whichever ends first
+    minutes: float | None = None
+    steps: int | None = None
+    # bookkeeping
+    eval_interval: int = 500  # steps between validation passes
+    valid_sentences: int = 2000  # cap on the validation set, so a pass takes seconds
+    log_interval: int = 50  # steps per point in the history
+    checkpoint_minutes: float = 5.0
+    checkpoint_every_steps: int | None = None  # also save every N steps (tests use this)
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ValueError(
+                f"attention_kernel={self.attention_kernel!r} is not known: use one of {ATTENTION_KERNELS}."
+            )
+
+    def model_config(self, vocab_size: int, device: torch.device | str | None = None):
+        """The model's configuration for a tokenizer of ``vocab_size`` pieces, its kernel chosen for ``device``."""
+        from .model import ModelConfig
+
+        kernel = self.attention_kernel
+        if kernel == "auto":
+            kernel = "sdpa" if device is not None and torch.device(device).type == "cuda" else "explicit"
+        return ModelConfig(
+            vocab_size=vocab_size,
+            max_len=self.max_len,
+            n_layer=self.n_layer,
+            n_head=self.n_head,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            positional=self.positional,
+            attention_kernel=kernel,
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainConfig:
+        """The inverse of :meth:`to_dict`; a key this version does not know is refused, by name."""
+        from .model import config_from_dict
+
+        return config_from_dict(cls, data)
+
+
+# Fields that may change between a run and its resume: how long to train, how often to look, and the
+# attention kernel (the same function, computed another way).
+RESUMABLE_FIELDS = (
+    "train.minutes",
+    "train.steps",
+    "train.eval_interval",
+    "train.log_interval",
+    "train.checkpoint_minutes",
+    "train.checkpoint_every_steps",
+    "train.valid_sentences",
+    "train.attention_kernel",
+    "model.attention_kernel",
+    "data.source",
+)
+
+PRESETS: dict[str, TrainConfig] = {
+    # 2 CPU cores, 15 minutes. The gain over a plain run comes from speed: bf16 matmuls where the CPU
+    # has bf16 instructions (about 2x fp32), the written-out attention (faster than the fused kernel
+    # for <= 64 tokens on CPU), the softmax only at target positions, length-bucketed batches (<1 %
+    # padding), and a 4k vocabulary (short sequences, a cheap LM head). Then a high peak learning rate
+    # with a short warm-up and a cosine to 5 %, and no dropout: 15 minutes is two to three passes over
+    # Tatoeba, too few to overfit. Measured in benchmarks/RESULTS.md.
+    "cpu": TrainConfig(
+        n_layer=4,
+        n_head=4,
+        d_model=256,
+        d_ff=1024,
+        dropout=0.0,
+        max_len=64,
+        vocab_size=4000,
+        max_tokens=4096,
+        lr=2e-3,
+        warmup_steps=150,
+        min_lr_ratio=0.05,
+        weight_decay=0.05,
+        label_smoothing=0.1,
+        eval_interval=500,
+        checkpoint_minutes=3.0,
+        precision="bf16_if_native",
+        attention_kernel="auto",
+    ),
+    # a T4 for about an hour including data and evaluation
+    "t4": TrainConfig(
+        n_layer=6,
+        n_head=8,
+        d_model=512,
+        d_ff=2048,
+        dropout=0.1,
+        max_len=96,
+        vocab_size=8000,
+        max_tokens=16384,
+        lr=1e-3,
+        warmup_steps=1000,
+        min_lr_ratio=0.05,
+        weight_decay=0.1,
+        label_smoothing=0.1,
+        eval_interval=1000,
+        checkpoint_minutes=5.0,
+    ),
+    # tests and quick mode: seconds on a laptop
+    "tiny": TrainConfig(
+        n_layer=2,
+        n_head=2,
+        d_model=32,
+        d_ff=64,
+        dropout=0.1,
+        max_len=48,
+        vocab_size=400,
+        max_tokens=512,
+        lr=3e-3,
+        warmup_steps=10,
+        min_lr_ratio=0.1,
+        weight_decay=0.01,
+        label_smoothing=0.1,
+        eval_interval=50,
+        valid_sentences=200,
+        log_interval=10,
+        checkpoint_minutes=1.0,
+    ),
+}
+
+
+def preset_config(name: str, **overrides) -> TrainConfig:
+    """A copy of ``PRESETS[name]`` with ``overrides`` applied; unknown names and fields are refused."""
+    if name not in PRESETS:
+        raise ValueError(
+            f"Unknown preset {name!r}. Choose one of {sorted(PRESETS)} "
+            "(cpu: 2 CPU cores, t4: about an hour on a T4, tiny: tests and quick mode)."
+        )
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"Unknown TrainConfig fields {unknown}; known fields: {sorted(known)}.")
+    return replace(PRESETS[name], **overrides)
