@@ -140,8 +140,11 @@ def test_precision_on_cpu_is_fp32_unless_asked():
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
     with T.autocast_context("cpu", "bf16"):
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
-    with pytest.raises(ValueError, match="CUDA"):
-        runtime.resolve_precision("cpu", "fp16")
+    with T.autocast_context("cpu", "fp16"):  # the T4's format, emulated: what the fp16 tests below run
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float16
+    assert T.make_scaler("cpu", "fp16").is_enabled() and not T.make_scaler("cpu", "bf16").is_enabled()
+    with pytest.raises(ValueError, match="precision='fp8' is not known"):
+        runtime.resolve_precision("cpu", "fp8")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -259,3 +262,103 @@ def test_train_config_refuses_unknown_keys_by_name():
     assert C.TrainConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ValueError, match=r"unknown TrainConfig fields \['learning_rate'\]"):
         C.TrainConfig.from_dict({**cfg.to_dict(), "learning_rate": 1e-3})
+
+
+# ----------------------------------------------------------------------------------------------
+# the T4's code path, fp16 autocast with a GradScaler, run on the CPU
+
+
+def _fp16_run(tmp_path, steps=12, **kw):
+    model, cfg = tiny(steps=steps, precision="fp16", checkpoint_every_steps=4, log_interval=1, **kw)
+    return model, cfg
+
+
+def test_fp16_with_a_grad_scaler_trains_on_cpu(tmp_path):
+    model, cfg = _fp16_run(tmp_path, steps=25)
+    run = T.TrainingRun(model, toy_batcher(), toy_valid(), cfg, None, progress=False)
+    assert run.precision == "fp16" and run.scaler.is_enabled() and run.scaler.get_scale() == 65536.0
+    model, cfg = _fp16_run(tmp_path, steps=25)
+    result = T.train(model, toy_batcher(), toy_valid(), cfg, tmp_path, progress=False)
+    assert result.steps == 25 and result.history[-1]["loss"] < result.history[0]["loss"]
+    assert all(p.dtype == torch.float32 for p in model.parameters()), "weights stay fp32; only the forward is fp16"
+    assert ck.load_checkpoint(tmp_path)["scaler"]["scale"] > 0, "the scaler's state is saved with the checkpoint"
+
+
+def _overflow_at(step_to_poison: int):
+    """A gradient hook that turns the gradients of one step into inf, as an fp16 overflow does."""
+    calls = {"n": 0}
+
+    def hook(grad):
+        calls["n"] += 1
+        return grad * float("inf") if calls["n"] == step_to_poison else grad
+
+    return hook
+
+
+def test_an_overflowing_fp16_step_is_skipped_and_the_scale_halved(tmp_path):
+    model, cfg = _fp16_run(tmp_path, steps=6)
+    model.ln_f.weight.register_hook(_overflow_at(3))
+    weights = {}
+
+    def remember(record, history):  # log_interval=1: called after every step
+        weights[record["step"]] = {k: v.clone() for k, v in model.state_dict().items()}
+
+    result = T.train(model, toy_batcher(), toy_valid(), cfg, None, progress=False, callback=remember)
+    assert result.steps == 6 and result.skipped_steps == 1, "the scaler skips the inf step instead of stopping"
+    for k in weights[2]:
+        assert torch.equal(weights[2][k], weights[3][k]), f"{k} changed in the skipped step"
+    assert any(not torch.equal(weights[3][k], weights[4][k]) for k in weights[3]), "training goes on after it"
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_fp16_run_cut_after_a_skipped_step_resumes_to_the_same_weights_and_scale(tmp_path):
+    """Resume in the middle of an fp16 run: the scaler's halved scale must come back with the weights."""
+
+    class Disconnect(Exception):
+        pass
+
+    def cut_at(step):
+        def callback(record, history):
+            if record["step"] == step:
+                raise Disconnect
+
+        return callback
+
+    straight, cfg = _fp16_run(tmp_path, steps=12)
+    straight.ln_f.weight.register_hook(_overflow_at(3))
+    T.train(straight, toy_batcher(), toy_valid(), cfg, tmp_path / "straight", progress=False)
+    scale = ck.load_checkpoint(tmp_path / "straight")["scaler"]["scale"]
+    assert scale == 32768.0, "one skipped step halves the initial 65,536"
+
+    cut, cfg = _fp16_run(tmp_path, steps=12)
+    cut.ln_f.weight.register_hook(_overflow_at(3))
+    with pytest.raises(Disconnect):
+        T.train(cut, toy_batcher(), toy_valid(), cfg, tmp_path / "cut", progress=False, callback=cut_at(6))
+    saved = ck.load_checkpoint(tmp_path / "cut")
+    assert saved["step"] == 4 and saved["scaler"]["scale"] == 32768.0
+    resumed, cfg = _fp16_run(tmp_path, steps=12, seed=1)  # a fresh process: other initial weights
+    result = T.train(resumed, toy_batcher(), toy_valid(), cfg, tmp_path / "cut", progress=False)
+    assert result.resumed_from == 4 and result.steps == 12 and result.skipped_steps == 1
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), f"{name} differs after resuming the fp16 run"
+    assert ck.load_checkpoint(tmp_path / "cut")["scaler"]["scale"] == scale
+
+
+def test_the_t4_preset_runs_a_few_fp16_steps_end_to_end_on_cpu(tmp_path):
+    from helpers.cli import train_command
+
+    result = train_command(
+        "builtin",
+        steps=2,
+        out=tmp_path / "t4",
+        preset="t4",
+        limit=400,
+        # the preset's model and schedule; batches of one or two sentences, since fp16 on a CPU is emulated (slow)
+        overrides={"max_tokens": 128, "precision": "fp16", "eval_interval": 2, "valid_sentences": 4},
+        progress=False,
+        device="cpu",
+    )
+    summary = ck.load_checkpoint(tmp_path / "t4")
+    assert result.steps == 2 and summary["train_state"]["precision"] == "fp16"
+    assert summary["config"]["model"]["n_layer"] == 6 and summary["config"]["model"]["d_model"] == 512
+    assert result.val_loss is not None and math.isfinite(result.val_loss)
