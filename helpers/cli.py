@@ -77,7 +77,7 @@ def train_command(
     from .config import preset_config
     from .data import prepare_data
     from .model import DecoderOnlyTransformer, num_parameters
-    from .train import Budget, train
+    from .train import Budget, train, training_summary
 
     err = stderr if stderr is not None else sys.stderr
     cfg = preset_config(preset, **{**(overrides or {}), "minutes": minutes, "steps": steps, "seed": seed})
@@ -114,22 +114,12 @@ def train_command(
         progress=progress,
     )
     summary = {
-        "steps": result.steps,
-        "tokens": result.tokens,
-        "minutes": round(result.seconds / 60, 2),
-        "tokens_per_s": round(result.tokens_per_s, 1),
-        "val_loss": result.val_loss,
-        "val_ppl": result.val_ppl,
+        **training_summary(result, cfg, preset=preset, precision=precision),
         "parameters": n_params,
         "device": str(dev),
         "hardware": runtime.hardware_name(dev),
-        "precision": precision,
-        "preset": preset,
-        "config": cfg.to_dict(),
         "model": model_cfg.to_dict(),
-        "data": prepared.info,
-        "data_report": data_report,
-        "resumed_from": result.resumed_from,
+        "data": {**prepared.info, "report": data_report},
         "test_file": str(test_path),
         "torch": torch.__version__,
     }

@@ -233,10 +233,39 @@ def prepare_data(
     the training split only and saved once, so a resumed run reads the very same vocabulary. Validation
     batches are capped at ``cfg.valid_sentences`` sentences. Notebook 03 runs these steps one cell each.
     """
-    say = (lambda *a: print(*a, file=sys.stderr)) if progress else (lambda *a: None)
     pairs, load_report = load_path(data, columns, limit=limit, seed=seed)
     pairs, clean_report = clean_pairs(pairs)
     splits = split_pairs(pairs, seed=seed)
+    tokenizer = tokenizer_for(splits.train, cfg, out_dir, seed=seed, progress=progress)
+    train_ex, enc_train = encode_pairs(tokenizer, splits.train, cfg.max_len)
+    valid_ex, enc_valid = encode_pairs(tokenizer, splits.valid[: cfg.valid_sentences], cfg.max_len)
+    batcher = BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
+    valid_batches = list(BucketBatcher(valid_ex, max_tokens=cfg.max_tokens, shuffle=False)) if valid_ex else []
+    info = data_info(data, splits, tokenizer, cfg, columns=columns, limit=limit)
+    reports = {
+        "load": load_report,
+        "clean": clean_report,
+        "split": splits.report,
+        "encode_train": enc_train,
+        "encode_valid": enc_valid,
+    }
+    return PreparedData(tokenizer, splits, batcher, valid_batches, info, reports)
+
+
+def tokenizer_for(
+    train_pairs: Sequence[tuple[str, str]],
+    cfg,
+    out_dir: str | Path | None = None,
+    *,
+    seed: int = 0,
+    progress: bool = False,
+) -> Tokenizer:
+    """The run's tokenizer: reloaded from ``out_dir/tokenizer`` when the run folder has one, else trained on
+    ``train_pairs`` (the training split only) and saved there once.
+
+    Reloading, not retraining, keeps the vocabulary a checkpoint was trained with; a saved tokenizer made with
+    another ``vocab_size`` or type is refused, naming both.
+    """
     tok_dir = Path(out_dir) / ckpt_lib.TOKENIZER_DIR if out_dir is not None else None
     if tok_dir is not None and tok_dir.is_dir():
         tokenizer = Tokenizer.load(tok_dir)
@@ -247,21 +276,28 @@ def prepare_data(
                 f"vocab_size={cfg.vocab_size}, type={cfg.tokenizer_type!r}. Use a new output folder, or rerun with the "
                 "settings that made it."
             )
-        say(f"Tokenizer: reusing {tok_dir} ({tokenizer.vocab_size} pieces).")
-    else:
-        t0 = time.perf_counter()
-        tokenizer = Tokenizer.train(splits.train, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, seed=seed)
-        if out_dir is not None:
-            ckpt_lib.save_tokenizer_once(tokenizer, out_dir)
-        say(
-            f"Tokenizer: trained {tokenizer.vocab_size} {cfg.tokenizer_type} pieces in {time.perf_counter() - t0:.1f} s."
+        if progress:
+            print(f"Tokenizer: reusing {tok_dir} ({tokenizer.vocab_size} pieces).", file=sys.stderr)
+        return tokenizer
+    t0 = time.perf_counter()
+    tokenizer = Tokenizer.train(train_pairs, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, seed=seed)
+    if out_dir is not None:
+        ckpt_lib.save_tokenizer_once(tokenizer, out_dir)
+    if progress:
+        took = time.perf_counter() - t0
+        print(
+            f"Tokenizer: trained {tokenizer.vocab_size} {cfg.tokenizer_type} pieces in {took:.1f} s.", file=sys.stderr
         )
-    train_ex, enc_train = encode_pairs(tokenizer, splits.train, cfg.max_len)
-    valid_ex, enc_valid = encode_pairs(tokenizer, splits.valid[: cfg.valid_sentences], cfg.max_len)
-    batcher = BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
-    valid_batches = list(BucketBatcher(valid_ex, max_tokens=cfg.max_tokens, shuffle=False)) if valid_ex else []
+    return tokenizer
+
+
+def data_info(
+    data: str, splits: Splits, tokenizer: Tokenizer, cfg, *, columns: Sequence[str] | None = None, limit=None
+) -> dict:
+    """What a checkpoint records about its data (and refuses to resume on other data): the source and its
+    sha256, the columns, the sample size, the split sizes and the tokenizer."""
     builtin = data == "builtin"
-    info = {
+    return {
         "source": "builtin" if builtin else str(Path(data).expanduser().resolve()),
         "sha256": "builtin" if builtin else file_sha256(Path(data).expanduser()),
         "columns": list(columns) if columns else None,
@@ -269,14 +305,6 @@ def prepare_data(
         "pairs": {"train": len(splits.train), "valid": len(splits.valid), "test": len(splits.test)},
         "tokenizer": {"vocab_size": tokenizer.vocab_size, "type": cfg.tokenizer_type},
     }
-    reports = {
-        "load": load_report,
-        "clean": clean_report,
-        "split": splits.report,
-        "encode_train": enc_train,
-        "encode_valid": enc_valid,
-    }
-    return PreparedData(tokenizer, splits, batcher, valid_batches, info, reports)
 
 
 def data_summary(reports: dict) -> dict:

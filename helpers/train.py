@@ -216,6 +216,23 @@ class TrainResult:
     skipped_steps: int = 0  # fp16 steps the GradScaler skipped for inf/NaN gradients
 
 
+def training_summary(result: TrainResult, cfg: TrainConfig, *, preset: str | None, precision: str) -> dict:
+    """How a model was trained, in the layout every metrics file uses (``train_summary.json``, notebook 03)."""
+    return {
+        "steps": result.steps,
+        "minutes": round(result.seconds / 60, 2),
+        "tokens": result.tokens,
+        "tokens_per_s": round(result.tokens_per_s, 1),
+        "val_loss": result.val_loss,
+        "val_ppl": result.val_ppl,
+        "skipped_steps": result.skipped_steps,
+        "resumed_from": result.resumed_from,
+        "precision": precision,
+        "preset": preset,
+        "config": cfg.to_dict(),
+    }
+
+
 def _epoch_stream(batcher, state: dict, skip: int = 0):
     """Batches forever, epoch after epoch; ``state`` tracks the epoch and the position in it.
 

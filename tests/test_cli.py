@@ -110,7 +110,7 @@ def test_train_prints_and_records_every_line_it_could_not_use(tmp_path):
     assert "11  empty English side (first at line 2,018)" in said
     assert "9  invalid UTF-8 (first at line 3,029)" in said
     assert "removed by cleaning" in said and "too long for max_len=48" in said
-    report = json.loads((out / "train_summary.json").read_text())["data_report"]
+    report = json.loads((out / "train_summary.json").read_text())["data"]["report"]
     assert report["lines_read"] == 3037 and report["pairs_kept"] == 3000
     assert report["skipped"] == {
         "missing tab (fewer than 2 columns)": {"count": 17, "first_line": 1001},
