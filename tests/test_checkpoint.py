@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,13 +18,15 @@ import torch
 from test_train import toy_batcher, toy_valid  # noqa: E402  (toy batches of random ids)
 
 from helpers import checkpoint as ck
+from helpers import cli
+from helpers import config as C
 from helpers import train as T
 from helpers.model import DecoderOnlyTransformer
 
 
 def _tiny_model(vocab=60, seed=0, **kw):
     torch.manual_seed(seed)
-    cfg = T.preset_config("tiny", **kw)
+    cfg = C.preset_config("tiny", **kw)
     return DecoderOnlyTransformer(cfg.model_config(vocab)), cfg
 
 
@@ -95,14 +98,77 @@ def test_a_crash_during_save_keeps_the_last_good_checkpoint(tmp_path, monkeypatc
     assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
 
 
-def test_a_non_atomic_save_would_be_caught(tmp_path):
-    # the property above is not automatic: writing in place leaves a corrupt file the loader rejects
+def crash_mid_save(folder, monkeypatch) -> bool:
+    """Save step 1, then "die" half-way through saving step 2. True if step 1 is still what loads."""
     model, _ = _tiny_model()
-    ck.save_checkpoint(tmp_path, model=model, config={"a": 1}, step=1)
-    with open(tmp_path / ck.CHECKPOINT_NAME, "wb") as f:
+    ck.save_checkpoint(folder, model=model, config={"a": 1}, step=1)
+    assert ck.load_checkpoint(folder)["step"] == 1  # every writer below works when nothing goes wrong
+
+    def dying_save(obj, f, *a, **kw):  # half a file, then the process is gone
         f.write(b"\x80\x02partial")
-    with pytest.raises(ValueError, match="could not be read as a checkpoint"):
-        ck.load_checkpoint(tmp_path)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(torch, "save", dying_save)
+        with pytest.raises(KeyboardInterrupt):
+            ck.save_checkpoint(folder, model=model, config={"a": 1}, step=2)
+    try:
+        return ck.load_checkpoint(folder)["step"] == 1
+    except ValueError:  # "could not be read as a checkpoint": the good one was overwritten
+        return False
+
+
+def _open(path, mode):
+    return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+
+
+def _write_in_place(path, write, mode):
+    """Mutant of ck._atomic_write: no temporary file, writes straight over the previous checkpoint."""
+    with _open(path, mode) as f:
+        write(f)
+    return Path(path)
+
+
+def _rename_in_finally(path, write, mode):
+    """Mutant: a temporary file, but the rename sits in `finally`, so it also runs when the write died."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with _open(tmp, mode) as f:
+            write(f)
+    finally:
+        os.replace(tmp, path)
+    return path
+
+
+def _rename_before_writing(path, write, mode):
+    """Mutant: renames the temporary file over the old one as soon as it is opened, then writes into it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with _open(tmp, mode) as f:
+        os.replace(tmp, path)
+        write(f)
+    return path
+
+
+@pytest.mark.parametrize(
+    "writer, survives",
+    [(None, True), (_write_in_place, False), (_rename_in_finally, False), (_rename_before_writing, False)],
+    ids=["real _atomic_write", "mutant: in place", "mutant: rename in finally", "mutant: rename before writing"],
+)
+def test_a_crash_mid_save_keeps_the_old_checkpoint_only_with_a_truly_atomic_write(
+    tmp_path, monkeypatch, writer, survives
+):
+    """The real writer must keep the old checkpoint through a crash; each plausible non-atomic writer, swapped in
+    for ck._atomic_write, must lose it: the check can fail on exactly the mistakes it is meant to catch."""
+    if writer is not None:
+        monkeypatch.setattr(ck, "_atomic_write", writer)
+    survived = crash_mid_save(tmp_path, monkeypatch)
+    assert survived is survives, (
+        "a crash mid-save destroyed the previous checkpoint"
+        if survives
+        else "this non-atomic writer kept the checkpoint through the crash: the check cannot tell it from the real one"
+    )
 
 
 def test_missing_checkpoint_says_what_to_do(tmp_path):
@@ -172,7 +238,7 @@ SCRIPT = textwrap.dedent(
     import sys, torch
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    from helpers.train import train_command
+    from helpers.cli import train_command
     data, out, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
     train_command(data, None, None, steps, out, "tiny", 0,
                   overrides={"checkpoint_every_steps": 10, "checkpoint_minutes": 1e9}, progress=False)
@@ -230,17 +296,17 @@ def test_sigkill_then_rerun_ends_with_the_weights_of_an_uninterrupted_run(tmp_pa
 
 
 def test_a_tokenizer_from_another_configuration_is_refused(tmp_path, pairs_file):
-    T.train_command(str(pairs_file), None, None, 2, tmp_path, "tiny", 0, progress=False)
+    cli.train_command(str(pairs_file), None, None, 2, tmp_path, "tiny", 0, progress=False)
     with pytest.raises(ck.ConfigMismatchError, match="vocab_size=400, .* asks for vocab_size=450"):
-        T.train_command(
+        cli.train_command(
             str(pairs_file), None, None, 2, tmp_path, "tiny", 0, overrides={"vocab_size": 450}, progress=False
         )
 
 
 def test_rerunning_a_finished_command_changes_nothing(tmp_path, pairs_file):
-    first = T.train_command(str(pairs_file), None, None, 4, tmp_path, "tiny", 0, progress=False)
+    first = cli.train_command(str(pairs_file), None, None, 4, tmp_path, "tiny", 0, progress=False)
     before = ck.load_checkpoint(tmp_path)["model"]
-    again = T.train_command(str(pairs_file), None, None, 4, tmp_path, "tiny", 0, progress=False)
+    again = cli.train_command(str(pairs_file), None, None, 4, tmp_path, "tiny", 0, progress=False)
     assert again.steps == first.steps == 4 and again.resumed_from == 4
     after = ck.load_checkpoint(tmp_path)["model"]
     assert all(torch.equal(before[k], after[k]) for k in before)
