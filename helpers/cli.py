@@ -5,7 +5,7 @@ sync-notebooks  rewrite each notebooks/NN_*.ipynb from its jupytext .py pair (no
 check-notebooks report pairs that drifted apart or carry outputs
 train           train the French->English model (resumes when --out already has a checkpoint)
 translate       French lines on standard input -> English lines on standard output
-evaluate        BLEU and chrF on a French<TAB>English test file
+evaluate        BLEU and chrF with slices and baselines on the run's test sets or given files
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def train_command(
     from . import checkpoint as ckpt_lib
     from . import runtime
     from .config import preset_config
-    from .data import prepare_data
+    from .data import TEST_FILES, prepare_data
     from .model import DecoderOnlyTransformer, num_parameters
     from .train import Budget, train, training_summary
 
@@ -90,8 +90,8 @@ def train_command(
     prepared = prepare_data(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress)
     data_report = prepared.summary()
     print(prepared.describe(), file=err)  # nothing dropped goes unsaid
-    test_path = out / "test.tsv"  # rewritten every time: it follows from the data and the seed
-    ckpt_lib.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in prepared.test_pairs), test_path)
+    for name, pairs in prepared.test_sets().items():  # rewritten every time: they follow from the data and the seed
+        ckpt_lib.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs), out / TEST_FILES[name])
     runtime.set_seed(seed)  # the same initial weights whatever the data preparation drew
     model_cfg = cfg.model_config(prepared.tokenizer.vocab_size, dev)
     model = DecoderOnlyTransformer(model_cfg)
@@ -120,7 +120,7 @@ def train_command(
         "hardware": runtime.hardware_name(dev),
         "model": model_cfg.to_dict(),
         "data": {**prepared.info, "report": data_report},
-        "test_file": str(test_path),
+        "test_files": {name: str(out / f) for name, f in TEST_FILES.items()},
         "torch": torch.__version__,
     }
     ckpt_lib.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", out / "train_summary.json")
@@ -133,7 +133,7 @@ def train_command(
         print(
             f"Done: {result.steps} steps, {result.tokens:,} target tokens in {result.seconds / 60:.1f} min "
             f"({result.tokens_per_s:,.0f} tokens/s){vl}.\nCheckpoint: {result.checkpoint}\n"
-            f"Evaluate: python -m helpers evaluate --checkpoint {out} --test {test_path}",
+            f"Evaluate on its two test sets: python -m helpers evaluate --checkpoint {out}",
             file=err,
         )
     return result
@@ -164,33 +164,70 @@ def translate_command(
 
 def evaluate_command(
     checkpoint: str | Path,
-    test: str | Path,
-    beams: int = 1,
+    tests: str | Path | list | None = None,
+    beams: int | None = None,
     out_json: str | Path | None = None,
     *,
     columns: tuple[str, ...] | None = None,
+    length_penalty: float = 1.0,
     stdout: TextIO | None = None,
 ) -> dict:
-    """``python -m helpers evaluate``: score a run on a test file; print what was read and the scores; write JSON.
+    """``python -m helpers evaluate``: score a run on test sets; print what was read and the scores; write JSON.
 
-    ``test`` is read like ``train --data`` (French<TAB>English by default, ``columns`` for another order, the
-    Tatoeba file recognised); lines it cannot use are counted and named, never dropped silently. The JSON
-    (default ``<checkpoint>/eval.json``) has the layout of :func:`helpers.evaluate.metrics_record`; the
-    translations go beside it, one per line. Returns the record.
+    ``tests`` are files or public set names (``helpers.testsets.PUBLIC_TEST_SETS``); without any, the run's own
+    two test sets (new sentences first, then in-distribution). A file is read like ``train --data``
+    (French<TAB>English by default, ``columns`` for another order, the Tatoeba file recognised); lines it cannot
+    use are counted and named, never dropped silently. ``beams`` defaults to
+    :data:`helpers.evaluate.DEFAULT_BEAMS`. The JSON (default ``<checkpoint>/eval.json``) has the layout of
+    :func:`helpers.evaluate.metrics_record`, one evaluation per test set; the translations go beside it, one
+    file per set. Returns the record.
     """
     from .checkpoint import atomic_write_text
-    from .data import data_summary, format_data_summary
-    from .evaluate import evaluate_pairs, format_evaluation, load_run, metrics_record, write_json
+    from .data import TEST_FILES, data_summary, format_data_summary
+    from .evaluate import DEFAULT_BEAMS, evaluate_pairs, format_evaluation, load_run, metrics_record, write_json
     from .model import num_parameters
     from .sources import load_path
+    from .testsets import PUBLIC_TEST_SETS, load_public
 
     stdout = stdout if stdout is not None else sys.stdout
-    pairs, load_report = load_path(test, columns)
-    report = data_summary({"load": load_report})
-    print(format_data_summary(report), file=stdout)
+    beams = DEFAULT_BEAMS if beams is None else beams
     run = load_run(checkpoint)
-    evaluation, hyps = evaluate_pairs(run.model, run.tokenizer, pairs, test_set=Path(test).name, beams=beams)
-    print(format_evaluation(evaluation), file=stdout)
+    if tests is None or tests == []:
+        named = [(name, run.path / f) for name, f in TEST_FILES.items()]
+        missing = [str(p) for _, p in named if not p.is_file()]
+        if missing:
+            raise FileNotFoundError(
+                f"{run.path} lacks {', '.join(missing)}: pass test files with --test (runs made before the "
+                "new-sentence set have only test.tsv)."
+            )
+        own_columns = ("fr", "en")
+    else:
+        named = [(None, t) for t in ([tests] if isinstance(tests, (str, Path)) else tests)]
+        own_columns = columns
+    if run.words is None:
+        print("note: no training word table in the run folder: no unseen-word slice, no word-by-word baseline.",
+              file=stdout)  # fmt: skip
+    evaluations, reports = [], {}
+    out_json = Path(out_json) if out_json is not None else Path(run.path) / "eval.json"
+    for name, test in named:
+        if str(test) in PUBLIC_TEST_SETS:
+            pairs, load_report = load_public(str(test))
+            label = f"{test}: {PUBLIC_TEST_SETS[str(test)][3]}"
+        else:
+            pairs, load_report = load_path(test, own_columns)
+            label = name or Path(test).name
+        report = data_summary({"load": load_report})
+        print(format_data_summary(report), file=stdout)
+        evaluation, hyps = evaluate_pairs(
+            run.model, run.tokenizer, pairs, test_set=label, words=run.words, beams=beams, length_penalty=length_penalty
+        )
+        print(format_evaluation(evaluation), file=stdout)
+        evaluations.append(evaluation)
+        reports[label] = {"test_file": str(test), "report": report}
+        stem = Path(TEST_FILES.get(name, Path(str(test)).name)).stem
+        hyp_path = out_json.with_name(f"{out_json.stem}.{stem}.hyp.txt")
+        atomic_write_text("".join(h + "\n" for h in hyps), hyp_path)
+        print(f"translations: {hyp_path}", file=stdout)
     record = metrics_record(
         model={
             "name": f"scratch ({run.path.name})",
@@ -198,14 +235,11 @@ def evaluate_command(
             "checkpoint": str(run.path),
             "step": run.step,
         },
-        evaluations=[evaluation],
-        data={"test_file": str(test), "report": report},
+        evaluations=evaluations,
+        data={"test_sets": reports},
     )
-    out_json = Path(out_json) if out_json is not None else Path(run.path) / "eval.json"
     write_json(record, out_json)
-    hyp_path = out_json.with_suffix(".hyp.txt")
-    atomic_write_text("".join(h + "\n" for h in hyps), hyp_path)
-    print(f"wrote {out_json} and {hyp_path}", file=stdout)
+    print(f"wrote {out_json}", file=stdout)
     return record
 
 
@@ -237,7 +271,14 @@ def _translate(args) -> int:
 
 
 def _evaluate(args) -> int:
-    evaluate_command(args.checkpoint, args.test, beams=args.beams, out_json=args.json, columns=_columns(args.columns))
+    evaluate_command(
+        args.checkpoint,
+        args.test,
+        beams=args.beams,
+        out_json=args.json,
+        columns=_columns(args.columns),
+        length_penalty=args.length_penalty,
+    )
     return 0
 
 
@@ -285,11 +326,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beams", type=int, default=1, help="1 = greedy")
     p.set_defaults(func=_translate)
 
-    p = sub.add_parser("evaluate", help="BLEU and chrF on French<TAB>English lines")
+    p = sub.add_parser("evaluate", help="BLEU and chrF, with slices and baselines, on each test set")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--test", required=True, help="file of French<TAB>English lines (the Tatoeba file is recognised)")
+    p.add_argument(
+        "--test",
+        action="append",
+        default=None,
+        help="a file of French<TAB>English lines (the Tatoeba file is recognised) or a public set (wmt14, "
+        "wmt14-dev: needs the network); repeat for several; default: the run's own new-sentence and "
+        "in-distribution sets",
+    )
     p.add_argument("--columns", default=None, help="column order of --test, e.g. en,fr,attribution (default: fr,en)")
-    p.add_argument("--beams", type=int, default=1)
+    p.add_argument("--beams", type=int, default=None, help="1 = greedy (default: beam search with 4 beams)")
+    p.add_argument("--length-penalty", type=float, default=1.0, help="beam search: score / length ** this")
     p.add_argument("--json", default=None, help="where to write the metrics (default: <checkpoint>/eval.json)")
     p.set_defaults(func=_evaluate)
     return parser

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from . import checkpoint as ckpt_lib
 from .sources import file_sha256, load_path
-from .tokens import BucketBatcher, DataError, Tokenizer, encode_pairs, normalise_text
+from .testsets import NewSentenceDesign, NewSentenceReport, WordTable, describe_test_set, select_new_sentences
+from .tokens import BucketBatcher, DataError, Tokenizer, encode_pairs, max_source_tokens, normalise_text
 
 
 @dataclass
@@ -56,6 +57,8 @@ class SplitReport:
     french_in_two_splits: int = 0  # checked after splitting: must be 0
     test_english_in_train: int = 0  # checked after splitting: must be 0
     valid_english_in_train: int = 0
+    new_in_train: int = 0  # new-sentence pairs whose French or English is in train: must be 0
+    new: NewSentenceReport | None = None
 
     def pretty(self) -> str:
         s = self.sizes
@@ -65,11 +68,12 @@ class SplitReport:
                 f"  pairs {self.n_pairs:,} in {self.n_groups:,} groups; {self.groups_joined_by_english:,} groups "
                 f"({self.pairs_kept_together:,} pairs) were kept together because French sentences share an English one",
                 f"  train {s.get('train', 0):,} | valid {s.get('valid', 0):,} (asked {self.targets.get('valid', 0):,}) | "
-                f"test {s.get('test', 0):,} (asked {self.targets.get('test', 0):,})",
+                f"test {s.get('test', 0):,} (asked {self.targets.get('test', 0):,}) | new sentences {s.get('new', 0):,}",
                 f"  checks: French sentences in two splits = {self.french_in_two_splits}, test references that are "
                 f"training targets = {self.test_english_in_train}, valid references that are training targets = "
-                f"{self.valid_english_in_train}",
+                f"{self.valid_english_in_train}, new-sentence pairs sharing a side with training = {self.new_in_train}",
             ]
+            + ([f"  {self.new}"] if self.new and self.new.pairs else [])
         )
 
     __str__ = pretty
@@ -126,21 +130,31 @@ def clean_pairs(
 class Splits:
     train: list[tuple[str, str]]
     valid: list[tuple[str, str]]
-    test: list[tuple[str, str]]
+    test: list[tuple[str, str]]  # in-distribution: a random draw of groups
     report: SplitReport | None = None
+    new: list[tuple[str, str]] = field(default_factory=list)  # new sentences (helpers.testsets), held out first
 
     def __iter__(self):  # train, valid, test = split_pairs(...)
         return iter((self.train, self.valid, self.test))
 
 
-def split_pairs(pairs: Sequence[tuple[str, str]], *, valid: float = 0.05, test: float = 0.05, seed: int = 0) -> Splits:
-    """Train/valid/test with no leak: pairs are grouped so that every French sentence, and every English
-    one, lives in a single split.
+def split_pairs(
+    pairs: Sequence[tuple[str, str]],
+    *,
+    valid: float = 0.05,
+    test: float = 0.05,
+    new: NewSentenceDesign | None = NewSentenceDesign(),  # noqa: B008 (frozen: safe as a default)
+    seed: int = 0,
+) -> Splits:
+    """Train/valid/test (and new sentences) with no leak: pairs are grouped so that every French sentence, and
+    every English one, lives in a single split.
 
     Tatoeba has many French variants of one English sentence ("Va !", "Bouge !" are both "Go."); grouping
     by French alone would put "Go." in test as a reference and in train as a target. So groups are the
-    connected components of the graph linking each French sentence to its English ones; whole groups are
-    dealt to test, then valid, then train in a seeded random order.
+    connected components of the graph linking each French sentence to its English ones. First the
+    new-sentence set takes its groups (:func:`helpers.testsets.select_new_sentences`: rare words, long
+    sentences; ``new=None`` for none), then the other groups are dealt to test, then valid, then train in a
+    seeded random order.
     """
     if not 0 <= valid < 1 or not 0 <= test < 1 or valid + test >= 1:
         raise DataError(f"valid={valid} and test={test} must be fractions in [0, 1) that leave room for training.")
@@ -162,6 +176,13 @@ def split_pairs(pairs: Sequence[tuple[str, str]], *, valid: float = 0.05, test: 
         groups.setdefault(find(("fr", fr)), []).append(i)
     members = list(groups.values())  # in order of first appearance: deterministic
     random.Random(seed).shuffle(members)
+    new_report = None
+    if new is not None and new.share > 0:
+        held, new_report = select_new_sentences(pairs, members, new, seed=seed)
+        new_idx = [i for g in sorted(held) for i in members[g]]
+        members = [idx for g, idx in enumerate(members) if g not in held]
+    else:
+        new_idx = []
 
     n = len(pairs)
     targets = {"test": round(test * n), "valid": round(valid * n)}
@@ -174,8 +195,9 @@ def split_pairs(pairs: Sequence[tuple[str, str]], *, valid: float = 0.05, test: 
         dest = next((k for k in ("test", "valid") if len(out[k]) + len(idx) <= targets[k]), "train")
         out[dest].extend(idx)
 
-    report = SplitReport(n_pairs=n, n_groups=len(members), targets=targets)
-    for idx in members:
+    out["new"] = new_idx
+    report = SplitReport(n_pairs=n, n_groups=len(groups), targets=targets, new=new_report)
+    for idx in groups.values():
         if len({pairs[i][0] for i in idx}) > 1:
             report.groups_joined_by_english += 1
             report.pairs_kept_together += len(idx)
@@ -183,17 +205,22 @@ def split_pairs(pairs: Sequence[tuple[str, str]], *, valid: float = 0.05, test: 
     report.sizes = {k: len(v) for k, v in result.items()}
     fr_sets = {k: {fr for fr, _ in v} for k, v in result.items()}
     en_train = {en for _, en in result["train"]}
+    names = list(fr_sets)
     report.french_in_two_splits = len(
-        (fr_sets["train"] & fr_sets["valid"])
-        | (fr_sets["train"] & fr_sets["test"])
-        | (fr_sets["valid"] & fr_sets["test"])
+        set().union(*(fr_sets[a] & fr_sets[b] for k, a in enumerate(names) for b in names[k + 1 :]))
     )
     report.test_english_in_train = len({en for _, en in result["test"]} & en_train)
     report.valid_english_in_train = len({en for _, en in result["valid"]} & en_train)
-    return Splits(result["train"], result["valid"], result["test"], report)
+    report.new_in_train = sum(fr in fr_sets["train"] or en in en_train for fr, en in result["new"])
+    return Splits(result["train"], result["valid"], result["test"], report, new=result["new"])
 
 
 # ============================================================================ the whole pipeline
+
+
+NEW_SENTENCES = "new sentences (held out by rare word and length)"
+IN_DISTRIBUTION = "in-distribution (random split)"
+TEST_FILES = {NEW_SENTENCES: "test_new.tsv", IN_DISTRIBUTION: "test.tsv"}  # in the run folder
 
 
 @dataclass
@@ -204,10 +231,19 @@ class PreparedData:
     valid_batches: list  # of Batch, at most cfg.valid_sentences sentences
     info: dict  # what a checkpoint must agree with: source, file hash, columns, limit, sizes, tokenizer
     reports: dict  # load, clean, split, encode_train, encode_valid: what each step kept and dropped, and why
+    words: WordTable | None = None  # the training split's French words (unseen-word slice, word-by-word baseline)
 
     @property
     def test_pairs(self) -> list[tuple[str, str]]:
         return self.splits.test
+
+    @property
+    def new_pairs(self) -> list[tuple[str, str]]:
+        return self.splits.new
+
+    def test_sets(self) -> dict[str, list[tuple[str, str]]]:
+        """The run's own test sets, the one that measures what a user meets first."""
+        return {NEW_SENTENCES: self.splits.new, IN_DISTRIBUTION: self.splits.test}
 
     def summary(self) -> dict:
         return data_summary(self.reports)
@@ -241,6 +277,7 @@ def prepare_data(
     valid_ex, enc_valid = encode_pairs(tokenizer, splits.valid[: cfg.valid_sentences], cfg.max_len)
     batcher = BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
     valid_batches = list(BucketBatcher(valid_ex, max_tokens=cfg.max_tokens, shuffle=False)) if valid_ex else []
+    words = WordTable.from_pairs(splits.train)
     info = data_info(data, splits, tokenizer, cfg, columns=columns, limit=limit)
     reports = {
         "load": load_report,
@@ -248,8 +285,14 @@ def prepare_data(
         "split": splits.report,
         "encode_train": enc_train,
         "encode_valid": enc_valid,
+        "test_sets": {
+            name: describe_test_set(test_pairs, words, tokenizer, max_source_tokens(cfg.max_len))
+            for name, test_pairs in (("new", splits.new), ("test", splits.test))
+        },
     }
-    return PreparedData(tokenizer, splits, batcher, valid_batches, info, reports)
+    if out_dir is not None:
+        words.save(Path(out_dir) / WordTable.FILENAME)
+    return PreparedData(tokenizer, splits, batcher, valid_batches, info, reports, words)
 
 
 def tokenizer_for(
@@ -302,7 +345,12 @@ def data_info(
         "sha256": "builtin" if builtin else file_sha256(Path(data).expanduser()),
         "columns": list(columns) if columns else None,
         "limit": limit,
-        "pairs": {"train": len(splits.train), "valid": len(splits.valid), "test": len(splits.test)},
+        "pairs": {
+            "train": len(splits.train),
+            "valid": len(splits.valid),
+            "test": len(splits.test),
+            "new": len(splits.new),
+        },
         "tokenizer": {"vocab_size": tokenizer.vocab_size, "type": cfg.tokenizer_type},
     }
 
@@ -328,11 +376,16 @@ def data_summary(reports: dict) -> dict:
         out["pairs_after_cleaning"] = clean.n_out
     if "split" in reports:
         out["split"] = dict(reports["split"].sizes)
+    if "test_sets" in reports:
+        out["test_sets"] = reports["test_sets"]
     for name, rep in reports.items():
         if name.startswith("encode_"):
             out.setdefault("max_len", rep.max_len)
             out.setdefault("too_long_for_max_len", {})[name[len("encode_") :]] = rep.dropped_too_long
     return out
+
+
+_TEST_SET_NAMES = {"new": "new-sentence", "test": "in-distribution"}
 
 
 def format_data_summary(summary: dict) -> str:
@@ -354,7 +407,19 @@ def format_data_summary(summary: dict) -> str:
         lines += [f"    {n:>8,}  {reason}" for reason, n in removed.items()]
     if "split" in summary:
         s = summary["split"]
-        lines.append(f"  split: train {s['train']:,} | valid {s['valid']:,} | test {s['test']:,}")
+        lines.append(
+            f"  split: train {s['train']:,} | valid {s['valid']:,} | test {s['test']:,} | new sentences {s.get('new', 0):,}"
+        )
+    for name, t in summary.get("test_sets", {}).items():
+        lines.append(
+            f"  {_TEST_SET_NAMES.get(name, name)} test set: median {t['median_words']} words, {t['share_long']:.1%} above 15 words"
+            + (f", {t['share_unseen_word']:.1%} with a word unseen in training" if "share_unseen_word" in t else "")
+            + (
+                f", {t['sources_too_long']:,} sources longer than the model reads ({t['max_src_tokens']} tokens)"
+                if "sources_too_long" in t
+                else ""
+            )
+        )
     if "too_long_for_max_len" in summary:
         parts = ", ".join(f"{k} {n:,}" for k, n in summary["too_long_for_max_len"].items())
         lines.append(f"  too long for max_len={summary['max_len']} (left out): {parts}")

@@ -23,8 +23,10 @@ from typing import TextIO
 import torch
 
 from . import checkpoint as ckpt_lib
+from .tokens import max_source_tokens
 
-DEFAULT_LENGTH_BUCKETS = (5, 10, 15, 20, 30)  # source words: <=5, 6-10, ..., >30
+DEFAULT_LENGTH_BUCKETS = (5, 10, 15, 25)  # source words: 1-5, 6-10, 11-15, 16-25, 26+
+DEFAULT_BEAMS = 4  # evaluate's decoding: beam 4 gained 1-2 BLEU over greedy on every test set (RESULTS.md)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -38,6 +40,7 @@ class Run:
     config: dict
     step: int
     path: Path
+    words: object = None  # helpers.testsets.WordTable of the training split, when the run folder has one
 
 
 def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -> Run:
@@ -61,7 +64,11 @@ def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device).eval()
-    return Run(model=model, tokenizer=tokenizer, config=saved["config"], step=int(saved["step"]), path=folder)
+    from .testsets import WordTable
+
+    words_path = folder / WordTable.FILENAME
+    words = WordTable.load(words_path) if words_path.is_file() else None
+    return Run(model, tokenizer, saved["config"], int(saved["step"]), folder, words)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -102,8 +109,7 @@ def translate(
     report = report if report is not None else TranslateReport()
     t0 = time.perf_counter()
     max_len = model.config.max_len
-    # the source may use at most half the positions (minus <bos>, <sep>): the rest is for the English
-    max_src = max(1, max_len // 2 - 2)
+    max_src = max_source_tokens(max_len)
     outputs = [""] * len(sources)
     todo = []
     for i, text in enumerate(sources):
@@ -195,26 +201,50 @@ def copy_baseline(sources: list[str], references: list[str]) -> dict:
     return score(list(sources), references)
 
 
-def bleu_by_length(
-    sources: list[str], hypotheses: list[str], references: list[str], buckets: tuple[int, ...] = DEFAULT_LENGTH_BUCKETS
-) -> list[dict]:
-    """BLEU per source-length bucket (in words): ``[{"bucket": "6-10", "n": ..., "bleu": ...}, ...]``; empty buckets left out."""
-    from sacrebleu.metrics import BLEU
+def _bucket_name(k: int, edges: tuple[int, ...]) -> str:
+    lo = 1 if k == 0 else edges[k - 1] + 1
+    return f"{lo}-{edges[k]}" if k < len(edges) else f"{edges[-1] + 1}+"
 
-    edges = list(buckets)
-    groups: dict[int, list[int]] = {}
+
+def slices(
+    sources: list[str],
+    hypotheses: list[str],
+    references: list[str],
+    *,
+    words=None,
+    buckets: tuple[int, ...] = DEFAULT_LENGTH_BUCKETS,
+) -> dict[str, list[dict]]:
+    """BLEU and chrF on parts of a test set: ``{"length": [...], "unseen_word": [...]}``.
+
+    ``length`` cuts by source length in words (1-5, 6-10, 11-15, 16-25, 26+ by default); ``unseen_word`` splits
+    the sentences holding a French word that no training pair holds from the others (needs ``words``, a
+    :class:`helpers.testsets.WordTable`; without it the list is empty). Each row is ``{"slice", "n", "bleu",
+    "chrf"}``; empty slices are left out, and the rows of each list cover the whole set.
+    """
+    from sacrebleu.metrics import BLEU, CHRF
+
+    def row(name: str, idx: list[int]) -> dict:
+        hyp, ref = [hypotheses[i] for i in idx], [[references[i] for i in idx]]
+        return {
+            "slice": name,
+            "n": len(idx),
+            "bleu": round(BLEU().corpus_score(hyp, ref).score, 2),
+            "chrf": round(CHRF().corpus_score(hyp, ref).score, 2),
+        }
+
+    edges = tuple(buckets)
+    by_length: dict[int, list[int]] = {}
     for i, src in enumerate(sources):
         n = len(src.split())
-        k = next((j for j, edge in enumerate(edges) if n <= edge), len(edges))
-        groups.setdefault(k, []).append(i)
-    rows = []
-    for k in sorted(groups):
-        idx = groups[k]
-        lo = 1 if k == 0 else edges[k - 1] + 1
-        name = f"{lo}-{edges[k]}" if k < len(edges) else f">{edges[-1]}"
-        b = BLEU().corpus_score([hypotheses[i] for i in idx], [[references[i] for i in idx]])
-        rows.append({"bucket": name, "n": len(idx), "bleu": round(b.score, 2)})
-    return rows
+        by_length.setdefault(next((j for j, edge in enumerate(edges) if n <= edge), len(edges)), []).append(i)
+    out = {"length": [row(_bucket_name(k, edges), by_length[k]) for k in sorted(by_length)], "unseen_word": []}
+    if words is not None:
+        flags = [bool(words.unseen(src)) for src in sources]
+        for name, flag in (("with an unseen word", True), ("all words seen in training", False)):
+            idx = [i for i, f in enumerate(flags) if f is flag]
+            if idx:
+                out["unseen_word"].append(row(name, idx))
+    return out
 
 
 def sample_table(
@@ -245,7 +275,7 @@ def format_table(rows: list[dict], width: int = 60) -> str:
 METRICS_SCHEMA = "tbb-metrics/1"
 EVALUATION_KEYS = (
     "test_set", "n", "decoding", "beams", "bleu", "chrf", "bleu_signature", "chrf_signature", "copy_baseline",
-    "by_length", "truncated", "seconds", "sentences_per_s", "samples",
+    "word_baseline", "slices", "truncated", "seconds", "sentences_per_s", "samples",
 )  # fmt: skip
 
 
@@ -255,29 +285,42 @@ def evaluate_pairs(
     pairs: list[tuple[str, str]],
     *,
     test_set: str,
+    words=None,
     beams: int = 1,
+    length_penalty: float = 1.0,
     batch_size: int = 64,
     samples: int = 10,
 ) -> tuple[dict, list[str]]:
     """Translate the French of ``pairs``, score against the English; returns ``(evaluation, translations)``.
 
-    The evaluation names its ``test_set`` and holds BLEU, chrF, their signatures, the copy baseline, BLEU by
-    source length, how many sources were cut to fit, the decoding speed and sample rows (``EVALUATION_KEYS``).
+    The evaluation names its ``test_set`` and holds BLEU, chrF, their signatures, two baselines (copy the
+    source; word by word, which needs ``words``, the run's :class:`helpers.testsets.WordTable`), the
+    :func:`slices` by length and by unseen word, how many sources were cut to fit, the decoding speed and
+    sample rows (``EVALUATION_KEYS``).
     """
     if not pairs:
         raise ValueError(f"No test pairs to evaluate in {test_set!r}.")
     sources = [fr for fr, _ in pairs]
     references = [en for _, en in pairs]
     report = TranslateReport()
-    hyps = translate(model, tokenizer, sources, beams=beams, batch_size=batch_size, report=report)
+    hyps = translate(
+        model, tokenizer, sources, beams=beams, batch_size=batch_size, length_penalty=length_penalty, report=report
+    )
     base = copy_baseline(sources, references)
+    word_base = None
+    if words is not None:
+        from .testsets import word_by_word_baseline
+
+        wb = score(word_by_word_baseline(words, sources), references)
+        word_base = {"bleu": wb["bleu"], "chrf": wb["chrf"]}
     result = {
         "test_set": test_set,
         **score(hyps, references),
         "beams": beams,
-        "decoding": "greedy" if beams == 1 else f"beam {beams}",
+        "decoding": "greedy" if beams == 1 else f"beam {beams}, length penalty {length_penalty:g}",
         "copy_baseline": {"bleu": base["bleu"], "chrf": base["chrf"]},
-        "by_length": bleu_by_length(sources, hyps, references),
+        "word_baseline": word_base,
+        "slices": slices(sources, hyps, references, words=words),
         "truncated": len(report.truncated),
         "seconds": round(report.seconds, 2),
         "sentences_per_s": round(len(sources) / max(report.seconds, 1e-9), 1),
@@ -316,17 +359,25 @@ def metrics_record(
 
 
 def format_evaluation(ev: dict) -> str:
-    """Three lines for a terminal or a notebook: the scores with their signatures, and the copy baseline."""
-    base = ev["copy_baseline"]
-    return "\n".join(
-        [
-            f"{ev['test_set']}: {ev['n']:,} sentences, {ev['decoding']} decoding, {ev['sentences_per_s']} sentences/s"
-            + (f", {ev['truncated']:,} sources cut to fit max_len" if ev["truncated"] else ""),
-            f"  BLEU = {ev['bleu']:.2f}   {ev['bleu_signature']}",
-            f"  chrF = {ev['chrf']:.2f}   {ev['chrf_signature']}",
-            f"  copy-the-source baseline: BLEU = {base['bleu']:.2f}, chrF = {base['chrf']:.2f}",
-        ]
-    )
+    """A short block for a terminal or a notebook: scores with signatures, both baselines, the slices."""
+    base, word = ev["copy_baseline"], ev["word_baseline"]
+    lines = [
+        f"{ev['test_set']}: {ev['n']:,} sentences, {ev['decoding']} decoding, {ev['sentences_per_s']} sentences/s, "
+        + (f"{ev['truncated']:,} sources cut to fit max_len" if ev["truncated"] else "no source cut"),
+        f"  BLEU = {ev['bleu']:.2f}   {ev['bleu_signature']}",
+        f"  chrF = {ev['chrf']:.2f}   {ev['chrf_signature']}",
+        f"  baselines: copy the source BLEU {base['bleu']:.2f} / chrF {base['chrf']:.2f}; "
+        + (
+            f"word by word BLEU {word['bleu']:.2f} / chrF {word['chrf']:.2f}"
+            if word
+            else "word by word: not available (no training word table)"
+        ),
+    ]
+    for kind, title in (("length", "by source length (words)"), ("unseen_word", "by unseen word")):
+        rows = ev["slices"][kind]
+        if rows:
+            lines.append(f"  {title}: " + "; ".join(f"{r['slice']} ({r['n']:,}) BLEU {r['bleu']:.1f}" for r in rows))
+    return "\n".join(lines)
 
 
 def write_json(record: dict, path: str | Path) -> Path:

@@ -254,6 +254,12 @@ class Example:
     prefix_len: int  # len(<bos> French <sep>): positions from here on are the target
 
 
+def max_source_tokens(max_len: int) -> int:
+    """The most French tokens ``translate`` reads: half the positions, less <bos> and <sep>; the rest is for the
+    English. A longer source is cut, and the cut is counted (``evaluate``) and named (``translate``)."""
+    return max(1, max_len // 2 - 2)
+
+
 def prompt_ids(tok: Tokenizer, fr: str) -> list[int]:
     """What a translation starts from at inference: <bos> French <sep>."""
     return [tok.bos_id, *tok.encode(fr), tok.sep_id]

@@ -335,13 +335,14 @@ def r_target(splits, name):
     return splits.report.targets[name]
 
 
-def leaks(train, valid, test) -> dict[str, int]:
-    fr = [{f for f, _ in s} for s in (train, valid, test)]
+def leaks(train, valid, test, new=()) -> dict[str, int]:
+    fr = [{f for f, _ in s} for s in (train, valid, test, new)]
     en_train = {e for _, e in train}
     return {
-        "french": len((fr[0] & fr[1]) | (fr[0] & fr[2]) | (fr[1] & fr[2])),
+        "french": len(set().union(*(fr[a] & fr[b] for a in range(4) for b in range(a + 1, 4)))),
         "test_english": len({e for _, e in test} & en_train),
         "valid_english": len({e for _, e in valid} & en_train),
+        "new_english": len({e for _, e in new} & en_train),
     }
 
 
@@ -351,13 +352,14 @@ def test_splits_never_leak_a_sentence_across_splits(seed):
     pairs = random_corpus(rng, rng.randrange(30, 400))
     splits = D.split_pairs(pairs, valid=0.1, test=0.1, seed=seed)
     train, valid, test = splits
-    assert leaks(train, valid, test) == {"french": 0, "test_english": 0, "valid_english": 0}
-    assert sorted(train + valid + test) == sorted(pairs)  # nothing lost, nothing doubled (duplicates kept)
+    new = splits.new
+    assert leaks(train, valid, test, new) == {"french": 0, "test_english": 0, "valid_english": 0, "new_english": 0}
+    assert sorted(train + valid + test + new) == sorted(pairs)  # nothing lost, nothing doubled (duplicates kept)
     assert 0 < len(test) <= r_target(splits, "test") and 0 < len(valid) <= r_target(splits, "valid")
     assert len(train) > len(pairs) // 2
     r = splits.report
-    assert (r.french_in_two_splits, r.test_english_in_train, r.valid_english_in_train) == (0, 0, 0)
-    assert r.sizes == {"train": len(train), "valid": len(valid), "test": len(test)}
+    assert (r.french_in_two_splits, r.test_english_in_train, r.valid_english_in_train, r.new_in_train) == (0, 0, 0, 0)
+    assert r.sizes == {"train": len(train), "valid": len(valid), "test": len(test), "new": len(new)}
 
 
 def test_the_leak_check_catches_a_naive_split():
@@ -366,8 +368,8 @@ def test_the_leak_check_catches_a_naive_split():
     pairs = random_corpus(rng, 300)
     shuffled = pairs[:]
     rng.shuffle(shuffled)
-    naive = leaks(shuffled[60:], shuffled[30:60], shuffled[:30])
-    assert naive["french"] > 0 and naive["test_english"] > 0
+    naive = leaks(shuffled[66:], shuffled[36:66], shuffled[6:36], shuffled[:6])
+    assert naive["french"] > 0 and naive["test_english"] > 0 and naive["new_english"] > 0
 
 
 def test_splits_are_deterministic_and_roughly_the_asked_sizes():
@@ -656,8 +658,11 @@ def test_prepare_data_trains_the_tokenizer_on_the_training_split_only_and_reuses
     assert prepared.test_pairs == s.test and prepared.info["pairs"]["test"] == len(s.test)
     summary = prepared.summary()
     assert summary["pairs_kept"] == 3000 and summary["split"] == {
-        k: len(v) for k, v in zip(("train", "valid", "test"), s)
+        **{k: len(v) for k, v in zip(("train", "valid", "test"), s)},
+        "new": len(s.new),
     }
+    assert len(s.new) > 0 and prepared.words is not None and (tmp_path / "train_words.tsv").is_file()
+    assert set(summary["test_sets"]) == {"new", "test"} and "new-sentence test set" in prepared.describe()
     assert "too long for max_len=48" in prepared.describe()
     # a second call reads the saved tokenizer instead of training another one
     again = D.prepare_data("builtin", cfg, tmp_path, limit=3000, seed=0, progress=False)
@@ -684,7 +689,7 @@ def test_the_real_tatoeba_release_loads_cleans_and_splits_as_documented():
         pairs, report = S.load_pairs("tatoeba", path)
     assert report.kept == report.lines_read == 167_130 and "2019-04-07" in report.pretty()
     pairs, cleaned = D.clean_pairs(pairs)
-    assert cleaned.n_out == 166_877
+    assert cleaned.n_out == 166_837
     splits = D.split_pairs(pairs)
-    assert splits.report.sizes == {"train": 150_189, "valid": 8_344, "test": 8_344}
-    assert leaks(*splits) == {"french": 0, "test_english": 0, "valid_english": 0}
+    assert splits.report.sizes == {"train": 146_816, "valid": 8_342, "test": 8_342, "new": 3_337}
+    assert leaks(*splits, splits.new) == {"french": 0, "test_english": 0, "valid_english": 0, "new_english": 0}

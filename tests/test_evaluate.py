@@ -93,14 +93,23 @@ def test_the_copy_baseline_check_fails_on_plausible_mistakes(mutant, its_bleu):
     assert copy_baseline_misses(mutant) != []
 
 
-def test_bleu_by_length_puts_each_sentence_in_one_bucket():
-    sources = ["a b", "a b c", "a b c d e f g", "a " * 40]
-    refs = ["one two three four", "five six seven eight", "nine ten eleven twelve", "x y z w"]
-    hyps = [refs[0], refs[1], "wrong words entirely here", "x y z w"]
-    rows = E.bleu_by_length(sources, hyps, refs, buckets=(5, 10))
-    assert [r["bucket"] for r in rows] == ["1-5", "6-10", ">10"]
-    assert [r["n"] for r in rows] == [2, 1, 1]
-    assert rows[0]["bleu"] == 100.0 and rows[1]["bleu"] == 0.0 and rows[2]["bleu"] == 100.0
+def test_slices_put_each_sentence_in_one_length_bucket_and_one_unseen_word_group():
+    from helpers.testsets import WordTable
+
+    sources = ["a b", "a b c", "a b c d e f g", "a " * 40, "a zèbre"]
+    refs = ["one two three four", "five six seven eight", "nine ten eleven twelve", "x y z w", "p q r s"]
+    hyps = [refs[0], refs[1], "wrong words entirely here", "x y z w", "nothing alike at all"]
+    words = WordTable.from_pairs([("a b c d e f g", "A b.")])  # "zèbre" is the only unseen word
+    got = E.slices(sources, hyps, refs, words=words, buckets=(5, 10))
+    rows = got["length"]
+    assert [r["slice"] for r in rows] == ["1-5", "6-10", "11+"]
+    assert [r["n"] for r in rows] == [3, 1, 1]
+    assert rows[1]["bleu"] == 0.0 and rows[2]["bleu"] == 100.0 and rows[2]["chrf"] == 100.0
+    unseen = {r["slice"]: r for r in got["unseen_word"]}
+    assert unseen["with an unseen word"]["n"] == 1 and unseen["with an unseen word"]["bleu"] == 0.0
+    assert unseen["all words seen in training"]["n"] == 4 and unseen["all words seen in training"]["bleu"] > 60
+    assert [r["slice"] for r in E.slices(sources, hyps, refs)["length"]] == ["1-5", "6-10", "26+"]
+    assert E.slices(sources, hyps, refs)["unseen_word"] == []  # no word table: no such slice, not a guess
 
 
 def test_sample_table_is_fixed_and_aligned():
@@ -338,7 +347,7 @@ def test_evaluate_command_prints_signatures_and_writes_the_shared_metrics_layout
     test_file = run_dir / "test.tsv"  # written by train: French<TAB>English
     out_json = tmp_path / "eval.json"
     stdout = io.StringIO()
-    record = cli.evaluate_command(run_dir, test_file, beams=1, out_json=out_json, stdout=stdout)
+    record = cli.evaluate_command(run_dir, [test_file], beams=1, out_json=out_json, stdout=stdout)
     ev = record["evaluations"][0]
     printed = stdout.getvalue()
     assert f"BLEU = {ev['bleu']:.2f}" in printed and ev["bleu_signature"] in printed
@@ -347,10 +356,33 @@ def test_evaluate_command_prints_signatures_and_writes_the_shared_metrics_layout
     assert saved["schema"] == E.METRICS_SCHEMA and saved["model"]["step"] == 3
     assert set(E.EVALUATION_KEYS) <= set(saved["evaluations"][0]) and ev["test_set"] == "test.tsv"
     pairs, _ = load_path(test_file)
-    assert ev["n"] == len(pairs) == sum(r["n"] for r in ev["by_length"])
+    assert ev["n"] == len(pairs) == sum(r["n"] for r in ev["slices"]["length"])
+    assert ev["n"] == sum(r["n"] for r in ev["slices"]["unseen_word"])
     assert ev["copy_baseline"]["bleu"] == E.score([fr for fr, _ in pairs], [en for _, en in pairs])["bleu"]
-    hyps = out_json.with_suffix(".hyp.txt").read_text().splitlines()
+    words = E.load_run(run_dir).words
+    word_by_word = [words.word_by_word(fr) for fr, _ in pairs]
+    assert ev["word_baseline"]["bleu"] == E.score(word_by_word, [en for _, en in pairs])["bleu"]
+    assert "word by word BLEU" in printed and "by source length" in printed
+    hyps = (tmp_path / "eval.test.hyp.txt").read_text().splitlines()
     assert len(hyps) == len(pairs) and ev["bleu"] == E.score(hyps, [en for _, en in pairs])["bleu"]
+
+
+def test_evaluate_without_a_test_file_scores_the_runs_own_sets_new_sentences_first(run_dir, tmp_path):
+    from helpers.data import IN_DISTRIBUTION, NEW_SENTENCES
+
+    stdout = io.StringIO()
+    record = cli.evaluate_command(run_dir, None, beams=1, out_json=tmp_path / "own.json", stdout=stdout)
+    names = [ev["test_set"] for ev in record["evaluations"]]
+    assert names == [NEW_SENTENCES, IN_DISTRIBUTION]
+    sizes = [len(load_path(run_dir / f)[0]) for f in ("test_new.tsv", "test.tsv")]
+    assert [ev["n"] for ev in record["evaluations"]] == sizes and min(sizes) > 0
+    assert stdout.getvalue().index(NEW_SENTENCES) < stdout.getvalue().index(IN_DISTRIBUTION)
+    assert (tmp_path / "own.test_new.hyp.txt").is_file() and (tmp_path / "own.test.hyp.txt").is_file()
+
+
+def test_evaluate_defaults_to_beam_search(run_dir, tmp_path):
+    record = cli.evaluate_command(run_dir, [run_dir / "test.tsv"], out_json=tmp_path / "b.json", stdout=io.StringIO())
+    assert record["evaluations"][0]["beams"] == E.DEFAULT_BEAMS > 1
 
 
 def test_evaluate_reads_other_column_orders_and_reports_every_line_it_skipped(run_dir, tmp_path):
@@ -364,7 +396,7 @@ def test_evaluate_reads_other_column_orders_and_reports_every_line_it_skipped(ru
         run_dir, raw, out_json=tmp_path / "e.json", columns=("en", "fr", "attribution"), stdout=stdout
     )
     assert record["evaluations"][0]["n"] == 2
-    report = record["data"]["report"]
+    report = record["data"]["test_sets"]["tatoeba-style.tsv"]["report"]
     assert report["lines_read"] == 4 and report["pairs_kept"] == 2
     assert report["skipped"]["missing tab (fewer than 2 columns)"] == {"count": 1, "first_line": 2}
     assert report["skipped"]["empty English side"] == {"count": 1, "first_line": 4}
@@ -435,5 +467,5 @@ def test_evaluate_reads_typed_text_the_way_training_text_was_read(run, run_dir, 
     for name, path in (("typed", typed), ("clean", clean)):
         seen.clear()
         cli.evaluate_command(run_dir, path, out_json=tmp_path / f"{name}.json", stdout=io.StringIO())
-        out[name] = (sorted(seen), (tmp_path / f"{name}.hyp.txt").read_text())
+        out[name] = (sorted(seen), (tmp_path / f"{name}.{name}.hyp.txt").read_text())
     assert out["typed"] == out["clean"], "evaluate gave the model other ids for typed text than for its normalised form"

@@ -32,7 +32,7 @@ from helpers.model import DecoderOnlyTransformer, num_parameters
 from helpers.notebooks import code_cells, exec_cells
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_translate_fr_en.py"
-FIGURES = ["03_example_format", "03_lengths", "03_lr_schedule", "03_loss", "03_attention_heatmaps", "03_bleu_by_length"]
+FIGURES = ["03_example_format", "03_lengths", "03_lr_schedule", "03_loss", "03_attention_heatmaps", "03_slices"]
 SEED = 0
 
 
@@ -83,6 +83,11 @@ def mutated_loop(nb, old: str, new: str):
 # what the notebook writes for the report
 
 
+def report_sets_described(report: dict, splits) -> bool:
+    sets = report["test_sets"]
+    return sets["new"]["pairs"] == len(splits.new) and sets["test"]["pairs"] == len(splits.test)
+
+
 def test_metrics_json_has_the_shared_layout_with_sane_values(ns):
     """03_scratch.json is a metrics_record: model, training, data (with every drop), evaluate_pairs results."""
     import sacrebleu
@@ -93,21 +98,29 @@ def test_metrics_json_has_the_shared_layout_with_sane_values(ns):
     sources, references = [fr for fr, _ in test_pairs], [en for _, en in test_pairs]
 
     evs = m["evaluations"]
-    assert [(ev["decoding"], ev["beams"]) for ev in evs] == [("greedy", 1), ("beam 4", 4)]
+    new, indist = D.NEW_SENTENCES, D.IN_DISTRIBUTION
+    assert [(ev["test_set"], ev["beams"]) for ev in evs] == [(new, 1), (new, 4), (indist, 1), (indist, 4)], (
+        "the new-sentence set leads, the in-distribution set beside it, greedy then beam"
+    )
+    sizes = {new: len(ns["splits"].new), indist: len(test_pairs)}
     for ev in evs:
         assert set(E.EVALUATION_KEYS) <= set(ev), f"missing {set(E.EVALUATION_KEYS) - set(ev)}"
-        assert ev["test_set"] == "held-out split (in-distribution)" and ev["n"] == len(test_pairs)
+        assert ev["n"] == sizes[ev["test_set"]] > 0
         for key in ("bleu", "chrf"):
             assert isinstance(ev[key], float) and 0 <= ev[key] <= 100
         assert ev["bleu_signature"].startswith("nrefs:1|") and "tok:13a" in ev["bleu_signature"]
         assert ev["chrf_signature"].startswith("nrefs:1|") and "nc:6" in ev["chrf_signature"]
-        assert ev["bleu"] > ev["copy_baseline"]["bleu"] and ev["chrf"] > ev["copy_baseline"]["chrf"]
-        assert sum(r["n"] for r in ev["by_length"]) == ev["n"], "BLEU by length does not cover the test set"
+        assert ev["chrf"] > ev["copy_baseline"]["chrf"] and ev["word_baseline"] is not None
+        for kind in ("length", "unseen_word"):
+            assert sum(r["n"] for r in ev["slices"][kind]) == ev["n"], f"the {kind} slices do not cover the test set"
         assert ev["sentences_per_s"] > 0 and len(ev["samples"]) == min(10, ev["n"])
     # recomputed here from the notebook's translations and the test split, not copied from the record
-    assert evs[0]["bleu"] == round(sacrebleu.corpus_bleu(ns["greedy"], [references]).score, 2)
-    assert evs[1]["bleu"] == round(sacrebleu.corpus_bleu(ns["beam"], [references]).score, 2)
-    assert evs[0]["copy_baseline"]["bleu"] == round(sacrebleu.corpus_bleu(sources, [references]).score, 2)
+    assert evs[2]["bleu"] == round(sacrebleu.corpus_bleu(ns["greedy"], [references]).score, 2)
+    assert evs[3]["bleu"] == round(sacrebleu.corpus_bleu(ns["beam"], [references]).score, 2)
+    assert evs[2]["copy_baseline"]["bleu"] == round(sacrebleu.corpus_bleu(sources, [references]).score, 2)
+    word_by_word = [ns["words"].word_by_word(fr) for fr in sources]
+    assert evs[2]["word_baseline"]["bleu"] == round(sacrebleu.corpus_bleu(word_by_word, [references]).score, 2)
+    assert evs[2]["bleu"] > evs[2]["copy_baseline"]["bleu"]
 
     model = m["model"]
     assert model["parameters"] == num_parameters(ns["model_cfg"]) == sum(p.numel() for p in ns["model"].parameters())
@@ -124,7 +137,13 @@ def test_metrics_json_has_the_shared_layout_with_sane_values(ns):
     data = m["data"]
     assert data["synthetic"] is True and data["source"] == "builtin" and data["limit"] == ns["DATA_LIMIT"]
     splits = ns["splits"]
-    assert data["pairs"] == {"train": len(splits.train), "valid": len(splits.valid), "test": len(splits.test)}
+    assert data["pairs"] == {
+        "train": len(splits.train),
+        "valid": len(splits.valid),
+        "test": len(splits.test),
+        "new": len(splits.new),
+    }
+    assert report_sets_described(data["report"], splits)
     report = data["report"]
     assert report["lines_read"] == ns["load_report"].lines_read and report["split"] == data["pairs"]
     assert report["too_long_for_max_len"] == {
@@ -243,13 +262,14 @@ PIPELINE_CALLS = (
     "D.clean_pairs(",
     "D.split_pairs(",
     "D.tokenizer_for(",
+    "TS.WordTable.from_pairs(",
     "TK.encode_pairs(",
     "TK.BucketBatcher(train_examples",
     "DATA_INFO = D.data_info(",
 )
 PIPELINE_OUTPUTS = (
-    "pairs", "load_report", "clean_report", "splits", "tok", "train_examples", "valid_examples", "encode_train",
-    "encode_valid", "train_batcher", "valid_batches", "reports", "DATA_INFO",
+    "pairs", "load_report", "clean_report", "splits", "tok", "words", "test_sets", "test_set_stats", "train_examples",
+    "valid_examples", "encode_train", "encode_valid", "train_batcher", "valid_batches", "reports", "DATA_INFO",
 )  # fmt: skip
 
 
@@ -302,8 +322,14 @@ def _same_batches(a, b):
 def assert_same_data(env, prepared):
     """The notebook's step-by-step data equal prepare_data's, step by step; the message names the first that differs."""
     mine = env["splits"]
-    assert (mine.train, mine.valid, mine.test) == (prepared.splits.train, prepared.splits.valid, prepared.test_pairs), (
-        "the splits differ from prepare_data's"
+    assert (mine.train, mine.valid, mine.test, mine.new) == (
+        prepared.splits.train,
+        prepared.splits.valid,
+        prepared.test_pairs,
+        prepared.new_pairs,
+    ), "the splits differ from prepare_data's"
+    assert (env["words"].counts, env["words"].english) == (prepared.words.counts, prepared.words.english), (
+        "the word tables differ from prepare_data's"
     )
     assert env["tok"].model_proto == prepared.tokenizer.model_proto, "the tokenizers differ from prepare_data's"
     pairs_of = lambda examples: [(e.input_ids, e.prefix_len) for e in examples]  # noqa: E731
@@ -331,6 +357,8 @@ def test_the_notebooks_data_cells_give_what_prepare_data_gives(nb, packaged, tmp
 DATA_MISTAKES = {  # a plausible slip in one data cell -> the difference the comparison must report
     "sample drawn with another seed": ("limit=DATA_LIMIT, seed=SEED)", "limit=DATA_LIMIT, seed=SEED + 1)", "splits"),
     "split with another seed": ("D.split_pairs(pairs, seed=SEED)", "D.split_pairs(pairs, seed=SEED + 1)", "splits"),
+    "no new-sentence set": ("D.split_pairs(pairs, seed=SEED)", "D.split_pairs(pairs, new=None, seed=SEED)", "splits"),
+    "word table from every split": ("TS.WordTable.from_pairs(splits.train)", "TS.WordTable.from_pairs(pairs)", "word tables"),
     "tokenizer trained on every split": ("D.tokenizer_for(splits.train,", "D.tokenizer_for(pairs,", "tokenizers"),
     "another max_len": ("TK.encode_pairs(tok, splits.train, cfg.max_len)", "TK.encode_pairs(tok, splits.train, 64)", "training examples"),
     "validation not capped": ("splits.valid[: cfg.valid_sentences]", "splits.valid", "validation batches"),
