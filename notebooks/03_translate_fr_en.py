@@ -48,9 +48,9 @@
 # what people type (rarer words, longer sentences; section 1 says how); the **in-distribution** set is a
 # random split of Tatoeba, whose sentences resemble the training ones, so it scores higher. Measured so far
 # (`benchmarks/RESULTS.md`), the `cpu` preset after 15 minutes on two fp32-only CPU cores: BLEU
-# 23.8 on new sentences and 31.8 in-distribution (beam 4; greedy 22.7 and
-# 30.1), against 11.6 for a word-by-word dictionary and 0.4 for copying the source. On a
-# CPU with bf16 instructions the same 15 minutes train four times as many steps and score higher; on a T4
+# 27.8 on new sentences and 36.4 in-distribution (beam 4; greedy 26.4 and
+# 34.4), against 11.6 for a word-by-word dictionary and 0.4 for copying the source. On a
+# CPU with bf16 instructions the same 15 minutes train about four times as many steps; on a T4
 # we aim for BLEU ≥ 45 in-distribution, a target not yet measured. Quick mode's numbers are on synthetic
 # sentences from a model of 31,000 parameters: they say only that the code learns.
 #
