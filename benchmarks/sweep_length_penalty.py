@@ -4,10 +4,11 @@ Beam search ranks finished hypotheses by ``log-probability / length ** length_pe
 favours longer translations. The 15-minute models translate too short (BLEU's brevity penalty is 0.88-0.94 on
 both test sets), so the penalty is worth a sweep. This script rebuilds the run's validation split from the
 same data and seed (the split is deterministic), translates a sample of it with each penalty and prints BLEU,
-chrF and the length ratio, so the choice never looks at ``test_new.tsv`` or ``test.tsv``.
+chrF and the length ratio, so the choice never looks at ``test_new.tsv`` or ``test.tsv``. The data, its
+columns, sample size and seed are read from the run's ``train_summary.json``; a split whose size differs from
+the recorded one is refused.
 
-    python benchmarks/sweep_length_penalty.py --checkpoint runs/cpu15 \
-        --data ../shared/data/tatoeba-fra-eng/fra.txt --pairs 2000 --penalties 1.0 1.3 1.6 2.0
+    python benchmarks/sweep_length_penalty.py --checkpoint runs/cpu15 --pairs 2000 --penalties 1.0 1.3 1.6 2.0
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ from helpers.sources import load_path  # noqa: E402
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", required=True, help="a run folder written by train")
-    ap.add_argument("--data", required=True, help="the --data the run was trained on")
-    ap.add_argument("--columns", default=None)
+    ap.add_argument("--data", default=None, help="the run's data file, if it has moved since training")
     ap.add_argument("--pairs", type=int, default=2000, help="validation pairs to translate (a seeded sample)")
     ap.add_argument("--beams", type=int, default=4)
     ap.add_argument("--penalties", type=float, nargs="+", default=[0.6, 1.0, 1.3, 1.6, 2.0])
@@ -39,11 +39,16 @@ def main(argv=None) -> int:
 
     run = load_run(args.checkpoint)
     summary = json.loads((Path(args.checkpoint) / "train_summary.json").read_text())
-    seed = summary["config"]["seed"] if "config" in summary else 0
-    columns = tuple(args.columns.split(",")) if args.columns else None
-    pairs, _ = load_path(args.data, columns)
+    seed, info = summary["config"]["seed"], summary["data"]
+    columns = tuple(info["columns"]) if info["columns"] else None
+    pairs, _ = load_path(args.data or info["source"], columns, limit=info["limit"], seed=seed)
     pairs, _ = clean_pairs(pairs)
     valid = split_pairs(pairs, seed=seed).valid
+    if len(valid) != info["pairs"]["valid"]:
+        raise SystemExit(
+            f"The rebuilt validation split has {len(valid):,} pairs, the run's had {info['pairs']['valid']:,}: "
+            "this is not the data the run was trained on (pass --data with the file it used)."
+        )
     sample = random.Random(1234).sample(valid, min(args.pairs, len(valid)))
     sources, refs = [fr for fr, _ in sample], [en for _, en in sample]
     print(f"{len(sample)} of {len(valid):,} validation pairs (seed {seed}); beams {args.beams}", flush=True)
