@@ -148,12 +148,14 @@ class HFTranslator:
 
     def prompt_ids(self, fr: str) -> list[int]:
         """A decoder-only model's input before the English: ``<bos>``, the few-shot examples, French, separator."""
-        src, _ = self.source_ids(fr)
+        src, cut = self.source_ids(fr)
+        if cut:  # keep what fits, as text: the prompt is tokenized whole below
+            fr = self.tokenizer.decode(src, skip_special_tokens=True)
         ids = [self.bos_id] if self.bos_id is not None else []
-        for ex_fr, ex_en in self.examples:
-            ids += self._ids(self.prompt.prompt(ex_fr) + self.prompt.target(ex_en) + "\n")
-        ids += self._ids(self.prompt.source_prefix) + src + self._ids(self.prompt.separator)
-        return ids
+        shots = "".join(self.prompt.prompt(f) + self.prompt.target(e) + "\n" for f, e in self.examples)
+        # one string, tokenized once: "French: Je" must give the pieces it gives inside the examples
+        # (tokenized apart, the space after "French:" would become a piece of its own)
+        return ids + self._ids(shots + self.prompt.prompt(fr))
 
     def encode_pair(self, fr: str, en: str) -> dict:
         """One training example. Decoder-only: ``input_ids`` = prompt + English + ``<eos>``, ``labels`` the same
@@ -215,16 +217,19 @@ class HFTranslator:
                           file=sys.stderr)  # fmt: skip
         for start in starts:
             chunk = todo[start : start + batch_size]
-            hyps = self._generate_batch([t for _, t, _ in chunk], max(n for _, _, n in chunk), beams, length_penalty)
+            hyps = self._generate_batch([t for _, t, _ in chunk], [n for _, _, n in chunk], beams, length_penalty)
             for (i, _, _), hyp in zip(chunk, hyps):
                 outputs[i] = hyp
         report.sentences += len(sources)
         report.seconds += time.perf_counter() - t0
         return outputs
 
-    def _generate_batch(self, texts: list[str], longest: int, beams: int, length_penalty: float) -> list[str]:
+    def _generate_batch(self, texts: list[str], lengths: list[int], beams: int, length_penalty: float) -> list[str]:
         dev = self.device
-        budget = 2 * longest + 10  # as for our model: about twice the source, plus a margin
+        # as for our model: about twice the source, plus a margin; each sentence is cut to its own budget
+        # afterwards, so that a model that never stops gives the same output whatever its batch
+        own = [2 * n + 10 for n in lengths]
+        budget = max(own)
         if self.kind == SEQ2SEQ and self.max_positions:
             budget = min(budget, self.max_positions - 1)  # the decoder's start token takes a position too
         common = dict(
@@ -239,8 +244,11 @@ class HFTranslator:
             enc = self.tokenizer(
                 texts, truncation=True, max_length=self.max_source_tokens, padding=True, return_tensors="pt"
             ).to(dev)
-            out = self.model.generate(**enc, **common)
-            return [s.strip() for s in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
+            out = self.model.generate(**enc, **common)  # each row starts with the decoder's start token
+            # Marian forces <eos> as the last of the k new tokens when a sentence runs out of budget
+            forced = getattr(self.model.generation_config, "forced_eos_token_id", None) is not None
+            rows = [row[: 1 + k - forced] for row, k in zip(out, own)]
+            return [s.strip() for s in self.tokenizer.batch_decode(rows, skip_special_tokens=True)]
         prompts = [self.prompt_ids(t) for t in texts]
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
@@ -253,7 +261,9 @@ class HFTranslator:
         out = self.model.generate(
             input_ids=ids.to(dev), attention_mask=mask.to(dev), stop_strings=["\n"], tokenizer=self.tokenizer, **common
         )
-        new = self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
+        new = self.tokenizer.batch_decode(
+            [row[width : width + k] for row, k in zip(out, own)], skip_special_tokens=True
+        )
         return [s.split("\n")[0].strip() for s in new]
 
 
@@ -275,7 +285,7 @@ def _rebuild_plain(model):
     """A GGUF load carries a quantizer that blocks training and saving: copy the weights into a plain model."""
     from transformers import AutoModelForCausalLM
 
-    plain = AutoModelForCausalLM.from_config(model.config)
+    plain = AutoModelForCausalLM.from_config(model.config, dtype=torch.float32)
     plain.load_state_dict(model.state_dict())
     return plain
 
@@ -334,7 +344,9 @@ def load_pretrained(
         except ImportError as err:
             raise ModelLoadError("Loading a GGUF file needs the gguf package: pip install gguf accelerate") from err
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        model = _rebuild_plain(AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name))
+        model = _rebuild_plain(
+            AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        )
         notes.append(f"dequantised from the GGUF file {path.name} to fp32")
     else:
         if path.exists() and not (path / "config.json").is_file():
@@ -346,7 +358,9 @@ def load_pretrained(
             config = AutoConfig.from_pretrained(text)
             tokenizer = AutoTokenizer.from_pretrained(text)
             auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
-            model = auto.from_pretrained(text)
+            # fp32 weights whatever the checkpoint holds (SmolLM2's are bf16): autocast does the mixed precision,
+            # and a GradScaler cannot unscale bf16 gradients, AdamW's small updates vanish in bf16
+            model = auto.from_pretrained(text, dtype=torch.float32)
         except OSError as err:
             raise _explain_download_failure(text, err) from err
     if device is not None:
@@ -432,7 +446,8 @@ def tiny_causal_lm(pairs, folder: str | Path, *, vocab_size: int = 700, hidden: 
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
-    bpe.train_from_iterator([s for pair in pairs for s in pair] + ["French: \nEnglish:"], trainer)
+    # trained on running text, as a real LM's tokenizer is: words after a space get pieces of their own ("ĠNous")
+    bpe.train_from_iterator([f"French: {fr}\nEnglish: {en}\n" for fr, en in pairs], trainer)
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
     torch.manual_seed(seed)
     config = LlamaConfig(

@@ -55,6 +55,8 @@ def check_causal_format(tr, fr, en, ex) -> None:
     assert ids[0] == tr.bos_id, "the example starts with the model's own <bos>"
     prompt = tr.tokenizer.decode(ids[1:n_prompt])
     assert prompt == f"French: {fr}\nEnglish:", prompt
+    whole = tr.tokenizer(f"French: {fr}\nEnglish:", add_special_tokens=False)["input_ids"]
+    assert ids[1:n_prompt] == whole, "the prompt must be the pieces the text gives whole, as in any document"
     assert labels[n_prompt:] == ids[n_prompt:], "the loss covers the whole English side"
     assert ids[-1] == tr.eos_id, "the English ends with the model's own <eos>"
     assert tr.tokenizer.decode(ids[n_prompt:-1]) == f" {en}"
@@ -76,6 +78,34 @@ def test_causal_example_format_and_its_check_catches_mistakes(folders, pairs):
         with pytest.raises(AssertionError):
             check_causal_format(tr, fr, en, bad)
             pytest.fail(f"the format check missed: {name}")
+
+
+def test_few_shot_prompt_is_tokenized_as_one_text(folders, pairs):
+    """Tokenized piecewise, "French: " + "Je" gives a lone space piece the examples never contain (a bug we had)."""
+    tr = load(folders, "causal").with_examples(pairs[1:4])
+    # a sentence whose first word has a piece with its leading space ("ĠNous"), as most do in a real model
+    fr = next(f for f, _ in pairs[4:] if tr._ids("French: ") + tr._ids(f) != tr._ids("French: " + f))
+    text = "".join(f"French: {f}\nEnglish: {e}\n" for f, e in pairs[1:4]) + f"French: {fr}\nEnglish:"
+    assert tr.prompt_ids(fr) == [tr.bos_id] + tr.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def test_a_checkpoint_saved_in_bf16_loads_in_fp32(folders, tmp_path):
+    """SmolLM2's weights are bf16 on the hub: a GradScaler cannot unscale bf16 gradients (the T4 path would crash)."""
+    tr = load(folders, "causal")
+    tr.model.to(torch.bfloat16).save_pretrained(tmp_path)
+    tr.tokenizer.save_pretrained(tmp_path)
+    again = pretrained.load_pretrained(tmp_path)
+    assert {p.dtype for p in again.model.parameters()} == {torch.float32}
+
+
+def test_batched_translation_equals_one_sentence_at_a_time(folders, pairs):
+    """Left padding (decoder-only) and right padding (encoder-decoder) must not change any sentence, nor may the
+    length budget of the batch's longest sentence (these random models never stop: greedy shows both)."""
+    for kind in ("causal", "seq2seq"):
+        tr = load(folders, kind)
+        sources = [fr for fr, _ in pairs[:12]]
+        alone = [tr.translate([src])[0] for src in sources]
+        assert tr.translate(sources, batch_size=12) == alone, kind
 
 
 def test_seq2seq_example_is_french_in_english_out(folders, pairs):
@@ -207,6 +237,7 @@ def test_fp16_with_gradient_scaler_runs_on_cpu(folders, pairs, tmp_path):
     cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, precision="fp16", seed=0)
     result = finetune.finetune(load(folders, "causal"), pairs[:20], tmp_path, steps=3, cfg=cfg, progress=False)
     assert result.precision == "fp16"
+    assert result.skipped_steps < result.steps, "the scaler skipped every step: nothing was trained"
     state = torch.load(tmp_path / "checkpoint" / finetune.STATE_FILE, weights_only=False)
     assert state["scaler"], "an enabled GradScaler has state to save"
     assert state["scaler"]["scale"] > 0
@@ -228,8 +259,11 @@ def test_lora_trains_adapters_only_and_saves_a_plain_model(folders, pairs, tmp_p
     assert 0 < result.trainable < result.parameters / 2
     again = pretrained.load_pretrained(tmp_path)
     assert not hasattr(again.model, "peft_config"), "the saved folder is a plain model, adapters merged"
-    sources = [fr for fr, _ in pairs[:4]]
+    sources = [fr for fr, _ in pairs[:8]]
     assert again.translate(sources) == tr.translate(sources)
+    base = load(folders, "causal")
+    assert again.translate(sources) != base.translate(sources), "the adapters learnt nothing (or were not merged)"
+    assert result.history[-1]["loss"] < result.history[0]["loss"]
 
 
 # ---------------------------------------------------------------------------------------------- the command line
@@ -321,8 +355,10 @@ def test_real_smollm2_from_gguf_translates_few_shot_and_trains(pairs, tmp_path):
     assert tr.pretrained and tr.parameters() > 100e6
     shots = tr.with_examples([("Je suis fatigué.", "I am tired."), ("Il fait froid.", "It is cold."),
                               ("Où est la gare ?", "Where is the station?")])  # fmt: skip
-    out = shots.translate(["Le chat dort.", "J'aime le café."])
-    assert "cat" in out[0].lower() and "coffee" in out[1].lower(), out
+    out = shots.translate(["Merci beaucoup.", "J'aime le café.", "Le chat dort."])
+    # measured: "Thank you very much.", "I like the café.", and "The train is late." (fluent and wrong)
+    assert "thank you" in out[0].lower() and "caf" in out[1].lower(), out
+    assert all(o and "\n" not in o and "French" not in o for o in out), "each output is one line: the prompt's stop"
     result = finetune.finetune(tr, pairs[:32], tmp_path, steps=2, cfg=finetune.FinetuneConfig(batch_size=16),
                                progress=False)  # fmt: skip
     assert result.steps == 2 and (tmp_path / "checkpoint" / "config.json").is_file()
