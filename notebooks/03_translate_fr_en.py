@@ -1042,7 +1042,8 @@ record = E.metrics_record(
     quick=QUICK,
 )
 metrics_path = E.write_json(record, runtime.metrics_dir() / "03_scratch.json")
-print(f"wrote {metrics_path}")
+E.write_json(record, RUN_DIR / "03_scratch.json")  # beside the checkpoint (on Drive): notebook 04 finds it there
+print(f"wrote {metrics_path} and {RUN_DIR / '03_scratch.json'}")
 for name in TEST_SETS:
     g, b = evaluations[name, 1], evaluations[name, BEAMS]
     print(

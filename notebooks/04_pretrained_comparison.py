@@ -14,25 +14,30 @@
 # %% [markdown]
 # # 04 · Fine-tuning pretrained models, and comparing them with ours fairly
 #
-# Notebook 03 trained a 2.6-million-parameter Transformer from nothing on 150,000 Tatoeba pairs. The course's
+# Notebook 03 trained our Transformer from nothing on 150,000 Tatoeba pairs (2.6 M parameters in the `cpu`
+# preset; the `t4` preset's size is in its row of the table below). The course's
 # question is whether that was worth it: *compare its performance with fine-tuning a pretrained model instead.*
 # This notebook answers with a comparison in which only the model changes:
 #
 # - **the same training pairs** (the same file, cleaning, seed and leak-free split as notebook 03, hence
-#   the same test sets, checked below);
+#   the same test sets; checked below when notebook 03's record is found);
 # - **the same test sets**: new sentences (the honest headline), in-distribution, and out of domain;
 #   with the same slices, among them *sentences holding a French word that no training pair holds*;
 # - **the same scoring**: `helpers.evaluate.evaluate_pairs`, the function notebook 03 used, sacreBLEU with
-#   its signature, greedy and beam 4 with the same length penalty;
+#   its signature, greedy and beam 4 with the same length penalty (Hugging Face's `generate` and our beam
+#   search agree on the idea but differ in details, such as when a beam counts as finished);
 # - **the costs beside every score**: parameters (total and trained), minutes and tokens of fine-tuning,
-#   sentences per second when translating.
+#   sentences per second when translating. Minutes count fine-tuning only: pretraining (SmolLM2: about 2
+#   trillion tokens; opus-mt: tens of millions of sentence pairs) cost orders of magnitude more, paid once
+#   by someone else.
 #
 # The contestants:
 #
 # 1. **`Helsinki-NLP/opus-mt-fr-en`**, a MarianMT encoder-decoder of 75 M parameters trained for French→English
 #    on OPUS: scored as it is, then fine-tuned on our pairs. OPUS *includes Tatoeba*, so its Tatoeba scores may
 #    include sentences it has already seen: lean on the out-of-domain set for it.
-# 2. **`HuggingFaceTB/SmolLM2-135M`**, a decoder-only language model like ours, 50 times larger, pretrained on
+# 2. **`HuggingFaceTB/SmolLM2-135M`**, a decoder-only language model like ours (though it reads the French
+#    left to right only, where ours reads it in both directions), 50 times the `cpu` preset, pretrained on
 #    English web text, code and maths: first with a three-example prompt (*few-shot*, no training), then
 #    fine-tuned in exactly our format, `<bos> French <sep> English <eos>`, loss on the English only.
 # 3. **Our scratch model** from notebook 03 (its checkpoint; if it is missing, this notebook says so and
@@ -84,10 +89,11 @@ STEPS = {"seq2seq": 300, "causal": 300} if QUICK else {"seq2seq": None, "causal"
 BATCH_SIZE = 16 if QUICK else (32 if ON_GPU else 16)
 BEAMS = 4
 # Beam search with 135 M parameters is slow on a CPU: there, score the first sentences of each set only
-EVAL_SENTENCES = None if (QUICK or ON_GPU) else 500
+EVAL_SENTENCES = 2000 if ON_GPU else 500  # the same first sentences of each set for every model
 MONITOR_PAIRS = 100 if QUICK else 300  # validation pairs scored along the way (BLEU against minutes)
 if QUICK:
     torch.set_num_threads(1)  # tiny models: a second thread only waits (see notebook 03)
+DRIVE = None if QUICK else colab.mount_drive(ask=True)  # notebook 03's run folder, and ours, live there
 print(f"device {DEVICE}; fine-tuning budget (minutes) {MINUTES}" + (f", or {STEPS} steps" if QUICK else ""))
 
 # %%
@@ -112,14 +118,18 @@ from helpers.plotting import save_figure
 # %% [markdown]
 # ## 1. The same pairs and the same test sets as notebook 03
 #
-# Notebook 03 wrote what it trained on to `reports/metrics/03_scratch.json`: the data file, the sample size and
-# the seed. Loading, cleaning and splitting are deterministic, so the same three arguments give the same
-# training pairs and the same test sets; the assert below checks the split sizes against the ones notebook 03
-# recorded. Without that file (notebook 03 not run yet), we use the defaults notebook 03 uses.
+# Notebook 03 wrote what it trained on to `03_scratch.json`, in `reports/metrics/` and beside its checkpoint
+# (on Google Drive on Colab, where each notebook gets a fresh machine): the data file, the sample size and the
+# seed. Loading, cleaning and splitting are deterministic, so the same three arguments give the same training
+# pairs and the same test sets; when the record is found, the assert below checks the split sizes against the
+# ones notebook 03 recorded. Without it (notebook 03 not run yet), we use notebook 03's defaults, and say so.
 
 # %%
-SCRATCH_METRICS = runtime.metrics_dir() / "03_scratch.json"
-scratch_record = json.loads(SCRATCH_METRICS.read_text()) if SCRATCH_METRICS.is_file() else None
+places = [runtime.metrics_dir()] + [
+    base / "runs" / f"03_scratch-{preset}" for base in (DRIVE, runtime.repo_root()) if base for preset in ("t4", "cpu")
+]
+SCRATCH_METRICS = next((p / "03_scratch.json" for p in places if (p / "03_scratch.json").is_file()), None)
+scratch_record = json.loads(SCRATCH_METRICS.read_text()) if SCRATCH_METRICS else None
 if scratch_record is not None and scratch_record.get("quick", False) == QUICK:
     data_info = scratch_record["data"]
     DATA, LIMIT, COLUMNS = data_info["source"], data_info["limit"], data_info["columns"]
@@ -131,7 +141,9 @@ else:
     scratch_record = None
     DATA = "builtin" if QUICK else str(S.find_local_tatoeba() or S.fetch_tatoeba())
     LIMIT, COLUMNS = (6000 if QUICK else None), None
-    print(f"no notebook 03 metrics for this mode in {SCRATCH_METRICS}: using {DATA} (limit {LIMIT}, seed {SEED})")
+    print(
+        f"no notebook 03 record for this mode in {[str(p) for p in places]}: using {DATA} (limit {LIMIT}, seed {SEED})"
+    )
 
 pairs, load_report = S.load_path(DATA, COLUMNS, limit=LIMIT, seed=SEED)
 pairs, clean_report = D.clean_pairs(pairs)
@@ -183,7 +195,7 @@ if scratch_dir is not None and (scratch_dir / "checkpoint.pt").is_file():
     scratch = E.load_run(scratch_dir, device=DEVICE)
     SCRATCH_NAME = "ours, scratch"
     print(f"notebook 03's model: {scratch_dir}, step {scratch.step}")
-    SCRATCH_MINUTES = scratch_record["training"]["minutes"]
+    SCRATCH_MINUTES, SCRATCH_TOKENS = scratch_record["training"]["minutes"], scratch_record["training"]["tokens"]
 else:
     print(f"notebook 03's checkpoint is missing ({scratch_dir}): training a stand-in briefly, labelled as such")
     stand_in = Path(tempfile.mkdtemp(prefix="04_scratch-"))
@@ -194,7 +206,7 @@ else:
     scratch = E.load_run(stand_in, device=DEVICE)
     SCRATCH_NAME = "ours, scratch (stand-in)"
     print(f"a stand-in for notebook 03's model: {preset} preset, trained here for {result.seconds / 60:.1f} min")
-    SCRATCH_MINUTES = result.seconds / 60
+    SCRATCH_MINUTES, SCRATCH_TOKENS = result.seconds / 60, result.tokens
 
 # %% [markdown]
 # ## 3. Teaching a pretrained language model our format
@@ -219,7 +231,7 @@ def lm_example(tokenizer, fr: str, en: str) -> dict:
     """<bos> "French: " fr "\nEnglish:" | " " en <eos>; the loss only right of the bar."""
     ids = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
-    prompt = bos + ids("French: ") + ids(fr) + ids("\nEnglish:")
+    prompt = bos + ids("French: " + fr + "\nEnglish:")  # one string: the pieces of "French: Je" as in any text
     target = ids(" " + en) + [tokenizer.eos_token_id]
     return {"input_ids": prompt + target, "labels": [-100] * len(prompt) + target}
 
@@ -287,7 +299,6 @@ print("\n3-shot prompt as the model sees it:\n" + textwrap.indent(few_shot.token
 # not fit the GPU, `FinetuneConfig(lora=True)` trains low-rank adapters only (`peft`).
 
 # %%
-DRIVE = None if QUICK else colab.mount_drive(ask=True)
 RUNS = Path(tempfile.mkdtemp(prefix="04_runs-")) if QUICK else (DRIVE or runtime.repo_root() or Path.cwd()) / "runs"
 data_for_run = {"source": DATA, "limit": LIMIT, "columns": COLUMNS, "seed": SEED}
 finetuned, results = {}, {}
@@ -318,7 +329,9 @@ print("✓ both fine-tuned folders reload to the same translations")
 # ## 6. The comparison
 #
 # Every model, every test set, greedy and beam 4, through `evaluate_pairs`. The table puts the costs beside
-# the scores. This is the cell that takes longest: in full mode on a T4, expect several minutes.
+# the scores. This is the cell that takes longest (not yet timed on a T4; on a CPU, many minutes). Our model
+# reads at most `max_len` tokens, source and translation together; a pretrained model reads 200 source tokens:
+# the line after the table counts the sources each model had to cut, which matters on long news sentences.
 
 # %%
 CONTESTANTS = {
@@ -350,7 +363,7 @@ def params_of(label):
 
 def training_of(label):
     if label == SCRATCH_NAME:
-        return {"minutes": SCRATCH_MINUTES, "tokens": (scratch_record or {}).get("training", {}).get("tokens")}
+        return {"minutes": SCRATCH_MINUTES, "tokens": SCRATCH_TOKENS}
     if "fine-tuned" in label:
         r = results["seq2seq" if "opus" in label else "causal"]
         return {"minutes": r.seconds / 60, "tokens": r.tokens}
@@ -384,6 +397,8 @@ for row in rows:
     unseen = "-" if new["bleu_unseen_word"] is None else f"{new['bleu_unseen_word']:.1f}"
     print(f"{row['model'][:44]:<44} {row['parameters'] / 1e6:7.2f}M {row['trained'] / 1e6:7.2f}M "
           f"{row['minutes'] or 0:5.1f} {cells}  {unseen:>11}  {new['sentences_per_s']:6.1f}")  # fmt: skip
+print("sources cut to fit:", "; ".join(f"{label[:20]}: " + ", ".join(str(evaluations[label, n, 1]["truncated"])
+      for n in TEST_SETS) for label in CONTESTANTS))  # fmt: skip
 print(f"sacreBLEU: {evaluations[SCRATCH_NAME, D.NEW_SENTENCES, 1]['bleu_signature']}")
 if QUICK:
     print(
@@ -420,7 +435,12 @@ plt.show()
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.8))
-for kind, label in (("seq2seq", "opus-mt"), ("causal", "SmolLM2")):
+curve_names = (
+    {"seq2seq": "tiny random Marian", "causal": "tiny random Llama"}
+    if QUICK
+    else {"seq2seq": "opus-mt", "causal": "SmolLM2"}
+)
+for kind, label in curve_names.items():
     mon = results[kind].monitor
     ax.plot([m["minutes"] for m in mon], [m["bleu"] for m in mon], "o-", label=f"{label} ({results[kind].precision})")
 ax.set_xlabel("minutes of fine-tuning")
@@ -465,7 +485,8 @@ for _, i in sorted(spread, reverse=True)[:6]:
 # ## 8. What pretraining buys, and what it costs
 #
 # **What it buys.** Our model learned French from 150,000 short sentences; every word outside them is, for it,
-# a sequence of sub-word pieces it never saw in context. A pretrained model met most words of the language
+# a sequence of sub-word pieces it never saw in context ("unseen" means unseen in *our* training pairs: the
+# pretrained models have most likely met these words). A pretrained model met most words of the language
 # (opus-mt: millions of translated sentences; SmolLM2: trillions of tokens, mostly English) before it saw our
 # pairs. The slice *sentences with a word unseen in our training pairs* shows the difference most directly:
 
@@ -545,22 +566,25 @@ for label in shown[:2]:
             print(f"\n[{label}, {name}] invented {what}\n  FR  {fr}\n  REF {en}\n  OUT {hyp}")
 
 # %% [markdown]
-# > **Measured on two CPU cores** (`benchmarks/RESULTS.md`: SmolLM2-135M-Instruct fine-tuned for 15 minutes
-# > against our `cpu` preset trained for 15 minutes, the same new-sentence set, greedy). SmolLM2 scored BLEU 27.7
-# > against our 26.4 overall, 18.7 against 12.2 on sentences with a word unseen in our training pairs, 20.5
+# > **Measured on two CPU cores** (`benchmarks/RESULTS.md`: SmolLM2-135M-*Instruct*, from a 4-bit GGUF file
+# > turned back into fp32 weights, fine-tuned for 15 minutes, against our `cpu` preset trained for 15 minutes;
+# > the same new-sentence set, greedy, one run each). SmolLM2 scored BLEU 27.7 against our 26.4 overall (a
+# > paired bootstrap test in RESULTS says how sure that difference is), 18.7 against 12.2 on sentences with a word unseen in our training pairs, 20.5
 # > against 12.0 on sentences of 16-25 words, but 29.0 against 35.2 on sentences of 1-5 words. It invented a
-# > number or a name in 61 of 3,337 outputs (ours: 45), and its inventions read well: *Tom est mort à l'âge de
+# > number or a name in 61 of 3,337 outputs (ours: 45) and dropped one in 19 (ours: 71), and its inventions
+# > read well: *Tom est mort à l'âge de
 # > nonante-sept ans* became "Tom died at the age of 19."; *J'ai envie d'apprendre l'hébreu* became "I want to
 # > learn the Irish."; *tourmenté par des flashbacks et des cauchemars* became "visited by flashbacks and car
-# > accidents". Ours, on words it never saw: *Facebook est ennuyant* became "Faknning is in Snaking.".
+# > accidents". Ours, on words it never saw: *Facebook est ennuyant* became "Faknning is in Snaking.", but
+# > also *Je suis de Singapour* became "I'm in Stove.": fluent and wrong happens to ours too, less often.
 #
 # **Why this matters in a translator people use.** Two distinct reasons, each visible in the outputs above
 # (in full mode; quick mode's tiny models only exercise the code) and in the measured examples:
 #
 # 1. **The reader cannot see the error.** A fluent sentence with a wrong number, a changed name or an added
 #    clause reads exactly like a correct one; the person who asked for a translation does not read French, so
-#    nothing warns them. Our scratch model's failures are mostly visible (broken grammar, repeated words); a
-#    pretrained model's failures are more often plausible English. A dosage, a date or a name that changes
+#    nothing warns them. Our scratch model's failures are more often visible (broken words, repeated words),
+#    though it also drops names silently; a pretrained model's failures are more often plausible English. A dosage, a date or a name that changes
 #    silently (the out-of-domain medical set is full of them) does harm a garbled sentence would not.
 # 2. **The content may come from pretraining, not from the source.** A language model completes text with
 #    what is likely; when the French holds a rare word, it may write a common word that fits the context
@@ -569,9 +593,9 @@ for label in shown[:2]:
 #    which words it translated and which it made up.
 #
 # **Its strategy for an unseen word, and the risk.** Our model, meeting a word it never saw, either copies its
-# pieces (often right for names and cognates, harmless when wrong because visibly French) or drops it. A
-# pretrained LM prefers to *substitute* a fluent, frequent word: the output stays grammatical, so the error is
-# hidden. Copying fails loudly; substituting fails quietly.
+# pieces (often right for names and cognates, visibly odd when wrong) or drops it (quietly: 71 names or
+# numbers lost in the measured run). A pretrained LM prefers to *substitute* a fluent, frequent word: the output
+# stays grammatical, so the error is hidden. Copying tends to fail loudly; substituting and dropping fail quietly.
 
 # %% [markdown]
 # ## 9. For the report
@@ -616,11 +640,12 @@ assert all(len(r["evaluations"]) == 2 * len(TEST_SETS) for r in comparison["mode
 # We taught two pretrained models our task on our pairs and scored them with the function that scored our own
 # model, on the same sentences. Things to try:
 #
-# - **LoRA**: `FT.FinetuneConfig(lora=True)` trains about 1 % of SmolLM2's parameters. How much BLEU does it
+# - **LoRA** (low-rank adapters: small matrices added beside the frozen weights, the only ones trained):
+#   `FT.FinetuneConfig(lora=True)` trains about 2 % of SmolLM2's parameters at rank 8. How much BLEU does it
 #   lose in the same minutes, and how much memory does it save?
 # - **A stronger small multilingual model**: `google/gemma-3-270m` (its own licence terms) scored about 32 BLEU
-#   on newer Tatoeba sentences from a three-shot prompt when we tried it. It overflows in fp16: the notebook
-#   trains it in fp32 on a T4 (bf16 on newer GPUs).
+#   on newer Tatoeba sentences from a three-shot prompt in an earlier try recorded in the issue tracker (not
+#   in `benchmarks/RESULTS.md`). It overflows in fp16, so `finetune` trains it in fp32 on a T4 (bf16 on newer GPUs).
 # - **More shots**: does a 10-example prompt close the gap to fine-tuning, and what does it cost per sentence?
 # - **Your own sentences**: `python -m helpers translate --checkpoint runs/04_finetune-causal` reads French
 #   lines; find a sentence where the fine-tuned LM is fluent and wrong, and explain why.
