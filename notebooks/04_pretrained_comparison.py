@@ -220,7 +220,9 @@ else:
 #
 # As in notebook 03 the **loss covers the English and the `<eos>` only**: labels are -100 (ignored by the loss)
 # on every prompt position. Otherwise part of the training signal would go to predicting French, a task nobody
-# asked for, and the model would spend capacity on it.
+# asked for, and the model would spend capacity on it. SmolLM2's base tokenizer has no padding token, so
+# `<eos>` pads too; the model still learns to stop, because the labels are built before padding: each
+# example's own `<eos>` is a label, and only the pads added after it are -100.
 #
 # The cell below writes this format with the tokenizer alone; `helpers.pretrained.HFTranslator.encode_pair`
 # is the package's version, and the assert checks that both agree.
@@ -291,8 +293,15 @@ print("\n3-shot prompt as the model sees it:\n" + textwrap.indent(few_shot.token
 # `helpers.finetune.finetune` is notebook 03's loop with a Hugging Face model: AdamW, a short warm-up, a
 # time budget (`helpers.train.Budget`), fp16 with a gradient scaler on a T4, bf16 on newer GPUs, fp32 on a
 # CPU, a checkpoint every 10 minutes, written beside the last one and swapped in, and a resume that continues
-# the same data order. Every few minutes it translates a fixed set of validation pairs and records BLEU: the
-# curve of section 6. The clock stops while it measures.
+# the same data order. Every few minutes it translates a fixed set of validation pairs and records BLEU (the
+# *monitor*): the curve of section 6. The clock stops while it measures and while it saves.
+#
+# > Words met here. **fp16 / bf16**: 16-bit number formats; fp16 keeps precision but overflows above 65,504,
+# > bf16 keeps fp32's range with less precision (a T4 has fast fp16 only). **Gradient scaler**: multiplies the
+# > loss before the backward pass so that small fp16 gradients do not round to zero, divides them back before
+# > the update, and skips an update whose gradients overflowed. **GGUF**: a single-file format for
+# > (often quantised: **Q4_1** stores about 4.5 bits per weight) models, which `load_pretrained` turns back
+# > into fp32 weights that can be trained.
 #
 # Two learning rates: 5e-5 for opus-mt, which already translates and should move little, and 1e-4 for
 # SmolLM2, which must learn the task. Neither was tuned on a test set. For a model whose full fine-tuning does
@@ -429,9 +438,10 @@ save_figure(fig, "04_bleu_by_test_set")
 plt.show()
 
 # %% [markdown]
-# **How fast does each pretrained model learn our task?** BLEU on the fixed validation pairs against minutes of
-# fine-tuning (the clock stopped while scoring). The first point is the model before any fine-tuning, without
-# a prompt: for SmolLM2 that is near zero, as it has never seen the format.
+# **How fast does each pretrained model learn our task, and when does it pass our model?** BLEU on the fixed
+# validation pairs against minutes of fine-tuning (the clock stopped while scoring). The first point is the
+# model before any fine-tuning, without a prompt: for SmolLM2 that is near zero, as it has never seen the
+# format. The dashed line is our scratch model on the same pairs, after all of its training.
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.8))
@@ -443,6 +453,10 @@ curve_names = (
 for kind, label in curve_names.items():
     mon = results[kind].monitor
     ax.plot([m["minutes"] for m in mon], [m["bleu"] for m in mon], "o-", label=f"{label} ({results[kind].precision})")
+monitor = splits.valid[:MONITOR_PAIRS]
+ours_on_monitor = E.score(E.translate(scratch.model, scratch.tokenizer, [fr for fr, _ in monitor]),
+                          [en for _, en in monitor])["bleu"]  # fmt: skip
+ax.axhline(ours_on_monitor, ls="--", c="grey", label=f"{SCRATCH_NAME} ({SCRATCH_MINUTES:.0f} min of training)")
 ax.set_xlabel("minutes of fine-tuning")
 ax.set_ylabel(f"BLEU, {MONITOR_PAIRS} validation pairs, greedy")
 ax.set_title(f"Learning our task, on {runtime.hardware_name(DEVICE)}" + (" — QUICK MODE" if QUICK else ""))
@@ -454,8 +468,9 @@ plt.show()
 # %% [markdown]
 # ## 7. Where the models disagree
 #
-# Scores summarise; sentences show. Below, new-sentence pairs on which the models' outputs differ most (by
-# chrF between the best and the worst output), side by side with the reference.
+# Scores summarise; sentences show. **On which sentences do the models disagree most, and what do those
+# sentences have in common?** Below, the new-sentence pairs whose outputs differ most (chrF of the best
+# output minus that of the worst), side by side with the reference and the words our training pairs lack.
 
 # %%
 from sacrebleu.metrics import CHRF  # noqa: E402

@@ -90,3 +90,21 @@ def test_format_cell_is_the_package_format_and_its_assert_can_fail(nb):
     check = next(c for c in cells if "the notebook's format and helpers.pretrained's disagree" in c.source)
     with pytest.raises(AssertionError, match="disagree"):
         exec(compile(check.source, "<notebook 04 format check>", "exec"), env)
+
+
+def test_the_as_is_row_is_the_untouched_model(nb):
+    """Fine-tuning changes the translator object in place: the table's "as it is" row must be a fresh copy."""
+    _, ns = nb
+    as_is = ns["evaluations"]["opus-mt as it is", ns["D"].NEW_SENTENCES, 1]
+    assert as_is["bleu"] == ns["before"]["opus-mt as it is"]["bleu"]
+    assert as_is["samples"] == ns["before"]["opus-mt as it is"]["samples"]
+
+
+def test_fluent_but_wrong_check_counts_what_it_says(nb):
+    """Planted cases: a changed number, a dropped name, a sentence-initial word and "I" (never counted)."""
+    _, ns = nb
+    test = [("Tom a 97 ans.", "Tom is 97."), ("Je parle à Marie.", "I speak to Marie."), ("Il dort.", "He sleeps.")]
+    hyps = ["Tom is 19.", "I speak to her.", "He sleeps, I think."]
+    dropped, invented = ns["fluent_but_wrong"]("any", test, hyps)
+    assert [d[3] for d in dropped] == [["97"], ["Marie"]]
+    assert [v[3] for v in invented] == [["19"]]
