@@ -113,6 +113,24 @@ class TranslateReport:
     seconds: float = 0.0
 
 
+def sources_to_decode(sources: list[str], encode, max_src: int, report: TranslateReport) -> list[tuple[int, str, list]]:
+    """``(index, text, ids)`` for each source to translate, ids cut to ``max_src``: the contract every translator
+    keeps (ours, and :class:`helpers.pretrained.HFTranslator`). Blank sources are counted in ``report.empty`` (their
+    translation is blank), cut ones in ``report.truncated`` as (line number from 1, tokens, kept)."""
+    todo = []
+    for i, text in enumerate(sources):
+        text = (text or "").strip()
+        if not text:
+            report.empty += 1
+            continue
+        ids = encode(text)
+        if len(ids) > max_src:
+            report.truncated.append((i + 1, len(ids), max_src))
+            ids = ids[:max_src]
+        todo.append((i, text, ids))
+    return todo
+
+
 def translate(
     model: torch.nn.Module,
     tokenizer,
@@ -135,17 +153,8 @@ def translate(
     max_len = model.config.max_len
     max_src = max_source_tokens(max_len)
     outputs = [""] * len(sources)
-    todo = []
-    for i, text in enumerate(sources):
-        text = (text or "").strip()
-        if not text:
-            report.empty += 1
-            continue
-        ids = tokenizer.encode(text)
-        if len(ids) > max_src:
-            report.truncated.append((i + 1, len(ids), max_src))
-            ids = ids[:max_src]
-        todo.append((i, [tokenizer.bos_id, *ids, tokenizer.sep_id]))
+    planned = sources_to_decode(sources, tokenizer.encode, max_src, report)
+    todo = [(i, [tokenizer.bos_id, *ids, tokenizer.sep_id]) for i, _, ids in planned]
     todo.sort(key=lambda item: len(item[1]))  # similar lengths together: less padding per batch
     for start in range(0, len(todo), batch_size):
         chunk = todo[start : start + batch_size]

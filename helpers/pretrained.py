@@ -192,22 +192,14 @@ class HFTranslator:
         lines give blank output, over-long sources are cut and counted in ``report.truncated``, batches hold
         sentences of similar length, decoding is greedy (``beams=1``) or beam search, and stops at ``<eos>``
         (a decoder-only model also at the end of the line, which a few-shot prompt needs)."""
-        from .evaluate import TranslateReport
+        from .evaluate import TranslateReport, sources_to_decode
 
         report = report if report is not None else TranslateReport()
         t0 = time.perf_counter()
         self.model.eval()
         outputs = [""] * len(sources)
-        todo = []
-        for i, text in enumerate(sources):
-            text = (text or "").strip()
-            if not text:
-                report.empty += 1
-                continue
-            src, cut = self.source_ids(text)
-            if cut:
-                report.truncated.append((i + 1, len(self._ids(text)), len(src)))
-            todo.append((i, text, len(src)))
+        planned = sources_to_decode(sources, self._ids, self.max_source_tokens, report)
+        todo = [(i, text, len(ids)) for i, text, ids in planned]
         todo.sort(key=lambda t: t[2])
         starts = range(0, len(todo), batch_size)
         if len(todo) >= 500:  # a 135 M model on a CPU needs minutes for a test set: show that it moves
