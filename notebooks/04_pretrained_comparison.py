@@ -409,6 +409,10 @@ for row in rows:
 print("sources cut to fit:", "; ".join(f"{label[:20]}: " + ", ".join(str(evaluations[label, n, 1]["truncated"])
       for n in TEST_SETS) for label in CONTESTANTS))  # fmt: skip
 print(f"sacreBLEU: {evaluations[SCRATCH_NAME, D.NEW_SENTENCES, 1]['bleu_signature']}")
+for name, model_id in (("opus-mt", SEQ2SEQ_MODEL), ("SmolLM2", CAUSAL_MODEL), ("ours", None)):
+    card = P.CARDS.get(model_id, "random weights (quick mode)" if QUICK else "see its model card") if model_id else (
+        "nothing: trained from random weights on our pairs only")  # fmt: skip
+    print(f"pretrained on, {name}: {card}")
 if QUICK:
     print(
         "QUICK MODE: the two Hugging Face rows are tiny RANDOM models, not pretrained ones: the numbers test the code."
