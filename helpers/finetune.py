@@ -9,7 +9,7 @@ Ampere and later, fp32 on a CPU), the same loss on the English tokens only (the 
 The run folder::
 
     out/finetune.json           base model, configuration, data, and the result when done (marks the folder)
-    out/checkpoint/             the model and tokenizer (save_pretrained; LoRA adapters merged in) and
+    out/checkpoint/             the model and tokenizer (save_pretrained; with LoRA, the adapters only) and
                                 trainer_state.pt (optimizer, scaler, step, clock, data position, history)
     out/test_new.tsv, test.tsv  the run's test sets, as ``train`` writes them
     out/train_words.tsv         the French words of the training split (unseen-word slice, word baseline)
@@ -20,7 +20,6 @@ rerunning with the same ``out`` resumes (on another configuration it stops and n
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import random
@@ -106,19 +105,14 @@ def _with_lora(translator: HFTranslator, rank: int):
     return peft.get_peft_model(translator.model, config)
 
 
-def _plain_model(model):
-    """The model to save: LoRA adapters merged into a copy, so that the folder loads as a plain model."""
-    if hasattr(model, "merge_and_unload"):
-        return copy.deepcopy(model).merge_and_unload()
-    return model
-
-
 def save_finetune_checkpoint(translator: HFTranslator, out_dir: Path, state: dict) -> Path:
     """Model, tokenizer and trainer state into ``out/checkpoint/``, written beside it and swapped in."""
     final, tmp, old = out_dir / CHECKPOINT_DIR, out_dir / f"{CHECKPOINT_DIR}.tmp", out_dir / f"{CHECKPOINT_DIR}.old"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    _plain_model(translator.model).save_pretrained(tmp)
+    # a LoRA model saves its adapters only (megabytes; no copy of the model to merge them into, which would
+    # double the memory LoRA is there to save): load_pretrained merges them into the base model when loading
+    translator.model.save_pretrained(tmp)
     translator.tokenizer.save_pretrained(tmp)
     torch.save(state, tmp / STATE_FILE)
     if final.exists():

@@ -323,9 +323,16 @@ def load_pretrained(
     if path.is_dir() and (path / FINETUNE_FILE).is_file():
         info = json.loads((path / FINETUNE_FILE).read_text())
         folder = path / CHECKPOINT_DIR
-        if not (folder / "config.json").is_file():
+        if (folder / "adapter_config.json").is_file():  # LoRA: the base model, with the adapters merged in
+            import peft
+
+            translator = load_pretrained(info["base_model"], device=device, max_source_tokens=max_source_tokens)
+            translator.model = peft.PeftModel.from_pretrained(translator.model, folder).merge_and_unload()
+            translator.model.eval()
+        elif not (folder / "config.json").is_file():
             raise ModelLoadError(f"{path} was started by finetune but holds no saved model yet ({folder} is missing).")
-        translator = load_pretrained(folder, device=device, max_source_tokens=max_source_tokens)
+        else:
+            translator = load_pretrained(folder, device=device, max_source_tokens=max_source_tokens)
         translator.name = f"{info.get('base_model', '?')} fine-tuned ({path.name})"
         return translator
     if text.lower().endswith(".gguf"):

@@ -252,13 +252,30 @@ def test_precision_rules(folders):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft not installed")
+def test_lora_resume_continues_exactly(folders, pairs, tmp_path):
+    """LoRA, a decoder-only model: 6 steps at once = 3 steps, a new session from the base model, 3 more."""
+    cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, warmup_steps=2, lora=True, lora_rank=4, seed=0)
+    straight = load(folders, "causal")
+    finetune.finetune(straight, pairs[:40], tmp_path / "a", steps=6, cfg=cfg, progress=False)
+    finetune.finetune(load(folders, "causal"), pairs[:40], tmp_path / "b", steps=3, cfg=cfg, progress=False)
+    second = load(folders, "causal")
+    result = finetune.finetune(second, pairs[:40], tmp_path / "b", steps=6, cfg=cfg, progress=False)
+    assert result.resumed_from == 3
+    a, b = straight.model.state_dict(), second.model.state_dict()
+    assert any("lora_" in name for name in a)
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], msg=name)
+    assert (tmp_path / "b" / "checkpoint" / "adapter_config.json").is_file(), "LoRA saves its adapters only"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft not installed")
 def test_lora_trains_adapters_only_and_saves_a_plain_model(folders, pairs, tmp_path):
     tr = load(folders, "causal")
     cfg = finetune.FinetuneConfig(lr=1e-2, batch_size=8, lora=True, lora_rank=4, seed=0)
     result = finetune.finetune(tr, pairs[:8], tmp_path, steps=20, cfg=cfg, progress=False)
     assert 0 < result.trainable < result.parameters / 2
     again = pretrained.load_pretrained(tmp_path)
-    assert not hasattr(again.model, "peft_config"), "the saved folder is a plain model, adapters merged"
+    assert not hasattr(again.model, "peft_config"), "loading merges the adapters into a plain model"
     sources = [fr for fr, _ in pairs[:8]]
     assert again.translate(sources) == tr.translate(sources)
     base = load(folders, "causal")
