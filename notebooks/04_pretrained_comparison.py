@@ -28,8 +28,8 @@
 #   search agree on the idea but differ in details, such as when a beam counts as finished);
 # - **the costs beside every score**: parameters (total and trained), minutes and tokens of fine-tuning,
 #   sentences per second when translating. Minutes count fine-tuning only: pretraining (SmolLM2: about 2
-#   trillion tokens; opus-mt: tens of millions of sentence pairs) cost orders of magnitude more, paid once
-#   by someone else.
+#   trillion tokens; opus-mt: OPUS, a large collection of translated sentences) cost orders of magnitude
+#   more, paid once by someone else.
 #
 # The contestants:
 #
@@ -51,8 +51,8 @@
 # **How to run.** On Colab with a T4: *Run all*; say yes to Google Drive so that fine-tuning checkpoints
 # survive a disconnect (running all again resumes). Planned budget: 15 minutes of fine-tuning for opus-mt,
 # 25 for SmolLM2, the rest loading and scoring: about an hour, *an estimate not yet measured on a T4*.
-# Quick mode (`python -m helpers run-notebooks --only 04`, the tests) runs every code path offline in about
-# two minutes on two CPU cores with **tiny random models built from configurations**: their scores say
+# Quick mode (`python -m helpers run-notebooks --only 04`, the tests) runs every code path offline in under a
+# minute on two CPU cores (48 s measured) with **tiny random models built from configurations**: their scores say
 # that the code runs, nothing about pretraining. From a terminal, the same fine-tuning is
 # `python -m helpers finetune --model NAME_OR_PATH --data fra.txt --minutes 25 --out runs/ft-smollm2`, then
 # `python -m helpers evaluate --checkpoint runs/ft-smollm2` and `translate --checkpoint` as for our model.
