@@ -278,9 +278,10 @@ def finetune_command(
         format_data_summary,
         split_pairs,
     )
+    from .data import data_info as describe_data
     from .finetune import FinetuneConfig, finetune
     from .pretrained import load_pretrained
-    from .sources import file_sha256, load_path
+    from .sources import load_path
     from .testsets import WordTable
     from .train import Budget
 
@@ -305,20 +306,7 @@ def finetune_command(
     print(f"Model: {translator.describe()}; device {dev}.", file=err)
     for note in translator.notes:
         print(f"note: {note}", file=err)
-    builtin = data == "builtin"
-    data_info = {
-        "source": "builtin" if builtin else str(Path(data).expanduser().resolve()),
-        "sha256": "builtin" if builtin else file_sha256(Path(data).expanduser()),
-        "columns": list(columns) if columns else None,
-        "limit": limit,
-        "seed": seed,
-        "pairs": {
-            "train": len(splits.train),
-            "valid": len(splits.valid),
-            "test": len(splits.test),
-            "new": len(splits.new),
-        },
-    }
+    data_info = {**describe_data(data, splits, None, None, columns=columns, limit=limit), "seed": seed}
     cfg = FinetuneConfig(lr=lr, batch_size=batch_size, lora=lora, seed=seed)
     result = finetune(translator, splits.train, out, minutes=minutes, steps=steps, cfg=cfg, base_model=str(model),
                       data=data_info, monitor=splits.valid[:200], monitor_every_minutes=(minutes or 0) / 5 or None,

@@ -335,12 +335,13 @@ def tokenizer_for(
 
 
 def data_info(
-    data: str, splits: Splits, tokenizer: Tokenizer, cfg, *, columns: Sequence[str] | None = None, limit=None
+    data: str, splits: Splits, tokenizer: Tokenizer | None, cfg, *, columns: Sequence[str] | None = None, limit=None
 ) -> dict:
     """What a checkpoint records about its data (and refuses to resume on other data): the source and its
-    sha256, the columns, the sample size, the split sizes and the tokenizer."""
+    sha256, the columns, the sample size, the split sizes and, for our model, the tokenizer (``finetune``,
+    whose model brings its own, passes ``tokenizer=None``)."""
     builtin = data == "builtin"
-    return {
+    info = {
         "source": "builtin" if builtin else str(Path(data).expanduser().resolve()),
         "sha256": "builtin" if builtin else file_sha256(Path(data).expanduser()),
         "columns": list(columns) if columns else None,
@@ -351,8 +352,10 @@ def data_info(
             "test": len(splits.test),
             "new": len(splits.new),
         },
-        "tokenizer": {"vocab_size": tokenizer.vocab_size, "type": cfg.tokenizer_type},
     }
+    if tokenizer is not None:
+        info["tokenizer"] = {"vocab_size": tokenizer.vocab_size, "type": cfg.tokenizer_type}
+    return info
 
 
 def data_summary(reports: dict) -> dict:
