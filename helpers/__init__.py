@@ -21,4 +21,4 @@ One module per concern:
     cli        `python -m helpers ...`: train, translate, evaluate and the notebook commands
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

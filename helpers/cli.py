@@ -7,6 +7,9 @@ train           train the French->English model (resumes when --out already has 
 translate       French lines on standard input -> English lines on standard output
 evaluate        BLEU and chrF with slices and baselines on the run's test sets or given files
 finetune        fine-tune a pretrained Hugging Face model on the same pairs (then evaluate/translate it the same way)
+student         write the student notebooks (each solution replaced by a stub that names its exercise)
+grade           run a notebook in quick mode and score its exercises (points, first failing message, total)
+report          gather figures, metrics and a generated index.md (captions, LaTeX snippets) into one zip
 """
 
 from __future__ import annotations
@@ -44,6 +47,50 @@ def _check_notebooks(args) -> int:
     if not problems:
         print("All notebook pairs are in sync and carry no outputs.")
     return 1 if problems else 0
+
+
+def _student(args) -> int:
+    from . import exercises
+
+    for path in exercises.build_student(args.out, args.only or None):
+        print("wrote", path)
+    print(
+        f"Hand out {args.out}: each exercise raises NotImplementedError until it is written. Grade a copy with "
+        "`python -m helpers grade PATH [--hidden DIR]`; keep hidden checks outside that folder."
+    )
+    return 0
+
+
+def _notebook_path(name: str) -> Path:
+    path = Path(name)
+    if path.exists():
+        return path
+    from . import notebooks
+
+    if path.suffix in ("", ".ipynb", ".py") and len(path.parts) == 1:
+        return notebooks.notebook_paths([path.stem])[0]  # "02" or "02_transformer_from_scratch"
+    raise FileNotFoundError(f"{name}: no such notebook. Give a path to a .ipynb or .py file, or a number such as 02.")
+
+
+def _grade(args) -> int:
+    from . import exercises
+
+    path = _notebook_path(args.notebook)
+    print(f"Grading {path} in quick mode; one line per exercise as it ends.", flush=True)
+    executor = exercises.InProcess() if args.in_process else None
+    result = exercises.grade(path, args.hidden, executor=executor, echo=lambda line: print(" ", line, flush=True))
+    print(result.table())
+    if args.json:
+        Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+        print("wrote", args.json)
+    return 0
+
+
+def _report(args) -> int:
+    from . import report
+
+    report.export(zip_path=args.zip)
+    return 0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -458,6 +505,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=None, help="default 5e-5 (encoder-decoder) or 1e-4 (decoder-only)")
     p.add_argument("--lora", action="store_true", help="train LoRA adapters only (needs peft): for a model too large")
     p.set_defaults(func=_finetune)
+
+    p = sub.add_parser("student", help="write the student notebooks (solutions replaced by stubs) to --out")
+    p.add_argument("--out", required=True, help="a folder to hand out; it never holds solutions or hidden checks")
+    p.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 02")
+    p.set_defaults(func=_student)
+
+    p = sub.add_parser("grade", help="run a notebook in quick mode and score its exercises")
+    p.add_argument("notebook", help="a .ipynb or .py notebook (a student's copy), or a number such as 02")
+    p.add_argument("--hidden", default=None, help="a folder of hidden checks: NN_*.py, cut at '# %%% Exercise N.M'")
+    p.add_argument("--json", default=None, help="also write the result as JSON to this file")
+    p.add_argument("--in-process", action="store_true", help="run the cells in this process instead of a kernel")
+    p.set_defaults(func=_grade)
+
+    p = sub.add_parser("report", help="gather figures, metrics and index.md into reports/report.zip")
+    p.add_argument("--zip", default=None, help="where to write the zip (default reports/report.zip)")
+    p.set_defaults(func=_report)
     return parser
 
 

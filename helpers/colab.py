@@ -16,10 +16,15 @@ from pathlib import Path
 
 from . import runtime
 
-# The one place the repository address is set. Every notebook's first cell pip-installs
-# `helpers` from it on Colab; tests/test_notebooks.py fails if a notebook carries another.
-# A fork changes it here and in the notebooks' first cell (the test lists the ones to fix).
+# The one place the repository address and the release are set. Every notebook's first cell installs
+# `helpers` on Colab from COURSE_PIN (helpers.bootstrap.ensure_course, copied into the cell), so a student
+# who opens a notebook next month gets the package these notebooks were written for, not whatever `main`
+# is then. tests/test_notebooks.py fails if a notebook carries another address or release, and if the
+# release is not pyproject.toml's version. A fork, or a new release, changes these two lines, then runs
+# `python -m helpers sync-notebooks` (which rewrites the first cells), and tags the commit v<version>.
 REPO_URL = "https://github.com/transformers-by-building/course"
+COURSE_PIN = f"git+{REPO_URL}@v0.2.0"
+DRIVE_COPY = "/content/drive/MyDrive/transformers-by-building/course"  # a folder or .zip of the repository
 
 PACKAGE = "transformers-by-building"  # the distribution name in pyproject.toml
 

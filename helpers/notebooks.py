@@ -72,12 +72,59 @@ def _read_py(path: Path):
     return jupytext.read(path, fmt="py:percent")
 
 
+FIRST_CELL_MARKER = '# %% tags=["parameters"]'
+
+
+def first_cell_source() -> str:
+    """The set-up cell every notebook starts with: the pinned install (``helpers.bootstrap``), then QUICK and SEED."""
+    import inspect
+
+    from . import bootstrap, colab
+
+    return "\n".join(
+        [
+            "# Set-up and parameters. On Colab this installs the course package at the release these notebooks belong",
+            "# to (from a copy in Drive first, if there is one) and what the runtime lacks; torch is never reinstalled.",
+            "# If it cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and",
+            "# steps but runs every code path; on Colab the default is the full run.",
+            f'COURSE = "{colab.COURSE_PIN}"',
+            f'COURSE_IN_DRIVE = "{colab.DRIVE_COPY}"  # a folder or .zip of the repository',
+            "",
+            "",
+            inspect.getsource(bootstrap.ensure_course).rstrip(),
+            "",
+            "",
+            'print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))',
+            "from helpers import colab, runtime  # noqa: E402",
+            "",
+            "QUICK = runtime.quick_mode()",
+            "SEED = 0",
+            "ACCELERATOR = colab.setup()",
+        ]
+    )
+
+
+def set_first_cell(py: Path) -> bool:
+    """Rewrite the ``.py``'s first code cell to :func:`first_cell_source`; True when it changed."""
+    text = py.read_text()
+    start = text.index(FIRST_CELL_MARKER) + len(FIRST_CELL_MARKER) + 1
+    end = text.index("\n# %%", start)
+    new = text[:start] + first_cell_source() + "\n" + text[end:]
+    if new != text:
+        py.write_text(new)
+    return new != text
+
+
 def sync(paths: list[Path] | None = None) -> list[Path]:
-    """(Re)write each ``.ipynb`` from its ``.py`` pair, with no outputs and Colab metadata."""
+    """(Re)write each ``.ipynb`` from its ``.py`` pair, with no outputs and Colab metadata.
+
+    The ``.py``'s first cell is first brought up to date with :func:`first_cell_source` (the pinned release).
+    """
     import jupytext
 
     written = []
     for py in paths or notebook_sources():
+        set_first_cell(py)
         nb = _read_py(py)
         nb.metadata.update(COLAB_METADATA)
         nb.metadata.setdefault("jupytext", {})["formats"] = PAIR_FORMATS

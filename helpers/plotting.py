@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -11,23 +12,74 @@ from . import runtime
 _NAME = re.compile(r"^[0-9]{2}_[a-z0-9_]+$")
 
 
-def save_figure(fig, name: str, folder: str | Path | None = None) -> tuple[Path, Path]:
+# Every saved figure is at least this large (inches, before bbox cropping), so it stays legible in a report.
+MIN_WIDTH_IN, MIN_HEIGHT_IN = 4.5, 1.6
+META_SUFFIX = ".json"  # beside each figure: title, caption, question, numbers (read by helpers.report)
+
+
+def figure_titles(fig) -> list[str]:
+    """The figure's suptitle and every axes' title, in order (empty ones left out)."""
+    titles = [fig._suptitle.get_text()] if getattr(fig, "_suptitle", None) is not None else []
+    for ax in fig.get_axes():
+        titles += [t.get_text() for t in (ax.title, ax._left_title, ax._right_title)]
+    return [t.strip() for t in titles if t and t.strip()]
+
+
+def save_figure(
+    fig,
+    name: str,
+    folder: str | Path | None = None,
+    *,
+    caption: str = "",
+    question: str = "",
+    numbers: dict | None = None,
+) -> tuple[Path, Path]:
     """Save ``fig`` as ``<name>.pdf`` and ``<name>.png`` in ``reports/figures`` (or ``folder``).
 
     Names are stable so a report can include them: the notebook number, then what the figure
-    shows, e.g. ``01_copying_sharpness``.
+    shows, e.g. ``01_copying_sharpness``. ``question`` is what the figure answers, ``caption`` what it
+    shows, ``numbers`` the values behind it: ``helpers.report.export`` puts all three in ``index.md``
+    with a LaTeX snippet. A figure without a title, or smaller than ``MIN_WIDTH_IN`` x ``MIN_HEIGHT_IN``
+    inches, is refused: in a report it would be unreadable or unexplained.
     """
     if not _NAME.match(name):
         raise ValueError(
             f"figure name {name!r} should look like '01_copying_sharpness': the notebook number, an underscore, "
             "then lower-case words joined by underscores (no extension; PDF and PNG are both written)."
         )
+    titles = figure_titles(fig)
+    if not titles:
+        raise ValueError(f"figure {name!r} has no title: give it one (ax.set_title or fig.suptitle) before saving.")
+    width, height = (float(x) for x in fig.get_size_inches())
+    if width < MIN_WIDTH_IN or height < MIN_HEIGHT_IN:
+        raise ValueError(
+            f"figure {name!r} is {width:.1f} x {height:.1f} in; make it at least {MIN_WIDTH_IN} x {MIN_HEIGHT_IN} "
+            "(plt.subplots(figsize=...)) so it stays readable in a report."
+        )
     out = Path(folder) if folder is not None else runtime.figures_dir()
     out.mkdir(parents=True, exist_ok=True)
     pdf, png = out / f"{name}.pdf", out / f"{name}.png"
     fig.savefig(pdf, bbox_inches="tight")
     fig.savefig(png, bbox_inches="tight", dpi=150)
+    meta = {
+        "name": name,
+        "title": titles[0] if len(titles) == 1 or getattr(fig, "_suptitle", None) is not None else " · ".join(titles),
+        "question": question.strip(),
+        "caption": caption.strip(),
+        "numbers": {k: _plain(v) for k, v in (numbers or {}).items()},
+        "size_inches": [round(width, 2), round(height, 2)],
+    }
+    (out / f"{name}{META_SUFFIX}").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     return pdf, png
+
+
+def _plain(value):
+    """A JSON-friendly number or text (tensors and NumPy scalars become floats)."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    return value if isinstance(value, (int, str, bool)) or value is None else str(value)
 
 
 def in_live_kernel() -> bool:
@@ -67,7 +119,7 @@ def interactive(fn: Callable, **sliders):
     return fn(**defaults)
 
 
-def save_then_explore(plot: Callable, name: str, **sliders):
+def save_then_explore(plot: Callable, name: str, *, caption: str = "", question: str = "", **sliders):
     """Save ``plot(**defaults)`` for the report, then explore it with sliders.
 
     ``plot`` returns a figure. The figure for the default setting is always saved (PDF and PNG), so a
@@ -77,10 +129,10 @@ def save_then_explore(plot: Callable, name: str, **sliders):
     import matplotlib.pyplot as plt
 
     fig = plot(**{key: spec[3] for key, spec in sliders.items()})
-    save_figure(fig, name)
+    save_figure(fig, name, caption=caption, question=question, numbers={k: spec[3] for k, spec in sliders.items()})
     if not in_live_kernel():
         plt.show()
-        return fig
+        return None  # returning the figure would make Jupyter show it a second time
     plt.close(fig)
 
     def show(**kwargs):
@@ -88,4 +140,4 @@ def save_then_explore(plot: Callable, name: str, **sliders):
         plt.show()
 
     interactive(show, **sliders)
-    return fig
+    return None

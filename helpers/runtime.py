@@ -152,12 +152,30 @@ def repo_root() -> Path | None:
     return here if (here / "notebooks").is_dir() and (here / "pyproject.toml").is_file() else None
 
 
-def reports_dir() -> Path:
-    """Where generated output goes: ``$REPORTS_DIR``, else ``<repo>/reports``, else ``./reports``."""
-    if os.environ.get("REPORTS_DIR"):
-        return Path(os.environ["REPORTS_DIR"])
+DRIVE_HOME = Path("/content/drive/MyDrive")  # where Colab mounts Google Drive
+DRIVE_FOLDER = "transformers-by-building"  # the course's folder in Drive (checkpoints, reports)
+
+
+def drive_mounted() -> bool:
+    """True on Colab once Google Drive is mounted (``helpers.colab.mount_drive`` or the Files panel)."""
+    import sys
+
+    return "google.colab" in sys.modules and DRIVE_HOME.is_dir()
+
+
+def local_reports_dir() -> Path:
     root = repo_root()
     return (root / "reports") if root is not None else Path.cwd() / "reports"
+
+
+def reports_dir() -> Path:
+    """Where generated output goes: ``$REPORTS_DIR``; else, on Colab with Drive mounted, the course's
+    folder in Drive (so a disconnect loses no figure); else ``<repo>/reports``, or ``./reports``."""
+    if os.environ.get("REPORTS_DIR"):
+        return Path(os.environ["REPORTS_DIR"])
+    if drive_mounted():
+        return DRIVE_HOME / DRIVE_FOLDER / "reports"
+    return local_reports_dir()
 
 
 def figures_dir() -> Path:

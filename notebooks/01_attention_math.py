@@ -42,17 +42,59 @@
 # are rows: `K` is `(n, d)` and `K[i]` is key $i$.
 
 # %% tags=["parameters"]
-# Set-up and parameters. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
+# Set-up and parameters. On Colab this installs the course package at the release these notebooks belong
+# to (from a copy in Drive first, if there is one) and what the runtime lacks; torch is never reinstalled.
+# If it cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
 # steps but runs every code path; on Colab the default is the full run.
-import subprocess
-import sys
+COURSE = "git+https://github.com/transformers-by-building/course@v0.2.0"
+COURSE_IN_DRIVE = "/content/drive/MyDrive/transformers-by-building/course"  # a folder or .zip of the repository
 
-if "google.colab" in sys.modules:  # install the course package and what Colab lacks; torch is never reinstalled
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/transformers-by-building/course"],
-        check=True,
+
+def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
+    """Make `helpers` importable; try in order: already installed, a copy in Google Drive, the pinned release.
+
+    pinned: "git+https://...@vX.Y.Z"; drive_copy: a folder or .zip of the repository; version: the one to expect.
+    Installs only on Colab (or with install=True); never touches torch. Returns where the package came from.
+    """
+    import importlib
+    import importlib.metadata as metadata
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    class CourseSetupError(RuntimeError):
+        def _render_traceback_(self):  # Jupyter shows these lines instead of a traceback
+            return ["Course set-up failed.", *str(self).splitlines()]
+
+    try:
+        if metadata.version("transformers-by-building") == version:
+            return "already installed"
+    except metadata.PackageNotFoundError:
+        pass
+    if not (("google.colab" in sys.modules) if install is None else install):
+        return "this checkout (not on Colab: install it once with pip install -e .)"
+    copy, tried = Path(drive_copy), []
+    sources = [("the copy in Drive", str(copy))] if copy.is_dir() or copy.suffix == ".zip" and copy.is_file() else []
+    for label, target in sources + [("the pinned release", pinned)]:
+        print(f"Installing the course package from {label}: {target}", flush=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", *pip_args, target], capture_output=True, text=True
+        )
+        if done.returncode == 0:
+            importlib.invalidate_caches()
+            return label
+        why = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        tried.append(f"  - {label}: {why[-1] if why else 'pip failed'}")
+    raise CourseSetupError(
+        "The course package could not be installed. Tried:\n" + "\n".join(tried) + "\nTwo ways out:\n"
+        "  1. Check this runtime's internet (open any web page from Colab), then run this cell again.\n"
+        f"  2. Put the course repository (its folder, or the .zip GitHub gives you) in Google Drive at {copy},\n"
+        "     mount Drive (Files panel > Mount Drive), then run this cell again."
     )
-from helpers import colab, runtime
+
+
+print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))
+from helpers import colab, runtime  # noqa: E402
 
 QUICK = runtime.quick_mode()
 SEED = 0
@@ -80,7 +122,7 @@ def rng(item: int) -> torch.Generator:
 
 
 # %% [markdown]
-# ## 0. Attention in one line
+# ## 0. Attention in one line · Exercise 1.1 (3 points)
 #
 # A query $q \in \mathbb{R}^d$ looks at $n$ keys $k_1, \dots, k_n \in \mathbb{R}^d$, each paired
 # with a value $v_i \in \mathbb{R}^{d_v}$. It scores every key by a dot product, turns the scores
@@ -96,9 +138,11 @@ def rng(item: int) -> torch.Generator:
 # %%
 def attend(q, K, V):
     """Softmax attention. q: (d,) or (..., m, d); K: (..., n, d); V: (..., n, d_v). Returns (c, alpha)."""
+    # BEGIN SOLUTION
     scores = q @ K.transpose(-2, -1)  # (..., m, n): one score k_i . q per query and key
     alpha = torch.softmax(scores, dim=-1)  # normalise over the keys, separately for each query
     return alpha @ V, alpha  # (..., m, d_v) and (..., m, n)
+    # END SOLUTION
 
 
 # %% [markdown]
@@ -227,10 +271,17 @@ def plot_categorical(n=8, d=16):
     return fig
 
 
-save_then_explore(plot_categorical, "01_categorical_weights", n=(2, 64, 1, 8))
+save_then_explore(
+    plot_categorical,
+    "01_categorical_weights",
+    question="Is alpha a probability distribution, and how does the query's scale shape it?",
+    caption="Left: one query's attention weights over 8 keys at three scales. Right: the mean entropy of the "
+    "weights against the query's scale, between log n (uniform) and 0 (one-hot).",
+    n=(2, 64, 1, 8),
+)
 
 # %% [markdown]
-# ## 2. Copying: one aligned, large query picks one value
+# ## 2. Copying: one aligned, large query picks one value · Exercise 1.2 (2 points)
 #
 # **Question.** Can attention *copy* a single value $v_j$, that is, make $c \approx v_j$?
 #
@@ -261,13 +312,13 @@ def unit_keys_and_values(n, d, d_v, g):
 
 
 def copying_sweep(K, V, j, scales):
-    """For q = s k_j at each scale s: alpha_j, the copy error ||c - v_j|| and its bound."""
+    """For q = s k_j at each scale s: alpha_j, the copy error ||c - v_j|| and its bound (from the math above)."""
     gap = 1 - torch.cat([K[:j], K[j + 1 :]]) @ K[j]  # (n-1,) each 1 - k_i.k_j
     spread = (V - V[j]).norm(dim=-1).max()
     rows = []
     for s in scales:
         c, alpha = attend(s * K[j], K, V)
-        bound = min(1.0, (len(K) - 1) * math.exp(-s * gap.min().item())) * spread
+        bound = min(1.0, (len(K) - 1) * math.exp(-s * gap.min().item())) * spread  # SOLUTION
         rows.append((alpha[j].item(), (c - V[j]).norm().item(), bound.item()))
     return torch.tensor(rows, dtype=DTYPE)  # (len(scales), 3)
 
@@ -308,7 +359,15 @@ def plot_copying(n=16, d=16):
     return fig
 
 
-save_then_explore(plot_copying, "01_copying_sharpness", n=(2, 64, 1, 16), d=(2, 64, 1, 16))
+save_then_explore(
+    plot_copying,
+    "01_copying_sharpness",
+    question="Can attention copy one value, and how fast does the copy error shrink with the query's norm?",
+    caption="Left: the weight on the aligned key against the query scale s. Right: the copy error ||c - v_j|| "
+    "(log scale) falls exponentially in s and stays under the bound min(1, (n-1) exp(-s Delta)) max ||v_i - v_j||.",
+    n=(2, 64, 1, 16),
+    d=(2, 64, 1, 16),
+)
 
 # %% [markdown]
 # The check: with the aligned query at the largest scale, $\alpha_j > 1 - 10^{-6}$ and $c$ equals
@@ -334,7 +393,7 @@ check_copying(K2[0], K2, V2, j=0)
 check_copying_bound(copy)
 
 # %% [markdown]
-# ## 3. Average of two: one query, two values
+# ## 3. Average of two: one query, two values · Exercise 1.3 (2 points)
 #
 # **Question.** Can a single query make $c \approx \tfrac12(v_a + v_b)$?
 #
@@ -379,10 +438,30 @@ def orthonormal_setup(n, d_v, g):
     return K, V
 
 
+def beta_needed(n, tau):
+    """The smallest beta for which the bound 2 eps max||v|| guarantees a relative error tau, with n keys."""
+    # BEGIN SOLUTION
+    return math.log((n - 2) * (1 / tau - 0.5))
+    # END SOLUTION
+
+
 for n in [4, 64, 1024]:
-    print(
-        f"n={n:5d}: beta needed for a relative error 1e-3 is log((n-2)(1/tau - 1/2)) = {math.log((n - 2) * (1e3 - 0.5)):.2f}"
-    )
+    print(f"n={n:5d}: beta needed for a relative error 1e-3 is {beta_needed(n, 1e-3):.2f}")
+
+
+# %% tags=["check"]
+def check_beta_needed(beta_fn):
+    """At beta_fn(n, tau) the bound must equal tau exactly (2 eps = tau): smaller betas miss it, larger ones waste."""
+    for n in (3, 4, 64, 1024):
+        for tau in (0.1, 1e-3, 1e-6):
+            beta = beta_fn(n, tau)
+            eps = (n - 2) / (2 * math.exp(beta) + n - 2)
+            assert abs(2 * eps - tau) <= 1e-9 * tau, (
+                f"n={n}, tau={tau:g}: at beta = {beta:.4f} the bound gives 2 eps = {2 * eps:.4g}, not tau"
+            )
+
+
+check_beta_needed(beta_needed)
 
 # %% [markdown]
 # **What the plot shows.** Left: the error against $\beta$ for several $n$, measured (solid) and
@@ -423,7 +502,14 @@ def plot_average(beta=8.0):
     return fig
 
 
-save_then_explore(plot_average, "01_average_of_two", beta=(0.0, 20.0, 0.5, 8.0))
+save_then_explore(
+    plot_average,
+    "01_average_of_two",
+    question="Can one query average two values, and how large must it be?",
+    caption="Error ||c - (v_a + v_b)/2|| for q = beta (k_a + k_b) with orthonormal keys. Left: against beta for "
+    "four numbers of keys n (dashed: the bound 2 eps max ||v||). Right: against n at a fixed beta, with the exact formula.",
+    beta=(0.0, 20.0, 0.5, 8.0),
+)
 
 # %% [markdown]
 # The check confirms the derivation ($\alpha_a = \alpha_b = e^\beta/(2e^\beta+n-2)$, the exact error)
@@ -507,7 +593,14 @@ ax.set(
 )
 ax.legend()
 fig.tight_layout()
-save_figure(fig, "01_subspace_recovery")
+save_figure(
+    fig,
+    "01_subspace_recovery",
+    question="How well does the projection M = A A^T recover v_a from v_a + v_b?",
+    caption="Relative recovery error against the angle between the subspaces of v_a and v_b: measured (dots) "
+    "and |cos theta| (line); exact recovery only when the subspaces are orthogonal.",
+    numbers={"worst error at 90 degrees": recovery_errors(basis_A, W4).max()},
+)
 plt.show()
 
 
@@ -640,7 +733,13 @@ def plot_single_head(beta=BETA, log10_alpha=LOG10_ALPHA):
 
 
 save_then_explore(
-    plot_single_head, "01_single_head_swing", beta=(1.0, 20.0, 0.5, BETA), log10_alpha=(-8.0, -1.0, 0.5, LOG10_ALPHA)
+    plot_single_head,
+    "01_single_head_swing",
+    question="Why is one head fragile when a key's length varies?",
+    caption="One head with q = beta (mu_a + mu_b). Left: histogram of alpha_a over key draws, isotropic keys "
+    "(a spike at 1/2) and key a stretched (spikes at 0 and 1). Right: where the output c lands in the (v_a, v_b) plane.",
+    beta=(1.0, 20.0, 0.5, BETA),
+    log10_alpha=(-8.0, -1.0, 0.5, LOG10_ALPHA),
 )
 
 
@@ -755,7 +854,13 @@ def plot_multi_head(beta=BETA, log10_alpha=LOG10_ALPHA):
 
 
 save_then_explore(
-    plot_multi_head, "01_multi_head_variance", beta=(1.0, 20.0, 0.5, BETA), log10_alpha=(-8.0, -1.0, 0.5, LOG10_ALPHA)
+    plot_multi_head,
+    "01_multi_head_variance",
+    question="Do two heads fix what one head cannot?",
+    caption="One head against two heads (q1 = beta mu_a, q2 = beta mu_b) with key a stretched: the coefficient "
+    "of v_a in c (left), where c lands (middle) and the total variance of c over key draws (right, log scale).",
+    beta=(1.0, 20.0, 0.5, BETA),
+    log10_alpha=(-8.0, -1.0, 0.5, LOG10_ALPHA),
 )
 
 
@@ -855,8 +960,8 @@ print("c2 coords:", [round(v, 4) + 0.0 for v in coords(c_proj[1]).tolist()], " t
 # here we pass `scale=1.0`). The check below holds them equal.
 #
 # **What the plot shows.** Left: the coordinates of $c_2$ in the basis $(u_a, u_b, u_c, u_d)$ for each
-# way of padding $x_2$ without projections, then with $V, K, Q$, then the target. Only the projected
-# row matches the target. Right: the attention pattern the projections create: $x_1$ reads $x_3$ and
+# way of padding $x_2$ without projections, then with $V, K, Q$, then the target; below the line, $c_1$
+# with $V, K, Q$ and its target $u_b - u_c$. Only the projected rows match their targets. Right: the attention pattern the projections create: $x_1$ reads $x_3$ and
 # $x_2$ reads $x_1$.
 
 
@@ -866,14 +971,16 @@ def plot_kqv(beta=BETA7):
     X = scale * X7
     Q, K, V = Q7 / scale**2, K7, V7 / scale**2
     rows = {
-        name: coords(self_attend(torch.stack([X[0], scale * x2, X[2]]), I8, I8, I8)[0][1]) / scale
+        f"$c_2$, {name}": coords(self_attend(torch.stack([X[0], scale * x2, X[2]]), I8, I8, I8)[0][1]) / scale
         for name, x2 in variants.items()
     }
     c, alpha = self_attend(X, Q.T, K.T, V.T)
-    rows["x2 = u_a, with V, K, Q"] = coords(c[1]) / scale
-    rows["target u_b"] = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=DTYPE)
+    rows["$c_2$, x2 = u_a, with V, K, Q"] = coords(c[1]) / scale
+    rows["target for $c_2$: $u_b$"] = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=DTYPE)
+    rows["$c_1$ with V, K, Q"] = coords(c[0]) / scale
+    rows["target for $c_1$: $u_b - u_c$"] = torch.tensor([0.0, 1.0, -1.0, 0.0], dtype=DTYPE)
     table = torch.stack(list(rows.values()))
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1.3, 1]})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1.3, 1]})
     im = ax1.imshow(table.numpy(), cmap="RdBu", vmin=-1, vmax=1)
     for (i, j), v in zip(
         torch.cartesian_prod(torch.arange(table.shape[0]), torch.arange(4)).tolist(), table.flatten().tolist()
@@ -883,7 +990,9 @@ def plot_kqv(beta=BETA7):
         )
     ax1.set_xticks(range(4), ["$u_a$", "$u_b$", "$u_c$", "$u_d$"])
     ax1.set_yticks(range(len(rows)), list(rows))
-    ax1.set_title(rf"Coordinates of $c_2$ ($\beta$={beta:g})")
+    ax1.axhline(len(rows) - 2.5, color="k", lw=1)  # c_2's rows above, c_1's below
+    ax1.set_title(rf"Coordinates of $c_2$ and $c_1$ ($\beta$={beta:g})")
+    ax1.set_xlabel("coordinate along")
     fig.colorbar(im, ax=ax1, shrink=0.8)
     ax2.imshow(alpha.numpy(), cmap="Greys", vmin=0, vmax=1)
     for (i, j), v in zip(torch.cartesian_prod(torch.arange(3), torch.arange(3)).tolist(), alpha.flatten().tolist()):
@@ -891,11 +1000,20 @@ def plot_kqv(beta=BETA7):
     ax2.set_xticks(range(3), ["$k_1$", "$k_2$", "$k_3$"])
     ax2.set_yticks(range(3), ["$q_1$", "$q_2$", "$q_3$"])
     ax2.set_title("Attention weights with $V, K, Q$")
+    ax2.set(xlabel="key", ylabel="query")
     fig.tight_layout()
     return fig
 
 
-save_then_explore(plot_kqv, "01_kqv_self_attention", beta=(0.5, 10.0, 0.5, BETA7))
+save_then_explore(
+    plot_kqv,
+    "01_kqv_self_attention",
+    question="What do key, query and value projections buy in self-attention?",
+    caption="Left: coordinates of c_2 in the basis (u_a, u_b, u_c, u_d) without projections (four ways of padding "
+    "x_2), with the constructed V, K, Q, and the target u_b; below the line c_1 with V, K, Q and its target "
+    "u_b - u_c. Right: the attention weights the projections create.",
+    beta=(0.5, 10.0, 0.5, BETA7),
+)
 
 # %% tags=["check"]
 from helpers.attention import self_attention
@@ -991,7 +1109,14 @@ ax.set(
 ax.set_ylim(1e-18, 1e2)
 ax.legend()
 fig.tight_layout()
-save_figure(fig, "01_permutation_equivariance")
+save_figure(
+    fig,
+    "01_permutation_equivariance",
+    question="Does self-attention know the order of its inputs?",
+    caption="Largest entry of |Attn(Pi X) - Pi Attn(X)| for 40 random permutations Pi of six inputs (log scale): "
+    "at float64 rounding without positions, of order one with sinusoidal positions added.",
+    numbers={"largest gap without positions": max(gaps_plain), "smallest gap with positions": min(gaps_pos)},
+)
 plt.show()
 
 
@@ -1010,7 +1135,7 @@ check_equivariant(attn_plain)
 check_order_sensitive(attn_with_positions)
 
 # %% [markdown]
-# ## 9. Why scores are divided by $\sqrt{d_k}$
+# ## 9. Why scores are divided by $\sqrt{d_k}$ · Exercise 1.4 (2 points)
 #
 # **Question.** Transformers use $\operatorname{softmax}(QK^\top/\sqrt{d_k})$. Why the $\sqrt{d_k}$?
 #
@@ -1031,6 +1156,11 @@ check_order_sensitive(attn_with_positions)
 
 
 # %%
+def score_scale(d):
+    """The factor to multiply q.k by so that the scores have variance 1 in every dimension d."""
+    return 1 / math.sqrt(d)  # SOLUTION
+
+
 def score_stats(d, scale, n_keys=16, n_trials=N_TRIALS, seed=9):
     """Score variance, mean top weight and median softmax-Jacobian norm for random q, K in R^d."""
     g = torch.Generator().manual_seed(seed + d)
@@ -1054,7 +1184,7 @@ assert torch.allclose(
 
 DIMS = [2**e for e in range(1, 11)]
 unscaled = [score_stats(d, 1.0) for d in DIMS]
-scaled = [score_stats(d, 1 / math.sqrt(d)) for d in DIMS]
+scaled = [score_stats(d, score_scale(d)) for d in DIMS]
 for d, u, s in zip(DIMS[::3], unscaled[::3], scaled[::3]):
     print(
         f"d={d:5d}  unscaled: var {u[0]:7.1f}, top weight {u[1]:.3f}, |J| {u[2]:.1e}   scaled: var {s[0]:.2f}, top weight {s[1]:.3f}, |J| {s[2]:.2f}"
@@ -1094,7 +1224,18 @@ axes[2].set(
 for ax in axes:
     ax.legend()
 fig.tight_layout()
-save_figure(fig, "01_scaling_sqrt_dk")
+save_figure(
+    fig,
+    "01_scaling_sqrt_dk",
+    question="Why are the scores divided by sqrt(d_k)?",
+    caption="Random q and 16 keys in R^d, scores q.k unscaled and divided by sqrt(d): score variance (left), "
+    "mean top weight (middle) and the median norm of the softmax Jacobian (right), against d.",
+    numbers={
+        "Var(score) unscaled at d=1024": unscaled[-1][0],
+        "Var(score) scaled at d=1024": scaled[-1][0],
+        "top weight unscaled at d=1024": unscaled[-1][1],
+    },
+)
 plt.show()
 
 
@@ -1116,8 +1257,16 @@ def check_scaling_keeps_gradients(scale_fn, d_small=4, d_big=1024):
     )
 
 
+def check_unit_variance(scale_fn, dims=DIMS, rel_tol=0.2):
+    """Scaled by scale_fn(d), the scores must have variance 1 (to within rel_tol) in every dimension."""
+    for d in dims:
+        var = score_stats(d, scale_fn(d))[0]
+        assert abs(var - 1) < rel_tol, f"d={d}: Var(scale(d) * q.k) = {var:.2f}, expected 1"
+
+
 check_score_variance(lambda d: 1.0)
-check_scaling_keeps_gradients(lambda d: 1 / math.sqrt(d))
+check_unit_variance(score_scale)
+check_scaling_keeps_gradients(score_scale)
 
 # %% [markdown]
 # ## Summary
@@ -1141,3 +1290,16 @@ check_scaling_keeps_gradients(lambda d: 1 / math.sqrt(d))
 # **Next, notebook 02** assembles these pieces into a Transformer: several heads side by side (item 6),
 # scaled scores (item 9), positional encodings to restore order (item 8), and projections that decide
 # what each token asks for and offers (item 7).
+
+# %% [markdown]
+# ## Export for your report
+#
+# One call gathers every figure so far (PDF and PNG), every metrics file, and a generated `index.md` with each
+# figure's title, the question it answers, its caption, the numbers behind it and a LaTeX snippet to paste,
+# into `reports/report.zip`. On Colab the zip is saved to Google Drive when Drive is mounted, and offered for
+# download: closing the tab then loses nothing. From a terminal: `python -m helpers report`.
+
+# %%
+from helpers import report  # noqa: E402
+
+report.export()

@@ -30,17 +30,59 @@
 # you built here, plus dropout, input checks and batched beam search.
 
 # %% tags=["parameters"]
-# Set-up and parameters. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
+# Set-up and parameters. On Colab this installs the course package at the release these notebooks belong
+# to (from a copy in Drive first, if there is one) and what the runtime lacks; torch is never reinstalled.
+# If it cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
 # steps but runs every code path; on Colab the default is the full run.
-import subprocess
-import sys
+COURSE = "git+https://github.com/transformers-by-building/course@v0.2.0"
+COURSE_IN_DRIVE = "/content/drive/MyDrive/transformers-by-building/course"  # a folder or .zip of the repository
 
-if "google.colab" in sys.modules:  # install the course package and what Colab lacks; torch is never reinstalled
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/transformers-by-building/course"],
-        check=True,
+
+def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
+    """Make `helpers` importable; try in order: already installed, a copy in Google Drive, the pinned release.
+
+    pinned: "git+https://...@vX.Y.Z"; drive_copy: a folder or .zip of the repository; version: the one to expect.
+    Installs only on Colab (or with install=True); never touches torch. Returns where the package came from.
+    """
+    import importlib
+    import importlib.metadata as metadata
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    class CourseSetupError(RuntimeError):
+        def _render_traceback_(self):  # Jupyter shows these lines instead of a traceback
+            return ["Course set-up failed.", *str(self).splitlines()]
+
+    try:
+        if metadata.version("transformers-by-building") == version:
+            return "already installed"
+    except metadata.PackageNotFoundError:
+        pass
+    if not (("google.colab" in sys.modules) if install is None else install):
+        return "this checkout (not on Colab: install it once with pip install -e .)"
+    copy, tried = Path(drive_copy), []
+    sources = [("the copy in Drive", str(copy))] if copy.is_dir() or copy.suffix == ".zip" and copy.is_file() else []
+    for label, target in sources + [("the pinned release", pinned)]:
+        print(f"Installing the course package from {label}: {target}", flush=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", *pip_args, target], capture_output=True, text=True
+        )
+        if done.returncode == 0:
+            importlib.invalidate_caches()
+            return label
+        why = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        tried.append(f"  - {label}: {why[-1] if why else 'pip failed'}")
+    raise CourseSetupError(
+        "The course package could not be installed. Tried:\n" + "\n".join(tried) + "\nTwo ways out:\n"
+        "  1. Check this runtime's internet (open any web page from Colab), then run this cell again.\n"
+        f"  2. Put the course repository (its folder, or the .zip GitHub gives you) in Google Drive at {copy},\n"
+        "     mount Drive (Files panel > Mount Drive), then run this cell again."
     )
-from helpers import colab, runtime
+
+
+print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))
+from helpers import colab, runtime  # noqa: E402
 
 QUICK = runtime.quick_mode()
 SEED = 0
@@ -142,7 +184,7 @@ x = tok_emb(ids)
 print("ids", tuple(ids.shape), "-> vectors", tuple(x.shape))
 
 # %% [markdown]
-# ## Positional encoding
+# ## Exercise 2.1 · Positional encoding (2 points)
 #
 # Attention, which we write next, compares every position with every other and sums the results: it
 # has no idea of order. Swap two words and each output is the same, just moved. So we add to each token
@@ -158,12 +200,15 @@ print("ids", tuple(ids.shape), "-> vectors", tuple(x.shape))
 
 # %%
 def sinusoidal_positions(max_len, d_model):
+    """(max_len, d_model): column 2i holds sin(p / 10000^(2i/d)), column 2i + 1 the cosine of the same angle."""
+    # BEGIN SOLUTION
     pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
     freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))  # (d/2,)
     table = torch.zeros(max_len, d_model)
     table[:, 0::2] = torch.sin(pos * freq)  # even columns: sine
     table[:, 1::2] = torch.cos(pos * freq)  # odd columns: the cosine of the same angle
     return table
+    # END SOLUTION
 
 
 print(sinusoidal_positions(MAX_LEN, D_MODEL)[:4, :6])
@@ -190,7 +235,7 @@ check_sinusoidal(sinusoidal_positions)
 print("✓ sinusoidal table matches the formula")
 
 # %% [markdown]
-# ## Scaled dot-product attention, one head
+# ## Exercise 2.2 · Scaled dot-product attention, one head (3 points)
 #
 # Each position asks a question (its **query** $q$), each position offers a **key** $k$ and a **value** $v$.
 # The answer is a weighted average of values, weighted by how well query and key match:
@@ -208,12 +253,17 @@ print("✓ sinusoidal table matches the formula")
 
 # %%
 def attention(q, k, v, mask=None):
-    """q (..., T, d_k), k (..., S, d_k), v (..., S, d_v), mask bool broadcastable to (..., T, S)."""
+    """q (..., T, d_k), k (..., S, d_k), v (..., S, d_v), mask bool broadcastable to (..., T, S).
+
+    Returns the output (..., T, d_v) and the weights (..., T, S).
+    """
+    # BEGIN SOLUTION
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T, S)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))  # forbidden keys get weight exp(-inf) = 0
     weights = scores.softmax(dim=-1)  # over keys: each row sums to 1
     return weights @ v, weights  # (..., T, d_v), (..., T, S)
+    # END SOLUTION
 
 
 # a small example you can follow by hand: 3 positions, d_k = 2
@@ -282,7 +332,7 @@ assert torch.allclose(ours, fused, atol=1e-5), "our attention and F.scaled_dot_p
 print("✓ same result as F.scaled_dot_product_attention")
 
 # %% [markdown]
-# ## Multi-head attention
+# ## Exercise 2.3 · Multi-head attention (3 points)
 #
 # One head computes one weighted average per position. Several smaller heads can look for different
 # things at once (one the previous word, another the matching noun). We project the input to queries,
@@ -304,17 +354,24 @@ class MultiHeadAttention(nn.Module):
         self.proj = nn.Linear(d_model, d_model)  # mixes what the heads found
 
     def split_heads(self, t):  # (B, T, C) -> (B, nh, T, hs)
+        # BEGIN SOLUTION
         B, T, C = t.shape
         return t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        # END SOLUTION
 
     def merge_heads(self, t):  # (B, nh, T, hs) -> (B, T, C), head 0's dimensions first
+        # BEGIN SOLUTION
         B, nh, T, hs = t.shape
         return t.transpose(1, 2).reshape(B, T, nh * hs)
+        # END SOLUTION
 
     def forward(self, x, mask=None):
+        """Project to q, k, v, split into heads, attend (keep the weights in self.last_weights), merge, project."""
+        # BEGIN SOLUTION
         q, k, v = (self.split_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
         y, self.last_weights = attention(q, k, v, mask)  # kept for plotting
         return self.proj(self.merge_heads(y))
+        # END SOLUTION
 
 
 mha = MultiHeadAttention(D_MODEL, N_HEAD)
@@ -349,7 +406,7 @@ check_multi_head(MultiHeadAttention)
 print("✓ multi-head attention matches a head-by-head reference")
 
 # %% [markdown]
-# ## The causal mask
+# ## Exercise 2.4 · The causal mask (1 point)
 #
 # A language model predicts token $t+1$ from tokens $\le t$. If position $t$ could attend to later
 # positions, training would be trivial (copy the answer) and useless at generation time, where later
@@ -359,7 +416,10 @@ print("✓ multi-head attention matches a head-by-head reference")
 
 # %%
 def causal_mask(T):
+    """(T, T) bool: True where query i may see key j."""
+    # BEGIN SOLUTION
     return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T): True on and below the diagonal
+    # END SOLUTION
 
 
 print(causal_mask(5).int())
@@ -389,7 +449,7 @@ check_causal_mask(causal_mask)
 print("✓ causal mask")
 
 # %% [markdown]
-# ## The prefix-LM mask
+# ## Exercise 2.5 · The prefix-LM mask (2 points)
 #
 # For translation the source is given in full before we write a single English word, so there is no
 # reason to hide later French words from earlier ones. The **prefix-LM** mask lets every position see
@@ -404,8 +464,10 @@ print("✓ causal mask")
 # %%
 def prefix_lm_mask(T, prefix_len):
     """(B, 1, T, T) bool: query i sees key j if j <= i, or if key j lies in that row's prefix."""
+    # BEGIN SOLUTION
     in_prefix = torch.arange(T)[None, :] < prefix_len[:, None]  # (B, T): which keys are source tokens
     return (causal_mask(T)[None] | in_prefix[:, None, :])[:, None]
+    # END SOLUTION
 
 
 print(prefix_lm_mask(7, torch.tensor([4]))[0, 0].int())
@@ -453,8 +515,16 @@ for ax, (title, m) in zip(
     ax.set_title(title)
     ax.set_xlabel("key (attended to)")
 axes[0].set_ylabel("query (attending)")
+fig.suptitle("Which positions can each position see?")
 fig.tight_layout()
-save_figure(fig, "02_masks")
+save_figure(
+    fig,
+    "02_masks",
+    question="Which positions can each position see, with the causal and with the prefix-LM mask?",
+    caption=f"Attention masks for '{PAIRS[0][0]} → {PAIRS[0][1]}' (rows: queries, columns: keys; dark: may attend). "
+    "The red lines end the prefix <bos> French <sep>; the prefix-LM mask opens the source block in both directions.",
+    numbers={"sequence length": len(seq), "prefix length": plen},
+)
 plt.show()
 
 # %% [markdown]
@@ -473,7 +543,7 @@ for name, m in [("causal", causal_mask(len(seq))), ("prefix-LM", prefix_lm_mask(
     print(f"{name:>9}: source positions that can read 'noir': {readers}")
 
 # %% [markdown]
-# ## Feed-forward network
+# ## Exercise 2.6 · Feed-forward network (1 point)
 #
 # Attention moves information between positions; the feed-forward network then transforms each
 # position on its own: widen to `d_ff` (4 × `d_model`), apply GELU, project back. The same weights are
@@ -488,7 +558,7 @@ class FeedForward(nn.Module):
         self.proj = nn.Linear(d_ff, d_model)
 
     def forward(self, x):  # (B, T, C) -> (B, T, C)
-        return self.proj(F.gelu(self.fc(x)))
+        return self.proj(F.gelu(self.fc(x)))  # SOLUTION
 
 
 print(tuple(FeedForward(D_MODEL, 4 * D_MODEL)(x).shape))
@@ -515,7 +585,7 @@ check_feed_forward(FeedForward)
 print("✓ feed-forward network")
 
 # %% [markdown]
-# ## The residual block, with LayerNorm first (pre-LN)
+# ## Exercise 2.7 · The residual block, with LayerNorm first (pre-LN) (2 points)
 #
 # A block is attention then feed-forward, each wrapped the same way: **normalise a copy** of the
 # running vector (the *residual stream*), compute an update from it, **add** the update back.
@@ -537,8 +607,10 @@ class Block(nn.Module):
         self.ffn = FeedForward(d_model, d_ff)
 
     def forward(self, x, mask=None):
+        # BEGIN SOLUTION
         x = x + self.attn(self.ln1(x), mask)  # look around, add what was found
         return x + self.ffn(self.ln2(x))  # think per position, add that too
+        # END SOLUTION
 
 
 print(tuple(Block(D_MODEL, N_HEAD, 4 * D_MODEL)(x, causal_mask(x.size(1))).shape))
@@ -574,7 +646,7 @@ check_block(Block)
 print("✓ pre-LN residual block")
 
 # %% [markdown]
-# ## The whole model
+# ## Exercise 2.8 · The whole model (3 points)
 #
 # Token embedding (times $\sqrt{d_\text{model}}$ with sinusoidal positions, as in Vaswani et al., so the
 # unit-size sines do not drown the small initial embeddings) plus positions, `n_layer` blocks, a final
@@ -599,24 +671,31 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg.d_model, cfg.n_head, cfg.d_ff) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        # BEGIN SOLUTION
         self.lm_head.weight = self.tok_emb.weight  # weight tying
+        # END SOLUTION
         for m in self.modules():  # small initial weights (GPT-2): start near uniform predictions
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, std=0.02)
 
     def embed(self, ids, start=0):  # (B, T) -> (B, T, C); positions start, start+1, ...
+        # BEGIN SOLUTION
         pos = torch.arange(start, start + ids.size(1))
         if self.cfg.positional == "learned":
             return self.tok_emb(ids) + self.pos_emb(pos)
         return self.tok_emb(ids) * math.sqrt(self.cfg.d_model) + self.pos_table[pos]
+        # END SOLUTION
 
     def forward(self, ids, prefix_len=None):  # (B, T) -> logits (B, T, vocab)
+        """The causal mask without prefix_len, the prefix-LM mask with it."""
+        # BEGIN SOLUTION
         T = ids.size(1)
         mask = causal_mask(T) if prefix_len is None else prefix_lm_mask(T, prefix_len)
         x = self.embed(ids)
         for block in self.blocks:
             x = block(x, mask)
         return self.lm_head(self.ln_f(x))
+        # END SOLUTION
 
 
 cfg = ModelConfig(
@@ -672,7 +751,7 @@ with torch.no_grad():
         print(f"{name:>9}:", "  ".join(f"{vocab[t]} {c:.1e}" for t, c in zip(src_a[0].tolist(), change.tolist())))
 
 # %% [markdown]
-# ## How many parameters?
+# ## Exercise 2.9 · How many parameters? (2 points)
 #
 # Counting by hand is a good test of understanding. With vocabulary $V$, width $C$, feed-forward width
 # $F$, $L$ blocks and `max_len` $P$:
@@ -685,10 +764,13 @@ with torch.no_grad():
 
 # %%
 def count_parameters(cfg):
+    """The number of parameters of Transformer(cfg), from the sizes alone (a tied weight counts once)."""
+    # BEGIN SOLUTION
     V, C, F_, L = cfg.vocab_size, cfg.d_model, cfg.d_ff, cfg.n_layer
     per_block = (3 * C * C + 3 * C) + (C * C + C) + (C * F_ + F_ + F_ * C + C) + 2 * 2 * C
     positions = cfg.max_len * C if cfg.positional == "learned" else 0
     return V * C + positions + L * per_block + 2 * C
+    # END SOLUTION
 
 
 print(f"formula: {count_parameters(cfg):,}   counted: {sum(p.numel() for p in model.parameters()):,}")
@@ -706,7 +788,7 @@ check_parameter_count(count_parameters)
 print("✓ parameter formula")
 
 # %% [markdown]
-# ## Labels: shift by one, target tokens only
+# ## Exercise 2.10 · Labels: shift by one, target tokens only (3 points)
 #
 # Position $t$ predicts token $t+1$, so the label at position $t$ is `ids[t+1]`: the labels are the
 # inputs **shifted left by one**. Forgetting the shift trains the model to copy its input, which it
@@ -717,12 +799,15 @@ print("✓ parameter formula")
 
 # %%
 def make_labels(ids, prefix_len, pad_id=PAD):
+    """(B, T) labels: the next token, or -100 where the next token is source or padding."""
+    # BEGIN SOLUTION
     labels = torch.full_like(ids, -100)
     labels[:, :-1] = ids[:, 1:]  # position t predicts token t + 1
     next_pos = torch.arange(1, ids.size(1) + 1)  # index of the token each position predicts
     labels[next_pos[None, :] < prefix_len[:, None]] = -100  # that token is source: given, not predicted
     labels[labels == pad_id] = -100
     return labels
+    # END SOLUTION
 
 
 def lm_loss(logits, labels):
@@ -784,14 +869,22 @@ for step in range(TRAIN_STEPS):
 # vocabulary) and fall to almost nothing.
 
 # %%
-fig, ax = plt.subplots(figsize=(5, 3))
+fig, ax = plt.subplots(figsize=(5.5, 3.2))
 ax.semilogy(losses)
 ax.axhline(math.log(len(vocab)), color="grey", ls="--", label=f"ln V = {math.log(len(vocab)):.2f} (uniform guess)")
 ax.set_xlabel("step")
-ax.set_ylabel("loss on target tokens")
+ax.set_ylabel("cross-entropy per target token (nats)")
+ax.set_title(f"Overfitting {len(PAIRS)} sentence pairs: loss per step")
 ax.legend()
 fig.tight_layout()
-save_figure(fig, "02_overfit_loss")
+save_figure(
+    fig,
+    "02_overfit_loss",
+    question="Can the model memorise six sentence pairs?",
+    caption=f"Training loss on the {len(PAIRS)} pairs (log scale) over {TRAIN_STEPS} AdamW steps; the dashed line "
+    "is ln V, the loss of a uniform guess over the vocabulary.",
+    numbers={"first loss": losses[0], "last loss": losses[-1], "steps": TRAIN_STEPS},
+)
 plt.show()
 
 
@@ -817,20 +910,30 @@ print("✓ the model memorised the batch")
 with torch.no_grad():
     model(ids[:1], prefix_len[:1])
 n = len(seq)
-fig, axes = plt.subplots(N_LAYER, N_HEAD, figsize=(2.6 * N_HEAD, 2.6 * N_LAYER), squeeze=False)
+fig, axes = plt.subplots(
+    N_LAYER, N_HEAD, figsize=(3.4 * N_HEAD + 1, 3.6 * N_LAYER + 0.6), squeeze=False, layout="constrained"
+)
 for layer, block in enumerate(model.blocks):
     for h in range(N_HEAD):
         ax = axes[layer][h]
-        ax.imshow(block.attn.last_weights[0, h, :n, :n].detach().numpy(), cmap="viridis", vmin=0, vmax=1)
-        ax.set_xticks(range(n), labels_txt, rotation=90, fontsize=6)
-        ax.set_yticks(range(n), labels_txt, fontsize=6)
-        ax.set_title(f"layer {layer} head {h}", fontsize=8)
-fig.tight_layout()
-save_figure(fig, "02_attention_weights")
+        image = ax.imshow(block.attn.last_weights[0, h, :n, :n].detach().numpy(), cmap="viridis", vmin=0, vmax=1)
+        ax.set_xticks(range(n), labels_txt, rotation=90, fontsize=8)
+        ax.set_yticks(range(n), labels_txt, fontsize=8)
+        ax.set_title(f"layer {layer}, head {h}", fontsize=10)
+fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight (each row sums to 1)")
+fig.suptitle(f"Attention weights of the trained model on '{PAIRS[0][0]}' (rows: queries, columns: keys)")
+save_figure(
+    fig,
+    "02_attention_weights",
+    question="Where does each position look, in every layer and head of the trained model?",
+    caption=f"Attention weights of the model trained on {len(PAIRS)} pairs, for its first sentence; rows are queries "
+    "(a row predicts the next token), columns keys. Source rows spread over the source only; no target row looks right.",
+    numbers={"layers": N_LAYER, "heads": N_HEAD},
+)
 plt.show()
 
 # %% [markdown]
-# ## Generation with a key/value cache
+# ## Exercise 2.11 · Generation with a key/value cache (3 points)
 #
 # To translate, feed the prefix, take the most likely next token (greedy decoding), append it, repeat
 # until `<eos>`. Recomputing the whole sequence at each step repeats work: the keys and values of earlier
@@ -852,6 +955,7 @@ plt.show()
 # %%
 def forward_cached(model, new_ids, cache):
     """Logits for new_ids (B, T_new). cache: a list with one (k, v) per layer, each (B, nh, S, hs); grows in place."""
+    # BEGIN SOLUTION
     start = cache[0][0].size(2) if cache else 0  # positions already cached
     x = model.embed(new_ids, start)
     for layer, block in enumerate(model.blocks):
@@ -866,6 +970,7 @@ def forward_cached(model, new_ids, cache):
         x = x + attn.proj(attn.merge_heads(y))
         x = x + block.ffn(block.ln2(x))
     return model.lm_head(model.ln_f(x))
+    # END SOLUTION
 
 
 @torch.no_grad()
@@ -973,3 +1078,16 @@ print("✓ helpers.model.DecoderOnlyTransformer gives the same logits and transl
 # causal and prefix-LM masks, a feed-forward network, pre-LN residual blocks, weight tying, a parameter
 # count, a training loop that memorises, and cached generation. Notebook 03 trains the same model, now
 # `helpers.model.DecoderOnlyTransformer`, on real French–English sentences.
+
+# %% [markdown]
+# ## Export for your report
+#
+# One call gathers every figure so far (PDF and PNG), every metrics file, and a generated `index.md` with each
+# figure's title, the question it answers, its caption, the numbers behind it and a LaTeX snippet to paste,
+# into `reports/report.zip`. On Colab the zip is saved to Google Drive when Drive is mounted, and offered for
+# download: closing the tab then loses nothing. From a terminal: `python -m helpers report`.
+
+# %%
+from helpers import report  # noqa: E402
+
+report.export()

@@ -61,17 +61,59 @@
 # metrics in the layout of section 8.
 
 # %% tags=["parameters"]
-# Set-up and parameters. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
+# Set-up and parameters. On Colab this installs the course package at the release these notebooks belong
+# to (from a copy in Drive first, if there is one) and what the runtime lacks; torch is never reinstalled.
+# If it cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
 # steps but runs every code path; on Colab the default is the full run.
-import subprocess
-import sys
+COURSE = "git+https://github.com/transformers-by-building/course@v0.2.0"
+COURSE_IN_DRIVE = "/content/drive/MyDrive/transformers-by-building/course"  # a folder or .zip of the repository
 
-if "google.colab" in sys.modules:  # install the course package and what Colab lacks; torch is never reinstalled
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/transformers-by-building/course"],
-        check=True,
+
+def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
+    """Make `helpers` importable; try in order: already installed, a copy in Google Drive, the pinned release.
+
+    pinned: "git+https://...@vX.Y.Z"; drive_copy: a folder or .zip of the repository; version: the one to expect.
+    Installs only on Colab (or with install=True); never touches torch. Returns where the package came from.
+    """
+    import importlib
+    import importlib.metadata as metadata
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    class CourseSetupError(RuntimeError):
+        def _render_traceback_(self):  # Jupyter shows these lines instead of a traceback
+            return ["Course set-up failed.", *str(self).splitlines()]
+
+    try:
+        if metadata.version("transformers-by-building") == version:
+            return "already installed"
+    except metadata.PackageNotFoundError:
+        pass
+    if not (("google.colab" in sys.modules) if install is None else install):
+        return "this checkout (not on Colab: install it once with pip install -e .)"
+    copy, tried = Path(drive_copy), []
+    sources = [("the copy in Drive", str(copy))] if copy.is_dir() or copy.suffix == ".zip" and copy.is_file() else []
+    for label, target in sources + [("the pinned release", pinned)]:
+        print(f"Installing the course package from {label}: {target}", flush=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", *pip_args, target], capture_output=True, text=True
+        )
+        if done.returncode == 0:
+            importlib.invalidate_caches()
+            return label
+        why = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        tried.append(f"  - {label}: {why[-1] if why else 'pip failed'}")
+    raise CourseSetupError(
+        "The course package could not be installed. Tried:\n" + "\n".join(tried) + "\nTwo ways out:\n"
+        "  1. Check this runtime's internet (open any web page from Colab), then run this cell again.\n"
+        f"  2. Put the course repository (its folder, or the .zip GitHub gives you) in Google Drive at {copy},\n"
+        "     mount Drive (Files panel > Mount Drive), then run this cell again."
     )
-from helpers import colab, runtime
+
+
+print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))
+from helpers import colab, runtime  # noqa: E402
 
 QUICK = runtime.quick_mode()
 SEED = 0
@@ -325,7 +367,18 @@ ax.set_title(
 )
 ax.legend(fontsize=8)
 fig.tight_layout()
-save_figure(fig, "03_lengths")
+save_figure(
+    fig,
+    "03_lengths",
+    question="How many tokens does a pair take, and what does max_len cut off?",
+    caption=f"Tokens per held-out test pair (French, English, and the whole sequence with its three special "
+    f"tokens); the red line is max_len = {cfg.max_len}.",
+    numbers={
+        "share of test pairs longer than max_len": (whole > cfg.max_len).mean(),
+        "training pairs dropped as too long": encode_train.dropped_too_long,
+        "training pairs": encode_train.n_pairs,
+    },
+)
 plt.show()
 
 # %% [markdown]
@@ -419,7 +472,14 @@ def plot_example(pieces, labels, prefix_len, width=6.5):
 
 
 fig = plot_example(pieces, one.labels[0].tolist(), example.prefix_len)
-save_figure(fig, "03_example_format")
+save_figure(
+    fig,
+    "03_example_format",
+    question="Which positions does the loss see?",
+    caption="One training example, position by position: the input token, its label (the next token, or -100) and "
+    "whether the loss sees it. Only positions whose next token is English or <eos> are in the loss.",
+    numbers={"prefix_len": example.prefix_len, "positions": len(pieces)},
+)
 plt.show()
 
 # %% [markdown]
@@ -591,7 +651,7 @@ print(
 # every step, so the run ends between two steps and saves a final checkpoint. Time already trained in
 # earlier sessions counts, so a resumed run ends at the same total.
 #
-# ## 4. The training loop
+# ## 4. The training loop · Exercise 3.1 (4 points)
 #
 # The loop below is the whole of training, in the style of nanoGPT: the step is written out, and
 # everything around it is one object, `T.TrainingRun`. It is the loop `python -m helpers train` runs
@@ -631,6 +691,7 @@ def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
         ids, labels, plen = (
             t.to(run.device, non_blocking=True) for t in (batch.input_ids, batch.labels, batch.prefix_len)
         )
+        # BEGIN SOLUTION
         with T.autocast_context(run.device, run.precision):  # fp16 on a T4, bf16 where native, fp32 on CPU
             logits = model(ids, plen)  # (B, T, vocab)
         loss = T.loss_fn(logits, labels, cfg.label_smoothing)  # English tokens and <eos> only, in fp32
@@ -641,8 +702,43 @@ def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
         run.scaler.step(run.optimizer)  # fp16: skipped when a gradient overflowed
         run.scaler.update()
         run.optimizer.zero_grad(set_to_none=True)
+        # END SOLUTION
         run.end_step(batch, loss, lr, time.perf_counter() - t0)  # bar, history, validation, checkpoints
     return run.finish()  # the final checkpoint, and a TrainResult
+
+
+# %% [markdown]
+# The check runs a few steps of `train_loop` and of `helpers.train.train` from the same seed on the same
+# batches (on the CPU, where both are deterministic) and requires identical weights. Any change to the step
+# shows: gradients never zeroed, no clipping, the loss without label smoothing, the causal mask instead of
+# the prefix-LM one.
+
+
+# %% tags=["check"]
+def check_training_step(loop_fn, steps=6):
+    import dataclasses
+
+    small = dataclasses.replace(
+        cfg, steps=steps, minutes=None, eval_interval=steps, log_interval=1, checkpoint_minutes=1e6
+    )
+    weights = []
+    with torch.random.fork_rng(devices=[]):  # leaves the random state of the real run below untouched
+        for fn in (loop_fn, T.train):
+            torch.manual_seed(SEED)
+            m = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, "cpu"))
+            batcher = TK.BucketBatcher(train_examples[:256], max_tokens=cfg.max_tokens, shuffle=True, seed=SEED)
+            with tempfile.TemporaryDirectory() as out:
+                fn(m, batcher, valid_batches[:1], small, out, device="cpu", progress=False)
+            weights.append(m.state_dict())
+    for name, ours in weights[0].items():
+        assert torch.equal(ours, weights[1][name]), (
+            f"after {steps} steps {name} differs from helpers.train.train's: compare your step with the order above "
+            "(forward under autocast, loss with label smoothing, scaled backward, unscale, clip, check, step, update, zero)"
+        )
+
+
+check_training_step(train_loop)
+print("✓ the step gives exactly the weights of helpers.train.train")
 
 
 # %% [markdown]
@@ -705,7 +801,19 @@ print("checkpoint:", result.checkpoint)
 # %%
 draw_losses(loss_ax, result.history)
 loss_fig.tight_layout()
-save_figure(loss_fig, "03_loss")
+save_figure(
+    loss_fig,
+    "03_loss",
+    question="Is the model still learning when the time runs out?",
+    caption=f"Training loss (label-smoothed) and validation loss (not smoothed) per target token against the English "
+    f"tokens seen; {PRESET} preset on {runtime.hardware_name(DEVICE)}" + (", quick mode." if QUICK else "."),
+    numbers={
+        "steps": result.steps,
+        "validation loss": result.val_loss,
+        "validation perplexity": result.val_ppl,
+        "minutes": result.seconds / 60,
+    },
+)
 if live is not None:
     handle.update(loss_fig)  # the plot above, in its final state
     display(loss_fig)
@@ -752,7 +860,14 @@ ax.set_title(
 )
 ax.legend(fontsize=8)
 fig.tight_layout()
-save_figure(fig, "03_lr_schedule")
+save_figure(
+    fig,
+    "03_lr_schedule",
+    question="Did the learning rate follow the schedule?",
+    caption=f"The learning rate the loop used (dots, every {cfg.log_interval} steps) and lr_at with the final step "
+    f"count known (dashed): {cfg.warmup_steps:,} warm-up steps, then a cosine to {cfg.min_lr_ratio:g} of the peak.",
+    numbers={"peak lr": cfg.lr, "warm-up steps": cfg.warmup_steps, "steps": result.steps},
+)
 plt.show()
 
 # %% [markdown]
@@ -950,7 +1065,14 @@ if not QUICK and n_right < len(picked):
     note = f"{n_right} of {len(picked)} translated exactly; the others are the closest by sentence chrF"
 print(f"{sum(greedy[i] == references[i] for i in short):,} of {len(short):,} short test sentences translated exactly")
 fig = attention_panels(model, [sources[i] for i in picked], [references[i] for i in picked], note=note)
-save_figure(fig, "03_attention_heatmaps")
+save_figure(
+    fig,
+    "03_attention_heatmaps",
+    question="Where does the model look in the French while it writes each English piece?",
+    caption="Attention of each written English piece over the source pieces (last layer, mean over heads) for two "
+    "short test sentences, greedy decoding." + (f" {note}." if note else ""),
+    numbers={"exact translations among the short test sentences": sum(greedy[i] == references[i] for i in short)},
+)
 plt.show()
 
 # %% [markdown]
@@ -990,7 +1112,15 @@ ax_len.legend(fontsize=8)
 fig.suptitle(f"Where the model fails: slices of the two test sets ({PRESET} preset)" + (", quick mode" if QUICK else ""),
              fontsize=10)  # fmt: skip
 fig.tight_layout()
-save_figure(fig, "03_slices")
+save_figure(
+    fig,
+    "03_slices",
+    question="Does the score fall with the length of the source, and with a word the model never saw?",
+    caption="BLEU (greedy) by source length in words (left) and with or without a word unseen in training (right), "
+    "on the new-sentence and in-distribution test sets; the number of sentences is above each bar, dashed lines "
+    "are the word-by-word baseline.",
+    numbers={f"BLEU, {name}": evaluations[name, 1]["bleu"] for name in TEST_SETS},
+)
 plt.show()
 
 # %% [markdown]
@@ -1066,3 +1196,16 @@ print(f"{N_PARAMS / 1e6:.2f} M parameters | {result.seconds / 60:.1f} min on {re
 # the training file, and on new sentences that do not, with two baselines and the slices that show where it
 # fails (long sentences, words it never saw). Notebook 04 compares it with pretrained translation models on
 # the same test sets.
+
+# %% [markdown]
+# ## Export for your report
+#
+# One call gathers every figure so far (PDF and PNG), every metrics file, and a generated `index.md` with each
+# figure's title, the question it answers, its caption, the numbers behind it and a LaTeX snippet to paste,
+# into `reports/report.zip`. On Colab the zip is saved to Google Drive when Drive is mounted, and offered for
+# download: closing the tab then loses nothing. From a terminal: `python -m helpers report`.
+
+# %%
+from helpers import report  # noqa: E402
+
+report.export()

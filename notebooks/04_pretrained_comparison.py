@@ -60,17 +60,59 @@
 # Figures go to `reports/figures/04_*.pdf` and `.png`, the comparison to `reports/metrics/04_comparison.json`.
 
 # %% tags=["parameters"]
-# Set-up and parameters. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
+# Set-up and parameters. On Colab this installs the course package at the release these notebooks belong
+# to (from a copy in Drive first, if there is one) and what the runtime lacks; torch is never reinstalled.
+# If it cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
 # steps but runs every code path; on Colab the default is the full run.
-import subprocess
-import sys
+COURSE = "git+https://github.com/transformers-by-building/course@v0.2.0"
+COURSE_IN_DRIVE = "/content/drive/MyDrive/transformers-by-building/course"  # a folder or .zip of the repository
 
-if "google.colab" in sys.modules:  # install the course package and what Colab lacks; torch is never reinstalled
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/transformers-by-building/course"],
-        check=True,
+
+def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
+    """Make `helpers` importable; try in order: already installed, a copy in Google Drive, the pinned release.
+
+    pinned: "git+https://...@vX.Y.Z"; drive_copy: a folder or .zip of the repository; version: the one to expect.
+    Installs only on Colab (or with install=True); never touches torch. Returns where the package came from.
+    """
+    import importlib
+    import importlib.metadata as metadata
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    class CourseSetupError(RuntimeError):
+        def _render_traceback_(self):  # Jupyter shows these lines instead of a traceback
+            return ["Course set-up failed.", *str(self).splitlines()]
+
+    try:
+        if metadata.version("transformers-by-building") == version:
+            return "already installed"
+    except metadata.PackageNotFoundError:
+        pass
+    if not (("google.colab" in sys.modules) if install is None else install):
+        return "this checkout (not on Colab: install it once with pip install -e .)"
+    copy, tried = Path(drive_copy), []
+    sources = [("the copy in Drive", str(copy))] if copy.is_dir() or copy.suffix == ".zip" and copy.is_file() else []
+    for label, target in sources + [("the pinned release", pinned)]:
+        print(f"Installing the course package from {label}: {target}", flush=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", *pip_args, target], capture_output=True, text=True
+        )
+        if done.returncode == 0:
+            importlib.invalidate_caches()
+            return label
+        why = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        tried.append(f"  - {label}: {why[-1] if why else 'pip failed'}")
+    raise CourseSetupError(
+        "The course package could not be installed. Tried:\n" + "\n".join(tried) + "\nTwo ways out:\n"
+        "  1. Check this runtime's internet (open any web page from Colab), then run this cell again.\n"
+        f"  2. Put the course repository (its folder, or the .zip GitHub gives you) in Google Drive at {copy},\n"
+        "     mount Drive (Files panel > Mount Drive), then run this cell again."
     )
-from helpers import colab, runtime
+
+
+print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))
+from helpers import colab, runtime  # noqa: E402
 
 QUICK = runtime.quick_mode()
 SEED = 0
@@ -209,7 +251,7 @@ else:
     SCRATCH_MINUTES, SCRATCH_TOKENS = result.seconds / 60, result.tokens
 
 # %% [markdown]
-# ## 3. Teaching a pretrained language model our format
+# ## 3. Teaching a pretrained language model our format · Exercise 4.1 (3 points)
 #
 # Our model reads `<bos> French <sep> English <eos>` and learns to write the English. A pretrained decoder-only
 # model can be taught exactly the same task, with two differences. It has its own `<bos>` and `<eos>` tokens
@@ -233,9 +275,11 @@ def lm_example(tokenizer, fr: str, en: str) -> dict:
     """<bos> "French: " fr "\nEnglish:" | " " en <eos>; the loss only right of the bar."""
     ids = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    # BEGIN SOLUTION
     prompt = bos + ids("French: " + fr + "\nEnglish:")  # one string: the pieces of "French: Je" as in any text
     target = ids(" " + en) + [tokenizer.eos_token_id]
     return {"input_ids": prompt + target, "labels": [-100] * len(prompt) + target}
+    # END SOLUTION
 
 
 # %% [markdown]
@@ -257,10 +301,13 @@ for t in (marian, lm):
 # %% [markdown]
 # One training pair in SmolLM2's format, token by token: the loss sees only the second line.
 
-# %%
+# %% tags=["check"]
 fr, en = splits.train[0]
 example = lm_example(lm.tokenizer, fr, en)
-assert example == lm.encode_pair(fr, en), "the notebook's format and helpers.pretrained's disagree"
+for pair in splits.train[:50]:
+    assert lm_example(lm.tokenizer, *pair) == lm.encode_pair(*pair), (
+        f"the notebook's format and helpers.pretrained's disagree on {pair}"
+    )
 n_prompt = example["labels"].count(-100)
 pieces = lm.tokenizer.convert_ids_to_tokens(example["input_ids"])
 print(f"{len(pieces)} tokens, the loss on the last {len(pieces) - n_prompt}:")
@@ -438,7 +485,14 @@ for ax, name in zip(axes, names):
 axes[0].set_ylabel("BLEU (greedy)")
 fig.suptitle("BLEU by test set (dashed: copy the source)" + (" — QUICK MODE, tiny random HF models" if QUICK else ""))
 fig.tight_layout()
-save_figure(fig, "04_bleu_by_test_set")
+save_figure(
+    fig,
+    "04_bleu_by_test_set",
+    question="Which model wins on each test set, and by how much?",
+    caption="BLEU (greedy) of every model on each test set, one panel per set; the dashed line copies the source."
+    + (" Quick mode: tiny random stand-ins, for the code path only." if QUICK else ""),
+    numbers={f"{label}, {name}": evaluations[label, name, 1]["bleu"] for label in CONTESTANTS for name in names},
+)
 plt.show()
 
 # %% [markdown]
@@ -466,7 +520,15 @@ ax.set_ylabel(f"BLEU, {MONITOR_PAIRS} validation pairs, greedy")
 ax.set_title(f"Learning our task, on {runtime.hardware_name(DEVICE)}" + (" — QUICK MODE" if QUICK else ""))
 ax.legend()
 fig.tight_layout()
-save_figure(fig, "04_bleu_vs_minutes")
+save_figure(
+    fig,
+    "04_bleu_vs_minutes",
+    question="How fast does each pretrained model learn our task, and when does it pass our model?",
+    caption=f"BLEU on {MONITOR_PAIRS} fixed validation pairs (greedy) against minutes of fine-tuning, on "
+    f"{runtime.hardware_name(DEVICE)}; the dashed line is our scratch model after all of its training.",
+    numbers={f"{label} at the end": results[kind].monitor[-1]["bleu"] for kind, label in curve_names.items()}
+    | {"scratch model": ours_on_monitor},
+)
 plt.show()
 
 # %% [markdown]
@@ -668,3 +730,16 @@ assert all(len(r["evaluations"]) == 2 * len(TEST_SETS) for r in comparison["mode
 # - **More shots**: does a 10-example prompt close the gap to fine-tuning, and what does it cost per sentence?
 # - **Your own sentences**: `python -m helpers translate --checkpoint runs/04_finetune-causal` reads French
 #   lines; find a sentence where the fine-tuned LM is fluent and wrong, and explain why.
+
+# %% [markdown]
+# ## Export for your report
+#
+# One call gathers every figure so far (PDF and PNG), every metrics file, and a generated `index.md` with each
+# figure's title, the question it answers, its caption, the numbers behind it and a LaTeX snippet to paste,
+# into `reports/report.zip`. On Colab the zip is saved to Google Drive when Drive is mounted, and offered for
+# download: closing the tab then loses nothing. From a terminal: `python -m helpers report`.
+
+# %%
+from helpers import report  # noqa: E402
+
+report.export()

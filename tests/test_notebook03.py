@@ -25,11 +25,11 @@ from helpers import checkpoint as ck
 from helpers import config as C
 from helpers import data as D
 from helpers import evaluate as E
-from helpers import runtime
+from helpers import exercises, runtime
 from helpers import tokens as TK
 from helpers import train as T
 from helpers.model import DecoderOnlyTransformer, num_parameters
-from helpers.notebooks import code_cells, exec_cells
+from helpers.notebooks import code_cells
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_translate_fr_en.py"
 FIGURES = ["03_example_format", "03_lengths", "03_lr_schedule", "03_loss", "03_attention_heatmaps", "03_slices"]
@@ -42,7 +42,7 @@ def nb():
         torch.get_num_threads()
     )  # quick mode sets one thread for the tiny model; give the rest of the session its own
     cells = code_cells(NOTEBOOK)
-    ns = exec_cells(cells, {"__name__": "__notebook__"}, name="notebook 03")
+    ns = exercises.run_solved(NOTEBOOK)  # every cell, and full marks for the solutions
     yield cells, ns
     torch.set_num_threads(threads)
     shutil.rmtree(ns["RUN_DIR"], ignore_errors=True)
