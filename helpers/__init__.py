@@ -6,8 +6,11 @@ One module per concern:
 
     runtime    quick mode, seeding, the device and its number formats, where reports go
     colab      Colab detection and set-up, Google Drive
-    plotting   saving figures as PDF and PNG, sliders that degrade to static plots
-    notebooks  headless execution and jupytext pairing of the numbered notebooks
+    bootstrap  the first cell's installer (pinned release, Drive copy, a message instead of a traceback)
+    plotting   saving figures as PDF and PNG with caption and question, sliders that degrade to static plots
+    notebooks  headless execution and jupytext pairing of the numbered notebooks, the shared first cell
+    report     export(): figures, metrics, index.md with LaTeX snippets, one zip for the written report
+    exercises  exercise markup, the student copy and the grader
     attention  attention on plain vectors (notebook 01)
     model      the decoder-only Transformer and its ModelConfig (notebook 02)
     config     TrainConfig and the presets

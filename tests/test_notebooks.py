@@ -7,8 +7,10 @@ tests/test_notebookNN.py.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -70,22 +72,6 @@ def test_pair_check_catches_drift_and_outputs(tmp_path):
 
 
 @pytest.mark.parametrize("py", SOURCES, ids=IDS)
-def test_first_code_cell_is_the_shared_setup(py):
-    """Tagged `parameters`, reads QUICK from the environment, installs helpers from REPO_URL on Colab only."""
-    first = notebooks.code_cells(py)[0]
-    assert "parameters" in first.tags, "the first code cell must carry the papermill tag `parameters`"
-    assert "QUICK = runtime.quick_mode()" in first.source
-    assert "colab.setup()" in first.source
-    assert 'if "google.colab" in sys.modules' in first.source, "install only on Colab"
-    urls = re.findall(r"git\+(https://[^\"']+)", first.source)
-    assert urls == [colab.REPO_URL], (
-        f"{py.name}: the install URL {urls} differs from helpers.colab.REPO_URL ({colab.REPO_URL}); "
-        "the repository address is set once, there"
-    )
-    assert "torch" not in first.source.split("pip")[-1].split("\n")[0], "never reinstall torch on Colab"
-
-
-@pytest.mark.parametrize("py", SOURCES, ids=IDS)
 def test_no_ipython_magics(py):
     """Cells must also run under plain exec (the tests do), so no % or ! lines."""
     for cell in notebooks.code_cells(py):
@@ -143,12 +129,27 @@ def test_save_figure_writes_pdf_and_png(tmp_path):
 
     from helpers.plotting import save_figure
 
-    fig, ax = plt.subplots()
+    fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot([0, 1], [1, 0])
-    pdf, png = save_figure(fig, "99_test_line", folder=tmp_path)
+    with pytest.raises(ValueError, match="no title"):
+        save_figure(fig, "99_test_line", folder=tmp_path)
+    ax.set_title("A line")
+    pdf, png = save_figure(fig, "99_test_line", folder=tmp_path, caption="c", question="q?", numbers={"x": 0.123456})
     assert pdf.read_bytes()[:4] == b"%PDF" and png.read_bytes()[:4] == b"\x89PNG"
+    meta = json.loads((tmp_path / "99_test_line.json").read_text())
+    assert meta == {
+        "name": "99_test_line",
+        "title": "A line",
+        "question": "q?",
+        "caption": "c",
+        "numbers": {"x": 0.1235},
+        "size_inches": [5.0, 3.0],
+    }
     with pytest.raises(ValueError, match="01_copying_sharpness"):
         save_figure(fig, "Bad Name.png", folder=tmp_path)
+    fig.set_size_inches(3, 3)
+    with pytest.raises(ValueError, match="at least"):
+        save_figure(fig, "99_test_line", folder=tmp_path)
     plt.close(fig)
 
 
@@ -177,18 +178,87 @@ def test_accelerator_report_on_cpu():
 # every notebook, headless, in quick mode (what `python -m helpers run-notebooks` does)
 
 
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """Every notebook run headless once, as `python -m helpers run-notebooks` runs them, into fresh reports."""
+    reports = tmp_path_factory.mktemp("run-notebooks")
+    old = os.environ.get("REPORTS_DIR")
+    os.environ["REPORTS_DIR"] = str(reports)
+    try:
+        notebooks.run_all(quick=True)
+        yield reports
+    finally:
+        if old is None:
+            os.environ.pop("REPORTS_DIR", None)
+        else:
+            os.environ["REPORTS_DIR"] = old
+
+
 @pytest.mark.notebook
 @pytest.mark.parametrize("py", SOURCES, ids=IDS)
-def test_notebook_runs_headless_in_quick_mode(py, tmp_path):
-    out = notebooks.run_notebook(py.with_suffix(".ipynb"), tmp_path / "executed", quick=True)
-    nb = nbformat.read(out, as_version=4)
+def test_notebook_runs_headless_in_quick_mode(executed, py):
+    nb = nbformat.read(executed / "executed" / py.with_suffix(".ipynb").name, as_version=4)
     errors = [
         o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"
     ]
     assert not errors
-    figures = runtime.figures_dir()
+    figures = executed / "figures"
     prefix = py.stem[:2] + "_"
     pdfs = {p.stem for p in figures.glob(prefix + "*.pdf")}
     pngs = {p.stem for p in figures.glob(prefix + "*.png")}
     assert pdfs, f"{py.stem} saved no figure to {figures}"
     assert pdfs == pngs, f"every figure needs both PDF and PNG: {sorted(pdfs ^ pngs)}"
+
+
+def _saved_names(py: Path) -> set[str]:
+    """The figure names a notebook's source saves (the string right after save_figure(fig, / save_then_explore(f,)."""
+    return set(re.findall(r'save_(?:figure|then_explore)\(\s*\w+,\s*"(\d\d_[a-z0-9_]+)"', py.read_text()))
+
+
+def test_every_saved_figure_is_titled_captioned_and_large_enough(executed):
+    from helpers.plotting import MIN_HEIGHT_IN, MIN_WIDTH_IN
+
+    expected = set().union(*map(_saved_names, SOURCES))
+    assert len(expected) >= 20
+    metas = {p.stem: json.loads(p.read_text()) for p in (executed / "figures").glob("*.json")}
+    assert set(metas) == expected, f"figures without metadata, or unexpected ones: {sorted(set(metas) ^ expected)}"
+    for name, meta in metas.items():
+        assert meta["title"], f"{name} has no title"
+        assert meta["question"].endswith("?"), f"{name}: the question it answers, as a question"
+        assert len(meta["caption"]) > 40, f"{name}: a caption that says what is shown"
+        width, height = meta["size_inches"]
+        assert width >= MIN_WIDTH_IN and height >= MIN_HEIGHT_IN, f"{name} is {width} x {height} in"
+
+
+def test_no_slider_figure_is_shown_twice(executed):
+    """save_then_explore returns nothing, so Jupyter does not display the figure again as the cell's value."""
+    nb = nbformat.read(executed / "executed" / "01_attention_math.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "save_then_explore(" in cell.source:
+            first = cell.source.splitlines()[0]
+            images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+            assert len(images) <= 1, f"{len(images)} images from the cell {first!r}"  # sliders draw in a widget
+            values = [o for o in cell.outputs if o.get("output_type") == "execute_result"]
+            assert not values, f"the cell {first!r} also displays its value (the figure again)"
+
+
+def test_report_command_writes_the_zip_and_an_index_listing_every_figure_once(executed, capsys):
+    from helpers import cli, report
+
+    assert cli.main(["report"]) == 0
+    assert "figures and" in capsys.readouterr().out
+    index = (executed / "index.md").read_text()
+    names = sorted(p.stem for p in (executed / "figures").glob("*.pdf"))
+    for name in names:
+        assert index.count(f"## {name}: ") == 1, f"{name} should be listed once"
+        meta = json.loads((executed / "figures" / f"{name}.json").read_text())
+        assert meta["caption"] in index
+        assert f"\\includegraphics[width=\\linewidth]{{figures/{name}.pdf}}" in index
+    with zipfile.ZipFile(executed / "report.zip") as z:
+        inside = set(z.namelist())
+    assert {"index.md", "figures.tex"} <= inside
+    assert all(f"figures/{n}.pdf" in inside and f"figures/{n}.png" in inside for n in names)
+    assert any(n.startswith("metrics/03_") for n in inside), "the metrics JSON files are in the zip too"
+    tex = (executed / "figures.tex").read_text()
+    assert tex.count("\\begin{figure}") == len(names)
+    assert report.latex_text("a_b 50% $\\sqrt{d_k}$") == "a\\_b 50\\% $\\sqrt{d_k}$"
