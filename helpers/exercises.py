@@ -152,11 +152,21 @@ def strip_solutions(source: str, ex: Exercise, where: str = "cell") -> str:
     return "\n".join(out)
 
 
+def notebook_path(notebook: str | Path) -> Path:
+    """A notebook's path; a bare number or name (``"02"``) means the course's own ``.py`` source."""
+    path = Path(notebook)
+    if not path.exists() and len(path.parts) == 1 and path.suffix == "":
+        from . import notebooks
+
+        return notebooks.notebook_sources([str(notebook)])[0]
+    return path
+
+
 def read_notebook(path: str | Path):
     """A notebook as an nbformat node, from its ``.py`` (jupytext percent) or ``.ipynb`` file."""
     import jupytext
 
-    path = Path(path)
+    path = notebook_path(path)
     if not path.exists():
         raise FileNotFoundError(
             f"{path} does not exist: give a notebook's .ipynb or .py path (or its number, e.g. 02)."
@@ -391,7 +401,7 @@ def grade(
     count as not attempted) and ``stop_after`` ends the run after one: the tests use both to grade one
     exercise alone. ``echo`` (e.g. ``print``) is called with a line as each exercise ends.
     """
-    path = Path(notebook)
+    path = notebook_path(notebook)
     nb = read_notebook(path)
     exercises = find_exercises(nb, solved=False)
     if not exercises:
