@@ -145,17 +145,27 @@ def train_command(
     model = DecoderOnlyTransformer(model_cfg)
     n_params = num_parameters(model_cfg)
     if progress:
+        parallel = len(prepared.train_batcher.examples)
+        of_all = "" if cfg.parallel_pairs is None else f" (of {prepared.info['pairs']['train']:,})"
         print(
             f"Model: {n_params / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}, "
-            f"vocabulary {prepared.tokenizer.vocab_size}); {prepared.info['pairs']['train']:,} training pairs; "
+            f"vocabulary {prepared.tokenizer.vocab_size}{describe_variant(model_cfg)}); {parallel:,} training pairs"
+            f"{of_all}; "
             f"device {dev}, precision {precision}.",
             file=err,
         )
+    pretrained = None
+    translate_cfg = cfg
+    if cfg.pretrain:  # the first share of the budget on unpaired sentences, the rest on translation
+        from .pretrain import pretrain_phase, split_budget
+
+        pretrained = pretrain_phase(model, prepared, cfg, out, device=dev, progress=progress, stderr=err)
+        translate_cfg = split_budget(cfg)[1]
     result = train(
         model,
         prepared.train_batcher,
         prepared.valid_batches,
-        cfg,
+        translate_cfg,
         out,
         device=dev,
         extra_config={"data": {k: v for k, v in prepared.info.items() if k != "pairs"}},
@@ -169,6 +179,9 @@ def train_command(
         "model": model_cfg.to_dict(),
         "data": {**prepared.info, "report": data_report},
         "test_files": {name: str(out / f) for name, f in TEST_FILES.items()},
+        "pretraining": None
+        if pretrained is None
+        else {"steps": pretrained.steps, "minutes": pretrained.seconds / 60, "val_loss": pretrained.val_loss},
         "torch": torch.__version__,
     }
     ckpt_lib.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", out / "train_summary.json")
@@ -185,6 +198,18 @@ def train_command(
             file=err,
         )
     return result
+
+
+def describe_variant(model_cfg) -> str:
+    """', synthesizer attention, rotary positions' and the like: what differs from notebook 02's model."""
+    parts = []
+    if model_cfg.attention != "dot":
+        parts.append(f"{model_cfg.attention} attention")
+    if model_cfg.bottleneck_dim:
+        parts.append(f"a bottleneck of {model_cfg.bottleneck_dim} latents")
+    if model_cfg.positional != "learned":
+        parts.append(f"{model_cfg.positional} positions")
+    return "".join(f", {p}" for p in parts)
 
 
 def translate_command(
@@ -386,9 +411,25 @@ def _train(args) -> int:
         out=args.out,
         preset=args.preset,
         seed=args.seed,
-        overrides={"max_tokens": args.max_tokens} if args.max_tokens else None,
+        overrides=_train_overrides(args) or None,
     )
     return 0
+
+
+# train's switches for notebook 05's variants, and the TrainConfig field each one sets
+VARIANT_FLAGS = {
+    "max_tokens": "max_tokens",
+    "attention": "attention",
+    "bottleneck_dim": "bottleneck_dim",
+    "positions": "positional",
+    "pretrain": "pretrain",
+    "pretrain_fraction": "pretrain_fraction",
+    "parallel_pairs": "parallel_pairs",
+}
+
+
+def _train_overrides(args) -> dict:
+    return {field: getattr(args, flag) for flag, field in VARIANT_FLAGS.items() if getattr(args, flag) is not None}
 
 
 def _translate(args) -> int:
@@ -462,6 +503,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="tokens per batch, padding included (default: the preset's); lower it after an out-of-memory error",
     )
+    v = p.add_argument_group("variants (notebook 05); each changes one thing of the preset")
+    v.add_argument("--attention", choices=["dot", "synthesizer"], help="how attention scores are made")
+    v.add_argument("--bottleneck-dim", type=int, help="a Perceiver-style model with this many latents (e.g. 16)")
+    v.add_argument("--positions", choices=["learned", "sinusoidal", "rotary", "alibi", "none"], help="position scheme")
+    v.add_argument("--pretrain", choices=["span"], help="span-corruption pretraining on unpaired sentences first")
+    v.add_argument("--pretrain-fraction", type=float, help="share of the budget spent pretraining (default 0.3)")
+    v.add_argument("--parallel-pairs", type=int, help="train translation on only this many pairs (all by default)")
     p.set_defaults(func=_train)
 
     p = sub.add_parser("translate", help="French on stdin -> English on stdout")

@@ -24,7 +24,9 @@ class TrainConfig:
     d_model: int = 256
     d_ff: int | None = None  # None -> 4 * d_model
     dropout: float = 0.1
-    positional: str = "learned"
+    positional: str = "learned"  # also "sinusoidal"; notebook 05: "rotary", "alibi", "none"
+    attention: str = "dot"  # notebook 05: "synthesizer"
+    bottleneck_dim: int | None = None  # notebook 05: m latents (a Perceiver-style model)
     max_len: int = 64  # tokens per sequence: <bos> French <sep> English <eos>
     # "sdpa": F.scaled_dot_product_attention (fused kernels); "explicit": the softmax written out (notebook 02's
     # version); "auto": sdpa on a GPU, explicit on a CPU, where for sequences this short (<= 64 tokens) with a
@@ -47,6 +49,11 @@ class TrainConfig:
     # auto: fp16 + GradScaler on a T4, bf16 on Ampere and later, fp32 on CPU; "bf16_if_native" also uses
     # bf16 on a CPU with bf16 instructions (AVX512-BF16/AMX: about twice fp32's speed); or fp32|bf16|fp16
     precision: str = "auto"
+    # notebook 05: span-corruption pretraining on the unpaired sides of the training pairs for a share of the
+    # budget, then translation for the rest (helpers.pretrain); and a cap on the parallel pairs trained on
+    pretrain: str | None = None  # None | "span"
+    pretrain_fraction: float = 0.3
+    parallel_pairs: int | None = None  # None = every training pair; the tokenizer still sees them all
     # budget: minutes (what the notebook uses) or steps (exactly reproducible); both = whichever ends first
     minutes: float | None = None
     steps: int | None = None
@@ -62,6 +69,16 @@ class TrainConfig:
         if self.attention_kernel not in ATTENTION_KERNELS:
             raise ValueError(
                 f"attention_kernel={self.attention_kernel!r} is not known: use one of {ATTENTION_KERNELS}."
+            )
+        if self.pretrain not in (None, "span"):
+            raise ValueError(f"pretrain={self.pretrain!r} is not known: use None or 'span'.")
+        if not 0.0 < self.pretrain_fraction < 1.0:
+            raise ValueError(
+                f"pretrain_fraction must lie strictly between 0 and 1, got {self.pretrain_fraction!r} (0.3 is typical)."
+            )
+        if self.parallel_pairs is not None and (isinstance(self.parallel_pairs, bool) or self.parallel_pairs < 1):
+            raise ValueError(
+                f"parallel_pairs must be a positive number of pairs or None (all), got {self.parallel_pairs!r}."
             )
 
     def model_config(self, vocab_size: int, device: torch.device | str | None = None):
@@ -81,6 +98,8 @@ class TrainConfig:
             dropout=self.dropout,
             positional=self.positional,
             attention_kernel=kernel,
+            attention=self.attention,
+            bottleneck_dim=self.bottleneck_dim,
         )
 
     def to_dict(self) -> dict:

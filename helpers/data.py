@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from . import checkpoint as ckpt_lib
 from .sources import file_sha256, load_path
 from .testsets import NewSentenceDesign, NewSentenceReport, WordTable, describe_test_set, select_new_sentences
@@ -273,7 +275,8 @@ def prepare_data(
     pairs, clean_report = clean_pairs(pairs)
     splits = split_pairs(pairs, seed=seed)
     tokenizer = tokenizer_for(splits.train, cfg, out_dir, seed=seed, progress=progress)
-    train_ex, enc_train = encode_pairs(tokenizer, splits.train, cfg.max_len)
+    parallel = parallel_subset(splits.train, getattr(cfg, "parallel_pairs", None), seed)
+    train_ex, enc_train = encode_pairs(tokenizer, parallel, cfg.max_len)
     valid_ex, enc_valid = encode_pairs(tokenizer, splits.valid[: cfg.valid_sentences], cfg.max_len)
     batcher = BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
     valid_batches = list(BucketBatcher(valid_ex, max_tokens=cfg.max_tokens, shuffle=False)) if valid_ex else []
@@ -293,6 +296,19 @@ def prepare_data(
     if out_dir is not None:
         words.save(Path(out_dir) / WordTable.FILENAME)
     return PreparedData(tokenizer, splits, batcher, valid_batches, info, reports, words)
+
+
+def parallel_subset(train: Sequence[tuple[str, str]], n: int | None, seed: int = 0) -> list[tuple[str, str]]:
+    """The first ``n`` training pairs in a seeded order (all of them when ``n`` is None): nested, so the
+    1,000 pairs of a small run are among the 5,000 of a larger one. Asking for more than there are is refused."""
+    if n is None:
+        return list(train)
+    if n > len(train):
+        raise DataError(
+            f"parallel_pairs={n:,} but the training split has only {len(train):,} pairs: ask for at most that, or None."
+        )
+    order = np.random.default_rng([seed, 7]).permutation(len(train))[:n]
+    return [train[i] for i in sorted(order.tolist())]
 
 
 def tokenizer_for(

@@ -19,8 +19,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-POSITIONAL_KINDS = ("learned", "sinusoidal")
+from . import variants
+
+POSITIONAL_KINDS = ("learned", "sinusoidal", "rotary", "alibi", "none")  # the last three: notebook 05
 ATTENTION_KERNELS = ("sdpa", "explicit")  # the same attention, computed by a fused kernel or written out
+ATTENTION_KINDS = ("dot", "synthesizer")  # scaled dot product (notebook 02); synthesizer (notebook 05)
 
 
 @dataclass
@@ -32,11 +35,14 @@ class ModelConfig:
     d_model: int
     d_ff: int | None = None  # None -> 4 * d_model, as in GPT-2 and "Attention Is All You Need"
     dropout: float = 0.0
-    positional: str = "learned"  # "learned" | "sinusoidal"
+    positional: str = "learned"  # "learned" | "sinusoidal" added to the tokens; "rotary" | "alibi" | "none" (05)
     # "sdpa": F.scaled_dot_product_attention (fused kernels, the fast choice on a GPU); "explicit": the
     # softmax written out as in notebook 02 (faster on a CPU for short sequences; returns the weights)
     attention_kernel: str = "sdpa"
     tie_weights: bool = True  # the LM head reuses the token embedding matrix
+    # notebook 05's variants (helpers.variants): how scores are made, and an optional latent bottleneck
+    attention: str = "dot"  # "dot" | "synthesizer"
+    bottleneck_dim: int | None = None  # m latents between a down and an up cross-attention; None = plain model
 
     def __post_init__(self):
         for name in ("vocab_size", "max_len", "n_layer", "n_head", "d_model"):
@@ -70,6 +76,14 @@ class ModelConfig:
             raise ValueError(
                 f"attention_kernel={self.attention_kernel!r} is not known: choose one of {ATTENTION_KERNELS}."
             )
+        if self.attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention={self.attention!r} is not known: choose one of {ATTENTION_KINDS}.")
+        if self.positional == "rotary" and self.head_dim % 2:
+            raise ValueError(
+                f"rotary positions turn pairs of channels, so d_model / n_head must be even (got {self.head_dim}): "
+                "change d_model or n_head."
+            )
+        variants.check_variant(self)
 
     @property
     def head_dim(self) -> int:
@@ -99,12 +113,17 @@ def num_parameters(config: ModelConfig) -> int:
     """Closed-form parameter count; equals ``sum(p.numel() for p in model.parameters())``."""
     V, C, F_, L = config.vocab_size, config.d_model, config.d_ff, config.n_layer
     embedding = V * C
-    positions = config.max_len * C if config.positional == "learned" else 0  # sinusoidal is a fixed table
-    attention = (C * 3 * C + 3 * C) + (C * C + C)  # fused q/k/v projection + output projection, with biases
+    positions = config.max_len * C if config.positional == "learned" else 0  # the others are fixed or none
+    attention = variants.num_variant_parameters(config)["attention"]  # q/k/v + output projection, with biases
     feed_forward = (C * F_ + F_) + (F_ * C + C)
     layer_norms = 2 * (2 * C)  # two LayerNorms per block, each a scale and a shift
     head = 0 if config.tie_weights else V * C  # a tied head shares the embedding matrix
-    return embedding + positions + L * (attention + feed_forward + layer_norms) + 2 * C + head
+    blocks = L * (attention + feed_forward + layer_norms)
+    if config.bottleneck_dim:  # down and up blocks: cross-attention and a third LayerNorm instead of a block
+        extra = variants.num_variant_parameters(config)
+        cross_block = extra["cross"] + feed_forward + 3 * (2 * C)
+        blocks = (L - 2) * (attention + feed_forward + layer_norms) + 2 * cross_block + extra["latents"]
+    return embedding + positions + blocks + 2 * C + head
 
 
 def sinusoidal_table(max_len: int, d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -172,10 +191,12 @@ class LayerCache:
     def __init__(self):
         self.k: torch.Tensor | None = None  # (B, nh, S, hs)
         self.v: torch.Tensor | None = None
+        self.pos: torch.Tensor | None = None  # (B, S) positions of the cached keys (ALiBi's distances need them)
 
     def reorder(self, index: torch.Tensor) -> None:
         # beams and finished sentences change which rows continue
         self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+        self.pos = self.pos.index_select(0, index)
 
 
 class SelfAttention(nn.Module):
@@ -186,12 +207,21 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model)
         self.resid_drop = nn.Dropout(config.dropout)
         self.kernel = config.attention_kernel  # "sdpa" or "explicit": the same function, computed two ways
+        self.positional = config.positional  # "rotary" and "alibi" act in here (notebook 05)
+        if self.positional == "alibi":
+            self.register_buffer("slopes", variants.alibi_slopes(config.n_head), persistent=False)
 
-    def forward(self, x, mask=None, cache: LayerCache | None = None, return_weights: bool = False):
-        """mask: bool, broadcastable to (B, nh, T, S); None means causal. Returns (B, T, C) [, weights]."""
+    def forward(self, x, mask=None, cache: LayerCache | None = None, positions=None, return_weights: bool = False):
+        """mask: bool, broadcastable to (B, nh, T, S); None means causal. positions: (T,) or (B, T), for
+        rotary and ALiBi only (default 0..T-1). Returns (B, T, C) [, weights]."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        if positions is None:
+            positions = torch.arange(T, device=x.device)
+        if self.positional == "rotary":  # rotate before caching: a key's angle is fixed by its own position
+            q, k = variants.rotary(q, positions), variants.rotary(k, positions)
+        k_pos = positions.expand(B, T) if positions.dim() == 1 else positions  # (B, T)
         if cache is not None:  # earlier positions' keys and values come from the cache
             if cache.k is not None:
                 if mask is None:
@@ -199,18 +229,30 @@ class SelfAttention(nn.Module):
                         "a cached attention step needs an explicit mask (the causal default assumes no cache)."
                     )
                 k, v = torch.cat([cache.k, k], dim=2), torch.cat([cache.v, v], dim=2)  # (B, nh, S, hs)
-            cache.k, cache.v = k, v
+                k_pos = torch.cat([cache.pos, k_pos], dim=1)  # (B, S)
+            cache.k, cache.v, cache.pos = k, v, k_pos
         p = self.dropout if self.training else 0.0
         weights = None
+        bias = None
+        if self.positional == "alibi":  # a distance penalty per head, added to the scores; the mask still applies
+            if mask is None:
+                mask = build_attention_mask(T, device=x.device)
+            bias = variants.alibi_bias(self.slopes, positions, k_pos).to(q.dtype)  # (B, nh, T, S)
         if self.kernel == "sdpa" and not return_weights:
             if mask is None:
                 y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+            elif bias is not None:
+                y = F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=bias.masked_fill(~mask, float("-inf")), dropout_p=p
+                )
             else:
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         else:
             if mask is None:
                 mask = build_attention_mask(T, device=x.device)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, nh, T, S)
+            if bias is not None:
+                att = att + bias
             att = att.masked_fill(~mask, float("-inf"))  # before the softmax, so each row still sums to 1
             weights = F.softmax(att, dim=-1)  # over keys
             y = F.dropout(weights, p) @ v  # (B, nh, T, hs)
@@ -236,12 +278,12 @@ class Block(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.ln1 = nn.LayerNorm(config.d_model)
-        self.attn = SelfAttention(config)
+        self.attn = SelfAttention(config) if config.attention == "dot" else variants.SynthesizerAttention(config)
         self.ln2 = nn.LayerNorm(config.d_model)
         self.ffn = FeedForward(config)
 
-    def forward(self, x, mask=None, cache: LayerCache | None = None):
-        x = x + self.attn(self.ln1(x), mask, cache)
+    def forward(self, x, mask=None, cache: LayerCache | None = None, positions=None):
+        x = x + self.attn(self.ln1(x), mask, cache, positions)
         return x + self.ffn(self.ln2(x))
 
 
@@ -254,22 +296,27 @@ class DecoderOnlyTransformer(nn.Module):
             )
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.emb_scale = 1.0
         if config.positional == "learned":
             self.pos_emb = nn.Embedding(config.max_len, config.d_model)
-            self.emb_scale = 1.0
-        else:  # a fixed table, not a parameter; not saved either, since it is rebuilt from the config
+        elif config.positional == "sinusoidal":  # a fixed table, not a parameter; rebuilt from the config, not saved
             self.register_buffer("pos_table", sinusoidal_table(config.max_len, config.d_model), persistent=False)
             # as in Vaswani et al.: scale tokens up so the unit-size sin/cos do not drown them
             self.emb_scale = math.sqrt(config.d_model)
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        if config.bottleneck_dim:  # notebook 05: the blocks live inside the bottleneck, between down and up
+            self.blocks = nn.ModuleList()
+            self.bottleneck = variants.Bottleneck(config, Block, FeedForward)
+        else:
+            self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+            self.bottleneck = None
         self.ln_f = nn.LayerNorm(config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_weights:
             self.lm_head.weight = self.tok_emb.weight  # one matrix reads tokens in and scores them out
         self.apply(self._init_weights)
         for name, p in self.named_parameters():  # GPT-2: keep the residual stream's variance flat with depth
-            if name.endswith("attn.proj.weight") or name.endswith("ffn.proj.weight"):
+            if name.endswith(("attn.proj.weight", "ffn.proj.weight")):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
     @staticmethod
@@ -314,8 +361,11 @@ class DecoderOnlyTransformer(nn.Module):
     def embed(self, input_ids, positions) -> torch.Tensor:
         """Token embedding plus position, (B, T, C). positions: (T,) or (B, T) LongTensor."""
         tok = self.tok_emb(input_ids) * self.emb_scale
-        pos = self.pos_emb(positions) if self.config.positional == "learned" else self.pos_table[positions]
-        return self.drop(tok + pos)  # (B, T, C); pos broadcasts over the batch when it is (T,)
+        if self.config.positional == "learned":
+            tok = tok + self.pos_emb(positions)  # pos broadcasts over the batch when it is (T,)
+        elif self.config.positional == "sinusoidal":
+            tok = tok + self.pos_table[positions]
+        return self.drop(tok)  # (B, T, C); rotary and ALiBi act inside attention, "none" adds nothing
 
     def forward(self, input_ids: torch.Tensor, prefix_len: torch.Tensor | None = None) -> torch.Tensor:
         """Logits (B, T, vocab). prefix_len (B,): the source length per row; None = plain causal LM."""
@@ -326,14 +376,27 @@ class DecoderOnlyTransformer(nn.Module):
             _check_prefix_len(prefix_len, T, batch=B)
             mask = build_attention_mask(T, prefix_len, device=input_ids.device)  # (B, 1, T, T)
         x = self.embed(input_ids, torch.arange(T, device=input_ids.device))
+        if self.bottleneck is not None:
+            x = self.bottleneck(x, prefix_len)
         for block in self.blocks:
             x = block(x, mask)
         return self.lm_head(self.ln_f(x))  # (B, T, vocab)
+
+    @property
+    def supports_cache(self) -> bool:
+        """Whether generation can keep a key/value cache. The synthesizer and the bottleneck recompute instead:
+        the synthesizer's scores index absolute key positions (left padding would shift them), and a latent's
+        content changes as new tokens arrive, so nothing computed earlier stays valid."""
+        return self.config.attention == "dot" and self.bottleneck is None
 
     @torch.no_grad()
     def attention_maps(self, input_ids: torch.Tensor, prefix_len: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Attention weights per layer, each (B, n_head, T, T), computed with an explicit softmax."""
         self._check_ids(input_ids)
+        if self.bottleneck is not None:
+            raise ValueError(
+                "attention_maps shows token-to-token attention; a bottleneck model has none (tokens attend to latents)."
+            )
         B, T = input_ids.shape
         if prefix_len is not None:
             _check_prefix_len(prefix_len, T, batch=B)
@@ -341,7 +404,7 @@ class DecoderOnlyTransformer(nn.Module):
         x = self.embed(input_ids, torch.arange(T, device=input_ids.device))
         maps = []
         for block in self.blocks:
-            a, w = block.attn(block.ln1(x), mask, return_weights=True)
+            a, w = block.attn(block.ln1(x), mask, return_weights=True)  # (positions default to 0..T-1)
             maps.append(w.detach())
             x = x + a
             x = x + block.ffn(block.ln2(x))
@@ -364,13 +427,15 @@ class DecoderOnlyTransformer(nn.Module):
         greedy; beam search ranks finished hypotheses by ``score / length ** length_penalty``.
         ``max_new_tokens`` may be one number or one per sentence. A row also stops when prefix plus
         continuation reaches ``max_len`` (a warning says so). ``use_cache=False`` recomputes the whole
-        sequence each step: slower, same answer. The model is put in eval mode for the call.
+        sequence each step: slower, same answer; models without a cache (``supports_cache``) always do.
+        The model is put in eval mode for the call.
         """
         prefixes, budgets = self._check_generate_args(prefixes, max_new_tokens, eos_id, beams, length_penalty)
         was_training = self.training
         self.eval()  # dropout would make every step random, and the cache would disagree with a recomputation
         try:
-            decoder = _CachedDecoder(self, prefixes) if use_cache else _FullRecompute(self, prefixes)
+            cached = use_cache and self.supports_cache
+            decoder = _CachedDecoder(self, prefixes) if cached else _FullRecompute(self, prefixes)
             if beams == 1:
                 return _greedy(decoder, budgets, eos_id)
             return _beam_search(decoder, budgets, eos_id, beams, length_penalty)
@@ -453,7 +518,7 @@ class _CachedDecoder:
         mask = (self.key_ok[:, None, :] | eye[None])[:, None]  # (N, 1, S, S)
         x = m.embed(self.ids, positions)
         for block, cache in zip(m.blocks, self.caches):
-            x = block(x, mask, cache)
+            x = block(x, mask, cache, positions)
         return m.lm_head(m.ln_f(x[:, -1]))  # (N, V): the last column is every row's last prefix token
 
     def step(self, index: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -465,7 +530,7 @@ class _CachedDecoder:
         mask = self.key_ok[:, None, None, :]  # (N, 1, 1, S+1): the new token sees every real token
         x = m.embed(tokens[:, None], self.next_pos[:, None])  # (N, 1, C)
         for block, cache in zip(m.blocks, self.caches):
-            x = block(x, mask, cache)
+            x = block(x, mask, cache, self.next_pos[:, None])
         self.next_pos = self.next_pos + 1
         return m.lm_head(m.ln_f(x[:, -1]))  # (N, V)
 

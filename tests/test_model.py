@@ -19,6 +19,18 @@ from helpers.model import (
 
 V, EOS = 23, 3
 
+# notebook 05's variants must pass the vanilla model's own tests: the same tests run on each
+VARIANTS = {
+    "vanilla": {},
+    "synthesizer": {"attention": "synthesizer"},
+    "bottleneck": {"bottleneck_dim": 4},
+    "bottleneck-3-layers": {"bottleneck_dim": 6, "n_layer": 3, "positional": "sinusoidal"},
+    "rotary": {"positional": "rotary"},
+    "alibi": {"positional": "alibi"},
+    "no-positions": {"positional": "none"},
+}
+variant = pytest.mark.parametrize("variant", list(VARIANTS.values()), ids=list(VARIANTS))
+
 
 def make(seed: int = 0, sharp: bool = False, **overrides) -> DecoderOnlyTransformer:
     """A tiny model. `sharp` widens the random weights so generation varies (GPT init gives near-uniform outputs)."""
@@ -57,8 +69,9 @@ def test_build_attention_mask_hand_example():
     assert torch.equal(prefix[1, 0], build_attention_mask(5)[0, 0])  # a prefix of just <bos> is plain causal
 
 
-def test_causality_future_token_changes_no_earlier_logit():
-    model = make()
+@variant
+def test_causality_future_token_changes_no_earlier_logit(variant):
+    model = make(sharp=True, **variant)
     x = torch.randint(0, V, (2, 10))
     y = x.clone()
     y[:, 6] = (y[:, 6] + 1) % V
@@ -67,8 +80,9 @@ def test_causality_future_token_changes_no_earlier_logit():
     assert not torch.allclose(a[:, 6:], b[:, 6:], atol=1e-4)  # and the change does reach later positions
 
 
-def test_prefix_visibility():
-    model = make()
+@variant
+def test_prefix_visibility(variant):
+    model = make(sharp=True, **variant)  # sharp: the bottleneck's small initial latents would hide the effect
     x = torch.randint(4, V, (1, 10))
     y = x.clone()
     y[0, 4] = (y[0, 4] + 1) % V  # a source word late in the source
@@ -84,9 +98,10 @@ def test_prefix_visibility():
     assert (diff[:8] < 1e-6).all() and diff[8] > 1e-4
 
 
+@pytest.mark.parametrize("positional", ["learned", "rotary", "alibi"])
 @pytest.mark.parametrize("prefix", [None, [3, 7, 10]])
-def test_sdpa_matches_explicit_attention(prefix):
-    model = make(sharp=True)
+def test_sdpa_matches_explicit_attention(prefix, positional):
+    model = make(sharp=True, positional=positional)
     x = torch.randint(0, V, (3, 10))
     plen = None if prefix is None else torch.tensor(prefix)
     fast = model(x, plen)
@@ -113,9 +128,10 @@ def test_attention_maps_are_masked_distributions():
     assert torch.allclose(rebuilt, blk.attn(h, mask), atol=1e-6)
 
 
+@variant
 @pytest.mark.parametrize("use_prefix", [False, True])
-def test_right_padding_never_changes_real_positions(use_prefix):
-    model = make(sharp=True)
+def test_right_padding_never_changes_real_positions(use_prefix, variant):
+    model = make(sharp=True, **variant)
     lengths = [5, 9, 7]
     seqs = [torch.randint(4, V, (n,)) for n in lengths]
     padded = torch.zeros(3, 12, dtype=torch.long)  # pad id 0, and a couple of extra columns
@@ -152,9 +168,10 @@ PREFIXES = [[1, 5, 9, 14, 2], [1, 7, 2], [1, 8, 11, 6, 4, 12, 10, 2], [1, 13, 2]
 BUDGETS = [6, 9, 4, 7]
 
 
+@variant
 @pytest.mark.parametrize("eos", [11, 5, EOS])  # eos values that stop some sentences early and not others
-def test_greedy_cache_equals_recompute_and_one_at_a_time(eos):
-    model = make(seed=1, sharp=True)
+def test_greedy_cache_equals_recompute_and_one_at_a_time(eos, variant):
+    model = make(seed=1, sharp=True, **variant)
     cached = model.generate(PREFIXES, BUDGETS, eos_id=eos)
     full = model.generate(PREFIXES, BUDGETS, eos_id=eos, use_cache=False)
     alone = [model.generate([p], n, eos_id=eos)[0] for p, n in zip(PREFIXES, BUDGETS)]
@@ -176,9 +193,10 @@ def test_greedy_stops_at_eos_and_excludes_it():
         assert o_eos == expected
 
 
+@variant
 @pytest.mark.parametrize("eos, length_penalty", [(6, 1.0), (11, 1.0), (5, 0.0), (4, 2.0)])
-def test_beam_cache_equals_recompute_and_one_at_a_time(eos, length_penalty):
-    model = make(seed=1, sharp=True)
+def test_beam_cache_equals_recompute_and_one_at_a_time(eos, length_penalty, variant):
+    model = make(seed=1, sharp=True, **variant)
     kw = dict(eos_id=eos, beams=3, length_penalty=length_penalty)
     cached = model.generate(PREFIXES, BUDGETS, **kw)
     full = model.generate(PREFIXES, BUDGETS, use_cache=False, **kw)
@@ -293,6 +311,8 @@ def test_generate_argument_errors():
         {"tie_weights": False},
         {"d_ff": 48, "n_layer": 3, "n_head": 2},
         {"vocab_size": 101, "max_len": 7, "d_model": 16, "n_head": 1, "positional": "sinusoidal", "tie_weights": False},
+        *VARIANTS.values(),
+        {"attention": "synthesizer", "bottleneck_dim": 5, "n_layer": 4, "tie_weights": False},
     ],
 )
 def test_num_parameters_formula(overrides):
@@ -307,9 +327,10 @@ def test_num_parameters_by_hand():
     assert num_parameters(cfg) == 40 + 20 + 80 + 148 + 16 + 8
 
 
-def test_overfits_one_batch():
+@variant
+def test_overfits_one_batch(variant):
     torch.manual_seed(0)
-    model = make()
+    model = make(**variant)
     model.train()
     x = torch.randint(4, V, (4, 12))
     plen = torch.tensor([4, 5, 3, 6])
@@ -406,7 +427,14 @@ def test_config_round_trip_and_defaults():
             {"d_model": 30, "n_head": 4},
             r"d_model=30 is not divisible by n_head=4.*Choose n_head from \[1, 2, 3, 5, 6, 10, 15, 30\]",
         ),
-        ({"positional": "rotary"}, r"positional='rotary' is not known: choose one of"),
+        ({"positional": "rope"}, r"positional='rope' is not known: choose one of"),
+        ({"attention": "linear"}, r"attention='linear' is not known: choose one of"),
+        ({"positional": "rotary", "d_model": 12, "n_head": 4}, r"rotary positions turn pairs of channels"),
+        ({"attention": "synthesizer", "positional": "alibi"}, r"no query-key dot product"),
+        ({"bottleneck_dim": 0}, r"bottleneck_dim must be a whole number of latents"),
+        ({"bottleneck_dim": 25}, r"between 1 and max_len=24"),
+        ({"bottleneck_dim": 4, "n_layer": 1}, r"needs n_layer >= 2"),
+        ({"bottleneck_dim": 4, "positional": "rotary"}, r"latents have none"),
         ({"attention_kernel": "linear"}, r"attention_kernel='linear' is not known: choose one of"),
         ({"n_layer": 0}, r"n_layer must be a positive whole number"),
         ({"dropout": 1.0}, r"dropout must be in \[0, 1\).*use 0.0"),
@@ -459,3 +487,34 @@ def test_dropout_is_used_in_training_only():
     assert torch.equal(model(x), model(x))  # eval: deterministic
     model.train()
     assert not torch.equal(model(x), model(x))
+
+
+def test_bottleneck_latents_spread_over_the_block():
+    """Token 9 must reach position 12 (through the latent whose horizon is 12). With the course's horizons
+    0, 1, ..., m-1 no latent reads past position m-1, and position 12 could not see token 9 at all."""
+    from helpers import variants
+
+    assert variants.latent_horizons(4, 24).tolist() == [0, 6, 12, 18]
+    model = make(sharp=True, bottleneck_dim=4)
+    x = torch.randint(4, V, (1, 16))
+    y = x.clone()
+    y[0, 9] = (y[0, 9] + 1) % V
+    diff = (model(x) - model(y)).abs().amax(-1)[0]
+    assert (diff[:9] < 1e-6).all() and diff[12] > 1e-4 and diff[10] < 1e-6  # 10, 11 see only horizons 0 and 6
+    model.bottleneck.horizons = torch.arange(4)  # the course's horizons: still causal, but 9 reaches no latent
+    diff = (model(x) - model(y)).abs().amax(-1)[0]
+    assert (diff[:9] < 1e-6).all() and (diff[10:] < 1e-6).all()
+
+
+def test_synthesizer_scores_come_from_the_query_alone():
+    """Changing an earlier token's content changes the values read, not where a later query looks."""
+    model = make(attention="synthesizer")
+    x = torch.randint(4, V, (1, 8))
+    y = x.clone()
+    y[0, 2] = (y[0, 2] + 1) % V
+    blk = model.blocks[0]
+    hx, hy = (blk.ln1(model.embed(t, torch.arange(8))) for t in (x, y))
+    _, wx = blk.attn(hx, return_weights=True)
+    _, wy = blk.attn(hy, return_weights=True)
+    assert torch.allclose(wx[:, :, 3:], wy[:, :, 3:]) and not torch.allclose(wx[:, :, 2], wy[:, :, 2])
+    assert torch.allclose(wx.sum(-1), torch.ones(1, 4, 8)) and (wx.triu(1) == 0).all()

@@ -1,0 +1,259 @@
+"""The research variants of notebook 05, each a switch on :class:`helpers.model.ModelConfig`.
+
+* ``positional="rotary"`` (RoPE, Su et al. 2021): no position vector is added to the tokens; queries and keys
+  are rotated by an angle proportional to their position, so their dot product depends only on the distance.
+* ``positional="alibi"`` (Press et al. 2022): no position vector either; each head subtracts
+  ``slope * |i - j|`` from its scores, a penalty that grows with the distance.
+* ``positional="none"``: nothing. Causal attention still leaks order (a token can count what it sees).
+* ``attention="synthesizer"`` (Tay et al. 2021, the CS224N version): the scores of query i come from x_i
+  alone, one score per *absolute* key position: ``softmax(ReLU(x A + b1) B + b2)``, then ``@ (x V)``.
+* ``bottleneck_dim=m`` (a Perceiver-style model, Jaegle et al. 2021): cross-attention from the T inputs down
+  to m learned latents, the middle layers on the latents, cross-attention back up to T positions.
+
+The masks of every variant follow one rule (:func:`read_mask`): each vector carries the last input position
+it may have read (its *horizon*); a query may read a key only if everything the key has read is visible to
+the query. With inputs only (horizon = own position) this is exactly the prefix-LM mask of
+:func:`helpers.model.build_attention_mask`; the bottleneck applies it to latents as well.
+Shapes: B batch, T time, C = d_model, nh heads, hs = C // nh, m latents, L = max_len.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# --- positions inside attention -----------------------------------------------------------------------
+
+
+def rotary(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotate each pair of channels (2i, 2i+1) of ``x`` (B, nh, T, hs) by ``position * base^(-2i/hs)``.
+
+    positions: (T,) or (B, T). Rotating q at position i and k at position j by their own angles leaves
+    q . k depending on i - j only, which is why a cache of rotated keys stays valid as generation moves on.
+    """
+    hs = x.size(-1)
+    inv_freq = base ** (-torch.arange(0, hs, 2, device=x.device, dtype=torch.float32) / hs)  # (hs/2,)
+    pos = positions if positions.dim() == 2 else positions[None]  # (B or 1, T)
+    angle = pos.float()[..., None] * inv_freq  # (B, T, hs/2)
+    cos, sin = angle.cos()[:, None], angle.sin()[:, None]  # (B, 1, T, hs/2): the same for every head
+    x1, x2 = x.float()[..., 0::2], x.float()[..., 1::2]
+    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)  # pairs back in place
+    return out.type_as(x)
+
+
+def alibi_slopes(n_head: int) -> torch.Tensor:
+    """(nh,): the geometric sequence 2^(-8/nh), 2^(-16/nh), ... of the ALiBi paper: some heads look far, some near."""
+    return torch.tensor([2.0 ** (-8.0 * (h + 1) / n_head) for h in range(n_head)])
+
+
+def alibi_bias(slopes: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    """(B or 1, nh, Tq, Tk): ``-slope * |i - j|``; symmetric, so the bidirectional source is penalised both ways."""
+    q = q_pos if q_pos.dim() == 2 else q_pos[None]
+    k = k_pos if k_pos.dim() == 2 else k_pos[None]
+    dist = (q[:, :, None] - k[:, None, :]).abs().float()  # (B, Tq, Tk)
+    return -slopes.to(dist.device)[None, :, None, None] * dist[:, None]
+
+
+# --- the synthesizer ----------------------------------------------------------------------------------
+
+
+class SynthesizerAttention(nn.Module):
+    """Y_i = softmax(ReLU(X A_i + b1) B_i + b2)(X V_i) per head i, then the output projection.
+
+    There are no keys: the score of query t for key position j is column j of a vector computed from x_t
+    alone, so B_i has one column per position up to ``max_len``. The mask is applied to these scores
+    exactly as to dot-product scores. Generation recomputes the sequence each step (see
+    ``DecoderOnlyTransformer.supports_cache``): the scores of earlier queries never change, but a cache of
+    keys has nothing to hold here, and left-padded batches would shift the absolute key columns.
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        C, nh, L = config.d_model, config.n_head, config.max_len
+        self.n_head, self.dropout = nh, config.dropout
+        self.w1 = nn.Linear(C, C)  # A_i and b1 of every head side by side: (C, nh * hs)
+        self.w2 = nn.Parameter(torch.randn(nh, C // nh, L) * 0.02)  # B_i: (nh, hs, L)
+        self.b2 = nn.Parameter(torch.zeros(nh, L))  # b2 per head
+        self.value = nn.Linear(C, C)  # V_i of every head
+        self.proj = nn.Linear(C, C)
+        self.resid_drop = nn.Dropout(config.dropout)
+
+    def forward(self, x, mask=None, cache=None, positions=None, return_weights: bool = False):
+        if cache is not None:
+            raise ValueError("synthesizer attention keeps no key cache: generate with use_cache=False.")
+        B, T, C = x.shape
+        hs = C // self.n_head
+        h = F.relu(self.w1(x)).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        att = (h @ self.w2[None, :, :, :T]) + self.b2[None, :, None, :T]  # (B, nh, T, T): one score per key position
+        if mask is None:
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()[None, None]
+        att = att.float().masked_fill(~mask, float("-inf"))
+        weights = F.softmax(att, dim=-1).type_as(h)
+        v = self.value(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        y = F.dropout(weights, self.dropout if self.training else 0.0) @ v
+        y = self.resid_drop(self.proj(y.transpose(1, 2).contiguous().view(B, T, C)))
+        return (y, weights) if return_weights else y
+
+
+# --- the Perceiver-style bottleneck ---------------------------------------------------------------------
+
+
+def latent_horizons(m: int, max_len: int) -> torch.Tensor:
+    """(m,): latent i reads inputs up to position floor(i * max_len / m), spread evenly over the block.
+
+    The course's version reads up to position i (horizons 0, 1, ..., m-1): just as causal, but the inputs
+    after position m - 1 reach no latent at all, so most of a long sequence never enters the middle layers.
+    """
+    return torch.arange(m) * max_len // m
+
+
+def read_mask(q_horizon: torch.Tensor, k_horizon: torch.Tensor, prefix_len: torch.Tensor | None) -> torch.Tensor:
+    """(B or 1, 1, Tq, Tk) bool: query may read key iff key's horizon <= query's, or the key read only the source.
+
+    A vector with horizon h has read inputs {j <= h} plus the whole source {j < P}; a query with horizon q may
+    see {j <= q} plus the source. So the key is safe iff k <= q or k < P. With horizons = positions this is
+    the prefix-LM mask; with latents it is what keeps the bottleneck causal.
+    """
+    ok = k_horizon[None, :] <= q_horizon[:, None]  # (Tq, Tk)
+    if prefix_len is None:
+        return ok[None, None]
+    source_only = k_horizon[None, :] < prefix_len[:, None]  # (B, Tk)
+    return (ok[None] | source_only[:, None, :])[:, None]
+
+
+class CrossAttention(nn.Module):
+    """Queries from one sequence (Tq), keys and values from another (Tk): (B, Tq, C)."""
+
+    def __init__(self, config):
+        super().__init__()
+        C = config.d_model
+        self.n_head, self.dropout = config.n_head, config.dropout
+        self.q = nn.Linear(C, C)
+        self.kv = nn.Linear(C, 2 * C)
+        self.proj = nn.Linear(C, C)
+        self.resid_drop = nn.Dropout(config.dropout)
+
+    def forward(self, xq, xkv, mask):
+        B, Tq, C = xq.shape
+        Tk, hs = xkv.shape[1], C // self.n_head
+        q = self.q(xq).view(B, Tq, self.n_head, hs).transpose(1, 2)  # (B, nh, Tq, hs)
+        k, v = (t.view(B, Tk, self.n_head, hs).transpose(1, 2) for t in self.kv(xkv).split(C, dim=2))  # (B, nh, Tk, hs)
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, nh, Tq, hs)
+        return self.resid_drop(self.proj(y.transpose(1, 2).contiguous().view(B, Tq, C)))
+
+
+class CrossBlock(nn.Module):
+    """Pre-LN like :class:`helpers.model.Block`, but the attention reads another sequence."""
+
+    def __init__(self, config, feed_forward):
+        super().__init__()
+        self.ln_q, self.ln_kv = nn.LayerNorm(config.d_model), nn.LayerNorm(config.d_model)
+        self.attn = CrossAttention(config)
+        self.ln2 = nn.LayerNorm(config.d_model)
+        self.ffn = feed_forward(config)
+
+    def forward(self, xq, xkv, mask):
+        xq = xq + self.attn(self.ln_q(xq), self.ln_kv(xkv), mask)
+        return xq + self.ffn(self.ln2(xq))
+
+
+class Bottleneck(nn.Module):
+    """Down (T -> m latents), ``n_layer - 2`` self-attention blocks on the latents, up (m -> T positions).
+
+    The up block's queries are the inputs themselves, so position t keeps its own token through the
+    residual and reads the past only through latents whose horizon it may see: at position t, the latents
+    with horizon <= t (every L/m positions) plus any latent that read only the source.
+    """
+
+    def __init__(self, config, block, feed_forward):
+        super().__init__()
+        m, C = config.bottleneck_dim, config.d_model
+        self.latents = nn.Parameter(torch.randn(m, C) * 0.02)  # (m, C): learned starting vectors
+        self.register_buffer("horizons", latent_horizons(m, config.max_len), persistent=False)
+        self.down = CrossBlock(config, feed_forward)
+        self.middle = nn.ModuleList(block(config) for _ in range(config.n_layer - 2))
+        self.up = CrossBlock(config, feed_forward)
+
+    def forward(self, x, prefix_len=None):
+        B, T, C = x.shape
+        pos, lat = torch.arange(T, device=x.device), self.horizons
+        z = self.down(self.latents.expand(B, -1, -1), x, read_mask(lat, pos, prefix_len))  # (B, m, C)
+        mid = read_mask(lat, lat, prefix_len)  # (B, 1, m, m): causal over latents, open over source-only ones
+        for block in self.middle:
+            z = block(z, mid)
+        return self.up(x, z, read_mask(pos, lat, prefix_len))  # (B, T, C)
+
+
+def num_variant_parameters(config) -> dict[str, int]:
+    """Closed-form counts of what the variants change: attention per layer, and the bottleneck's extra."""
+    C, nh, L = config.d_model, config.n_head, config.max_len
+    if config.attention == "synthesizer":
+        attention = (C * C + C) + C * L + nh * L + (C * C + C) + (C * C + C)  # w1, w2, b2, value, proj
+    else:
+        attention = (C * 3 * C + 3 * C) + (C * C + C)  # q/k/v and the output projection
+    cross = (C * C + C) + (C * 2 * C + 2 * C) + (C * C + C)  # q, kv, proj
+    return {"attention": attention, "cross": cross, "latents": (config.bottleneck_dim or 0) * C}
+
+
+def forward_flops(config, T: int, batch: int = 1) -> float:
+    """Multiply-adds x 2 of one forward pass over T tokens (matmuls only; the LM head excluded).
+
+    Vanilla, per layer: projections 4 T C^2, scores and mixing 2 T^2 C, FFN 2 T C F -> grows as T^2.
+    Bottleneck (m latents): down and up each 4 T C^2-ish projections plus 2 T m C for the scores; the middle
+    layers cost (4 m C^2 + 2 m^2 C + 2 m C F) each -> grows as T once T >> m.
+    """
+    C, F_, Lyr = config.d_model, config.d_ff, config.n_layer
+    m = config.bottleneck_dim
+    if not m:
+        per_layer = 4 * T * C * C + 2 * T * T * C + 2 * T * C * F_
+        return 2.0 * batch * Lyr * per_layer
+    down = m * C * C + 2 * T * C * C + 2 * m * T * C + m * C * C + 2 * m * C * F_  # q, kv, scores+mix, proj, ffn
+    up = T * C * C + 2 * m * C * C + 2 * T * m * C + T * C * C + 2 * T * C * F_
+    middle = (Lyr - 2) * (4 * m * C * C + 2 * m * m * C + 2 * m * C * F_)
+    return 2.0 * batch * (down + up + middle)
+
+
+def attention_memory(config, T: int, batch: int = 1, bytes_per: int = 4) -> float:
+    """Bytes of the attention weights a training forward keeps for backward: nh * (rows x columns) per layer.
+
+    Vanilla: n_layer * nh * T^2. Bottleneck: nh * (m T + (n_layer - 2) m^2 + T m). The rest of the
+    activations grows as T * C in both, so at long T the vanilla model's memory grows as T^2, the
+    bottleneck's as T.
+    """
+    nh, Lyr, m = config.n_head, config.n_layer, config.bottleneck_dim
+    cells = Lyr * T * T if not m else 2 * m * T + (Lyr - 2) * m * m
+    return float(batch * nh * cells * bytes_per)
+
+
+def check_variant(config) -> None:
+    """Refuse combinations that have no meaning, saying why and what to use instead."""
+    if config.attention == "synthesizer" and config.positional in ("rotary", "alibi"):
+        raise ValueError(
+            f"attention='synthesizer' has no query-key dot product for positional={config.positional!r} to act "
+            "on (its scores already index absolute positions): use positional='learned', 'sinusoidal' or 'none'."
+        )
+    if config.bottleneck_dim is not None:
+        m = config.bottleneck_dim
+        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= config.max_len:
+            raise ValueError(
+                f"bottleneck_dim must be a whole number of latents between 1 and max_len={config.max_len}, got {m!r} "
+                "(16 is typical; None for the plain model)."
+            )
+        if config.n_layer < 2:
+            raise ValueError(
+                f"a bottleneck model needs n_layer >= 2 (one block down to the latents, one back up), got {config.n_layer}."
+            )
+        if config.positional in ("rotary", "alibi"):
+            raise ValueError(
+                f"positional={config.positional!r} acts on distances between positions, and latents have none: use "
+                "positional='learned' or 'sinusoidal' with bottleneck_dim."
+            )
+
+
+def scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """q k^T / sqrt(hs): (B, nh, Tq, Tk)."""
+    return (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
