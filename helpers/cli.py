@@ -159,8 +159,9 @@ def train_command(
     if cfg.pretrain:  # the first share of the budget on unpaired sentences, the rest on translation
         from .pretrain import pretrain_phase, split_budget
 
-        pretrained = pretrain_phase(model, prepared, cfg, out, device=dev, progress=progress, stderr=err)
         translate_cfg = split_budget(cfg)[1]
+        if ckpt_lib.find_checkpoint(out) is None:  # once translation has started, its checkpoint holds the weights
+            pretrained = pretrain_phase(model, prepared, cfg, out, device=dev, progress=progress, stderr=err)
     result = train(
         model,
         prepared.train_batcher,
@@ -416,8 +417,8 @@ def _train(args) -> int:
     return 0
 
 
-# train's switches for notebook 05's variants, and the TrainConfig field each one sets
-VARIANT_FLAGS = {
+# train's switches (the batch size, and notebook 05's variants), and the TrainConfig field each one sets
+TRAIN_FLAGS = {
     "max_tokens": "max_tokens",
     "attention": "attention",
     "bottleneck_dim": "bottleneck_dim",
@@ -429,7 +430,7 @@ VARIANT_FLAGS = {
 
 
 def _train_overrides(args) -> dict:
-    return {field: getattr(args, flag) for flag, field in VARIANT_FLAGS.items() if getattr(args, flag) is not None}
+    return {field: getattr(args, flag) for flag, field in TRAIN_FLAGS.items() if getattr(args, flag) is not None}
 
 
 def _translate(args) -> int:

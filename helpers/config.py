@@ -76,6 +76,11 @@ class TrainConfig:
             raise ValueError(
                 f"pretrain_fraction must lie strictly between 0 and 1, got {self.pretrain_fraction!r} (0.3 is typical)."
             )
+        if self.pretrain and self.steps is not None and self.steps < 2:
+            raise ValueError(
+                f"steps={self.steps} cannot be shared between pretraining and translation: use at least 2."
+            )
+        self.model_config(self.vocab_size)  # a shape or variant that cannot work is refused now, before the data
         if self.parallel_pairs is not None and (isinstance(self.parallel_pairs, bool) or self.parallel_pairs < 1):
             raise ValueError(
                 f"parallel_pairs must be a positive number of pairs or None (all), got {self.parallel_pairs!r}."

@@ -196,7 +196,8 @@ class LayerCache:
     def reorder(self, index: torch.Tensor) -> None:
         # beams and finished sentences change which rows continue
         self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
-        self.pos = self.pos.index_select(0, index)
+        if self.pos is not None:  # kept for ALiBi only
+            self.pos = self.pos.index_select(0, index)
 
 
 class SelfAttention(nn.Module):
@@ -221,7 +222,8 @@ class SelfAttention(nn.Module):
             positions = torch.arange(T, device=x.device)
         if self.positional == "rotary":  # rotate before caching: a key's angle is fixed by its own position
             q, k = variants.rotary(q, positions), variants.rotary(k, positions)
-        k_pos = positions.expand(B, T) if positions.dim() == 1 else positions  # (B, T)
+        alibi = self.positional == "alibi"
+        k_pos = (positions.expand(B, T) if positions.dim() == 1 else positions) if alibi else None  # (B, T)
         if cache is not None:  # earlier positions' keys and values come from the cache
             if cache.k is not None:
                 if mask is None:
@@ -229,12 +231,13 @@ class SelfAttention(nn.Module):
                         "a cached attention step needs an explicit mask (the causal default assumes no cache)."
                     )
                 k, v = torch.cat([cache.k, k], dim=2), torch.cat([cache.v, v], dim=2)  # (B, nh, S, hs)
-                k_pos = torch.cat([cache.pos, k_pos], dim=1)  # (B, S)
+                if alibi:
+                    k_pos = torch.cat([cache.pos, k_pos], dim=1)  # (B, S): ALiBi's distances need the keys' positions
             cache.k, cache.v, cache.pos = k, v, k_pos
         p = self.dropout if self.training else 0.0
         weights = None
         bias = None
-        if self.positional == "alibi":  # a distance penalty per head, added to the scores; the mask still applies
+        if alibi:  # a distance penalty per head, added to the scores; the mask still applies
             if mask is None:
                 mask = build_attention_mask(T, device=x.device)
             bias = variants.alibi_bias(self.slopes, positions, k_pos).to(q.dtype)  # (B, nh, T, S)
@@ -395,7 +398,8 @@ class DecoderOnlyTransformer(nn.Module):
         self._check_ids(input_ids)
         if self.bottleneck is not None:
             raise ValueError(
-                "attention_maps shows token-to-token attention; a bottleneck model has none (tokens attend to latents)."
+                "attention_maps shows token-to-token attention; a bottleneck model has none (tokens attend to latents). "
+                "Use a model without bottleneck_dim, or read the cross-attention of model.bottleneck.down and .up."
             )
         B, T = input_ids.shape
         if prefix_len is not None:

@@ -72,6 +72,10 @@ class SpanCorruptionBatcher(BucketBatcher):
         return [e for e in examples if e is not None]
 
     def _plan(self, epoch: int) -> list[list[int]]:
+        if epoch != self.epoch:
+            raise ValueError(
+                f"a span-corruption batcher plans only its current epoch ({self.epoch}): call set_epoch({epoch}) first."
+            )
         if epoch != self._examples_epoch:  # a new epoch: new cuts of the same sentences
             self.examples = self._corrupt(epoch)
             self.lengths = np.array([len(e.input_ids) for e in self.examples])

@@ -130,7 +130,7 @@ class CrossAttention(nn.Module):
     def __init__(self, config):
         super().__init__()
         C = config.d_model
-        self.n_head, self.dropout = config.n_head, config.dropout
+        self.n_head, self.dropout, self.kernel = config.n_head, config.dropout, config.attention_kernel
         self.q = nn.Linear(C, C)
         self.kv = nn.Linear(C, 2 * C)
         self.proj = nn.Linear(C, C)
@@ -142,7 +142,11 @@ class CrossAttention(nn.Module):
         q = self.q(xq).view(B, Tq, self.n_head, hs).transpose(1, 2)  # (B, nh, Tq, hs)
         k, v = (t.view(B, Tk, self.n_head, hs).transpose(1, 2) for t in self.kv(xkv).split(C, dim=2))  # (B, nh, Tk, hs)
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, nh, Tq, hs)
+        if self.kernel == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, nh, Tq, hs)
+        else:  # written out, as in notebook 02 (and countable by torch's FLOP counter)
+            att = scaled_scores(q, k).masked_fill(~mask, float("-inf"))  # (B, nh, Tq, Tk)
+            y = F.dropout(F.softmax(att, dim=-1), p) @ v
         return self.resid_drop(self.proj(y.transpose(1, 2).contiguous().view(B, Tq, C)))
 
 
@@ -166,7 +170,9 @@ class Bottleneck(nn.Module):
 
     The up block's queries are the inputs themselves, so position t keeps its own token through the
     residual and reads the past only through latents whose horizon it may see: at position t, the latents
-    with horizon <= t (every L/m positions) plus any latent that read only the source.
+    with horizon <= t (every L/m positions) plus any latent that read only the source. The price: the up to
+    L/m - 1 most recent target tokens after the last horizon are invisible to position t (5 with L = 96,
+    m = 16), which hurts the next-word prediction of a translation more than a compressed past does.
     """
 
     def __init__(self, config, block, feed_forward):
@@ -208,12 +214,14 @@ def forward_flops(config, T: int, batch: int = 1) -> float:
     """
     C, F_, Lyr = config.d_model, config.d_ff, config.n_layer
     m = config.bottleneck_dim
+    # the synthesizer: w1, value and proj (3 T C^2) instead of q, k, v and proj; T^2 C scores, T^2 C mixing
+    k = 3 if config.attention == "synthesizer" else 4
     if not m:
-        per_layer = 4 * T * C * C + 2 * T * T * C + 2 * T * C * F_
+        per_layer = k * T * C * C + 2 * T * T * C + 2 * T * C * F_
         return 2.0 * batch * Lyr * per_layer
     down = m * C * C + 2 * T * C * C + 2 * m * T * C + m * C * C + 2 * m * C * F_  # q, kv, scores+mix, proj, ffn
     up = T * C * C + 2 * m * C * C + 2 * T * m * C + T * C * C + 2 * T * C * F_
-    middle = (Lyr - 2) * (4 * m * C * C + 2 * m * m * C + 2 * m * C * F_)
+    middle = (Lyr - 2) * (k * m * C * C + 2 * m * m * C + 2 * m * C * F_)
     return 2.0 * batch * (down + up + middle)
 
 

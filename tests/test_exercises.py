@@ -447,6 +447,39 @@ CATALOGUE = [
         [('target = ids(" " + en) + [tokenizer.eos_token_id]', 'target = ids(" " + en)')],
     ),
     ("04", "4.1", "no space before the English", [('ids(" " + en)', "ids(en)")]),
+    # notebook 05
+    ("05", "5.1", "no ReLU", [("h = torch.relu(w1(x)).view(", "h = w1(x).view(")]),
+    ("05", "5.1", "the mask not applied", [('scores.masked_fill(~mask, float("-inf")), dim=-1)', "scores, dim=-1)")]),
+    (
+        "05",
+        "5.1",
+        "softmax over the queries",
+        [('float("-inf")), dim=-1)  # over the keys', 'float("-inf")), dim=-2)')],
+    ),
+    ("05", "5.1", "b2 left out", [("scores = h @ w2[:, :, :T] + b2[:, None, :T]", "scores = h @ w2[:, :, :T]")]),
+    (
+        "05",
+        "5.2",
+        "a key may not be read at its own horizon",
+        [("ok = k_horizon[None, None, :] <= q_horizon", "ok = k_horizon[None, None, :] < q_horizon")],
+    ),
+    (
+        "05",
+        "5.2",
+        "the source rule left out",
+        [("return (ok | source_only)[:, None]", "return ok.expand(len(prefix_len), -1, -1)[:, None]")],
+    ),
+    (
+        "05",
+        "5.2",
+        "the <sep> counted as target",
+        [
+            (
+                "k_horizon[None, None, :] < prefix_len[:, None, None]",
+                "k_horizon[None, None, :] < prefix_len[:, None, None] - 1",
+            )
+        ],
+    ),
     (
         "04",
         "4.1",
@@ -492,7 +525,17 @@ def _grade_alone(number: str, exercise: str, source: str, tmp_path: Path) -> exe
 
 
 @pytest.mark.parametrize(
-    "number, exercise", [("01", "1.1"), ("01", "1.4"), ("02", "2.1"), ("02", "2.5"), ("02", "2.11"), ("04", "4.1")]
+    "number, exercise",
+    [
+        ("01", "1.1"),
+        ("01", "1.4"),
+        ("02", "2.1"),
+        ("02", "2.5"),
+        ("02", "2.11"),
+        ("04", "4.1"),
+        ("05", "5.1"),
+        ("05", "5.2"),
+    ],
 )
 def test_an_exercise_graded_alone_from_its_snapshot_passes_with_the_solution(number, exercise, tmp_path):
     """The control for the catalogue: the starting namespace is sound, so a failure below is the mistake's."""

@@ -1,0 +1,271 @@
+"""Notebook 05's experiments: one variant trained and scored the same way as every other, a sweep, and the
+time and memory of a forward pass measured against the derived growth rates.
+
+Every row of notebook 05's tables comes from :func:`run_variant`: the same data, tokenizer, seed, budget and
+scoring for every setting, only the named fields changed. Settings are *chosen* on the validation split
+(``bleu_valid``); the new-sentence score (``bleu_new``) is reported beside it and never used to choose.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import asdict, replace
+
+import torch
+
+from . import runtime
+from .config import TrainConfig
+from .data import parallel_subset
+from .evaluate import score, translate
+from .model import DecoderOnlyTransformer, ModelConfig, num_parameters
+from .pretrain import pretrain_phase, split_budget
+from .tokens import BucketBatcher, encode_pairs
+from .train import train
+from .variants import attention_memory, forward_flops
+
+# sweepable TrainConfig fields (not the number of epochs: every setting gets the same budget)
+SWEEP_FIELDS = (
+    "lr",
+    "warmup_steps",
+    "dropout",
+    "d_model",
+    "d_ff",
+    "n_layer",
+    "n_head",
+    "label_smoothing",
+    "max_tokens",
+    "weight_decay",
+    "positional",
+    "attention",
+    "bottleneck_dim",
+    "pretrain",
+    "parallel_pairs",
+)
+
+
+def changed_fields(cfg: TrainConfig, base: TrainConfig) -> dict:
+    """The fields where ``cfg`` differs from ``base`` (budget and bookkeeping aside): what a row is about."""
+    skip = {"minutes", "steps", "eval_interval", "log_interval", "checkpoint_minutes", "checkpoint_every_steps"}
+    a, b = asdict(cfg), asdict(base)
+    return {k: v for k, v in a.items() if k not in skip and v != b[k]}
+
+
+def run_variant(
+    prepared,
+    cfg: TrainConfig,
+    *,
+    label: str,
+    base: TrainConfig | None = None,
+    device=None,
+    out_dir=None,
+    eval_sentences: int = 300,
+    progress: bool = False,
+    callback=None,
+) -> dict:
+    """Train one configuration on ``prepared``'s data and tokenizer, then score it; returns one table row.
+
+    The training pairs are ``prepared.splits.train`` (capped at ``cfg.parallel_pairs``), batched with
+    ``cfg.max_tokens``; with ``cfg.pretrain`` the first share of the budget pretrains on unpaired sentences
+    (:func:`helpers.pretrain.pretrain_phase`). Scores: BLEU greedy on the first ``eval_sentences`` pairs of the
+    validation split (to choose with) and of the new-sentence test set (to report).
+    """
+    device = runtime.pick_device(device)
+    tok = prepared.tokenizer
+    pairs = parallel_subset(prepared.splits.train, cfg.parallel_pairs, cfg.seed)
+    examples, _ = encode_pairs(tok, pairs, cfg.max_len)
+    batcher = BucketBatcher(examples, cfg.max_tokens, seed=cfg.seed)
+    valid_ex, _ = encode_pairs(tok, prepared.splits.valid[: cfg.valid_sentences], cfg.max_len)
+    valid_batches = list(BucketBatcher(valid_ex, cfg.max_tokens, shuffle=False))
+    runtime.set_seed(cfg.seed)  # the same initial weights for the same shape
+    model_cfg = cfg.model_config(tok.vocab_size, device)
+    model = DecoderOnlyTransformer(model_cfg)
+    t0 = time.perf_counter()
+    pre_steps, translate_cfg = 0, cfg
+    if cfg.pretrain:
+        pre_steps = pretrain_phase(model, prepared, cfg, out_dir, device=device, progress=progress).steps
+        translate_cfg = split_budget(cfg)[1]
+    result = train(
+        model, batcher, valid_batches, translate_cfg, out_dir, device=device, progress=progress, callback=callback
+    )
+    minutes = (time.perf_counter() - t0) / 60
+    scores = {}
+    for name, test in (("valid", prepared.splits.valid), ("new", prepared.splits.new)):
+        test = test[:eval_sentences]
+        hyps = translate(model, tok, [fr for fr, _ in test])
+        scores[name] = score(hyps, [en for _, en in test])
+    return {
+        "label": label,
+        "changed": changed_fields(cfg, base) if base is not None else {},
+        "parameters": num_parameters(model_cfg),
+        "pairs": len(examples),
+        "pretrain_steps": pre_steps,
+        "steps": result.steps,
+        "minutes": round(minutes, 3),
+        "tokens_per_s": round(result.tokens_per_s),
+        "val_loss": None if result.val_loss is None else round(result.val_loss, 4),
+        "val_ppl": None if result.val_ppl is None else round(result.val_ppl, 2),
+        "bleu_valid": scores["valid"]["bleu"],
+        "bleu_new": scores["new"]["bleu"],
+        "chrf_new": scores["new"]["chrf"],
+        "eval_sentences": scores["new"]["n"],
+        "history": result.history,
+        "model": model,
+    }
+
+
+def sweep(prepared, base: TrainConfig, settings: dict[str, dict], **kwargs) -> list[dict]:
+    """One :func:`run_variant` row per named setting (a dict of :data:`SWEEP_FIELDS`), all with ``base``'s budget.
+
+    Unknown or unsweepable fields are refused by name, before anything trains."""
+    for name, setting in settings.items():
+        bad = sorted(set(setting) - set(SWEEP_FIELDS))
+        if bad:
+            raise ValueError(
+                f"setting {name!r} changes {bad}: a sweep compares settings at the same budget, so it can change "
+                f"only {list(SWEEP_FIELDS)} (the budget itself, minutes or steps, is the same for every row)."
+            )
+    return [run_variant(prepared, replace(base, **s), label=name, base=base, **kwargs) for name, s in settings.items()]
+
+
+def best_row(rows: list[dict], key: str = "bleu_valid") -> dict:
+    """The row that wins on the validation split (ties: fewer parameters). Never chosen on a test set."""
+    return max(rows, key=lambda r: (r[key], -r["parameters"]))
+
+
+def table_rows(rows: list[dict]) -> list[dict]:
+    """Rows without the model and the history, for printing and for the metrics file."""
+    return [{k: v for k, v in r.items() if k not in ("model", "history")} for r in rows]
+
+
+def format_rows(rows: list[dict]) -> str:
+    """A plain-text table: setting, parameters, steps, validation loss and perplexity, BLEU (valid, new)."""
+    head = (
+        f"{'setting':<26} {'params':>9} {'steps':>6} {'val loss':>9} {'val ppl':>8} {'BLEU valid':>10} {'BLEU new':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        vl = "-" if r["val_loss"] is None else f"{r['val_loss']:.3f}"
+        vp = "-" if r["val_ppl"] is None else f"{r['val_ppl']:.1f}"
+        lines.append(
+            f"{r['label'][:26]:<26} {r['parameters']:>9,} {r['steps']:>6} {vl:>9} {vp:>8} "
+            f"{r['bleu_valid']:>10.2f} {r['bleu_new']:>9.2f}"
+        )
+    return "\n".join(lines)
+
+
+def report_paragraph(rows: list[dict], budget: str, reference: str = "vanilla") -> str:
+    """A paragraph for the written report, filled in from the table; edit the reasons, keep the numbers."""
+    best = best_row(rows)
+    ref = next((r for r in rows if r["label"] == reference), rows[0])
+    return (
+        f"We compared {len(rows)} settings at the same budget ({budget} each, same data, tokenizer and seed). "
+        f"Chosen on the validation split, the best was '{best['label']}' ({best['parameters']:,} parameters): "
+        f"validation BLEU {best['bleu_valid']:.1f} against {ref['bleu_valid']:.1f} for '{ref['label']}', validation "
+        f"perplexity {best['val_ppl']} against {ref['val_ppl']}. On the new-sentence test set, never used to choose, "
+        f"it scored {best['bleu_new']:.1f} BLEU ({ref['bleu_new']:.1f} for '{ref['label']}'). "
+        "We think this is because [your reason: more updates in the same time? better conditioning?]; "
+        "a longer budget might change the order because [...]."
+    )
+
+
+# --- time and memory of one forward pass --------------------------------------------------------------------
+
+
+def saved_bytes(fn, exclude=()) -> int:
+    """Bytes of the tensors autograd keeps for the backward pass while ``fn()`` runs (each storage once),
+    leaving out those of ``exclude`` (pass the model's parameters: they exist before the pass anyway).
+
+    This is the activation memory a training forward pass adds; unlike the process's peak memory it is the
+    same on every machine and does not depend on the allocator."""
+    seen: dict[int, int] = {}
+    skip = {p.untyped_storage().data_ptr() for p in exclude}
+
+    def pack(t):
+        if isinstance(t, torch.Tensor) and t.device.type != "meta":
+            storage = t.untyped_storage()
+            if storage.data_ptr() not in skip:
+                seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(seen.values())
+
+
+def measure_forward(config: ModelConfig, lengths: list[int], *, batch: int = 1, repeats: int = 3) -> list[dict]:
+    """Median seconds and saved bytes of one training-mode forward pass at each length, with the derived values.
+
+    ``config.max_len`` must cover the longest length; the same weights serve every length (the bottleneck's
+    latent horizons are spread over ``max_len``). The LM head is included in the timing: keep the vocabulary
+    small so that it does not hide the attention.
+    """
+    if max(lengths) > config.max_len:
+        raise ValueError(f"lengths go up to {max(lengths)} but max_len is {config.max_len}: raise max_len.")
+    torch.manual_seed(0)
+    model = DecoderOnlyTransformer(config).train()
+    rows = []
+    for T in lengths:
+        ids = torch.randint(5, config.vocab_size, (batch, T))
+        plen = torch.full((batch,), max(1, T // 2))
+
+        def forward(ids=ids, plen=plen):
+            return model(ids, plen)
+
+        memory = saved_bytes(forward, exclude=model.parameters())
+        forward()  # warm-up
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            forward()
+            times.append(time.perf_counter() - t0)
+        rows.append(
+            {
+                "length": T,
+                "seconds": statistics.median(times),
+                "bytes": memory,
+                "flops": forward_flops(config, T, batch),
+                "attention_bytes": attention_memory(config, T, batch),
+            }
+        )
+    return rows
+
+
+def local_slopes(xs: list[float], ys: list[float]) -> list[float]:
+    """d log y / d log x between neighbouring points: 1 = linear growth, 2 = quadratic."""
+    return [math.log(y2 / y1) / math.log(x2 / x1) for x1, x2, y1, y2 in zip(xs, xs[1:], ys, ys[1:])]
+
+
+class ResultsCache:
+    """Finished rows kept in a JSON file (in Drive on Colab): after a disconnect, *Run all* skips what is done.
+
+    A row is found again only under the same key *and* the same configuration and data (``fingerprint``), so
+    changing a setting reruns it instead of serving a stale number. ``path=None`` keeps nothing (quick mode).
+    """
+
+    def __init__(self, path=None):
+        import json
+        from pathlib import Path
+
+        self.path = None if path is None else Path(path)
+        self.rows: dict = {}
+        if self.path is not None and self.path.is_file():
+            self.rows = json.loads(self.path.read_text())
+
+    def run(self, key: str, fingerprint: dict, fn) -> dict:
+        import json
+
+        from .checkpoint import atomic_write_text
+
+        stamp = json.dumps(fingerprint, sort_keys=True, default=str)
+        saved = self.rows.get(key)
+        if saved is not None and saved.get("fingerprint") == stamp:
+            print(f"{key}: finished earlier, read from {self.path}")
+            return saved["row"]
+        row = fn()
+        if self.path is not None:
+            self.rows[key] = {"fingerprint": stamp, "row": {k: v for k, v in row.items() if k != "model"}}
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(json.dumps(self.rows, default=str) + "\n", self.path)
+        return row

@@ -1,0 +1,115 @@
+"""helpers.experiments and the derivations in helpers.variants: FLOPs counted by torch, memory measured,
+the sweep's refusals, a finished row kept across a disconnect."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from helpers import experiments as X
+from helpers import variants as VAR
+from helpers.config import preset_config
+from helpers.data import prepare_data
+from helpers.model import DecoderOnlyTransformer, ModelConfig
+
+SHAPE = dict(vocab_size=40, max_len=128, n_layer=4, n_head=4, d_model=32, attention_kernel="explicit")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"attention": "synthesizer"},
+        {"bottleneck_dim": 8},
+        {"bottleneck_dim": 16, "n_layer": 3, "attention": "synthesizer"},
+    ],
+)
+@pytest.mark.parametrize("T", [16, 100])
+def test_derived_flops_equal_the_flops_torch_counts(changes, T):
+    """The derivation is exact: torch's own FLOP counter agrees, once the LM head (2 T C V) is added."""
+    cfg = ModelConfig(**{**SHAPE, **changes})
+    model = DecoderOnlyTransformer(cfg).eval()
+    ids = torch.randint(5, 40, (2, T))
+    with FlopCounterMode(display=False) as counter:  # (grad mode on: its module tracker needs it)
+        model(ids, torch.tensor([T // 2, T // 3]))
+    head = 2 * 2 * T * cfg.d_model * cfg.vocab_size
+    assert counter.get_total_flops() == VAR.forward_flops(cfg, T, batch=2) + head
+
+
+def test_flops_grow_as_derived():
+    plain, neck = ModelConfig(**SHAPE), ModelConfig(**SHAPE, bottleneck_dim=8)
+    big = [VAR.forward_flops(c, 4096) / VAR.forward_flops(c, 2048) for c in (plain, neck)]
+    assert big[0] > 3.0 and big[1] < 2.05  # quadratic against linear once T >> C
+
+
+def test_saved_bytes_counts_what_backward_keeps():
+    lin = torch.nn.Linear(64, 64)
+    x = torch.randn(10, 64, requires_grad=True)
+    assert X.saved_bytes(lambda: lin(x)) >= 10 * 64 * 4  # the input is kept for the weight gradient
+    assert X.saved_bytes(lambda: lin(x), exclude=lin.parameters()) == 10 * 64 * 4  # the weight left out
+    with torch.no_grad():
+        assert X.saved_bytes(lambda: lin(x)) == 0  # nothing is kept without autograd
+
+
+def test_measured_memory_grows_quadratically_for_attention_and_linearly_for_the_bottleneck():
+    lengths = [32, 64, 128]
+    plain = X.measure_forward(ModelConfig(**SHAPE), lengths, repeats=1)
+    neck = X.measure_forward(ModelConfig(**SHAPE, bottleneck_dim=8), lengths, repeats=1)
+    p = X.local_slopes(lengths, [r["bytes"] for r in plain])
+    n = X.local_slopes(lengths, [r["bytes"] for r in neck])
+    assert p[-1] > 1.3 and n[-1] < 1.15, (p, n)
+    assert all(r["bytes"] >= r["attention_bytes"] for r in plain), "the attention weights are among the saved tensors"
+    with pytest.raises(ValueError, match="raise max_len"):
+        X.measure_forward(ModelConfig(**SHAPE), [256])
+
+
+def test_local_slopes():
+    assert X.local_slopes([1, 2, 4], [3, 12, 48]) == pytest.approx([2.0, 2.0])
+
+
+@pytest.fixture(scope="module")
+def prepared():
+    cfg = preset_config("tiny", steps=8)
+    return prepare_data("builtin", cfg, None, limit=1500, progress=False), cfg
+
+
+def test_sweep_rows_and_refusals(prepared):
+    data, base = prepared
+    rows = X.sweep(data, base, {"vanilla": {}, "lr x2": {"lr": base.lr * 2}}, eval_sentences=20)
+    assert [r["label"] for r in rows] == ["vanilla", "lr x2"]
+    assert rows[0]["changed"] == {} and rows[1]["changed"] == {"lr": base.lr * 2}
+    for r in rows:
+        assert r["steps"] == 8 and r["eval_sentences"] == 20 and r["val_loss"] > 0
+        assert {"bleu_valid", "bleu_new", "val_ppl", "parameters"} <= set(r)
+    assert rows[0]["val_loss"] != rows[1]["val_loss"], "the setting must change the run"
+    assert X.best_row(rows) in rows
+    assert "'vanilla'" in X.report_paragraph(rows, "8 steps") and "new-sentence" in X.report_paragraph(rows, "8 steps")
+    assert "model" not in X.table_rows(rows)[0] and "setting" in X.format_rows(rows)
+    with pytest.raises(ValueError, match=r"changes \['steps'\]"):
+        X.sweep(data, base, {"longer": {"steps": 100}})
+
+
+def test_best_row_is_chosen_on_validation_not_on_the_test_set():
+    rows = [
+        {"label": "a", "bleu_valid": 10.0, "bleu_new": 30.0, "parameters": 5},
+        {"label": "b", "bleu_valid": 12.0, "bleu_new": 20.0, "parameters": 5},
+    ]
+    assert X.best_row(rows)["label"] == "b"
+
+
+def test_results_cache_survives_a_restart_and_reruns_a_changed_setting(tmp_path):
+    calls = []
+
+    def fn():
+        calls.append(1)
+        return {"label": "x", "bleu_new": 1.0, "model": object()}
+
+    path = tmp_path / "rows.json"
+    assert X.ResultsCache(path).run("x", {"lr": 1}, fn)["bleu_new"] == 1.0
+    again = X.ResultsCache(path).run("x", {"lr": 1}, fn)  # a new session, as after a disconnect
+    assert len(calls) == 1 and "model" not in again
+    X.ResultsCache(path).run("x", {"lr": 2}, fn)
+    assert len(calls) == 2, "a changed setting must not be served from the cache"
+    X.ResultsCache(None).run("x", {"lr": 1}, fn)
+    assert len(calls) == 3 and not (tmp_path / "None").exists()
