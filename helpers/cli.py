@@ -154,6 +154,12 @@ def train_command(
             f"device {dev}, precision {precision}.",
             file=err,
         )
+    if cfg.init_embeddings and ckpt_lib.find_checkpoint(out) is None:  # a resumed run has its own weights
+        from .pretrained import init_embeddings
+
+        transfer = init_embeddings(model, prepared.tokenizer, cfg.init_embeddings)
+        if progress:
+            print("Embeddings:", transfer.describe(), file=err)
     pretrained = None
     translate_cfg = cfg
     if cfg.pretrain:  # the first share of the budget on unpaired sentences, the rest on translation
@@ -426,6 +432,7 @@ TRAIN_FLAGS = {
     "pretrain": "pretrain",
     "pretrain_fraction": "pretrain_fraction",
     "parallel_pairs": "parallel_pairs",
+    "init_embeddings": "init_embeddings",
 }
 
 
@@ -511,6 +518,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--pretrain", choices=["span"], help="span-corruption pretraining on unpaired sentences first")
     v.add_argument("--pretrain-fraction", type=float, help="share of the budget spent pretraining (default 0.3)")
     v.add_argument("--parallel-pairs", type=int, help="train translation on only this many pairs (all by default)")
+    v.add_argument(
+        "--init-embeddings", help="start the token embeddings from a pretrained model's (hub name, folder, .gguf)"
+    )
     p.set_defaults(func=_train)
 
     p = sub.add_parser("translate", help="French on stdin -> English on stdout")

@@ -54,6 +54,8 @@ class TrainConfig:
     pretrain: str | None = None  # None | "span"
     pretrain_fraction: float = 0.3
     parallel_pairs: int | None = None  # None = every training pair; the tokenizer still sees them all
+    # token embeddings started from a pretrained model's (hub name, folder or .gguf; helpers.pretrained)
+    init_embeddings: str | None = None
     # budget: minutes (what the notebook uses) or steps (exactly reproducible); both = whichever ends first
     minutes: float | None = None
     steps: int | None = None

@@ -42,6 +42,7 @@ SWEEP_FIELDS = (
     "bottleneck_dim",
     "pretrain",
     "parallel_pairs",
+    "init_embeddings",
 )
 
 
@@ -81,6 +82,11 @@ def run_variant(
     runtime.set_seed(cfg.seed)  # the same initial weights for the same shape
     model_cfg = cfg.model_config(tok.vocab_size, device)
     model = DecoderOnlyTransformer(model_cfg)
+    transfer = None
+    if cfg.init_embeddings:
+        from .pretrained import init_embeddings
+
+        transfer = init_embeddings(model, tok, cfg.init_embeddings).describe()
     t0 = time.perf_counter()
     pre_steps, translate_cfg = 0, cfg
     if cfg.pretrain:
@@ -110,6 +116,7 @@ def run_variant(
         "bleu_new": scores["new"]["bleu"],
         "chrf_new": scores["new"]["chrf"],
         "eval_sentences": scores["new"]["n"],
+        "embeddings": transfer,
         "history": result.history,
         "model": model,
     }

@@ -22,7 +22,8 @@
 # 2. **A Perceiver-style bottleneck**: the sequence squeezed into *m* latent vectors; how to keep it causal,
 #    and what it saves (time and memory derived, then measured).
 # 3. **The variants trained** at the same budget.
-# 4. **Positions**: none, learned, sinusoidal, rotary, ALiBi.
+# 4. **Positions and embeddings**: none, learned, sinusoidal, rotary, ALiBi; token embeddings started from a
+#    pretrained language model's.
 # 5. **Span-corruption pretraining** on unpaired sentences, then translation from 1k, 5k, 20k or all pairs.
 # 6. **A hyperparameter study** (not "train longer": every setting gets the same minutes).
 #
@@ -109,6 +110,8 @@ ACCELERATOR = colab.setup()
 # Budgets. Quick mode: the tiny preset for a few dozen steps per row. Full mode: minutes per row.
 import json
 import math
+import tempfile
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
@@ -120,6 +123,7 @@ from helpers import experiments as X
 from helpers import model as M
 from helpers import plotting
 from helpers import pretrain as P
+from helpers import pretrained as PT
 from helpers import sources as S
 from helpers import variants as VAR
 
@@ -466,14 +470,44 @@ assert abs(rotary_score(5, 2) - rotary_score(25, 22)) < 1e-4 and abs(rotary_scor
 print("ALiBi slopes for 8 heads:", [round(s, 4) for s in VAR.alibi_slopes(8).tolist()])
 
 # %% [markdown]
-# **Question: which position scheme learns best in the same budget?** (learned is the vanilla row.)
+# The same budget for each scheme (learned is the vanilla row):
 
 # %%
 POSITION_LABELS = ["vanilla"]
 for kind in ("none", "sinusoidal", "rotary", "alibi"):
     run_row(f"positions {kind}", positional=kind)
     POSITION_LABELS.append(f"positions {kind}")
-names = ["learned" if k == "vanilla" else k.split(" ", 1)[1] for k in POSITION_LABELS]
+
+# %% [markdown]
+# ### Token embeddings from a pretrained model
+#
+# Our token embeddings start random. A pretrained language model has already placed tens of thousands of
+# pieces of text where similar ones lie close together. `helpers.pretrained.transfer_embeddings` writes each of
+# our pieces as text (the "▁" of sentencepiece is a leading space), cuts it with the other model's tokenizer,
+# averages those pieces' vectors, and projects the result from the other model's width (576 for SmolLM2) to
+# ours with PCA, scaled to our initialisation. Special and byte pieces keep their random start. Full mode takes
+# SmolLM2-135M, pretrained mostly on English (expect more help on the English side than the French); quick mode
+# a tiny **random** stand-in, whose row only shows that the code runs. The same budget as every other row.
+
+# %%
+if QUICK:
+    EMBEDDINGS_FROM = str(
+        PT.tiny_causal_lm(prepared.splits.train[:2000], Path(tempfile.mkdtemp(prefix="05_lm-")), seed=SEED)
+    )
+else:
+    EMBEDDINGS_FROM = PT.DEFAULT_CAUSAL  # from the hub on Colab; a local folder or .gguf file works too
+row = run_row("pretrained embeddings", init_embeddings=EMBEDDINGS_FROM)
+print(row["embeddings"])
+POSITION_LABELS.append("pretrained embeddings")
+
+# %% [markdown]
+# **Question: which position scheme, and which start for the token embeddings, learns best in the same budget?**
+
+# %%
+names = [
+    {"vanilla": "learned", "pretrained embeddings": "learned +\npretrained emb."}.get(k, k.split(" ", 1)[-1])
+    for k in POSITION_LABELS
+]
 fig, (ax_b, ax_p) = plt.subplots(1, 2, figsize=(10, 3.8))
 ax_b.bar(names, [ROWS[k]["bleu_new"] for k in POSITION_LABELS], color="tab:green")
 ax_b.set_ylabel("BLEU, new sentences (greedy)")
@@ -481,13 +515,14 @@ ax_b.set_title("Translation quality")
 ax_p.bar(names, [ROWS[k]["val_ppl"] for k in POSITION_LABELS], color="tab:purple")
 ax_p.set_ylabel("validation perplexity (lower is better)")
 ax_p.set_title("Validation perplexity")
-fig.suptitle(f"Position schemes, {BUDGET_TEXT} each ({PRESET} preset)")
+fig.suptitle(f"Position schemes and embedding starts, {BUDGET_TEXT} each ({PRESET} preset)")
 fig.tight_layout()
 plotting.save_figure(
     fig,
     "05_positions",
-    question="Which way of giving the model word order learns best within the same budget?",
-    caption="BLEU on the first new-sentence pairs and validation perplexity for each position scheme; learned is the vanilla model.",
+    question="Which way of giving the model word order, and which start for its token embeddings, learns best within the same budget?",
+    caption="BLEU on the first new-sentence pairs and validation perplexity for each position scheme; learned is the vanilla model; the last bar starts its token embeddings from a pretrained LM's"
+    + (" (quick mode: a tiny random stand-in)." if QUICK else f" ({EMBEDDINGS_FROM})."),
     numbers={n: ROWS[k]["bleu_new"] for n, k in zip(names, POSITION_LABELS)},
 )
 plt.show()
@@ -654,9 +689,8 @@ assert json.loads(path.read_text())["rows"][0]["label"] == "vanilla"
 # %% [markdown]
 # ## What to try next
 #
-# - **Pretrained word vectors**: initialise `tok_emb` from another model's input embeddings (for example the
-#   SmolLM2 GGUF file of notebook 04, mapping each of our pieces through its tokenizer) and compare at equal
-#   budget. *Not built yet.*
+# - **Other pretrained vectors**: `init_embeddings` takes any causal LM (a hub name, a folder, or the SmolLM2 GGUF
+#   file of notebook 04). Does a multilingual model's embedding table help the French side more?
 # - **More latents or fewer**: how small can *m* get before BLEU drops, and how much faster is training at ℓ = 96?
 # - **The synthesizer's weakness**: find a sentence pair where looking up a word by content matters (a name
 #   moved to another position), and compare the two attentions on it.

@@ -51,6 +51,8 @@ def test_rows_change_what_they_say(record):
     assert rows["positions rotary"]["changed"] == {"positional": "rotary"}
     assert rows["vanilla"]["changed"] == {}
     assert rows["synthesizer"]["parameters"] != rows["vanilla"]["parameters"]
+    assert set(rows["pretrained embeddings"]["changed"]) == {"init_embeddings"}
+    assert "token embeddings from" in rows["pretrained embeddings"]["embeddings"]
 
 
 def test_pretraining_shares_the_budget(record):
