@@ -426,6 +426,7 @@ def _train(args) -> int:
 # train's switches (the batch size, and notebook 05's variants), and the TrainConfig field each one sets
 TRAIN_FLAGS = {
     "max_tokens": "max_tokens",
+    "precision": "precision",
     "attention": "attention",
     "bottleneck_dim": "bottleneck_dim",
     "positions": "positional",
@@ -510,6 +511,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="tokens per batch, padding included (default: the preset's); lower it after an out-of-memory error",
+    )
+    p.add_argument(
+        "--precision",
+        choices=["auto", "bf16_if_native", "fp32", "bf16", "fp16"],
+        default=None,
+        help="default: the preset's (auto: fp16 + gradient scaler on a T4, bf16 on newer GPUs, fp32 on CPU); "
+        "fp16 on a newer GPU rehearses a T4's path, fp32 on a bf16 CPU stands in for a CPU without bf16",
     )
     v = p.add_argument_group("variants (notebook 05); each changes one thing of the preset")
     v.add_argument("--attention", choices=["dot", "synthesizer"], help="how attention scores are made")

@@ -102,7 +102,7 @@ def test_parallel_subset_is_nested_and_refuses_too_many():
 def test_train_flags_reach_the_config():
     args = build_parser().parse_args(
         "train --data builtin --steps 3 --out x --attention synthesizer --bottleneck-dim 8 --positions none "
-        "--pretrain span --pretrain-fraction 0.5 --parallel-pairs 100".split()
+        "--pretrain span --pretrain-fraction 0.5 --parallel-pairs 100 --precision fp16".split()
     )
     from helpers.cli import _train_overrides
 
@@ -113,6 +113,7 @@ def test_train_flags_reach_the_config():
         "pretrain": "span",
         "pretrain_fraction": 0.5,
         "parallel_pairs": 100,
+        "precision": "fp16",
     }
     assert _train_overrides(build_parser().parse_args("train --data builtin --steps 3 --out x".split())) == {}
 
