@@ -111,8 +111,13 @@ def train_command(
     device: str | None = None,
     limit: int | None = None,
     stderr: TextIO | None = None,
+    probe_seconds: float = 3.0,
 ):
     """``python -m helpers train``: data, tokenizer and model from ``preset``, then ``helpers.train.train`` into ``out``.
+
+    With ``preset="cpu"`` and a time budget the model's size is chosen for this machine first
+    (``helpers.sizing.size_for_machine``: each size's training step measured for ``probe_seconds``), unless
+    ``overrides`` fix a shape field; a resumed run keeps the size it started with.
 
     Rerunning with the same ``out`` resumes from its checkpoint (a different configuration is refused, naming
     the field). ``steps`` makes the run exactly reproducible; ``minutes`` is what the notebook uses.
@@ -122,9 +127,10 @@ def train_command(
     """
     from . import checkpoint as ckpt_lib
     from . import runtime
-    from .config import preset_config
+    from .config import SHAPE_FIELDS, SIZED_PRESETS, preset_config
     from .data import TEST_FILES, prepare_data
     from .model import DecoderOnlyTransformer, num_parameters
+    from .sizing import size_for_run
     from .train import Budget, train, training_summary
 
     err = stderr if stderr is not None else sys.stderr
@@ -140,7 +146,10 @@ def train_command(
     print(prepared.describe(), file=err)  # nothing dropped goes unsaid
     for name, pairs in prepared.test_sets().items():  # rewritten every time: they follow from the data and the seed
         ckpt_lib.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs), out / TEST_FILES[name])
-    runtime.set_seed(seed)  # the same initial weights whatever the data preparation drew
+    sizing = None
+    if preset in SIZED_PRESETS and not set(SHAPE_FIELDS) & set(overrides or {}):
+        cfg, sizing = size_for_run(cfg, prepared, out, dev, probe_seconds, err if progress else None)
+    runtime.set_seed(seed)  # the same initial weights whatever the data preparation (or the sizing) drew
     model_cfg = cfg.model_config(prepared.tokenizer.vocab_size, dev)
     model = DecoderOnlyTransformer(model_cfg)
     n_params = num_parameters(model_cfg)
@@ -186,6 +195,7 @@ def train_command(
         "model": model_cfg.to_dict(),
         "data": {**prepared.info, "report": data_report},
         "test_files": {name: str(out / f) for name, f in TEST_FILES.items()},
+        "sizing": sizing,
         "pretraining": None
         if pretrained is None
         else {"steps": pretrained.steps, "minutes": pretrained.seconds / 60, "val_loss": pretrained.val_loss},
@@ -504,7 +514,12 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--minutes", type=float, help="time budget (what the notebook uses)")
     budget.add_argument("--steps", type=int, help="step budget (exactly reproducible)")
     p.add_argument("--out", required=True, help="run folder: checkpoints, tokenizer, metrics")
-    p.add_argument("--preset", default="cpu", help="model and batch sizes: cpu (2 cores) or t4 (about an hour on a T4)")
+    p.add_argument(
+        "--preset",
+        default="cpu",
+        help="model and batch sizes: cpu (2 cores; the size measured and chosen for this machine and --minutes), "
+        "cpu-fixed (the cpu preset without sizing), t4 (about an hour on a T4)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--max-tokens",

@@ -205,12 +205,19 @@ PRESETS: dict[str, TrainConfig] = {
 }
 
 
+PRESETS["cpu-fixed"] = PRESETS["cpu"]  # the cpu preset's starting size, never re-sized (reproducible runs)
+
+SIZED_PRESETS = ("cpu",)  # `train --preset cpu` sizes the model for the machine and budget: helpers.sizing
+SHAPE_FIELDS = ("n_layer", "n_head", "d_model", "d_ff")  # an override of one of these means: fixed size
+
+
 def preset_config(name: str, **overrides) -> TrainConfig:
     """A copy of ``PRESETS[name]`` with ``overrides`` applied; unknown names and fields are refused."""
     if name not in PRESETS:
         raise ValueError(
             f"Unknown preset {name!r}. Choose one of {sorted(PRESETS)} "
-            "(cpu: 2 CPU cores, t4: about an hour on a T4, tiny: tests and quick mode)."
+            "(cpu: 2 CPU cores, sized to the machine by train; cpu-fixed: the same without sizing; "
+            "t4: about an hour on a T4; tiny: tests and quick mode)."
         )
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(overrides) - known)

@@ -46,3 +46,11 @@ def test_helpers_modules_stay_readable():
     sizes = {p.name: len(p.read_text().splitlines()) for p in (ROOT / "helpers").glob("*.py")}
     too_long = {name: n for name, n in sizes.items() if n > 650}
     assert not too_long, f"split these modules by concern: {too_long}"
+
+
+def test_readme_describes_every_helpers_module():
+    """The README's module table is how a newcomer finds their way: a new module without a row is lost."""
+    readme = (ROOT / "README.md").read_text()
+    modules = {p.stem for p in (ROOT / "helpers").glob("*.py") if not p.stem.startswith("__")}
+    missing = sorted(m for m in modules if f"| `{m}` |" not in readme)
+    assert not missing, f"add a row to README.md's table of helpers modules for: {missing}"

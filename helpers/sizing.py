@@ -1,0 +1,193 @@
+"""Sizing the model for this machine and time budget: what ``train --preset cpu`` does before it trains.
+
+A fixed size is right for one machine only: the width-256 model trained at about 1,850 target tokens per second
+on a 2-core fp32 CPU and 8,100 on a 2-core CPU with bf16 instructions (issue 14), so 15 minutes left it
+undertrained on the first and well fed on the second. So the cpu
+preset measures the real training step of a few sizes for a few seconds each and keeps the largest that will
+see enough tokens per parameter in the budget (the rule and its numbers: the comment above ``CPU_SIZES``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from . import checkpoint as ckpt_lib
+from .config import SHAPE_FIELDS, TrainConfig
+from .model import DecoderOnlyTransformer, num_parameters
+from .runtime import resolve_precision
+from .tokens import BucketBatcher
+from .train import train
+
+# `train --preset cpu` sizes the model for the machine it runs on (size_for_machine below): it measures the
+# training step of each size below for a few seconds, then keeps the LARGEST that will see at least
+# MIN_TOKENS_PER_PARAMETER target tokens per parameter in the time budget. The rule comes from three 15-minute
+# runs on a 2-core fp32 CPU (benchmarks/RESULTS.md, issue 10 variants B, D, E): 0.40 target tokens per parameter
+# (width 256) scored 22.7 BLEU on new sentences, 1.08 (width 192) 26.4, 2.92 (width 128) 25.9. Too few tokens
+# per parameter costs more than too many, so the threshold sits a little below the best point measured; a
+# larger budget or a faster machine (bf16 instructions: about 2x) moves the choice up the list. Taking the
+# largest size that qualifies makes the choice monotone: a slower machine never gets a larger model.
+CPU_SIZES = ((4, 128), (4, 192), (4, 256), (6, 320))  # (n_layer, d_model); 4 heads, d_ff = 4 * d_model
+MIN_TOKENS_PER_PARAMETER = 0.8
+
+
+def sized(cfg: TrainConfig, n_layer: int, d_model: int) -> TrainConfig:
+    """``cfg`` with the model shape of one entry of :data:`CPU_SIZES`."""
+    return replace(cfg, n_layer=n_layer, d_model=d_model, d_ff=4 * d_model)
+
+
+def choose_size(
+    parameters: list[int],
+    tokens_per_s: list[float | None],
+    seconds: float,
+    min_tokens_per_parameter: float = MIN_TOKENS_PER_PARAMETER,
+) -> int:
+    """The index of the largest model that sees at least ``min_tokens_per_parameter`` target tokens per parameter.
+
+    ``parameters`` are in increasing order; ``tokens_per_s[i]`` is model i's measured training speed (target
+    tokens per second), or None where it was not measured (a model known not to qualify). When none
+    qualifies, the smallest (index 0) is the best there is.
+    """
+    if list(parameters) != sorted(parameters) or len(parameters) != len(tokens_per_s) or not parameters:
+        raise ValueError("choose_size needs sizes in increasing order of parameters, one speed per size.")
+    for i in reversed(range(len(parameters))):
+        speed = tokens_per_s[i]
+        if speed is not None and speed * seconds >= min_tokens_per_parameter * parameters[i]:
+            return i
+    return 0
+
+
+@dataclass
+class SizeChoice:
+    """Which model size :func:`size_for_machine` picked, from what it measured."""
+
+    cfg: TrainConfig  # the configuration to train, with the chosen shape
+    sizes: list[dict]  # per candidate: n_layer, d_model, parameters, tokens_per_s (None: not measured)
+    chosen: int
+    seconds: float  # the time budget the choice is for
+    precision: str
+    device: str
+    probe_seconds: float  # wall time spent measuring
+    min_tokens_per_parameter: float
+
+    def tokens_per_parameter(self, i: int) -> float | None:
+        s = self.sizes[i]
+        return None if s["tokens_per_s"] is None else s["tokens_per_s"] * self.seconds / s["parameters"]
+
+    def describe(self) -> str:
+        """One line: what was measured, what was chosen, and why."""
+        c = self.sizes[self.chosen]
+        where = f"{self.precision} on {self.device}"
+        speed = f"{c['tokens_per_s'] / 1000:.1f}k target tok/s measured at width {c['d_model']}"
+        line = (
+            f"Sized for this machine: {where}, {speed}, {self.seconds / 60:g} min -> "
+            f"{c['tokens_per_s'] * self.seconds / 1e6:.1f} M target tokens: {c['parameters'] / 1e6:.2f} M parameters "
+            f"({c['n_layer']} layers, width {c['d_model']}), {self.tokens_per_parameter(self.chosen):.1f} tokens per "
+            f"parameter"
+        )
+        bigger = [i for i in range(self.chosen + 1, len(self.sizes)) if self.sizes[i]["tokens_per_s"] is not None]
+        if bigger:
+            b = bigger[0]
+            line += f"; width {self.sizes[b]['d_model']} would get {self.tokens_per_parameter(b):.1f}"
+        rule = f"the largest with >= {self.min_tokens_per_parameter:g}"
+        if self.chosen == 0 and self.tokens_per_parameter(0) < self.min_tokens_per_parameter:
+            rule = f"the smallest: none reaches {self.min_tokens_per_parameter:g}"
+        return f"{line} ({rule}; measuring took {self.probe_seconds:.0f} s)."
+
+    def to_dict(self) -> dict:
+        return {
+            "sizes": [{**s, "tokens_per_parameter": self.tokens_per_parameter(i)} for i, s in enumerate(self.sizes)],
+            "chosen": self.chosen,
+            "budget_seconds": self.seconds,
+            "precision": self.precision,
+            "device": self.device,
+            "probe_seconds": round(self.probe_seconds, 1),
+            "min_tokens_per_parameter": self.min_tokens_per_parameter,
+        }
+
+
+def measure_speed(cfg: TrainConfig, examples, vocab_size: int, device, seconds: float = 3.0) -> float:
+    """Target tokens per second of ``cfg``'s own training step on this machine (wall time, as a budget counts it).
+
+    :func:`train` itself on a fresh model: two untimed steps first (allocation, kernel choice), then ``seconds``
+    of steps. The batches come from a batcher of their own with ``cfg.seed``, so every size sees the same ones.
+    """
+    model = DecoderOnlyTransformer(cfg.model_config(vocab_size, device))
+    batcher = BucketBatcher(examples, cfg.max_tokens, seed=cfg.seed)
+    quiet = {"device": device, "progress": False, "resume": False}
+    train(model, batcher, None, replace(cfg, minutes=None, steps=2), None, **quiet)
+    result = train(model, batcher, None, replace(cfg, minutes=seconds / 60, steps=None), None, **quiet)
+    return result.tokens / max(result.seconds, 1e-9)
+
+
+def size_for_machine(
+    cfg: TrainConfig,
+    examples,
+    vocab_size: int,
+    device,
+    *,
+    probe_seconds: float = 3.0,
+    sizes=None,
+    min_tokens_per_parameter: float | None = None,
+) -> SizeChoice:
+    """Pick the model size for ``cfg.minutes`` on this machine (see ``helpers.config.CPU_SIZES`` for the rule).
+
+    Sizes are measured largest first and the measuring stops at the first that qualifies: the rule takes the
+    largest that does, so the smaller ones need no measuring. The speed measured is the vanilla model's, so a
+    notebook-05 variant trained with ``--preset cpu`` gets the same size as the vanilla model on this machine.
+    """
+    if not cfg.minutes:
+        raise ValueError("Sizing the model needs a time budget (minutes); with a step budget use --preset cpu-fixed.")
+    sizes = list(sizes or CPU_SIZES)
+    ratio = MIN_TOKENS_PER_PARAMETER if min_tokens_per_parameter is None else min_tokens_per_parameter
+    seconds = cfg.minutes * 60
+    plain = replace(cfg, attention="dot", bottleneck_dim=None, positional="learned", pretrain=None)
+    candidates = [sized(plain, n_layer, d_model) for n_layer, d_model in sizes]
+    params = [num_parameters(c.model_config(vocab_size)) for c in candidates]
+    speeds: list[float | None] = [None] * len(sizes)
+    t0 = time.perf_counter()
+    for i in reversed(range(len(sizes))):
+        speeds[i] = measure_speed(candidates[i], examples, vocab_size, device, probe_seconds)
+        if speeds[i] * seconds >= ratio * params[i]:
+            break
+    chosen = choose_size(params, speeds, seconds, ratio)
+    return SizeChoice(
+        cfg=sized(cfg, *sizes[chosen]),
+        sizes=[
+            {"n_layer": n, "d_model": d, "parameters": p, "tokens_per_s": None if v is None else round(v, 1)}
+            for (n, d), p, v in zip(sizes, params, speeds)
+        ],
+        chosen=chosen,
+        seconds=seconds,
+        precision=resolve_precision(torch.device(device), cfg.precision),
+        device=str(device),
+        probe_seconds=time.perf_counter() - t0,
+        min_tokens_per_parameter=ratio,
+    )
+
+
+def size_for_run(cfg, prepared, out: Path, dev, probe_seconds: float, err) -> tuple:
+    """The ``cpu`` preset's size for this machine and budget, or the size a resumed run started with."""
+    if not cfg.minutes:
+        if err:
+            print("Model size: the cpu preset's fixed size (a step budget has no minutes to size for).", file=err)
+        return cfg, None
+    found = ckpt_lib.find_checkpoint(out)
+    if found is not None:
+        saved = ckpt_lib.load_checkpoint(found)["config"]["train"]
+        kept = {f: saved[f] for f in SHAPE_FIELDS}
+        if err:
+            print(
+                f"Model size: {kept['n_layer']} layers, width {kept['d_model']}, as chosen when this run started.",
+                file=err,
+            )
+        return replace(cfg, **kept), {"resumed": kept}
+    choice = size_for_machine(
+        cfg, prepared.train_batcher.examples, prepared.tokenizer.vocab_size, dev, probe_seconds=probe_seconds
+    )
+    if err:
+        print(choice.describe(), file=err)
+    return choice.cfg, choice.to_dict()

@@ -1,0 +1,109 @@
+"""The cpu preset sized for the machine it runs on (issue 14): the rule, the measuring, and the train command."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+
+import pytest
+
+from helpers import checkpoint as ck
+from helpers import config as C
+from helpers import sizing as S
+from helpers.tokens import Example
+
+# parameters of CPU_SIZES with a 4,000-piece vocabulary, and the speeds measured on a 2-core fp32 CPU
+# (benchmarks/RESULTS.md, widths 128, 192 and 256: 4,284, 3,095 and 1,890 target tokens/s)
+MACHINE_B_PARAMS = [1_317_632, 2_566_272, 4_208_128, 8_709_120]
+MACHINE_B_SPEEDS = [4284.0, 3095.0, 1890.0, 700.0]
+
+
+def test_choose_size_picks_the_largest_model_that_sees_enough_tokens():
+    # 15 minutes on machine B: width 256 would see 0.40 tokens per parameter, width 192 1.09: 192 is chosen,
+    # the size measured best there (a rule taking the smallest qualifying size would pick 128)
+    assert S.choose_size(MACHINE_B_PARAMS, MACHINE_B_SPEEDS, 15 * 60) == 1
+    # a bf16 CPU trains about 2.2x faster: width 256 now sees 0.89 tokens per parameter
+    assert S.choose_size(MACHINE_B_PARAMS, [2.2 * v for v in MACHINE_B_SPEEDS], 15 * 60) == 2
+    # an hour on machine B: 256 qualifies (1.6), the largest does not (0.29)
+    assert S.choose_size(MACHINE_B_PARAMS, MACHINE_B_SPEEDS, 60 * 60) == 2
+    # a minute: nothing qualifies, the smallest is the best there is
+    assert S.choose_size(MACHINE_B_PARAMS, MACHINE_B_SPEEDS, 60) == 0
+    # unmeasured sizes (None) are skipped, not treated as fast
+    assert S.choose_size(MACHINE_B_PARAMS, [None, 3095.0, 1890.0, None], 15 * 60) == 1
+    with pytest.raises(ValueError, match="increasing order"):
+        S.choose_size(list(reversed(MACHINE_B_PARAMS)), MACHINE_B_SPEEDS, 900)
+
+
+def test_a_slower_measured_speed_never_picks_a_larger_model():
+    # random machines, each made slower size by size by a different factor: the choice never grows. A plausible
+    # alternative rule, "the size whose tokens per parameter is closest to the best ratio", fails this.
+    rng = random.Random(0)
+    for _ in range(2000):
+        n = rng.randint(2, 5)
+        params = sorted(rng.sample(range(10**5, 10**7), n))
+        fast = [rng.uniform(200, 20000) for _ in range(n)]
+        slow = [v * rng.uniform(0.05, 1.0) for v in fast]
+        minutes = rng.choice([1, 5, 15, 60])
+        assert S.choose_size(params, slow, minutes * 60) <= S.choose_size(params, fast, minutes * 60)
+
+
+def test_size_for_machine_measures_largest_first_and_stops_at_the_first_that_qualifies(monkeypatch):
+    measured = []
+
+    def fake_speed(cfg, examples, vocab_size, device, seconds=3.0):
+        measured.append(cfg.d_model)
+        assert cfg.attention == "dot" and cfg.positional == "learned"  # the vanilla model's speed
+        return dict(zip((128, 192, 256, 320), MACHINE_B_SPEEDS))[cfg.d_model]
+
+    monkeypatch.setattr(S, "measure_speed", fake_speed)
+    cfg = C.preset_config("cpu", minutes=15.0, positional="rotary")
+    choice = S.size_for_machine(cfg, [], 4000, "cpu")
+    assert measured == [320, 256, 192]  # 128 is not needed: 192 qualifies
+    assert (choice.cfg.n_layer, choice.cfg.d_model, choice.cfg.d_ff) == (4, 192, 768)
+    assert choice.cfg.positional == "rotary"  # the variant is kept; only the size changes
+    assert [s["parameters"] for s in choice.sizes] == MACHINE_B_PARAMS
+    line = choice.describe()
+    assert "Sized for this machine" in line and "width 192" in line and "width 256 would get 0.4" in line, line
+    assert choice.to_dict()["sizes"][0]["tokens_per_s"] is None
+    with pytest.raises(ValueError, match="cpu-fixed"):
+        S.size_for_machine(C.preset_config("cpu", steps=10), [], 4000, "cpu")
+
+
+def test_measure_speed_times_the_real_training_step():
+    cfg = C.preset_config("tiny")
+    # <bos> source <sep> target <eos>, sources and targets of 2 to 8 tokens
+    examples = [Example([1, *range(4, 4 + k), 2, *range(20, 20 + k), 3], prefix_len=k + 2) for k in range(2, 9)] * 20
+    small = S.measure_speed(cfg, examples, 60, "cpu", seconds=0.3)
+    big = S.measure_speed(S.sized(cfg, 2, 256), examples, 60, "cpu", seconds=0.3)
+    assert 0 < big < small  # a 64x larger model trains fewer tokens per second
+
+
+def test_train_command_sizes_the_cpu_preset_and_keeps_the_size_on_resume(tmp_path, monkeypatch, capsys):
+    from helpers.cli import train_command
+
+    calls = []
+
+    def fake_speed(cfg, examples, vocab_size, device, seconds=3.0):
+        calls.append(cfg.d_model)
+        assert len(examples) > 0
+        return 1e9 if cfg.d_model == 128 else 1.0  # only the smallest is fast enough
+
+    monkeypatch.setattr(S, "measure_speed", fake_speed)
+    args = {"minutes": 0.02, "preset": "cpu", "limit": 300, "stderr": sys.stderr}
+    overrides = {"max_tokens": 256, "valid_sentences": 8}
+    train_command("builtin", out=tmp_path / "run", overrides=overrides, **args)
+    saved = ck.load_checkpoint(tmp_path / "run")["config"]["model"]
+    assert (saved["n_layer"], saved["d_model"]) == (4, 128) and calls == [320, 256, 192, 128]
+    assert "Sized for this machine" in capsys.readouterr().err
+    summary = json.loads((tmp_path / "run" / "train_summary.json").read_text())
+    assert summary["sizing"]["chosen"] == 0 and summary["config"]["d_model"] == 128
+    # a resumed run keeps its size without measuring again (a new choice would be refused by the checkpoint)
+    calls.clear()
+    train_command("builtin", out=tmp_path / "run", overrides=overrides, **{**args, "minutes": 0.04})
+    assert calls == [] and "as chosen when this run started" in capsys.readouterr().err
+    # a fixed preset or an explicit width is never re-sized
+    train_command("builtin", out=tmp_path / "fixed", overrides=overrides, **{**args, "preset": "cpu-fixed"})
+    train_command("builtin", out=tmp_path / "wide", overrides={**overrides, "d_model": 64}, **args)
+    assert calls == []
+    assert ck.load_checkpoint(tmp_path / "fixed")["config"]["model"]["d_model"] == 192
