@@ -148,7 +148,15 @@ def train_command(
         ckpt_lib.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs), out / TEST_FILES[name])
     sizing = None
     if preset in SIZED_PRESETS and not set(SHAPE_FIELDS) & set(overrides or {}):
-        cfg, sizing = size_for_run(cfg, prepared, out, dev, probe_seconds, err if progress else None)
+        cfg, sizing = size_for_run(
+            cfg,
+            prepared.train_batcher.examples,
+            prepared.tokenizer.vocab_size,
+            out,
+            dev,
+            probe_seconds,
+            err if progress else None,
+        )
     runtime.set_seed(seed)  # the same initial weights whatever the data preparation (or the sizing) drew
     model_cfg = cfg.model_config(prepared.tokenizer.vocab_size, dev)
     model = DecoderOnlyTransformer(model_cfg)

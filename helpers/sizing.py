@@ -9,6 +9,7 @@ see enough tokens per parameter in the budget (the rule and its numbers: the com
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,18 +21,21 @@ from .config import SHAPE_FIELDS, TrainConfig
 from .model import DecoderOnlyTransformer, num_parameters
 from .runtime import resolve_precision
 from .tokens import BucketBatcher
-from .train import train
+from .train import evaluate_loss, train
 
 # `train --preset cpu` sizes the model for the machine it runs on (size_for_machine below): it measures the
 # training step of each size below for a few seconds, then keeps the LARGEST that will see at least
-# MIN_TOKENS_PER_PARAMETER target tokens per parameter in the time budget. The rule comes from three 15-minute
-# runs on a 2-core fp32 CPU (benchmarks/RESULTS.md, issue 10 variants B, D, E): 0.40 target tokens per parameter
-# (width 256) scored 22.7 BLEU on new sentences, 1.08 (width 192) 26.4, 2.92 (width 128) 25.9. Too few tokens
-# per parameter costs more than too many, so the threshold sits a little below the best point measured; a
-# larger budget or a faster machine (bf16 instructions: about 2x) moves the choice up the list. Taking the
-# largest size that qualifies makes the choice monotone: a slower machine never gets a larger model.
+# MIN_TOKENS_PER_PARAMETER target tokens per parameter in the time budget. The threshold was chosen on the
+# VALIDATION loss of five 15-minute runs on Tatoeba (benchmarks/RESULTS.md), never on a test set:
+#   2-core fp32 CPU (machine B): width 256 at 0.40 tokens per parameter 1.433, 192 at 1.08 1.253, 128 at 2.92 1.212
+#   2-core bf16 CPU (machine C): width 256 at 1.59 1.034, 192 at 3.34 0.990
+# The lowest loss on each machine came at about 3 tokens per parameter; 2 leaves room for the probe, which
+# under-estimates a 15-minute run's speed by 10-15 % (a 3 would have sent machine C to width 128). A first
+# threshold of 0.8 picked width 256 on machine C and lost to the fixed width 192 there. A larger budget or a
+# faster machine moves the choice up the list. Taking the largest size that qualifies makes the choice
+# monotone: a slower machine never gets a larger model.
 CPU_SIZES = ((4, 128), (4, 192), (4, 256), (6, 320))  # (n_layer, d_model); 4 heads, d_ff = 4 * d_model
-MIN_TOKENS_PER_PARAMETER = 0.8
+MIN_TOKENS_PER_PARAMETER = 2.0
 
 
 def sized(cfg: TrainConfig, n_layer: int, d_model: int) -> TrainConfig:
@@ -115,12 +119,102 @@ def measure_speed(cfg: TrainConfig, examples, vocab_size: int, device, seconds: 
     :func:`train` itself on a fresh model: two untimed steps first (allocation, kernel choice), then ``seconds``
     of steps. The batches come from a batcher of their own with ``cfg.seed``, so every size sees the same ones.
     """
+    result = _probe(cfg, examples, vocab_size, device, seconds)
+    return result.tokens / max(result.seconds, 1e-9)
+
+
+def _probe(cfg: TrainConfig, examples, vocab_size: int, device, seconds: float):
     model = DecoderOnlyTransformer(cfg.model_config(vocab_size, device))
     batcher = BucketBatcher(examples, cfg.max_tokens, seed=cfg.seed)
     quiet = {"device": device, "progress": False, "resume": False}
     train(model, batcher, None, replace(cfg, minutes=None, steps=2), None, **quiet)
-    result = train(model, batcher, None, replace(cfg, minutes=seconds / 60, steps=None), None, **quiet)
-    return result.tokens / max(result.seconds, 1e-9)
+    return train(model, batcher, None, replace(cfg, minutes=seconds / 60, steps=None), None, **quiet)
+
+
+WARMUP_SHARE = 0.05  # of the expected steps, in loss_against_time (the 15-minute cpu runs: 150 of ~3,000)
+
+
+def read_curves(path: Path, key: dict) -> list[dict] | None:
+    """Curves that :func:`write_curves` saved for the same ``key`` (device, sizes, seconds...), else None.
+
+    Notebook 03 keeps its curves in the run folder so that a reconnect does not measure them again; the folder
+    can outlive the runtime (Drive), so curves measured on another accelerator or with other sizes are not
+    reused: they would be shown under this machine's name.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+    except ValueError:
+        return None
+    if not isinstance(saved, dict) or saved.get("key") != json.loads(json.dumps(key)):
+        return None
+    return saved["curves"]
+
+
+def write_curves(path: Path, key: dict, curves: list[dict]) -> None:
+    ckpt_lib.atomic_write_text(json.dumps({"key": key, "curves": curves}, indent=1), Path(path))
+
+
+def loss_against_time(
+    cfg: TrainConfig,
+    sizes,
+    examples,
+    valid_batches: list,
+    vocab_size: int,
+    device,
+    *,
+    seconds: float,
+    points: int = 8,
+    progress: bool = True,
+) -> list[dict]:
+    """Each ``(n_layer, d_model)`` of ``sizes`` trained from scratch for ``seconds``: its validation loss on the way.
+
+    The experiment of notebook 03's "How big a model for your budget?": the same data, seed and schedule for
+    every size, only the shape changed. A short probe of each size's step (at most 2 s) predicts how many
+    steps it will take in ``seconds``; from that come the evaluation interval (about ``points`` validation
+    losses per run, on ``valid_batches``: keep them few, their time counts in the budget as in every real
+    run) and the warm-up, scaled to the same 5 % of the run for every size (the preset's fixed warm-up would
+    leave a slow size warming up for its whole run and make it look worse than it is).
+    Returns one dict per size: n_layer, d_model, parameters, tokens_per_s, warmup_steps, peak_lr (the highest
+    rate the run used), and ``curve``, a list of ``{"minutes", "tokens", "val_loss"}`` starting at minute 0.
+    """
+    if not valid_batches:
+        raise ValueError("loss_against_time needs validation batches: the curves are validation losses.")
+    plain = replace(cfg, pretrain=None, init_embeddings=None, steps=None)
+    rows = []
+    for n_layer, d_model in sizes:
+        c = sized(plain, n_layer, d_model)
+        probe = _probe(c, examples, vocab_size, device, min(2.0, seconds / 10))
+        expected_steps = probe.steps / max(probe.seconds, 1e-9) * seconds
+        every = max(1, round(expected_steps / points))
+        warmup = max(1, round(WARMUP_SHARE * expected_steps))
+        c = replace(c, minutes=seconds / 60, eval_interval=every, log_interval=every, warmup_steps=warmup)
+        torch.manual_seed(c.seed)  # every size starts from its own seed-0 weights, as a real run does
+        model = DecoderOnlyTransformer(c.model_config(vocab_size, device))
+        start, _ = evaluate_loss(model, valid_batches, device, c.precision)
+        batcher = BucketBatcher(examples, c.max_tokens, seed=c.seed)
+        result = train(model, batcher, valid_batches, c, None, device=device, progress=progress, resume=False)
+        curve = [{"minutes": 0.0, "tokens": 0, "val_loss": start}]
+        curve += [
+            {"minutes": h["minutes"], "tokens": h["tokens"], "val_loss": h["val_loss"]}
+            for h in result.history
+            if "val_loss" in h
+        ]
+        rows.append(
+            {
+                "n_layer": n_layer,
+                "d_model": d_model,
+                "parameters": num_parameters(c.model_config(vocab_size)),
+                "tokens_per_s": round(result.tokens_per_s, 1),
+                "warmup_steps": warmup,
+                "steps": result.steps,
+                "peak_lr": max((h["lr"] for h in result.history), default=0.0),
+                "curve": curve,
+            }
+        )
+    return rows
 
 
 def size_for_machine(
@@ -169,7 +263,7 @@ def size_for_machine(
     )
 
 
-def size_for_run(cfg, prepared, out: Path, dev, probe_seconds: float, err) -> tuple:
+def size_for_run(cfg, examples, vocab_size: int, out: Path, dev, probe_seconds: float = 3.0, err=None) -> tuple:
     """The ``cpu`` preset's size for this machine and budget, or the size a resumed run started with."""
     if not cfg.minutes:
         if err:
@@ -185,9 +279,7 @@ def size_for_run(cfg, prepared, out: Path, dev, probe_seconds: float, err) -> tu
                 file=err,
             )
         return replace(cfg, **kept), {"resumed": kept}
-    choice = size_for_machine(
-        cfg, prepared.train_batcher.examples, prepared.tokenizer.vocab_size, dev, probe_seconds=probe_seconds
-    )
+    choice = size_for_machine(cfg, examples, vocab_size, dev, probe_seconds=probe_seconds)
     if err:
         print(choice.describe(), file=err)
     return choice.cfg, choice.to_dict()

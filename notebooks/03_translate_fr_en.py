@@ -39,7 +39,8 @@
 # will be asked whether to mount Google Drive: say yes, and checkpoints survive a disconnect (running
 # all cells again resumes the training). On a T4 the notebook trains for 45 minutes; with data,
 # tokenizer and evaluation we expect about an hour in all, an estimate not yet measured on a T4. On a
-# machine without a GPU it trains the `cpu` preset for 15 minutes instead. Headless, from the repository
+# machine without a GPU it trains the `cpu` preset, sized for your machine (section 2), for 15 minutes
+# instead. Headless, from the repository
 # root: `python -m helpers run-notebooks --only 03` runs quick mode, which trains a tiny model on the
 # built-in synthetic corpus through every code path, in about a minute on two CPU cores. Figures go to
 # `reports/figures/03_*.pdf` and `.png`, metrics to `reports/metrics/03_scratch.json`.
@@ -47,11 +48,13 @@
 # **What to expect.** Two scores, the honest one first. The **new-sentence** set is held out to look like
 # what people type (rarer words, longer sentences; section 1 says how); the **in-distribution** set is a
 # random split of Tatoeba, whose sentences resemble the training ones, so it scores higher. Measured so far
-# (`benchmarks/RESULTS.md`), the `cpu` preset after 15 minutes on two fp32-only CPU cores: BLEU
-# 27.8 on new sentences and 36.4 in-distribution (beam 4; greedy 26.4 and
-# 34.4), against 11.6 for a word-by-word dictionary and 0.4 for copying the source. On a
-# CPU with bf16 instructions the same 15 minutes train about four times as many steps; on a T4
-# we aim for BLEU ≥ 45 in-distribution, a target not yet measured. Quick mode's numbers are on synthetic
+# (`benchmarks/RESULTS.md`), the `cpu` preset after 15 minutes on two fp32-only CPU cores (width 128 there):
+# BLEU 27.8 on new sentences and 36.5 in-distribution (beam 4; greedy 25.9 and 34.8), against 11.6 for a
+# word-by-word dictionary and 0.4 for copying the source. On two cores with bf16 instructions the same 15
+# minutes carry three times the tokens, the preset picks width 192, and greedy BLEU reaches 31.3 on new
+# sentences and 41.6 in-distribution; on a T4
+# we aim for BLEU ≥ 45 in-distribution, not yet measured on a T4 (an H100 running the T4's fp16 code path
+# reached 53.4 in-distribution and 43.4 on new sentences in 5 minutes). Quick mode's numbers are on synthetic
 # sentences from a model of 31,000 parameters: they say only that the code learns.
 #
 # **The same pipeline from a terminal.** `python -m helpers train --data fra.txt --minutes 45 --preset t4
@@ -563,8 +566,129 @@ print(D.format_data_summary(D.data_summary(reports)))
 #
 # The decoder-only Transformer of notebook 02, from `helpers.model`, with a prefix-LM mask (the French
 # sees itself in both directions; the English sees the French and, causally, itself). The preset sets
-# its size: `tiny` for quick mode, `cpu` for two CPU cores, `t4` for an hour on a T4. The seed is set
-# right before the model is built, as `python -m helpers train` does, so both start from the same weights.
+# its size: `tiny` for quick mode, `t4` for an hour on a T4, and on a CPU a size chosen for *your* machine,
+# which the next cells explain.
+
+# %% [markdown]
+# ### How big a model for your budget?
+#
+# A larger model learns more from each sentence it sees, but each of its steps costs more, so in a fixed
+# number of minutes it sees fewer sentences. Which wins depends on the budget *and on the machine*: the
+# same 15 minutes trained the width-256 model at about 1,850 target tokens per second on a two-core CPU
+# without bf16 instructions and at about 8,100 on one with them (issue 14 of this course).
+#
+# **Question: in a short budget on this machine, does the smaller or the larger model reach the lower
+# validation loss, and does the answer change when we count tokens seen instead of minutes?**
+#
+# Three sizes are each trained from scratch for the same short time, with the same data, seed and schedule
+# (a warm-up of 5 % of each run's steps, then the cosine decay), and the validation loss is taken along the
+# way (`helpers.sizing.loss_against_time`). On a CPU they are the three smallest of the four sizes the `cpu`
+# preset chooses among. After a disconnect the curves are read back from the run folder, but only if they
+# were measured on the same hardware with the same sizes and seconds.
+
+# %%
+import sys
+
+from helpers import sizing
+
+SIZE_SECONDS = 6 if QUICK else 60  # training time per size
+if QUICK:
+    SIZE_SHAPES = [(1, 16), (2, 32), (2, 64)]  # (layers, width): around the tiny preset
+elif DEVICE.type == "cuda":
+    SIZE_SHAPES = [(4, 256), (6, 512), (8, 768)]  # around the t4 preset
+else:
+    SIZE_SHAPES = list(sizing.CPU_SIZES[:3])
+SIZE_KEY = {"hardware": runtime.hardware_name(DEVICE), "shapes": SIZE_SHAPES, "seconds": SIZE_SECONDS, "preset": PRESET}
+curves_file = RUN_DIR / "size_curves.json"
+size_curves = None if QUICK else sizing.read_curves(curves_file, SIZE_KEY)
+if size_curves is not None:
+    print("size curves measured earlier on this hardware, read from", curves_file)
+else:
+    size_curves = sizing.loss_against_time(
+        cfg, SIZE_SHAPES, train_examples, valid_batches[:4], tok.vocab_size, DEVICE, seconds=SIZE_SECONDS
+    )
+    sizing.write_curves(curves_file, SIZE_KEY, size_curves)
+for row in size_curves:
+    end = row["curve"][-1]
+    print(
+        f"{row['n_layer']} layers, width {row['d_model']:>3}: {row['parameters'] / 1e6:5.2f} M parameters, "
+        f"{row['tokens_per_s']:8,.0f} target tok/s, {row['steps']:>5} steps, validation loss {end['val_loss']:.3f} "
+        f"after {end['tokens'] / 1e3:,.0f}k tokens ({end['tokens'] / row['parameters']:.2f} per parameter)"
+    )
+
+# %%
+size_fig, (by_time, by_tokens) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+for row in size_curves:
+    label = f"{row['n_layer']} layers, width {row['d_model']} ({row['parameters'] / 1e6:.2f} M)"
+    xs_min = [p["minutes"] for p in row["curve"]]
+    xs_tok = [p["tokens"] / 1e6 for p in row["curve"]]
+    ys = [p["val_loss"] for p in row["curve"]]
+    (line,) = by_time.plot(xs_min, ys, "o-", label=label)
+    by_tokens.plot(xs_tok, ys, "o-", color=line.get_color(), label=label)
+by_time.set(
+    xlabel="minutes of training (evaluations included)",
+    ylabel="validation loss per target token",
+    title="Per minute: what the same time buys",
+)
+by_tokens.set(xlabel="target tokens seen (millions)", title="Per token: what each size learns from the same data")
+by_time.legend(fontsize=8)
+for ax in (by_time, by_tokens):
+    ax.grid(alpha=0.3)
+size_fig.suptitle(
+    f"Three model sizes, {SIZE_SECONDS:g} s each on {SIZE_KEY['hardware']}" + (", quick mode" if QUICK else "")
+)
+size_fig.tight_layout()
+save_figure(
+    size_fig,
+    "03_model_size_budget",
+    question="In a short budget, does a smaller or a larger model reach the lower validation loss, per minute and per token?",
+    caption=f"Validation loss of three model sizes trained from scratch for {SIZE_SECONDS:g} s each with the same data, "
+    f"seed and schedule, against minutes (left) and target tokens seen (right); {SIZE_KEY['hardware']}"
+    + (", quick mode." if QUICK else "."),
+    numbers={f"width {r['d_model']} final validation loss": r["curve"][-1]["val_loss"] for r in size_curves},
+)
+plt.show()
+
+# %% [markdown]
+# **Reading it.** Each run's learning rate decays to its floor at the end of its own seconds, so the *last*
+# point of each curve is what that budget buys; the earlier points are a model in mid-schedule. Per minute
+# (left) the smaller model is usually ahead in a budget this short: it takes more steps and sees more tokens.
+# Per token (right) the larger models usually learn more: at the same number of tokens seen their curves lie
+# lower. That is why the answer turns with the budget: give the larger model enough minutes to see enough
+# tokens and its better learning per token wins. Our 15-minute runs on Tatoeba (`benchmarks/RESULTS.md`) put
+# numbers on it. On a two-core CPU in fp32, width 256 saw only 0.4 target tokens per parameter and ended far
+# behind (validation loss 1.43, against 1.25 for width 192 at 1.1 and 1.21 for width 128 at 2.9). On a
+# two-core CPU with bf16 instructions the same minutes carry three times the tokens: width 256 saw 1.6 per
+# parameter (1.03) and width 192 3.3 (0.99). Too few tokens per parameter costs a lot; two to three is enough.
+
+# %% [markdown]
+# **The rule.** `python -m helpers train --preset cpu` (and this notebook on a CPU) measures the real training
+# step of each of its four candidate sizes (`sizing.CPU_SIZES`) for a few seconds, largest first, and keeps the
+# **largest size that will see at least 2 target tokens per parameter in the budget**. Taking the largest
+# that qualifies means a slower machine never gets a larger model. The threshold is our own, chosen on the
+# validation loss of the runs above (never on a test set): the lowest loss on each machine came at about three
+# tokens per parameter, and two leaves room for the few-second measurement, which comes out 10-15 % slower than
+# a whole run. The compute-optimal scaling study of Hoffmann et al. (2022) found about 20 tokens per parameter
+# for large language models trained once over their data; our models are a thousand times smaller, count only
+# target tokens and pass over the same pairs several times, so their number does not carry over, only the
+# trade-off does. A run that resumes keeps the size it started with; `--preset cpu-fixed` turns the sizing off.
+# On a GPU or in quick mode the preset's own size is kept, and the line below shows what the rule would pick
+# among the three sizes above.
+
+# %%
+if PRESET == "cpu":
+    cfg, SIZING = sizing.size_for_run(cfg, train_examples, tok.vocab_size, RUN_DIR, DEVICE, err=sys.stdout)
+else:
+    choice = sizing.size_for_machine(
+        cfg, train_examples, tok.vocab_size, DEVICE, sizes=SIZE_SHAPES, probe_seconds=0.5 if QUICK else 3.0
+    )
+    print(choice.describe())
+    print(f"(the {PRESET} preset keeps its own size: {cfg.n_layer} layers, width {cfg.d_model})")
+    SIZING = choice.to_dict()
+
+# %% [markdown]
+# The seed is set right before the model is built, as `python -m helpers train` does, so both start from the
+# same weights whatever the data preparation and the measuring above drew from the random generators.
 
 # %%
 runtime.set_seed(SEED)

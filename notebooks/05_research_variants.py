@@ -38,7 +38,7 @@
 # are *chosen* on the validation split (`BLEU valid`); the new-sentence test set (`BLEU new`, sentences unlike
 # the training file, the score that says what a user meets) is reported beside it and never used to choose.
 #
-# **How to run.** On Colab with a T4, *Run all* (about 80 minutes, an estimate not yet measured on a T4: 22
+# **How to run.** On Colab with a T4, *Run all* (about 80 minutes, an estimate not yet measured on a T4: 23
 # runs of 3 minutes plus scoring); say yes to Google Drive and each finished row is kept there, so a
 # disconnect costs at most the row in progress. Quick mode (`python -m helpers run-notebooks --only 05`, the
 # tests) runs every code path on the synthetic built-in corpus with tiny models in a few minutes on two CPU

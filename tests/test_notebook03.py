@@ -32,7 +32,15 @@ from helpers.model import DecoderOnlyTransformer, num_parameters
 from helpers.notebooks import code_cells
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_translate_fr_en.py"
-FIGURES = ["03_example_format", "03_lengths", "03_lr_schedule", "03_loss", "03_attention_heatmaps", "03_slices"]
+FIGURES = [
+    "03_example_format",
+    "03_lengths",
+    "03_lr_schedule",
+    "03_model_size_budget",
+    "03_loss",
+    "03_attention_heatmaps",
+    "03_slices",
+]
 SEED = 0
 
 
@@ -160,6 +168,28 @@ def test_every_figure_is_saved_as_pdf_and_png(ns):
     for name in FIGURES:
         assert (folder / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name
         assert (folder / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
+
+
+def test_the_size_experiment_trains_each_size_from_scratch_and_the_rule_picks_one_of_them(ns):
+    from helpers import sizing
+
+    rows = ns["size_curves"]
+    assert [(r["n_layer"], r["d_model"]) for r in rows] == [tuple(s) for s in ns["SIZE_SHAPES"]]
+    assert [r["parameters"] for r in rows] == sorted({r["parameters"] for r in rows}), "sizes in increasing order"
+    for r in rows:
+        first, last = r["curve"][0], r["curve"][-1]
+        assert first["minutes"] == 0 and abs(first["val_loss"] - math.log(ns["tok"].vocab_size)) < 1.0, first
+        assert last["val_loss"] < first["val_loss"] - 0.5, f"width {r['d_model']} did not learn in its seconds: {r}"
+        assert r["peak_lr"] > 0.9 * ns["cfg"].lr, f"width {r['d_model']} never left its warm-up"
+    # the curves are kept in the run folder with what they were measured on (a reconnect reads them back)
+    assert sizing.read_curves(Path(ns["RUN_DIR"]) / "size_curves.json", ns["SIZE_KEY"]) == rows
+    choice = ns["SIZING"]
+    chosen = choice["sizes"][choice["chosen"]]
+    assert (chosen["n_layer"], chosen["d_model"]) in [tuple(s) for s in ns["SIZE_SHAPES"]]
+    # the choice is reported for the quick run's own budget, measured for each size it needed
+    assert choice["budget_seconds"] == pytest.approx(ns["TRAIN_MINUTES"] * 60)
+    assert chosen["tokens_per_s"] and chosen["tokens_per_s"] > 0
+    assert ns["model_cfg"].d_model == C.PRESETS["tiny"].d_model, "quick mode trains the tiny preset's own size"
 
 
 def test_the_run_folder_holds_checkpoint_tokenizer_and_readable_info(ns):
