@@ -603,7 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("grade", help="run a notebook in quick mode and score its exercises")
     p.add_argument("notebook", help="a .ipynb or .py notebook (a student's copy), or a number such as 02")
-    p.add_argument("--hidden", default=None, help="a folder of hidden checks: NN_*.py, cut at '# %%% Exercise N.M'")
+    p.add_argument("--hidden", default=None, help="a folder of hidden checks: NN_*.py, cut at '# %%%% Exercise N.M'")
     p.add_argument("--json", default=None, help="also write the result as JSON to this file")
     p.add_argument("--in-process", action="store_true", help="run the cells in this process instead of a kernel")
     p.set_defaults(func=_grade)

@@ -5,13 +5,22 @@ In a notebook's ``.py`` source an exercise starts at a markdown heading such as
 writes sits between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` (or on one line ending in ``# SOLUTION``);
 the exercise's ``check`` cells hold the asserts that decide it.
 
+Written questions are markdown cells tagged ``question`` (``**Question 1.3.** ...``), each followed by a
+markdown cell tagged ``your-answer`` (where the student writes; ``helpers.report`` puts it in the report),
+usually a code cell where the student computes what supports the answer, and the model answer in cells
+tagged ``answer``.
+
 - :func:`build_student` writes the student notebooks: every solution becomes
-  ``raise NotImplementedError("Exercise 2.3: ...")``, and everything else (signatures, docstrings,
-  hints, asserts) stays. Student copies are generated, never kept by hand, so they cannot drift.
+  ``raise NotImplementedError("Exercise 2.3: ...")``, every cell tagged ``answer`` is removed, and
+  everything else (signatures, docstrings, hints, asserts, questions) stays. Student copies are generated,
+  never kept by hand, so they cannot drift.
 - :func:`grade` runs a notebook (quick mode) cell by cell and reports each exercise as passed, failed
-  (with the first failing message) or not attempted, with its points. It stops at the first error, as
-  *Run all* does: the exercises after it are "not attempted". Hidden checks an instructor keeps apart
-  (``--hidden DIR``) run at the end of their exercise, in the notebook's own namespace.
+  (with the first failing message) or not attempted, with its points. When the course's own solved
+  notebook is at hand (the reference), the run is the reference notebook with the student's solution
+  cells swapped in, the reference's checks deciding, and after an exercise that fails or is not attempted
+  the reference solution runs in its place: one early mistake does not cost the exercises after it (the
+  original assignment's grader does the same). Hidden checks an instructor keeps apart (``--hidden DIR``)
+  run at the end of their exercise, in the notebook's own namespace.
 """
 
 from __future__ import annotations
@@ -29,12 +38,17 @@ _EXERCISE = re.compile(
     r"^#{1,6}\s+(?P<head>.*?)\bExercise\s+(?P<number>\d+\.\d+)\b(?P<tail>.*?)\((?P<points>\d+)\s+points?\)\s*$"
 )
 _TITLE_EDGES = " ·:.-–—"
+ANSWER, YOUR_ANSWER, QUESTION, CHECK = "answer", "your-answer", "question", "check"
+_QUESTION = re.compile(r"^\*\*Question\s+(?P<number>\d+\.\d+)\.?\*\*")
+YOUR_ANSWER_PLACEHOLDER = "*Write your answer here: what you found, with the numbers from the cell below.*"
 _HIDDEN_HEADER = re.compile(r"^# %%\s*Exercise\s+(?P<number>\d+\.\d+)\b")
 STUDENT_NOTE = (
     '> **Student version.** Each exercise\'s code is replaced by `raise NotImplementedError("Exercise N.M: ...")`.\n'
     "> Write your code there, keep the signatures, and run the cell and the checks under it: an `assert` that\n"
     "> fails says what is wrong. *Run all* stops at the first exercise not yet done, with its number.\n"
-    "> Grading: `python -m helpers grade NOTEBOOK` (the points are in each exercise's heading)."
+    "> Grading: `python -m helpers grade NOTEBOOK` (the points are in each exercise's heading).\n"
+    "> Each **Question** has a *Your answer* cell: write there, support it with numbers from the code cell under\n"
+    "> it, and `helpers.report.export()` (the last cell) puts your answers into `reports/report.tex`."
 )
 
 
@@ -53,6 +67,60 @@ class Exercise:
     @property
     def label(self) -> str:
         return f"Exercise {self.number}"
+
+
+def tags(cell) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+@dataclass
+class Question:
+    number: str  # "1.3"
+    cell: int  # the markdown cell tagged 'question'
+    your_answer: int  # the markdown cell tagged 'your-answer' that follows it
+    answers: list[int] = field(default_factory=list)  # cells tagged 'answer' before the next question
+
+
+def find_questions(nb) -> list[Question]:
+    """The written questions of a notebook, each with its *Your answer* cell and its model-answer cells.
+
+    A question without a *Your answer* cell after it, a *Your answer* cell without a question, or a
+    repeated number is refused: the report could not pair the student's text with its question.
+    """
+    found: list[Question] = []
+    pending: Question | None = None
+    for index, cell in enumerate(nb.cells):
+        cell_tags = tags(cell)
+        if QUESTION in cell_tags:
+            if cell.cell_type != "markdown":
+                raise ExerciseMarkupError(f"cell {index} is tagged '{QUESTION}' but is not a markdown cell.")
+            match = _QUESTION.match(cell.source.strip())
+            if not match:
+                raise ExerciseMarkupError(
+                    f"cell {index} is tagged '{QUESTION}' but does not start with '**Question N.M.**': number it."
+                )
+            if pending is not None and pending.your_answer < 0:
+                raise ExerciseMarkupError(f"Question {pending.number} has no '{YOUR_ANSWER}' cell after it.")
+            pending = Question(match["number"], index, -1)
+            found.append(pending)
+        elif YOUR_ANSWER in cell_tags:
+            if pending is None or pending.your_answer >= 0:
+                raise ExerciseMarkupError(f"cell {index} is tagged '{YOUR_ANSWER}' but follows no question.")
+            pending.your_answer = index
+        elif ANSWER in cell_tags and pending is not None:
+            pending.answers.append(index)
+    if pending is not None and pending.your_answer < 0:
+        raise ExerciseMarkupError(f"Question {pending.number} has no '{YOUR_ANSWER}' cell after it.")
+    numbers = [q.number for q in found]
+    repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+    if repeated:
+        raise ExerciseMarkupError(f"Question {repeated[0]} appears twice: number each question once.")
+    return found
+
+
+def answer_lines(nb) -> list[str]:
+    """Every line of the cells tagged 'answer' (the model answers the student copy leaves out)."""
+    return [line for cell in nb.cells if ANSWER in tags(cell) for line in cell.source.splitlines()]
 
 
 def _markdown_headings(source: str) -> list[str]:
@@ -81,6 +149,11 @@ def find_exercises(nb, *, solved: bool = True) -> list[Exercise]:
                     current = None
         elif cell.cell_type == "code":
             has_solution = bool(solution_lines(cell.source, where=f"cell {index}"))
+            if has_solution and ANSWER in tags(cell):
+                raise ExerciseMarkupError(
+                    f"cell {index} is tagged '{ANSWER}' and holds a solution block: the student copy removes answer "
+                    "cells, so the exercise would vanish. Keep solutions in untagged cells."
+                )
             if current is not None:
                 current.cells.append(index)
             elif has_solution:
@@ -96,7 +169,7 @@ def find_exercises(nb, *, solved: bool = True) -> list[Exercise]:
         cells = [nb.cells[i] for i in ex.cells]
         if solved and not any(solution_lines(c.source) for c in cells):
             raise ExerciseMarkupError(f"{ex.label} ({ex.title}) has no '{BEGIN}' block: there is nothing to write.")
-        if not any("check" in c.metadata.get("tags", []) for c in cells):
+        if not any(CHECK in tags(c) for c in cells):
             raise ExerciseMarkupError(f"{ex.label} ({ex.title}) has no cell tagged 'check': nothing can grade it.")
     return exercises
 
@@ -174,13 +247,19 @@ def read_notebook(path: str | Path):
     return jupytext.read(path, fmt="py:percent" if path.suffix == ".py" else None)
 
 
-def student_notebook(nb):
-    """A copy of ``nb`` with every solution replaced by a stub, and a note under the title."""
+def student_notebook(nb, *, keep_answers: bool = False):
+    """A copy of ``nb`` with every solution replaced by a stub, every answer cell removed, and a note under the title.
+
+    ``keep_answers`` keeps the model answers of the written questions (a handout for after the deadline).
+    """
     import copy
 
     import nbformat
 
     nb = copy.deepcopy(nb)
+    find_questions(nb)  # refuses questions the report could not pair with an answer
+    if not keep_answers:
+        nb.cells = [cell for cell in nb.cells if ANSWER not in tags(cell)]
     exercises = find_exercises(nb)
     for ex in exercises:
         for index in ex.cells:
@@ -194,7 +273,7 @@ def student_notebook(nb):
     return nb
 
 
-def build_student(out: str | Path, only: list[str] | None = None) -> list[Path]:
+def build_student(out: str | Path, only: list[str] | None = None, *, keep_answers: bool = False) -> list[Path]:
     """Write the student version of each notebook (``.ipynb`` for Colab and its ``.py`` pair) to ``out``."""
     import jupytext
 
@@ -204,7 +283,7 @@ def build_student(out: str | Path, only: list[str] | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for py in notebooks.notebook_sources(only):
-        nb = student_notebook(notebooks._read_py(py))
+        nb = student_notebook(notebooks._read_py(py), keep_answers=keep_answers)
         nb.metadata.update(notebooks.COLAB_METADATA)
         for i, cell in enumerate(nb.cells):
             cell.id = f"cell-{i:03d}"
@@ -354,8 +433,10 @@ class Kernel:
         from . import runtime
 
         self._nb = nbformat.v4.new_notebook()
-        env = {"QUICK": os.environ.get("QUICK"), "REPORTS_DIR": os.environ.get("REPORTS_DIR")}
-        os.environ["QUICK"] = "1"
+        from .plotting import HEADLESS
+
+        env = {k: os.environ.get(k) for k in ("QUICK", "REPORTS_DIR", HEADLESS)}
+        os.environ["QUICK"] = os.environ[HEADLESS] = "1"
         os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
         self._client = nbclient.NotebookClient(
             self._nb, timeout=self.timeout, kernel_name="python3", resources={"metadata": {"path": str(self.cwd)}}
@@ -385,6 +466,58 @@ class Kernel:
         return None
 
 
+def reference_for(path: str | Path) -> Path | None:
+    """The course's own solved source of the notebook at ``path`` (the same number), or None."""
+    from . import notebooks
+
+    number = Path(path).stem[:2]
+    if not number.isdigit():
+        return None
+    try:
+        found = notebooks.notebook_sources([number])
+    except ValueError:
+        return None
+    return found[0] if found else None
+
+
+@dataclass
+class _Step:
+    source: str
+    label: str
+    exercise: Exercise | None = None
+    kind: str = "cell"  # "cell", "end" (the exercise is done) or "restore" (reference solution, after a failure)
+
+
+def _exercise_steps(ex, graded_nb, graded_ex, ref_nb, ref_ex, stem, extra) -> list[_Step]:
+    """The cells that run for one exercise: the student's solution cells, the reference's others; then a restore."""
+    ref_cells = [i for i in ref_ex.cells if ANSWER not in tags(ref_nb.cells[i])]
+    mine = [i for i in graded_ex.cells if ANSWER not in tags(graded_nb.cells[i])]
+    steps: list[_Step] = []
+    if len(mine) == len(ref_cells):  # the student kept the exercise's cells: swap in their solution cells only
+        for g, r in zip(mine, ref_cells):
+            if solution_lines(ref_nb.cells[r].source):
+                steps.append(_Step(graded_nb.cells[g].source, f"{stem} cell {g}", ex))
+            else:
+                steps.append(_Step(ref_nb.cells[r].source, f"{stem} cell {g}", ex))
+    else:  # cells added or removed: the student's own cells, then every check of the reference
+        steps += [
+            _Step(graded_nb.cells[g].source, f"{stem} cell {g}", ex)
+            for g in mine
+            if CHECK not in tags(graded_nb.cells[g])
+        ]
+        steps += [
+            _Step(ref_nb.cells[r].source, f"check of {ex.label}", ex)
+            for r in ref_cells
+            if CHECK in tags(ref_nb.cells[r])
+        ]
+    steps += [_Step(src, f"hidden check of {ex.label}", ex) for src in extra.get(ex.number, [])]
+    steps.append(_Step("", "end", ex, "end"))
+    if ref_nb is not graded_nb:
+        # after a failure the whole reference exercise runs again: its solution, and what its later cells define
+        steps += [_Step(ref_nb.cells[r].source, f"reference solution of {ex.label}", ex, "restore") for r in ref_cells]
+    return steps
+
+
 def grade(
     notebook: str | Path,
     hidden: str | Path | None = None,
@@ -393,13 +526,17 @@ def grade(
     start_at: str | None = None,
     stop_after: str | None = None,
     echo=None,
+    reference: str | Path | None | bool = None,
 ) -> Grade:
     """Run ``notebook`` (quick mode) and score its exercises; see the module's docstring.
 
-    ``executor`` is a :class:`Kernel` (the default) or :class:`InProcess`. ``start_at`` skips the cells
-    before that exercise (the executor's namespace must then hold what they define; the exercises skipped
-    count as not attempted) and ``stop_after`` ends the run after one: the tests use both to grade one
-    exercise alone. ``echo`` (e.g. ``print``) is called with a line as each exercise ends.
+    ``reference`` is the solved notebook whose cells run around the student's solutions: by default the
+    course's own source with the same number (:func:`reference_for`), ``False`` for none. Without one (or
+    when its exercises differ from the notebook's) the notebook runs as it is and stops at the first error,
+    as *Run all* does. ``executor`` is a :class:`Kernel` (the default) or :class:`InProcess`. ``start_at``
+    skips the cells before that exercise (the executor's namespace must then hold what they define; the
+    exercises skipped count as not attempted) and ``stop_after`` ends the run after one: the tests use both
+    to grade one exercise alone. ``echo`` (e.g. ``print``) is called with a line as each exercise ends.
     """
     path = notebook_path(notebook)
     nb = read_notebook(path)
@@ -416,49 +553,80 @@ def grade(
     for name, value in (("start_at", start_at), ("stop_after", stop_after)):
         if value is not None and value not in numbers:
             raise ValueError(f"{name}={value!r}: {path.name} has exercises {', '.join(numbers)}.")
-    first_cell = next(ex.heading_cell for ex in exercises if ex.number == start_at) if start_at else 0
-    owner = {i: ex for ex in exercises for i in ex.cells}
-    last_cell = {ex.cells[-1]: ex for ex in exercises if ex.cells}
+    ref_nb, ref_exercises = nb, exercises
+    ref_path = reference_for(path) if reference is None else (reference or None)
+    if ref_path is not None and Path(ref_path).resolve() != path.resolve():
+        candidate = read_notebook(ref_path)
+        found = find_exercises(candidate)
+        if [e.number for e in found] == numbers:
+            ref_nb, ref_exercises = candidate, found
+        elif echo is not None:
+            echo(f"(the reference {Path(ref_path).name} has other exercises: grading {path.name} as it is)")
+    by_number = {ex.number: ex for ex in exercises}
+    ref_by_number = {ex.number: ex for ex in ref_exercises}
+    first_cell = ref_by_number[start_at].heading_cell if start_at else 0
+    owner = {i: ex for ex in ref_exercises for i in ex.cells}
     status = {ex.number: ("not attempted", "") for ex in exercises}
-    for ex in exercises:
+    for ex in ref_exercises:
         if ex.heading_cell < first_cell:
             status[ex.number] = ("not attempted", f"skipped: the run started at Exercise {start_at}")
+    plan: list[_Step] = []
+    for index, cell in enumerate(ref_nb.cells):
+        if cell.cell_type != "code" or index < first_cell:
+            continue
+        ex = owner.get(index)
+        if ex is None:
+            plan.append(_Step(cell.source, f"{path.stem} cell {index}"))
+        elif index == ex.cells[0]:
+            plan += _exercise_steps(ex, nb, by_number[ex.number], ref_nb, ex, path.stem, extra)
     executor = executor if executor is not None else Kernel(path.parent)
-    stopped = ""
+    stopped, failing = "", None
     with executor.session():
-        plan: list[tuple[str, str, Exercise | None]] = []
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type != "code" or index < first_cell:
-                continue
-            plan.append((cell.source, f"{path.stem} cell {index}", owner.get(index)))
-            if index in last_cell:
-                ex = last_cell[index]
-                plan += [(src, f"hidden check of {ex.label}", ex) for src in extra.get(ex.number, [])]
-                plan.append(("", "end", ex))  # marks the exercise as done when reached
-        for source, label, ex in plan:
-            if label == "end":
-                status[ex.number] = ("passed", "")
-                if echo is not None:
-                    echo(f"{ex.label}: passed ({ex.points} points)")
+        for step in plan:
+            ex = step.exercise
+            if step.kind == "end":
+                if failing is None:
+                    status[ex.number] = ("passed", "")
+                    if echo is not None:
+                        echo(f"{ex.label}: passed ({ex.points} points)")
+                elif ref_nb is nb:  # nothing to put in its place: stop, as Run all does
+                    break
                 if stop_after == ex.number:
                     break
                 continue
-            error = executor.run(source, label) if source.strip() else None
+            if step.kind == "restore":
+                if failing is None:
+                    continue
+                error = executor.run(step.source, step.label)
+                if error is not None:
+                    stopped = f"the reference solution of {ex.label} failed after the student's: {error[0]}"
+                    break
+                continue
+            if ex is not None and failing is ex:
+                continue  # the rest of a failed exercise is skipped
+            if ex is not None and failing is not None and failing is not ex:
+                failing = None  # a new exercise starts afresh
+            error = executor.run(step.source, step.label) if step.source.strip() else None
             if error is None:
                 continue
             ename, evalue = error
             message = f"{ename}: {_first_line(evalue)}" if _first_line(evalue) else ename
             if ex is None:
-                stopped = f"{label}, outside any exercise, raised {message}"
-            elif ename == "NotImplementedError" and evalue.startswith(f"{ex.label}:"):
+                stopped = f"{step.label}, outside any exercise, raised {message}"
+                if echo is not None:
+                    echo(f"stopped: {stopped}")
+                break
+            if ename == "NotImplementedError" and evalue.startswith(f"{ex.label}:"):
                 status[ex.number] = ("not attempted", "the stub is still in place")
-                stopped = f"{ex.label} is not written yet"
+                note = f"{ex.label} is not written yet"
             else:
                 status[ex.number] = ("failed", message)
-                stopped = f"{ex.label} failed"
+                note = f"{ex.label} failed"
+            failing = ex
+            if ref_nb is nb:
+                stopped = note
             if echo is not None:
-                echo(f"stopped: {stopped}: {message}")
-            break
+                echo(f"{note}: {message}" + ("" if ref_nb is nb else " (the reference solution takes its place)"))
     results = [Result(ex.number, ex.title, ex.points, *status[ex.number]) for ex in exercises]
     return Grade(path.name, results, stopped)
 

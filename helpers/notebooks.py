@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import runtime
+from .plotting import HEADLESS
 
 PAIR_FORMATS = "ipynb,py:percent"
 # Colab reads these: open on a GPU runtime (T4 on the free tier) with a Python 3 kernel.
@@ -246,8 +247,9 @@ def run_notebook(path: Path, out_dir: Path | None = None, *, quick: bool = True,
     out_dir.mkdir(parents=True, exist_ok=True)
     nb = nbformat.read(path, as_version=4)
     target = out_dir / path.name
-    env_backup = os.environ.get("QUICK")
+    env_backup = {k: os.environ.get(k) for k in ("QUICK", HEADLESS)}
     os.environ["QUICK"] = "1" if quick else "0"  # the kernel inherits our environment
+    os.environ[HEADLESS] = "1"  # no live widgets: nobody is there to move a slider (helpers.plotting)
     os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
     client = nbclient.NotebookClient(
         nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
@@ -258,10 +260,11 @@ def run_notebook(path: Path, out_dir: Path | None = None, *, quick: bool = True,
         nbformat.write(nb, target)
         raise NotebookFailed(f"{path.name} failed; the executed copy with the error is {target}\n{err}") from None
     finally:
-        if env_backup is None:
-            os.environ.pop("QUICK", None)
-        else:
-            os.environ["QUICK"] = env_backup
+        for key, value in env_backup.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     nbformat.write(nb, target)
     return target
 

@@ -15,6 +15,26 @@ _NAME = re.compile(r"^[0-9]{2}_[a-z0-9_]+$")
 # Every saved figure is at least this large (inches, before bbox cropping), so it stays legible in a report.
 MIN_WIDTH_IN, MIN_HEIGHT_IN = 4.5, 1.6
 META_SUFFIX = ".json"  # beside each figure: title, caption, question, numbers (read by helpers.report)
+QUICK_MARK = "QUICK MODE: small sizes, few steps. Not the full run's result."
+HEADLESS = "HELPERS_HEADLESS"  # set by the headless runner and the grader: no live widgets to build
+
+
+def mark_quick_mode(fig) -> bool:
+    """Stamp ``QUICK_MARK`` on ``fig`` (once) when quick mode is on, so a quick figure is never taken for a result."""
+    if not runtime.quick_mode() or any(t.get_text() == QUICK_MARK for t in fig.texts):
+        return runtime.quick_mode()
+    fig.text(
+        0.995,
+        0.005,
+        QUICK_MARK,
+        ha="right",
+        va="bottom",
+        fontsize=7,
+        color="tab:red",
+        alpha=0.9,
+        bbox={"facecolor": "white", "edgecolor": "tab:red", "alpha": 0.8, "pad": 1.5},
+    )
+    return True
 
 
 def figure_titles(fig) -> list[str]:
@@ -40,7 +60,8 @@ def save_figure(
     shows, e.g. ``01_copying_sharpness``. ``question`` is what the figure answers, ``caption`` what it
     shows, ``numbers`` the values behind it: ``helpers.report.export`` puts all three in ``index.md``
     with a LaTeX snippet. A figure without a title, or smaller than ``MIN_WIDTH_IN`` x ``MIN_HEIGHT_IN``
-    inches, is refused: in a report it would be unreadable or unexplained.
+    inches, is refused: in a report it would be unreadable or unexplained. In quick mode the figure is
+    stamped ``QUICK_MARK`` (and its record says so), so a quick run's figure is never read as a result.
     """
     if not _NAME.match(name):
         raise ValueError(
@@ -56,6 +77,7 @@ def save_figure(
             f"figure {name!r} is {width:.1f} x {height:.1f} in; make it at least {MIN_WIDTH_IN} x {MIN_HEIGHT_IN} "
             "(plt.subplots(figsize=...)) so it stays readable in a report."
         )
+    quick = mark_quick_mode(fig)
     out = Path(folder) if folder is not None else runtime.figures_dir()
     out.mkdir(parents=True, exist_ok=True)
     pdf, png = out / f"{name}.pdf", out / f"{name}.png"
@@ -68,6 +90,7 @@ def save_figure(
         "caption": caption.strip(),
         "numbers": {k: _plain(v) for k, v in (numbers or {}).items()},
         "size_inches": [round(width, 2), round(height, 2)],
+        "quick_mode": quick,
     }
     (out / f"{name}{META_SUFFIX}").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     return pdf, png
@@ -83,7 +106,11 @@ def _plain(value):
 
 
 def in_live_kernel() -> bool:
-    """True inside a Jupyter/Colab kernel that can show widgets; False in scripts and plain exec."""
+    """True inside a Jupyter/Colab kernel that can show widgets; False in scripts, plain exec and headless runs."""
+    import os
+
+    if os.environ.get(HEADLESS):
+        return False  # nobody will move a slider, and a widget cell can stall a headless run (jupyter/nbclient#312)
     try:
         from IPython import get_ipython
     except ImportError:
@@ -120,20 +147,20 @@ def interactive(fn: Callable, **sliders):
 
 
 def save_then_explore(plot: Callable, name: str, *, caption: str = "", question: str = "", **sliders):
-    """Save ``plot(**defaults)`` for the report, then explore it with sliders.
+    """Save and show ``plot(**defaults)`` for the report, then put sliders under it to explore.
 
-    ``plot`` returns a figure. The figure for the default setting is always saved (PDF and PNG), so a
-    report never depends on where a slider was left; a live notebook then shows sliders, while a
-    headless run shows the saved figure once.
+    ``plot`` returns a figure. The figure for the default setting is always saved (PDF and PNG) and
+    always shown as a plain image, so the executed notebook, GitHub's preview and a report never depend
+    on widget state or on where a slider was left; a live notebook then adds the sliders below it.
     """
     import matplotlib.pyplot as plt
 
     fig = plot(**{key: spec[3] for key, spec in sliders.items()})
     save_figure(fig, name, caption=caption, question=question, numbers={k: spec[3] for k, spec in sliders.items()})
+    plt.show()  # the static default figure, in every mode
     if not in_live_kernel():
-        plt.show()
         return None  # returning the figure would make Jupyter show it a second time
-    plt.close(fig)
+    print("Explore: move the sliders (the figure above stays at the default setting, as saved for the report).")
 
     def show(**kwargs):
         plot(**kwargs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib.util
 import json
 from pathlib import Path
 
@@ -162,13 +163,119 @@ def test_running_a_student_copy_stops_at_its_first_stub_with_that_exercises_mess
 
 
 @pytest.mark.parametrize("py", SOURCES, ids=IDS)
-def test_grading_a_student_copy_gives_zero_without_crashing(student, py):
-    result = exercises.grade(student / py.with_suffix(".ipynb").name)  # in a kernel, as instructors run it
+def test_student_copy_holds_no_line_unique_to_a_model_answer(student, py):
+    solved = notebooks._read_py(py)
+    questions = exercises.find_questions(solved)
+    answers = {line.strip() for line in exercises.answer_lines(solved) if len(line.strip()) > 12}
+    elsewhere = {
+        line.strip()
+        for cell in solved.cells
+        if exercises.ANSWER not in exercises.tags(cell)
+        for line in cell.source.splitlines()
+    }
+    copy = nbformat.read(student / py.with_suffix(".ipynb").name, as_version=4)
+    text = "\n".join(c.source for c in copy.cells)
+    leaked = [line for line in text.splitlines() if line.strip() in answers - elsewhere]
+    assert not leaked, f"model-answer lines in the student copy of {py.name}: {leaked[:3]}"
+    assert not [c for c in copy.cells if exercises.ANSWER in exercises.tags(c)]
+    kept = exercises.find_questions(copy)
+    assert [q.number for q in kept] == [q.number for q in questions], "every question and its answer cell stay"
+
+
+def test_the_answer_leak_check_can_fail_and_keep_answers_keeps_them():
+    nb = _nb(
+        ("md", "**Question 9.1.** Why?", ["question"]),
+        ("md", f"**Your answer.** {exercises.YOUR_ANSWER_PLACEHOLDER}", ["your-answer"]),
+        ("code", "x = 1"),
+        ("md", "**Model answer.** Because the softmax normalises over the keys.", ["answer"]),
+        ("md", "## Exercise 9.1 · Doubling (4 points)"),
+        ("code", SOLVED),
+        ("code", "assert f(2) == 4", ["check"]),
+    )
+    secret = "**Model answer.** Because the softmax normalises over the keys."
+    assert secret not in "\n".join(c.source for c in exercises.student_notebook(nb).cells)
+    kept = exercises.student_notebook(nb, keep_answers=True)
+    assert secret in "\n".join(c.source for c in kept.cells)  # what the leak test looks for is really there
+    (question,) = exercises.find_questions(nb)
+    assert (question.number, question.cell, question.your_answer, question.answers) == ("9.1", 0, 1, [3])
+
+
+@pytest.mark.parametrize(
+    "cells, message",
+    [
+        ((("md", "**Question 1.1.** Why?", ["question"]), ("code", "x = 1")), "no 'your-answer' cell"),
+        ((("md", "Why?", ["question"]), ("md", "**Your answer.**", ["your-answer"])), "does not start with"),
+        ((("md", "**Your answer.**", ["your-answer"]),), "follows no question"),
+        (
+            (
+                ("md", "**Question 1.1.** A", ["question"]),
+                ("md", "**Your answer.**", ["your-answer"]),
+                ("md", "**Question 1.1.** B", ["question"]),
+                ("md", "**Your answer.**", ["your-answer"]),
+            ),
+            "appears twice",
+        ),
+    ],
+)
+def test_questions_without_their_answer_cell_or_numbered_twice_are_refused(cells, message):
+    with pytest.raises(ExerciseMarkupError, match=message):
+        exercises.find_questions(_nb(*cells))
+
+
+def test_a_solution_inside_an_answer_cell_is_refused():
+    nb = _nb(("md", "## Exercise 9.1 · Doubling (4 points)"), ("code", SOLVED, ["answer", "check"]))
+    with pytest.raises(ExerciseMarkupError, match="tagged 'answer'"):
+        exercises.find_exercises(nb)
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=IDS)
+def test_a_student_copy_run_as_it_is_stops_at_its_first_stub(student, py):
+    """Without the reference (reference=False) a copy runs as Run all does: it stops at the first stub."""
+    result = exercises.grade(student / py.with_suffix(".ipynb").name, executor=exercises.InProcess(), reference=False)
     assert result.possible > 0 and result.total == 0
     first = result.results[0]
     assert (first.status, first.message) == ("not attempted", "the stub is still in place")
     assert all(r.status == "not attempted" for r in result.results)
     assert result.stopped == f"Exercise {first.number} is not written yet"
+
+
+def test_grading_a_student_copy_in_a_kernel_runs_every_exercise_on_the_reference_and_gives_zero(student):
+    result = exercises.grade(student / "02_transformer_from_scratch.ipynb")  # in a kernel, as instructors run it
+    assert result.total == 0 and result.possible == 25 and not result.stopped, result.table()
+    assert all((r.status, r.message) == ("not attempted", "the stub is still in place") for r in result.results)
+
+
+def test_one_early_mistake_costs_only_its_own_points(tmp_path):
+    """2.1 wrong, the rest right: 25 - 2 points (the reference 2.1 runs in its place for what follows)."""
+    path = notebooks.notebook_sources(["02"])[0]
+    old, new = "torch.arange(max_len, dtype", "torch.arange(1, max_len + 1, dtype"
+    source = path.read_text()
+    assert source.count(old) == 1
+    wrong = tmp_path / path.name
+    wrong.write_text(source.replace(old, new))
+    result = exercises.grade(wrong, executor=exercises.InProcess())
+    assert [r.number for r in result.results if r.status != "passed"] == ["2.1"], result.table()
+    assert result.total == 25 - 2 and not result.stopped
+    # the control: without the reference the same copy stops at 2.1, so the points above come from the restore
+    alone = exercises.grade(wrong, executor=exercises.InProcess(), reference=False)
+    assert alone.total == 0 and alone.stopped == "Exercise 2.1 failed"
+
+
+def test_the_reference_checks_decide_not_the_students_copy_of_them(tmp_path):
+    """A copy whose check cells were emptied still fails: the grader runs the reference's checks."""
+    path = notebooks.notebook_sources(["02"])[0]
+    nb = notebooks._read_py(path)
+    target = next(e for e in exercises.find_exercises(nb) if e.number == "2.2")
+    source = path.read_text().replace("scores.softmax(dim=-1)", "scores.softmax(dim=-2)", 1)
+    for i in target.cells:
+        if "check" in nb.cells[i].metadata.get("tags", []):
+            source = source.replace(nb.cells[i].source, "pass  # checks deleted")
+    wrong = tmp_path / path.name
+    wrong.write_text(source)
+    result = exercises.grade(wrong, executor=exercises.InProcess(), stop_after="2.2")
+    assert result.status_of("2.2") == "failed", result.table()
+    alone = exercises.grade(wrong, executor=exercises.InProcess(), reference=False, stop_after="2.2")
+    assert alone.status_of("2.2") == "passed"  # the control: its own (deleted) checks would have let it through
 
 
 def test_grade_command_with_hidden_checks_reports_each_exercise_and_writes_json(student, tmp_path, capsys):
@@ -226,267 +333,18 @@ def test_an_error_outside_any_exercise_stops_the_run_and_is_reported(tmp_path):
 # the catalogue of wrong answers: each entry replaces text inside one exercise's solution
 
 
-CATALOGUE = [
-    # notebook 01
-    (
-        "01",
-        "1.1",
-        "softmax over the queries",
-        [("softmax(scores, dim=-1)  # normalise over the keys", "softmax(scores, dim=-2)  # normalise over the keys")],
-        "IndexError",
-    ),
-    (
-        "01",
-        "1.1",
-        "scores divided by sqrt(d)",
-        [("scores = q @ K.transpose(-2, -1)", "scores = q @ K.transpose(-2, -1) / q.size(-1) ** 0.5")],
-    ),
-    ("01", "1.1", "values weighted by the scores", [("return alpha @ V, alpha", "return scores @ V, alpha")]),
-    ("01", "1.1", "weights not returned", [("return alpha @ V, alpha", "return alpha @ V, scores")]),
-    ("01", "1.2", "the largest gap instead of the smallest", [("gap.min().item()", "gap.max().item()")]),
-    ("01", "1.2", "the gap left out", [("math.exp(-s * gap.min().item())", "math.exp(-s)")]),
-    ("01", "1.2", "the mean gap instead of the smallest", [("gap.min().item()", "gap.mean().item()")]),
-    ("01", "1.2", "the n - 1 other keys left out", [("(len(K) - 1) * math.exp", "math.exp")]),
-    (
-        "01",
-        "1.3",
-        "n keys instead of the n - 2 others",
-        [("math.log((n - 2) * (1 / tau - 0.5))", "math.log(n * (1 / tau - 0.5))")],
-    ),
-    (
-        "01",
-        "1.3",
-        "2 eps <= tau solved as eps <= tau",
-        [("math.log((n - 2) * (1 / tau - 0.5))", "math.log((n - 2) * (1 / tau - 1))")],
-    ),
-    ("01", "1.3", "no logarithm", [("math.log((n - 2) * (1 / tau - 0.5))", "(n - 2) * (1 / tau - 0.5)")]),
-    ("01", "1.4", "divided by d", [("return 1 / math.sqrt(d)", "return 1 / d")]),
-    ("01", "1.4", "not scaled", [("return 1 / math.sqrt(d)", "return 1.0")]),
-    ("01", "1.4", "fourth root", [("return 1 / math.sqrt(d)", "return d**-0.25")]),
-    # notebook 02
-    (
-        "02",
-        "2.1",
-        "sin and cos swapped",
-        [("0::2] = torch.sin(", "0::2] = torch.cos("), ("1::2] = torch.cos(", "1::2] = torch.sin(")],
-    ),
-    ("02", "2.1", "frequencies over max_len", [("(-math.log(10000.0) / d_model)", "(-math.log(10000.0) / max_len)")]),
-    ("02", "2.1", "positions counted from 1", [("torch.arange(max_len, dtype", "torch.arange(1, max_len + 1, dtype")]),
-    ("02", "2.2", "no 1/sqrt(d_k)", [("k.transpose(-2, -1) / math.sqrt(q.size(-1))", "k.transpose(-2, -1)")]),
-    ("02", "2.2", "softmax over the wrong axis", [("scores.softmax(dim=-1)", "scores.softmax(dim=-2)")]),
-    (
-        "02",
-        "2.2",
-        "mask applied after the softmax",
-        [
-            (
-                "    if mask is not None:\n        scores = scores.masked_fill",
-                "    if False:\n        scores = scores.masked_fill",
-            ),
-            (
-                "weights = scores.softmax(dim=-1)  # over keys: each row sums to 1",
-                "weights = scores.softmax(dim=-1)\n    weights = weights if mask is None else weights.masked_fill(~mask, 0.0)",
-            ),
-        ],
-    ),
-    (
-        "02",
-        "2.2",
-        "masked scores set to 0, not -inf",
-        [('masked_fill(~mask, float("-inf"))', "masked_fill(~mask, 0.0)")],
-    ),
-    (
-        "02",
-        "2.3",
-        "heads merged without the transpose",
-        [("t.transpose(1, 2).reshape(B, T, nh * hs)", "t.reshape(B, T, nh * hs)")],
-    ),
-    (
-        "02",
-        "2.3",
-        "heads split without the transpose",
-        [
-            (
-                "t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)",
-                "t.view(B, self.n_head, T, C // self.n_head)",
-            )
-        ],
-        "RuntimeError",
-    ),
-    ("02", "2.3", "no output projection", [("return self.proj(self.merge_heads(y))", "return self.merge_heads(y)")]),
-    (
-        "02",
-        "2.4",
-        "upper triangle: sees the future",
-        [
-            (
-                "return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T)",
-                "return torch.triu(torch.ones(T, T, dtype=torch.bool))  # (T, T)",
-            )
-        ],
-    ),
-    (
-        "02",
-        "2.4",
-        "a position cannot see itself",
-        [
-            (
-                "return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T)",
-                "return torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)  # (T, T)",
-            )
-        ],
-    ),
-    (
-        "02",
-        "2.4",
-        "no mask at all",
-        [
-            (
-                "return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T)",
-                "return torch.ones(T, T, dtype=torch.bool)  # (T, T)",
-            )
-        ],
-    ),
-    (
-        "02",
-        "2.5",
-        "prefix opened to the queries: the source reads the target",
-        [("| in_prefix[:, None, :])", "| in_prefix[:, :, None])")],
-    ),
-    (
-        "02",
-        "2.5",
-        "causal only",
-        [("(causal_mask(T)[None] | in_prefix[:, None, :])", "(causal_mask(T)[None] | in_prefix[:, None, :] & False)")],
-    ),
-    (
-        "02",
-        "2.5",
-        "prefix one token too long",
-        [("torch.arange(T)[None, :] < prefix_len[:, None]", "torch.arange(T)[None, :] <= prefix_len[:, None]")],
-    ),
-    ("02", "2.6", "ReLU instead of GELU", [("self.proj(F.gelu(self.fc(x)))", "self.proj(F.relu(self.fc(x)))")]),
-    ("02", "2.6", "no activation", [("self.proj(F.gelu(self.fc(x)))", "self.proj(self.fc(x))")]),
-    ("02", "2.6", "tanh instead of GELU", [("self.proj(F.gelu(self.fc(x)))", "self.proj(torch.tanh(self.fc(x)))")]),
-    (
-        "02",
-        "2.7",
-        "no residual around attention",
-        [("x = x + self.attn(self.ln1(x), mask)", "x = self.attn(self.ln1(x), mask)")],
-    ),
-    (
-        "02",
-        "2.7",
-        "post-LN: the sum normalised",
-        [
-            ("x = x + self.attn(self.ln1(x), mask)", "x = self.ln1(x + self.attn(x, mask))"),
-            ("return x + self.ffn(self.ln2(x))", "return self.ln2(x + self.ffn(x))"),
-        ],
-    ),
-    ("02", "2.7", "ln1 used twice", [("return x + self.ffn(self.ln2(x))", "return x + self.ffn(self.ln1(x))")]),
-    (
-        "02",
-        "2.8",
-        "head not tied",
-        [("self.lm_head.weight = self.tok_emb.weight  # weight tying", "pass  # weight tying")],
-    ),
-    (
-        "02",
-        "2.8",
-        "positions never added",
-        [("return self.tok_emb(ids) + self.pos_emb(pos)", "return self.tok_emb(ids)")],
-    ),
-    (
-        "02",
-        "2.8",
-        "prefix_len ignored: always causal",
-        [("mask = causal_mask(T) if prefix_len is None else prefix_lm_mask(T, prefix_len)", "mask = causal_mask(T)")],
-    ),
-    ("02", "2.9", "biases forgotten", [("(3 * C * C + 3 * C) + (C * C + C)", "(3 * C * C) + (C * C)")]),
-    ("02", "2.9", "tied head counted twice", [("return V * C + positions", "return 2 * V * C + positions")]),
-    ("02", "2.9", "final LayerNorm forgotten", [("L * per_block + 2 * C", "L * per_block")]),
-    ("02", "2.10", "labels not shifted", [("labels[:, :-1] = ids[:, 1:]", "labels[:, :] = ids")]),
-    ("02", "2.10", "loss on source tokens", [("labels[next_pos[None, :] < prefix_len[:, None]] = -100", "pass")]),
-    ("02", "2.10", "padding kept as a target", [("labels[labels == pad_id] = -100", "pass")]),
-    (
-        "02",
-        "2.10",
-        "source cut one position off",
-        [("next_pos = torch.arange(1, ids.size(1) + 1)", "next_pos = torch.arange(ids.size(1))")],
-    ),
-    (
-        "02",
-        "2.11",
-        "cache position off by one",
-        [("start = cache[0][0].size(2) if cache else 0", "start = cache[0][0].size(2) + 1 if cache else 0")],
-    ),
-    ("02", "2.11", "cache never grows", [("cache[layer] = (k, v)", "pass")]),
-    ("02", "2.11", "positions restart at 0", [("start = cache[0][0].size(2) if cache else 0", "start = 0")]),
-    ("02", "2.11", "LayerNorm skipped before attention", [("attn.qkv(block.ln1(x))", "attn.qkv(x)")]),
-    # notebook 03
-    ("03", "3.1", "gradients never zeroed", [("run.optimizer.zero_grad(set_to_none=True)", "pass")]),
-    (
-        "03",
-        "3.1",
-        "loss without label smoothing",
-        [("T.loss_fn(logits, labels, cfg.label_smoothing)", "T.loss_fn(logits, labels)")],
-    ),
-    ("03", "3.1", "causal mask: prefix_len not passed", [("logits = model(ids, plen)", "logits = model(ids)")]),
-    (
-        "03",
-        "3.1",
-        "no gradient clipping",
-        [("clip_grad_norm_(model.parameters(), cfg.grad_clip)", 'clip_grad_norm_(model.parameters(), float("inf"))')],
-    ),
-    # notebook 04
-    ("04", "4.1", "loss on the prompt too", [('"labels": [-100] * len(prompt) + target', '"labels": prompt + target')]),
-    (
-        "04",
-        "4.1",
-        "no <eos>: the model never learns to stop",
-        [('target = ids(" " + en) + [tokenizer.eos_token_id]', 'target = ids(" " + en)')],
-    ),
-    ("04", "4.1", "no space before the English", [('ids(" " + en)', "ids(en)")]),
-    # notebook 05
-    ("05", "5.1", "no ReLU", [("h = torch.relu(w1(x)).view(", "h = w1(x).view(")]),
-    ("05", "5.1", "the mask not applied", [('scores.masked_fill(~mask, float("-inf")), dim=-1)', "scores, dim=-1)")]),
-    (
-        "05",
-        "5.1",
-        "softmax over the queries",
-        [('float("-inf")), dim=-1)  # over the keys', 'float("-inf")), dim=-2)')],
-    ),
-    ("05", "5.1", "b2 left out", [("scores = h @ w2[:, :, :T] + b2[:, None, :T]", "scores = h @ w2[:, :, :T]")]),
-    (
-        "05",
-        "5.2",
-        "a key may not be read at its own horizon",
-        [("ok = k_horizon[None, None, :] <= q_horizon", "ok = k_horizon[None, None, :] < q_horizon")],
-    ),
-    (
-        "05",
-        "5.2",
-        "the source rule left out",
-        [("return (ok | source_only)[:, None]", "return ok.expand(len(prefix_len), -1, -1)[:, None]")],
-    ),
-    (
-        "05",
-        "5.2",
-        "the <sep> counted as target",
-        [
-            (
-                "k_horizon[None, None, :] < prefix_len[:, None, None]",
-                "k_horizon[None, None, :] < prefix_len[:, None, None] - 1",
-            )
-        ],
-    ),
-    (
-        "04",
-        "4.1",
-        "prompt tokenized in pieces",
-        [('ids("French: " + fr + "\\nEnglish:")', 'ids("French: ") + ids(fr) + ids("\\nEnglish:")')],
-    ),
-]
+def _load_catalogue() -> list[tuple]:
+    """Every tests/catalogue_NN.py's CATALOGUE, notebook by notebook (one file each, so notebooks change apart)."""
+    entries = []
+    for path in sorted(Path(__file__).parent.glob("catalogue_*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        entries += module.CATALOGUE
+    return entries
+
+
+CATALOGUE = _load_catalogue()
 
 
 def test_the_catalogue_has_three_wrong_answers_for_every_exercise():

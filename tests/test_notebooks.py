@@ -124,10 +124,12 @@ def test_quick_mode_parsing(monkeypatch):
         runtime.quick_mode()
 
 
-def test_save_figure_writes_pdf_and_png(tmp_path):
+def test_save_figure_writes_pdf_and_png(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from helpers.plotting import save_figure
+    from helpers.plotting import QUICK_MARK, save_figure
+
+    monkeypatch.setenv("QUICK", "0")
 
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot([0, 1], [1, 0])
@@ -144,7 +146,14 @@ def test_save_figure_writes_pdf_and_png(tmp_path):
         "caption": "c",
         "numbers": {"x": 0.1235},
         "size_inches": [5.0, 3.0],
+        "quick_mode": False,
     }
+    assert not [t for t in fig.texts if t.get_text() == QUICK_MARK], "no mark in full mode"
+    monkeypatch.setenv("QUICK", "1")
+    save_figure(fig, "99_test_line", folder=tmp_path, caption="c", question="q?")
+    save_figure(fig, "99_test_line", folder=tmp_path, caption="c", question="q?")
+    assert [t.get_text() for t in fig.texts].count(QUICK_MARK) == 1, "quick mode stamps the mark, once"
+    assert json.loads((tmp_path / "99_test_line.json").read_text())["quick_mode"] is True
     with pytest.raises(ValueError, match="01_copying_sharpness"):
         save_figure(fig, "Bad Name.png", folder=tmp_path)
     fig.set_size_inches(3, 3)
@@ -230,16 +239,30 @@ def test_every_saved_figure_is_titled_captioned_and_large_enough(executed):
         assert width >= MIN_WIDTH_IN and height >= MIN_HEIGHT_IN, f"{name} is {width} x {height} in"
 
 
-def test_no_slider_figure_is_shown_twice(executed):
-    """save_then_explore returns nothing, so Jupyter does not display the figure again as the cell's value."""
-    nb = nbformat.read(executed / "executed" / "01_attention_math.ipynb", as_version=4)
+def test_every_figure_of_notebook_01_is_one_png_output_in_the_executed_copy(executed):
+    """Slider figures too: the static default figure is a plain PNG output, once (not widget state, not twice)."""
+    py = next(p for p in SOURCES if p.stem.startswith("01_"))
+    nb = nbformat.read(executed / "executed" / py.with_suffix(".ipynb").name, as_version=4)
+    pngs = 0
     for cell in nb.cells:
-        if cell.cell_type == "code" and "save_then_explore(" in cell.source:
+        if cell.cell_type != "code":
+            continue
+        images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+        pngs += len(images)
+        if "save_then_explore(" in cell.source:
             first = cell.source.splitlines()[0]
-            images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
-            assert len(images) <= 1, f"{len(images)} images from the cell {first!r}"  # sliders draw in a widget
+            assert len(images) == 1, f"{len(images)} PNG outputs from the cell {first!r}; expected its one figure"
             values = [o for o in cell.outputs if o.get("output_type") == "execute_result"]
             assert not values, f"the cell {first!r} also displays its value (the figure again)"
+        assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell.outputs), (
+            "a headless run builds no widget"
+        )
+    assert pngs == len(_saved_names(py)), f"{pngs} PNG outputs for {len(_saved_names(py))} figures"
+
+
+def test_quick_mode_figures_carry_the_mark(executed):
+    metas = [json.loads(p.read_text()) for p in (executed / "figures").glob("*.json")]
+    assert metas and all(m["quick_mode"] is True for m in metas)
 
 
 def test_report_command_writes_the_zip_and_an_index_listing_every_figure_once(executed, capsys):
