@@ -9,7 +9,7 @@ evaluate        BLEU and chrF with slices and baselines on the run's test sets o
 finetune        fine-tune a pretrained Hugging Face model on the same pairs (then evaluate/translate it the same way)
 student         write the student notebooks (each solution replaced by a stub that names its exercise)
 grade           run a notebook in quick mode and score its exercises (points, first failing message, total)
-report          gather figures, metrics and a generated index.md (captions, LaTeX snippets) into one zip
+report          gather figures, metrics, index.md and report.tex (your answers, figures, metrics) into one zip
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _grade(args) -> int:
 def _report(args) -> int:
     from . import report
 
-    report.export(zip_path=args.zip)
+    report.export(zip_path=args.zip, notebooks=args.notebooks or None, pdf=args.pdf)
     return 0
 
 
@@ -610,6 +610,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="gather figures, metrics and index.md into reports/report.zip")
     p.add_argument("--zip", default=None, help="where to write the zip (default reports/report.zip)")
+    p.add_argument(
+        "--notebooks", nargs="*", help="your notebooks (.ipynb) with your answers, for report.tex (saved first)"
+    )
+    p.add_argument("--pdf", action="store_true", help="also compile report.tex with pdflatex, where installed")
     p.set_defaults(func=_report)
     return parser
 
