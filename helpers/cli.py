@@ -52,7 +52,7 @@ def _check_notebooks(args) -> int:
 def _student(args) -> int:
     from . import exercises
 
-    for path in exercises.build_student(args.out, args.only or None):
+    for path in exercises.build_student(args.out, args.only or None, keep_answers=args.keep_answers):
         print("wrote", path)
     print(
         f"Hand out {args.out}: each exercise raises NotImplementedError until it is written. Grade a copy with "
@@ -599,6 +599,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("student", help="write the student notebooks (solutions replaced by stubs) to --out")
     p.add_argument("--out", required=True, help="a folder to hand out; it never holds solutions or hidden checks")
     p.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 02")
+    p.add_argument(
+        "--keep-answers", action="store_true", help="keep the written questions' model answers (after the deadline)"
+    )
     p.set_defaults(func=_student)
 
     p = sub.add_parser("grade", help="run a notebook in quick mode and score its exercises")

@@ -40,8 +40,6 @@ import functools
 import json
 import random
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 
 __all__ = ["builtin_corpus", "describe_corpus", "vocabulary", "DEFAULT_N", "DIFFICULTIES"]
 
@@ -130,17 +128,10 @@ def _verb(inf, pp, aux, en, present=(), objects: str = "", subjects: str = "pers
 
 
 def _words_path():
-    """Where the word file is: in the installed package, else in data/ of the checkout that holds helpers/.
+    """Where the word file is: in the installed package, else in data/ of the checkout (``runtime.bundled_path``)."""
+    from .runtime import bundled_path
 
-    A wheel (``pip install git+https://...``, as on Colab) installs data/ as the package ``helpers.bundled``.
-    An editable install (``pip install -e .``) has no ``helpers.bundled``: setuptools' editable finder does not
-    import a sub-package mapped to a folder without ``__init__.py`` (pypa/setuptools#4943); nor has a checkout
-    used without installing. In both, helpers/ is the checkout's own, so the file is in data/ beside it.
-    """
-    try:
-        return resources.files("helpers.bundled") / WORDS_FILE
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parent.parent / "data" / WORDS_FILE
+    return bundled_path(WORDS_FILE)
 
 
 @functools.cache

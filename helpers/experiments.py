@@ -162,21 +162,6 @@ def format_rows(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def report_paragraph(rows: list[dict], budget: str, reference: str = "vanilla") -> str:
-    """A paragraph for the written report, filled in from the table; edit the reasons, keep the numbers."""
-    best = best_row(rows)
-    ref = next((r for r in rows if r["label"] == reference), rows[0])
-    return (
-        f"We compared {len(rows)} settings at the same budget ({budget} each, same data, tokenizer and seed). "
-        f"Chosen on the validation split, the best was '{best['label']}' ({best['parameters']:,} parameters): "
-        f"validation BLEU {best['bleu_valid']:.1f} against {ref['bleu_valid']:.1f} for '{ref['label']}', validation "
-        f"perplexity {best['val_ppl']} against {ref['val_ppl']}. On the new-sentence test set, never used to choose, "
-        f"it scored {best['bleu_new']:.1f} BLEU ({ref['bleu_new']:.1f} for '{ref['label']}'). "
-        "We think this is because [your reason: more updates in the same time? better conditioning?]; "
-        "a longer budget might change the order because [...]."
-    )
-
-
 # --- time and memory of one forward pass --------------------------------------------------------------------
 
 

@@ -188,3 +188,34 @@ def metrics_dir() -> Path:
     path = reports_dir() / "metrics"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def bundled_path(*parts: str):
+    """A file of data/ (the package ``helpers.bundled`` once installed), wherever the package came from.
+
+    A wheel (``pip install git+https://...``, as on Colab) installs data/ as the package ``helpers.bundled``.
+    An editable install (``pip install -e .``) has no ``helpers.bundled``: setuptools' editable finder does not
+    import a sub-package mapped to a folder without ``__init__.py`` (pypa/setuptools#4943); nor has a checkout
+    used without installing. In both, helpers/ is the checkout's own, so the file is in data/ beside it.
+    """
+    from importlib import resources
+
+    try:
+        base = resources.files("helpers.bundled")
+    except ModuleNotFoundError:
+        base = Path(__file__).resolve().parent.parent / "data"
+    for part in parts:
+        base = base / part
+    return base
+
+
+def reference_outputs(name: str):
+    """Outputs saved for an exercise's check (``data/reference/NAME``, JSON), so a check never calls the package."""
+    import json
+
+    path = bundled_path("reference", name)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"reference outputs {name} are missing from this install: reinstall the course package (first cell)."
+        )
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -442,3 +442,20 @@ def test_the_tiny_model_learns_to_translate_not_only_to_write_english():
     scrambled = train_losses([(f, e) for (f, _), e in zip(pairs, english)], steps=400)
     real_end, scrambled_end = sum(real[-10:]) / 10, sum(scrambled[-10:]) / 10
     assert real_end < scrambled_end - 0.3, (real_end, scrambled_end)  # measured: 0.35 vs 1.08
+
+
+def test_every_reference_output_is_installed_with_the_package():
+    """A check's saved outputs (data/reference/*.json) must reach a wheel install (Colab), not only this checkout."""
+    import tomllib
+
+    from helpers import runtime
+
+    setuptools = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["tool"][
+        "setuptools"
+    ]
+    globs = setuptools["package-data"]["helpers.bundled"]
+    files = sorted((Path(__file__).resolve().parents[1] / "data" / "reference").glob("*"))
+    assert files, "data/reference holds the saved outputs of the exercises' checks"
+    for path in files:
+        assert any(Path("reference", path.name).match(glob) for glob in globs), f"{path.name} is not package data"
+        assert runtime.bundled_path("reference", path.name).is_file()

@@ -1,23 +1,124 @@
 """Notebook 05: every row and figure is written, each variant passes the leakage checks, the complexity
 measurement agrees with the derivation, and pretraining shares the budget instead of adding to it.
 
-The notebook runs once in-process in quick mode (tiny models, the built-in corpus). Its two exercises (the
-synthesizer's weights and the horizon rule) are checked against helpers.variants; their wrong answers are
-in tests/test_exercises.py.
+The notebook runs once in-process in quick mode (tiny models, the built-in corpus), graded: its five exercises
+(the synthesizer's weights, the horizon rule, the rotary rotation, ALiBi's bias, span corruption) must earn full
+marks. The functions the student writes are checked here against the package's, which the model and the CLI
+use (defined once); the reference outputs the checks load (data/reference/05_*.json) are written from the
+package by :func:`build_references` and must still equal what it computes. The sentences that compare this
+run's numbers are fed numbers that flip, and must flip. Wrong answers: tests/catalogue_05.py.
+
+Rewrite the reference files after a deliberate change to the package: ``python tests/test_notebook05.py``.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from helpers import exercises, runtime
+from helpers import exercises, notebooks, runtime
+from helpers import pretrain as P
+from helpers import variants as VAR
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_research_variants.py"
 FIGURES = ["05_complexity", "05_variant_curves", "05_positions", "05_pretraining", "05_sweep"]
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# reference outputs, written from the package
+
+
+class Draws:
+    """``random.Random.randint(a, b)`` drawn from a NumPy Generator: the package's corrupt_span with the notebook's draws."""
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+
+    def randint(self, a: int, b: int) -> int:
+        return int(self.rng.integers(a, b, endpoint=True))
+
+
+def package_cut(ids, rng, max_len):
+    example = P.corrupt_span(ids, Draws(rng), max_len)
+    return None if example is None else {"input_ids": list(example.input_ids), "n_source": int(example.prefix_len)}
+
+
+def interleave(x: torch.Tensor) -> torch.Tensor:
+    """Half-and-half channel order (i pairs with i + hs/2) -> neighbours (2i pairs with 2i + 1)."""
+    half = x.size(-1) // 2
+    return x[..., [c for i in range(half) for c in (i, i + half)]]
+
+
+def deinterleave(x: torch.Tensor) -> torch.Tensor:
+    return torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
+
+
+def package_rope_half(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """helpers.variants.rotary in the notebook's half-and-half convention: the same rotation, channels reordered."""
+    return deinterleave(VAR.rotary(interleave(x), positions, base))
+
+
+def build_references() -> dict[str, dict]:
+    """The saved outputs the notebook's checks load, computed from the package (file name -> content)."""
+    g = random.Random(5)
+    cases = []
+    for length, max_len, cuts in [(0, 16, 1), (1, 16, 1), (2, 16, 3), (3, 16, 3), (5, 16, 4), (12, 16, 4),
+                                  (40, 16, 4), (9, 6, 3), (20, 5, 1), (30, 48, 4), (100, 96, 4)]:  # fmt: skip
+        ids = [g.randint(5, 999) for _ in range(length)]
+        seed = g.randint(0, 10**6)
+        rng = np.random.default_rng(seed)
+        cases.append({"ids": ids, "max_len": max_len, "seed": seed, "expected": [package_cut(ids, rng, max_len) for _ in range(cuts)]})  # fmt: skip
+    torch.manual_seed(5)
+    x = torch.randn(1, 2, 5, 8).round(decimals=4)
+    positions = torch.tensor([0, 1, 4, 9, 30])
+    rope = {"x": x.tolist(), "positions": positions.tolist(), "base": 10000.0}
+    rope["expected"] = package_rope_half(x, positions).round(decimals=6).tolist()
+    lat, pos, plen = VAR.latent_horizons(4, 12), torch.arange(12), torch.tensor([1, 5, 8])
+    masks = {"latent_horizons": lat.tolist(), "positions": pos.tolist(), "prefix_len": plen.tolist()}
+    for name, (q, k) in {"down": (lat, pos), "middle": (lat, lat), "up": (pos, lat)}.items():
+        masks[name] = VAR.read_mask(q, k, plen).int().tolist()
+    return {
+        "05_corrupt_span.json": {"made_by": "tests/test_notebook05.py::build_references", "cases": cases},
+        "05_rope_half.json": {"made_by": "tests/test_notebook05.py::build_references", **rope},
+        "05_bottleneck_masks.json": {"made_by": "tests/test_notebook05.py::build_references", **masks},
+    }
+
+
+def write_references() -> None:
+    REFERENCE.mkdir(parents=True, exist_ok=True)
+    for name, content in build_references().items():
+        (REFERENCE / name).write_text(json.dumps(content, separators=(",", ":")) + "\n")
+
+
+def test_saved_references_equal_what_the_package_computes():
+    for name, content in build_references().items():
+        saved = json.loads((REFERENCE / name).read_text())
+        if name == "05_rope_half.json":
+            assert saved["x"] == content["x"] and saved["positions"] == content["positions"]
+            torch.testing.assert_close(
+                torch.tensor(saved["expected"]), torch.tensor(content["expected"]), atol=1e-6, rtol=0
+            )
+        else:
+            assert saved == content, (
+                f"{name} no longer equals what the package computes: python tests/test_notebook05.py"
+            )
+
+
+def test_the_reference_cuts_cover_every_branch():
+    cases = json.loads((REFERENCE / "05_corrupt_span.json").read_text())["cases"]
+    cuts = [(c, e) for c in cases for e in c["expected"]]
+    assert any(e is None and len(c["ids"]) < 2 for c, e in cuts)  # too short
+    assert any(e is None and len(c["ids"]) >= 2 for c, e in cuts)  # no room
+    made = [(c, e) for c, e in cuts if e]
+    assert any(len(e["input_ids"]) - 4 == len(c["ids"]) for c, e in made)  # the whole sentence kept
+    assert any(len(e["input_ids"]) == c["max_len"] for c, e in made)  # as long as the block allows
+    assert any(len(e["input_ids"]) - 4 < len(c["ids"]) for c, e in made)  # a beginning only
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +191,126 @@ def test_leakage_check_catches_a_leak(nb):
     finally:
         M.build_attention_mask = original
     assert nb["leakage_report"]({}) == {"causal": True, "source seen both ways": True, "padding-safe": True}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the student's functions against the package's (defined once: the model and the CLI use the package's)
+
+
+def test_the_notebooks_span_corruption_cuts_what_the_package_cuts(nb):
+    g = random.Random(0)
+    for _ in range(3000):
+        ids = [g.randint(5, 999) for _ in range(g.randint(0, 130))]
+        max_len, seed = g.choice([5, 6, 8, 16, 48, 96, 128]), g.randint(0, 10**9)
+        mine = nb["corrupt_one_span"](ids, np.random.default_rng(seed), max_len)
+        mine = None if mine is None else {"input_ids": list(mine[0]), "n_source": mine[1]}
+        assert mine == package_cut(ids, np.random.default_rng(seed), max_len), (len(ids), max_len, seed)
+
+
+def test_the_notebooks_rotation_is_the_packages_with_the_channels_reordered(nb):
+    torch.manual_seed(0)
+    for hs, base in ((8, 10000.0), (16, 100.0), (2, 10000.0)):
+        x, positions = torch.randn(2, 3, 7, hs), torch.tensor([0, 1, 2, 5, 17, 40, 95])
+        torch.testing.assert_close(nb["rope_half"](x, positions, base), package_rope_half(x, positions, base))
+    # and the package's model really uses that rotation: the score of q at i and k at j depends on i - j only
+    q, k = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
+    score = lambda i, j: float(VAR.rotary(q, torch.tensor([i])) @ VAR.rotary(k, torch.tensor([j])).mT)  # noqa: E731
+    assert abs(score(7, 3) - score(47, 43)) < 1e-4
+
+
+def test_the_notebooks_mask_rule_is_the_models(nb):
+    g = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        q_h = torch.randint(0, 40, (int(torch.randint(1, 12, (1,), generator=g)),), generator=g)
+        k_h = torch.randint(0, 40, (int(torch.randint(1, 12, (1,), generator=g)),), generator=g)
+        plen = torch.randint(1, 40, (3,), generator=g)
+        assert torch.equal(nb["may_read"](q_h, k_h, plen), VAR.read_mask(q_h, k_h, plen))
+
+
+def test_the_notebooks_alibi_bias_is_the_models_on_the_target(nb):
+    """The signed bias of the paper's decoder equals the package's -m|i - j| wherever a target query reads (j <= i)."""
+    for n_head, T in ((2, 5), (8, 9), (12, 4)):
+        mine = nb["alibi_causal_bias"](n_head, T)
+        theirs = VAR.alibi_bias(VAR.alibi_slopes(n_head), torch.arange(T), torch.arange(T))[0]  # (nh, T, T)
+        lower = torch.ones(T, T, dtype=torch.bool).tril()
+        torch.testing.assert_close(mine[:, lower], theirs[:, lower])
+        torch.testing.assert_close(mine[:, ~lower], -theirs[:, ~lower])  # keys after the query: signed, not |i - j|
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# conclusions computed from the run: they flip when the numbers flip
+
+
+def _rows(**scores):
+    return {
+        k: {"bleu_new": v, "bleu_valid": v, "val_loss": 2.0 - v / 100, "val_ppl": 7.0 - v / 10}
+        for k, v in scores.items()
+    }
+
+
+def test_compare_rows_flips_with_the_numbers(nb):
+    compare = nb["compare_rows"]
+    ahead = compare(_rows(vanilla=10.0, synthesizer=12.0), ["synthesizer"], quick=False)
+    behind = compare(_rows(vanilla=10.0, synthesizer=8.0), ["synthesizer"], quick=False)
+    assert "synthesizer 12.00, higher than vanilla" in ahead and "Best in this run: synthesizer." in ahead
+    assert "synthesizer 8.00, lower than vanilla" in behind and "Best in this run: vanilla." in behind
+    assert "level with vanilla" in compare(_rows(vanilla=10.0, synthesizer=10.0), ["synthesizer"], quick=False)
+    # lower is better for the loss: the best row is the lowest
+    assert "Best in this run: synthesizer." in compare(_rows(vanilla=10.0, synthesizer=12.0), ["synthesizer"], key="val_loss", quick=False)  # fmt: skip
+    quick = compare(_rows(vanilla=10.0, synthesizer=12.0), ["synthesizer"], quick=True)
+    assert "noise" in quick and "paired bootstrap" in quick and "noise" not in ahead
+
+
+def test_the_pretraining_verdict_flips_with_the_numbers(nb):
+    verdict = nb["pretraining_verdict"]
+    study = {(300, "span"): {"bleu_new": 5.0}, (300, None): {"bleu_new": 3.0}}
+    assert "with 300 pairs span pretraining helped (5.00 against 3.00" in verdict(study, [300], quick=False)
+    study[(300, None)]["bleu_new"] = 7.0
+    assert "with 300 pairs span pretraining hurt (5.00 against 7.00" in verdict(study, [300], quick=False)
+    assert "noise" in verdict(study, [300], quick=True)
+
+
+def test_the_sweep_paragraph_flips_and_invites_no_reason_in_quick_mode(nb):
+    paragraph = nb["sweep_paragraph"]
+
+    def rows(lr_valid, lr_new):
+        return [
+            {"label": "vanilla", "parameters": 100, "bleu_valid": 10.0, "bleu_new": 9.0, "val_ppl": 5.0},
+            {"label": "lr ×2", "parameters": 100, "bleu_valid": lr_valid, "bleu_new": lr_new, "val_ppl": 4.0},
+        ]
+
+    won = paragraph(rows(12.0, 11.0), "3 min", quick=False)
+    assert "the best was 'lr ×2'" in won and "12.0, higher than 10.0" in won and "held on new sentences" in won
+    assert "did not carry over" in paragraph(rows(12.0, 8.0), "3 min", quick=False)
+    lost = paragraph(rows(8.0, 11.0), "3 min", quick=False)
+    assert "no change beat 'vanilla'" in lost and "the best was" not in lost
+    quick = paragraph(rows(12.0, 11.0), "300 steps", quick=True)
+    assert "noise" in quick and "we think" not in quick.lower() and "because" not in quick
+    assert "we think it is because" in won
+
+
+def test_the_growth_verdict_and_the_order_disagreements_flip(nb):
+    growth = nb["growth_verdict"]
+    assert growth("plain", "memory", 1.8, 2.0).endswith("(derived ×2^2.00): close to the derivation.")
+    assert "slower than derived by 2^0.90" in growth("plain", "memory", 1.1, 2.0)
+    assert "faster than derived by 2^0.94" in growth("bottleneck", "memory", 1.9, 0.96)
+    disagree = nb["order_disagreements"]
+    rows = {"a": {"val_ppl": 5.0, "bleu_valid": 10.0}, "b": {"val_ppl": 6.0, "bleu_valid": 12.0}}
+    assert disagree(rows, ["a", "b"]).startswith("1 of 1 pairs") and "'a' has the lower perplexity" in disagree(
+        rows, ["a", "b"]
+    )
+    rows["b"]["bleu_valid"] = 8.0
+    assert disagree(rows, ["a", "b"]).startswith("Perplexity and BLEU order all 1 pairs")
+
+
+def test_every_question_has_its_answer_and_the_student_copy_leaves_the_answers_out():
+    nb = notebooks._read_py(NOTEBOOK)
+    questions = exercises.find_questions(nb)
+    assert [q.number for q in questions] == [f"5.{i}" for i in range(1, 11)]
+    assert all(q.answers and nb.cells[q.answers[0]].source.startswith("**Model answer.**") for q in questions)
+    student = exercises.student_notebook(nb)
+    kept = {line for cell in student.cells for line in cell.source.splitlines()}
+    unique = set(exercises.answer_lines(nb)) - {
+        line for c in nb.cells if "answer" not in c.metadata.get("tags", []) for line in c.source.splitlines()
+    }
+    assert unique and not unique & kept
