@@ -48,6 +48,11 @@
 # fine-tune within a time budget in fp16 on a T4 and resume after a disconnect; and what pretraining costs:
 # fluent output that is wrong, with nothing in the output to tell you so.
 #
+# **What you write** (10 points): the prompt and labels of our format for a decoder-only LM (Exercise 4.1), a
+# padded batch whose padding the loss never sees (4.2), the paired bootstrap test that says whether a BLEU
+# difference is more than the luck of the test set (4.3), and the rule that flags fluent-but-wrong outputs
+# (4.4); then three written questions on what pretraining buys and what it costs, answered from the numbers.
+#
 # **How to run.** On Colab with a T4: *Run all*; say yes to Google Drive so that fine-tuning checkpoints
 # survive a disconnect (running all again resumes). Planned budget: 15 minutes of fine-tuning for opus-mt,
 # 25 for SmolLM2, the rest loading and scoring: about an hour, *an estimate not yet measured on a T4*.
@@ -158,6 +163,31 @@ from helpers.cli import train_command
 from helpers.plotting import save_figure
 
 # %% [markdown]
+# Three small tools for what this notebook prints: minutes as a person reads them (a quarter of a minute is
+# "15 s", not "0 min"), the note that quick mode's scores are noise, and the reader of the saved reference
+# outputs some checks compare with (`data/reference/`, installed with the package).
+
+
+# %%
+def format_minutes(minutes: float) -> str:
+    """Seconds under a minute ("15 s"), else minutes ("2.5 min", "45 min")."""
+    if minutes < 1:
+        return f"{minutes * 60:.0f} s"
+    return f"{minutes:.1f} min" if minutes < 10 else f"{minutes:.0f} min"
+
+
+load_reference = runtime.reference_outputs  # outputs saved for the checks (data/reference/*.json)
+
+
+QUICK_NOTE = (
+    "QUICK MODE: the Hugging Face models are tiny random stand-ins and every model trained for seconds, so these "
+    "numbers are noise: the sentences above say that the code runs, nothing about pretraining."
+    if QUICK
+    else ""
+)
+print(format_minutes(0.25), "|", format_minutes(2.54), "|", format_minutes(45.2))
+
+# %% [markdown]
 # ## 1. The same pairs and the same test sets as notebook 03
 #
 # Notebook 03 wrote what it trained on to `03_scratch.json`, in `reports/metrics/` and beside its checkpoint
@@ -235,7 +265,7 @@ for name, test in TEST_SETS.items():
 scratch_dir = Path(scratch_record["model"]["checkpoint"]) if scratch_record else None
 if scratch_dir is not None and (scratch_dir / "checkpoint.pt").is_file():
     scratch = E.load_run(scratch_dir, device=DEVICE)
-    SCRATCH_NAME = "ours, scratch"
+    SCRATCH_NAME, OURS = "ours, scratch", "our model"
     print(f"notebook 03's model: {scratch_dir}, step {scratch.step}")
     SCRATCH_MINUTES, SCRATCH_TOKENS = scratch_record["training"]["minutes"], scratch_record["training"]["tokens"]
 else:
@@ -246,12 +276,13 @@ else:
                            steps=600 if QUICK else None, out=stand_in, preset=preset, seed=SEED, limit=LIMIT,
                            progress=not QUICK)  # fmt: skip
     scratch = E.load_run(stand_in, device=DEVICE)
-    SCRATCH_NAME = "ours, scratch (stand-in)"
-    print(f"a stand-in for notebook 03's model: {preset} preset, trained here for {result.seconds / 60:.1f} min")
+    SCRATCH_NAME, OURS = "ours, scratch (stand-in)", "our stand-in model"
+    trained_for = format_minutes(result.seconds / 60)
+    print(f"a stand-in for notebook 03's model: {preset} preset, trained here for {trained_for}")
     SCRATCH_MINUTES, SCRATCH_TOKENS = result.seconds / 60, result.tokens
 
 # %% [markdown]
-# ## 3. Teaching a pretrained language model our format · Exercise 4.1 (3 points)
+# ## 3. Teaching a pretrained language model our format
 #
 # Our model reads `<bos> French <sep> English <eos>` and learns to write the English. A pretrained decoder-only
 # model can be taught exactly the same task, with two differences. It has its own `<bos>` and `<eos>` tokens
@@ -266,8 +297,12 @@ else:
 # `<eos>` pads too; the model still learns to stop, because the labels are built before padding: each
 # example's own `<eos>` is a label, and only the pads added after it are -100.
 #
-# The cell below writes this format with the tokenizer alone; `helpers.pretrained.HFTranslator.encode_pair`
-# is the package's version, and the assert checks that both agree.
+# ### Exercise 4.1 · The prompt and labels of our format (3 points)
+#
+# Write this format with the tokenizer alone: the prompt `<bos>` + `"French: " + fr + "\nEnglish:"`, the target
+# `" " + en` + `<eos>`. The check builds one example by hand with a character-level tokenizer (one id per
+# character), then compares yours with `helpers.pretrained.HFTranslator.encode_pair`, the package's version,
+# on 50 training pairs.
 
 
 # %%
@@ -301,7 +336,22 @@ for t in (marian, lm):
 # %% [markdown]
 # One training pair in SmolLM2's format, token by token: the loss sees only the second line.
 
+
 # %% tags=["check"]
+class CharTokenizer:  # one id per character, <bos> = 1, <eos> = 2: a tokenizer no package function was given
+    bos_token_id, eos_token_id = 1, 2
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) for c in text]}
+
+
+by_hand = lm_example(CharTokenizer(), "Je lis.", "I read.")
+prompt_ids = [1] + [ord(c) for c in "French: Je lis.\nEnglish:"]
+target_ids = [ord(c) for c in " I read."] + [2]
+assert by_hand == {"input_ids": prompt_ids + target_ids, "labels": [-100] * len(prompt_ids) + target_ids}, (
+    f"with one id per character, expected <bos> 'French: Je lis.\\nEnglish:' then ' I read.' <eos>, labels -100 "
+    f"on the prompt only; got {by_hand}"
+)
 fr, en = splits.train[0]
 example = lm_example(lm.tokenizer, fr, en)
 for pair in splits.train[:50]:
@@ -315,6 +365,83 @@ print("  prompt:", " ".join(pieces[:n_prompt]))
 print("  target:", " ".join(pieces[n_prompt:]))
 assert all(label == -100 for label in example["labels"][:n_prompt])
 assert example["labels"][n_prompt:] == example["input_ids"][n_prompt:] and example["labels"][-1] == lm.eos_id
+
+# %% [markdown]
+# ### Exercise 4.2 · A batch whose padding the loss never sees (2 points)
+#
+# Fine-tuning reads examples in batches, and examples differ in length: the shorter ones are padded on the
+# right to the longest one. A batch is three tensors, each `(batch, longest)` and of integers:
+#
+# - `input_ids`: the example's ids, then `pad_id` up to the width;
+# - `attention_mask`: 1 on the example's own tokens, 0 on the pads (attention must not read them);
+# - `labels`: the example's labels, then -100 (the loss must not score them).
+#
+# The trap: SmolLM2 pads with `<eos>`, so a rule like "labels = -100 wherever `input_ids == pad_id`" also
+# deletes each example's own `<eos>` label, and the model never learns to stop. Build the labels from the
+# examples' own labels; the padding alone gets -100.
+
+
+# %%
+def pad_batch(examples: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad examples {"input_ids": [...], "labels": [...]} (each list as long as its input_ids) into a batch.
+
+    Returns {"input_ids", "attention_mask", "labels"}, each a (len(examples), longest) torch.long tensor:
+    pad_id / 0 / -100 on the padding. Hint: torch.full((B, T), value) makes a filled tensor; row[:n] = ...
+    fills the first n positions of a row.
+    """
+    # BEGIN SOLUTION
+    width = max(len(e["input_ids"]) for e in examples)
+    batch = {
+        "input_ids": torch.full((len(examples), width), pad_id, dtype=torch.long),
+        "attention_mask": torch.zeros((len(examples), width), dtype=torch.long),
+        "labels": torch.full((len(examples), width), -100, dtype=torch.long),
+    }
+    for i, e in enumerate(examples):
+        n = len(e["input_ids"])
+        batch["input_ids"][i, :n] = torch.tensor(e["input_ids"])
+        batch["attention_mask"][i, :n] = 1
+        batch["labels"][i, :n] = torch.tensor(e["labels"])
+    return batch
+    # END SOLUTION
+
+
+# %% [markdown]
+# The check builds a batch by hand where `<eos>` (id 2) also pads, then asks the tiny LM a property any right
+# collator must have: the loss of the padded batch is the loss of each example alone, averaged over the target
+# tokens of all of them. Padding must change nothing.
+
+# %% tags=["check"]
+planted = [{"input_ids": [5, 6, 7, 2], "labels": [-100, -100, 7, 2]}, {"input_ids": [5, 8, 2], "labels": [-100, 8, 2]}]
+batch = pad_batch(planted, pad_id=2)
+assert set(batch) == {"input_ids", "attention_mask", "labels"}, f"the batch has keys {sorted(batch)}"
+assert all(t.dtype == torch.long and t.shape == (2, 4) for t in batch.values()), (
+    "each tensor: (number of examples, longest example), dtype torch.long"
+)
+assert batch["input_ids"].tolist() == [[5, 6, 7, 2], [5, 8, 2, 2]], (
+    f"input_ids {batch['input_ids'].tolist()}: the example's ids first, then pad_id on the right"
+)
+assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]], (
+    f"attention_mask {batch['attention_mask'].tolist()}: 1 on the example's own tokens (its <eos> too), 0 on pads"
+)
+assert batch["labels"].tolist() == [[-100, -100, 7, 2], [-100, 8, 2, -100]], (
+    f"labels {batch['labels'].tolist()}: the example's own labels (its <eos> label 2 kept, although 2 also pads), "
+    "then -100 on the padding"
+)
+real = [lm_example(lm.tokenizer, *pair) for pair in splits.train[:4]]
+batch = pad_batch(real, pad_id=lm.pad_id)
+with torch.no_grad():
+    lm.model.eval()
+    together = lm.model(**{k: v.to(lm.device) for k, v in batch.items()}).loss.item()
+    alone = [lm.model(**{k: v.to(lm.device) for k, v in pad_batch([e], lm.pad_id).items()}).loss.item() for e in real]
+n_targets = [sum(label != -100 for label in e["labels"][1:]) for e in real]  # the model shifts labels by one
+expected = sum(loss * n for loss, n in zip(alone, n_targets)) / sum(n_targets)
+assert abs(together - expected) < 1e-3 * max(1.0, expected), (
+    f"the padded batch's loss {together:.5f} differs from the examples' own losses {expected:.5f}: "
+    "the padding is being scored (labels) or read (attention_mask)"
+)
+padding = 1 - batch["attention_mask"].float().mean().item()
+print(f"a batch of {len(real)} pairs, width {batch['input_ids'].shape[1]}: {padding:.0%} of it is padding, and the "
+      f"loss ({together:.3f}) is the examples' own ({expected:.3f})")  # fmt: skip
 
 # %% [markdown]
 # ## 4. Before fine-tuning: opus-mt as it is, SmolLM2 with three examples
@@ -367,8 +494,8 @@ for kind, base in (("seq2seq", marian), ("causal", lm)):
                                 monitor_every_minutes=0.05 if QUICK else MINUTES[kind] / 6)  # fmt: skip
     finetuned[kind] = base
     r = results[kind]
-    print(f"  {r.steps} steps, {r.pairs:,} pairs, {r.tokens:,} target tokens, {r.seconds / 60:.1f} min, {r.precision}, "
-          f"{r.trainable:,} of {r.parameters:,} parameters trained; last loss {r.loss}")  # fmt: skip
+    print(f"  {r.steps} steps, {r.pairs:,} pairs, {r.tokens:,} target tokens, {format_minutes(r.seconds / 60)}, "
+          f"{r.precision}, {r.trainable:,} of {r.parameters:,} parameters trained; last loss {r.loss}")  # fmt: skip
 
 # %% [markdown]
 # The folder is the model: `load_pretrained(out)` (and `python -m helpers evaluate --checkpoint out`) reads it
@@ -440,11 +567,11 @@ for label in CONTESTANTS:
 
 short = {D.NEW_SENTENCES: "new", D.IN_DISTRIBUTION: "in-dist"}
 header = (
-    f"{'model':<44} {'params':>8} {'trained':>8} {'min':>5} "
+    f"{'model':<44} {'params':>8} {'trained':>8} {'time':>7} "
     + " ".join(f"{short.get(n, 'out-of-dom'):>17}" for n in TEST_SETS)
     + "  unseen-word  sent/s"
 )
-print(header + "\n" + " " * 69 + "   BLEU g/b  chrF" * len(TEST_SETS))
+print(header + "\n" + " " * 71 + "   BLEU g/b  chrF" * len(TEST_SETS))
 for row in rows:
     cells = " ".join(
         f"{row[n]['bleu_greedy']:6.1f}/{row[n]['bleu_beam']:4.1f} {row[n]['chrf_greedy']:5.1f}" for n in TEST_SETS
@@ -452,7 +579,7 @@ for row in rows:
     new = row[D.NEW_SENTENCES]
     unseen = "-" if new["bleu_unseen_word"] is None else f"{new['bleu_unseen_word']:.1f}"
     print(f"{row['model'][:44]:<44} {row['parameters'] / 1e6:7.2f}M {row['trained'] / 1e6:7.2f}M "
-          f"{row['minutes'] or 0:5.1f} {cells}  {unseen:>11}  {new['sentences_per_s']:6.1f}")  # fmt: skip
+          f"{format_minutes(row['minutes'] or 0):>7} {cells}  {unseen:>11}  {new['sentences_per_s']:6.1f}")  # fmt: skip
 print("sources cut to fit:", "; ".join(f"{label[:20]}: " + ", ".join(str(evaluations[label, n, 1]["truncated"])
       for n in TEST_SETS) for label in CONTESTANTS))  # fmt: skip
 print(f"sacreBLEU: {evaluations[SCRATCH_NAME, D.NEW_SENTENCES, 1]['bleu_signature']}")
@@ -464,6 +591,7 @@ if QUICK:
     print(
         "QUICK MODE: the two Hugging Face rows are tiny RANDOM models, not pretrained ones: the numbers test the code."
     )
+print("time: minutes of training on our pairs (fine-tuning only for the pretrained models; 0 s: not trained here)")
 
 # %% [markdown]
 # **Which model wins on each test set, and by how much?** One bar per model, greedy decoding, one panel per
@@ -498,8 +626,8 @@ plt.show()
 # %% [markdown]
 # **How fast does each pretrained model learn our task, and when does it pass our model?** BLEU on the fixed
 # validation pairs against minutes of fine-tuning (the clock stopped while scoring). The first point is the
-# model before any fine-tuning, without a prompt: for SmolLM2 that is near zero, as it has never seen the
-# format. The dashed line is our scratch model on the same pairs, after all of its training.
+# model before any fine-tuning, without a prompt (it has never seen the format). The dashed line is our scratch
+# model on the same pairs, after all of its training. The sentences under the figure are written from its numbers.
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.8))
@@ -514,7 +642,7 @@ for kind, label in curve_names.items():
 monitor = splits.valid[:MONITOR_PAIRS]
 ours_on_monitor = E.score(E.translate(scratch.model, scratch.tokenizer, [fr for fr, _ in monitor]),
                           [en for _, en in monitor])["bleu"]  # fmt: skip
-ax.axhline(ours_on_monitor, ls="--", c="grey", label=f"{SCRATCH_NAME} ({SCRATCH_MINUTES:.0f} min of training)")
+ax.axhline(ours_on_monitor, ls="--", c="grey", label=f"{SCRATCH_NAME} ({format_minutes(SCRATCH_MINUTES)} of training)")
 ax.set_xlabel("minutes of fine-tuning")
 ax.set_ylabel(f"BLEU, {MONITOR_PAIRS} validation pairs, greedy")
 ax.set_title(f"Learning our task, on {runtime.hardware_name(DEVICE)}" + (" — QUICK MODE" if QUICK else ""))
@@ -530,6 +658,166 @@ save_figure(
     | {"scratch model": ours_on_monitor},
 )
 plt.show()
+
+# %% [markdown]
+# What the curves say, written from their numbers (a sentence flips when the numbers do):
+
+
+# %%
+def passing_sentence(name: str, monitor: list[dict], ours: float, ours_name: str) -> str:
+    """When a fine-tuning curve ({"minutes", "bleu"} points, the first before any training) passes our BLEU."""
+    first, last = monitor[0], monitor[-1]
+    passed = next((m for m in monitor if m["bleu"] > ours), None)
+    head = f"{name}: BLEU {first['bleu']:.1f} before fine-tuning, {last['bleu']:.1f} after "
+    head += format_minutes(last["minutes"])
+    if passed is None:
+        return f"{head}; it stays below {ours_name} ({ours:.1f}) all along."
+    if passed is first:
+        return f"{head}; it is above {ours_name} ({ours:.1f}) before any fine-tuning."
+    return f"{head}; it passes {ours_name} ({ours:.1f}) after {format_minutes(passed['minutes'])} of fine-tuning."
+
+
+for kind, label in curve_names.items():
+    print(passing_sentence(label, results[kind].monitor, ours_on_monitor, OURS))
+if QUICK:
+    print(QUICK_NOTE)
+
+# %% [markdown]
+# ### Exercise 4.3 · Is the difference real? A paired bootstrap (3 points)
+#
+# Two systems a BLEU point or two apart on a few hundred sentences may owe the gap to luck: another test set
+# drawn the same way could order them the other way. The **paired bootstrap** (Koehn, 2004) measures how often
+# that happens. Draw a new test set of the same size from ours, *with replacement* (some sentences twice, some
+# not at all), score both systems on it, and repeat; the fraction of these resamples in which system B is
+# **not** ahead of system A is the p-value of "B is better than A". Three things matter:
+#
+# - **Paired**: both systems are scored on *the same* resampled sentences (the same indices). Sentences differ
+#   in difficulty far more than two systems differ; drawing them apart for each system adds that variation to
+#   the difference and hides a real one.
+# - **Corpus BLEU on each resample**, from summed counts. BLEU is not an average of sentence scores: each
+#   sentence contributes its counts (hypothesis and reference length, matching and total n-grams for n = 1 to 4),
+#   and a resample's BLEU is computed from their sum. `sentence_stats` below gives the counts, one row per
+#   sentence, and `bleu_from_stats` the BLEU of a summed row (both from sacreBLEU: the numbers of its corpus score).
+# - **A tie is not a win**: a resample where B is only level with A is no evidence for B, so count `<= 0`.
+#   Then two identical systems get p = 1, and a system ahead on every sentence gets p = 0.
+
+# %%
+from sacrebleu.metrics import BLEU  # noqa: E402
+
+_bleu_counts = BLEU(effective_order=True)  # effective order changes sentence *scores* only; we keep the counts
+
+
+def sentence_stats(hyps: list[str], refs: list[str]) -> np.ndarray:
+    """(n, 10) integers, a row per sentence: output length, reference length, matching 1-4-grams, all 1-4-grams."""
+    rows = []
+    for hyp, ref in zip(hyps, refs, strict=True):
+        s = _bleu_counts.sentence_score(hyp, [ref])
+        rows.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
+    return np.array(rows, dtype=np.int64).reshape(-1, 10)
+
+
+def bleu_from_stats(total) -> float:
+    """Corpus BLEU from one row of summed counts, as sacreBLEU's corpus_score computes it (its default smoothing)."""
+    t = [int(x) for x in total]
+    return BLEU.compute_bleu(t[2:6], t[6:10], t[0], t[1], smooth_method="exp").score
+
+
+def paired_bootstrap(stats_a, stats_b, score=bleu_from_stats, n_samples: int = 1000, seed: int = 0) -> dict:
+    """Paired bootstrap of score(B) - score(A) over the sentences of one test set.
+
+    stats_a, stats_b: (n, k) arrays, row i the counts of sentence i for system A and for system B (the same
+    sentences, in the same order); score: a row of summed counts (k,) -> a number (corpus BLEU by default).
+    Returns {"difference": score(B) - score(A) on the whole set,
+             "p_value": the fraction of resamples in which B is not ahead of A (difference <= 0),
+             "interval": (2.5th, 97.5th percentile) of the resampled differences, as a tuple of floats}.
+    Hints: rng = np.random.default_rng(seed); rng.integers(0, n, size=(n_samples, n)) draws every resample's
+    sentence indices at once; for one row idx of it, stats[idx].sum(axis=0) sums that resample's counts.
+    """
+    # BEGIN SOLUTION
+    stats_a, stats_b = np.asarray(stats_a), np.asarray(stats_b)
+    n = len(stats_a)
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_samples, n))  # the same sentences for A and B
+    diffs = np.array([score(stats_b[i].sum(axis=0)) - score(stats_a[i].sum(axis=0)) for i in idx])
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return {
+        "difference": score(stats_b.sum(axis=0)) - score(stats_a.sum(axis=0)),
+        "p_value": float(np.mean(diffs <= 0)),  # a tie is no evidence for B
+        "interval": (float(low), float(high)),
+    }
+    # END SOLUTION
+
+
+# %% [markdown]
+# The check: first the two cases whose answer is known without any computation (with a simpler score, the
+# fraction of words right: counts `(right, words)` per sentence), then a saved case: two systems of 60
+# sentences whose outputs share most of their errors, against a reference implementation run with 2,000
+# resamples (`data/reference/04_paired_bootstrap.json`). Another seed, or another way of drawing the indices,
+# moves the p-value by up to 0.03 (the tolerance); a test that is not paired moves it by about 0.25.
+
+# %% tags=["check"]
+right_fraction = lambda t: t[0] / t[1]  # noqa: E731
+rng = np.random.default_rng(1)
+sys_a = np.stack([rng.integers(0, 8, size=50), np.full(50, 10)], axis=1)  # (50, 2): words right, words
+sys_b = sys_a + [1, 0]  # one word more right in every sentence
+same = paired_bootstrap(sys_a, sys_a, score=right_fraction, n_samples=200)
+assert same["difference"] == 0 and same["p_value"] == 1.0, (
+    f"two identical systems must get p = 1 (scored on the same resampled sentences, they tie every time); got "
+    f"{same}. Are both systems resampled with the same indices, and is a tie counted as 'B not ahead' (<= 0)?"
+)
+ahead = paired_bootstrap(sys_a, sys_b, score=right_fraction, n_samples=200)
+assert abs(ahead["difference"] - 0.1) < 1e-9 and ahead["p_value"] == 0.0, (
+    f"B one word ahead in every sentence must get difference 0.1 and p = 0; got {ahead}. Is it B minus A, and are "
+    "both systems resampled with the same sentences?"
+)
+saved = load_reference("04_paired_bootstrap.json")
+stats_a, stats_b = sentence_stats(saved["hyps_a"], saved["refs"]), sentence_stats(saved["hyps_b"], saved["refs"])
+assert abs(bleu_from_stats(stats_a.sum(axis=0)) - saved["bleu_a"]) < 1e-6, "sentence_stats or bleu_from_stats changed"
+got = paired_bootstrap(stats_a, stats_b, n_samples=saved["n_samples"], seed=saved["seed"])
+assert abs(got["difference"] - saved["difference"]) < 1e-6, (
+    f"difference {got['difference']:.3f}, expected {saved['difference']:.3f}: corpus BLEU of B minus that of A, "
+    "each from the summed counts of all sentences (not an average of sentence scores)"
+)
+assert abs(got["p_value"] - saved["p_value"]) < saved["p_tolerance"], (
+    f"p-value {got['p_value']:.3f}, expected {saved['p_value']:.3f} ± {saved['p_tolerance']}: resample n sentences "
+    "with replacement, the same indices for both systems, and count the resamples where B - A <= 0"
+)
+low, high = got["interval"]
+assert max(abs(low - saved["interval"][0]), abs(high - saved["interval"][1])) < saved["interval_tolerance"], (
+    f"interval ({low:.2f}, {high:.2f}), expected ({saved['interval'][0]:.2f}, {saved['interval'][1]:.2f}) ± "
+    f"{saved['interval_tolerance']}: the 2.5th and 97.5th percentiles of the resampled differences B - A"
+)
+print(f"saved case: B - A = {got['difference']:+.2f} BLEU, p = {got['p_value']:.3f} "
+      f"(reference {saved['p_value']:.3f}), 95 % of resamples in ({low:+.2f}, {high:+.2f})")  # fmt: skip
+
+# %% [markdown]
+# Now on our run: is each fine-tuned model's difference from our model on the new sentences more than the luck of
+# this test set? The counts give back the BLEU `evaluate_pairs` reported, so this is the same scoring.
+
+
+# %%
+def bootstrap_sentence(a: str, b: str, result: dict, alpha: float = 0.05) -> str:
+    """What a paired bootstrap of B against A says, worded from its numbers."""
+    d, p, (low, high) = result["difference"], result["p_value"], result["interval"]
+    head = f"{b} against {a}: {d:+.1f} BLEU (95 % of resamples between {low:+.1f} and {high:+.1f}), p = {p:.3f}"
+    if d <= 0:
+        return f"{head}: {b} is not ahead on this test set."
+    if p < alpha:
+        return f"{head}: {a} was level or ahead in under {alpha:.0%} of resamples, so the lead is unlikely to be luck."
+    return f"{head}: {a} was level or ahead in {p:.0%} of resamples, so this test set does not resolve the difference."
+
+
+new_refs = [en for _, en in TEST_SETS[D.NEW_SENTENCES]]
+counts = {label: sentence_stats(hypotheses[label, D.NEW_SENTENCES], new_refs) for label in CONTESTANTS}
+for label in CONTESTANTS:
+    reported = evaluations[label, D.NEW_SENTENCES, 1]["bleu"]
+    assert abs(bleu_from_stats(counts[label].sum(axis=0)) - reported) < 0.01, f"{label}: counts disagree with BLEU"
+significance = {}
+for label in ("opus-mt fine-tuned", "SmolLM2 fine-tuned"):
+    a, b = sorted((SCRATCH_NAME, label), key=lambda name: bleu_from_stats(counts[name].sum(axis=0)))
+    significance[label] = {"a": a, "b": b, **paired_bootstrap(counts[a], counts[b], seed=SEED)}
+    print(bootstrap_sentence(OURS if a == SCRATCH_NAME else a, OURS if b == SCRATCH_NAME else b, significance[label]))
+if QUICK:
+    print(QUICK_NOTE)
 
 # %% [markdown]
 # ## 7. Where the models disagree
@@ -565,26 +853,45 @@ for _, i in sorted(spread, reverse=True)[:6]:
 # %% [markdown]
 # ## 8. What pretraining buys, and what it costs
 #
-# **What it buys.** Our model learned French from 150,000 short sentences; every word outside them is, for it,
-# a sequence of sub-word pieces it never saw in context ("unseen" means unseen in *our* training pairs: the
-# pretrained models have most likely met these words). A pretrained model met most words of the language
-# (opus-mt: millions of translated sentences; SmolLM2: trillions of tokens, mostly English) before it saw our
-# pairs. The slice *sentences with a word unseen in our training pairs* shows the difference most directly:
+# **Where does each model score, by slice?** The new sentences split in two: those holding a French word that
+# no pair of *our* training data holds (the pretrained models have most likely met it elsewhere), and those
+# whose words were all seen in training. The sentences under the table are written from its numbers.
+
 
 # %%
+def unseen_word_sentence(name: str, theirs: dict, ours: dict, ours_name: str) -> str:
+    """Compare one model with ours on the two slices; theirs/ours: {"unseen": BLEU, "seen": BLEU}."""
+    gaps = {k: theirs[k] - ours[k] for k in ("unseen", "seen")}
+
+    def gap(k):
+        if gaps[k] == 0:
+            return f"level with {ours_name}"
+        return f"{abs(gaps[k]):.1f} BLEU {'above' if gaps[k] > 0 else 'below'} {ours_name}"
+
+    head = f"{name}: {gap('unseen')} on new sentences with an unseen word, {gap('seen')} on the others"
+    if gaps["unseen"] > gaps["seen"]:
+        return f"{head}: the gap moves {gaps['unseen'] - gaps['seen']:.1f} BLEU in its favour where a word is unseen."
+    return f"{head}: the unseen words do not move the gap in its favour ({gaps['unseen'] - gaps['seen']:+.1f} BLEU)."
+
+
+by_slice = {}
 for label in CONTESTANTS:
     rows_unseen = {r["slice"]: r for r in evaluations[label, D.NEW_SENTENCES, 1]["slices"]["unseen_word"]}
     a, b = rows_unseen.get("with an unseen word"), rows_unseen.get("all words seen in training")
     if a and b:
-        print(
-            f"{label[:44]:<44} unseen word: BLEU {a['bleu']:5.1f} (n={a['n']})   all seen: {b['bleu']:5.1f} (n={b['n']})"
-        )
+        by_slice[label] = {"unseen": a["bleu"], "seen": b["bleu"]}
+        print(f"{label[:44]:<44} unseen word: BLEU {a['bleu']:5.1f} (n={a['n']})   "
+              f"all seen: {b['bleu']:5.1f} (n={b['n']})")  # fmt: skip
+for label in ("opus-mt fine-tuned", "SmolLM2 fine-tuned"):
+    if label in by_slice and SCRATCH_NAME in by_slice:
+        print(unseen_word_sentence(label, by_slice[label], by_slice[SCRATCH_NAME], OURS))
+if QUICK:
+    print(QUICK_NOTE)
 
 # %% [markdown]
-# **What a model does with a word it has never seen.** Our tokenizer cuts an unseen word into known pieces;
-# the model then maps pieces to the English it saw near similar pieces, or copies them. A pretrained model has
-# usually met the word. Below, the pieces our tokenizer makes of each unseen word of a few new sentences,
-# and what each model wrote.
+# **What does each model receive when a word is unseen?** Our tokenizer cuts a word it never saw into known
+# pieces; SmolLM2's tokenizer cuts it with a vocabulary learned from far more text (in quick mode, from our
+# pairs too). Below, both cuts of the unseen words of a few new sentences, and what each model wrote.
 
 # %%
 with_unseen = [(i, fr, en) for i, (fr, en) in enumerate(new) if words.unseen(fr)][:4]
@@ -598,92 +905,238 @@ for i, fr, en in with_unseen:
     print()
 
 # %% [markdown]
-# **Fluent and wrong.** The riskiest outputs are not the broken ones, which a reader notices, but the fluent
-# ones that say something the French does not. We look for two checkable kinds automatically: a **number or
-# name dropped** (in the source and the reference, missing from the output) and a **number or name invented**
-# (in the output, in neither the source nor the reference). Names are capitalised words not at the start of
-# the sentence; the check is crude, so read the examples.
+# ### Exercise 4.4 · Fluent and wrong: flag what a reader cannot see (2 points)
+#
+# The riskiest outputs are not the broken ones, which a reader notices, but the fluent ones that say something
+# the French does not. Two kinds can be flagged automatically, and you write the rule:
+#
+# - a number or name **dropped**: in the source and in the reference, missing from the output;
+# - a number or name **invented**: in the output, in neither the source nor the reference.
+#
+# Checkable tokens are numbers (digits, with an optional decimal part), and names, crudely: capitalised words
+# that do not start a sentence. A word starts a sentence when nothing but spaces and opening quotes comes
+# before it, or when what comes before ends in `.`, `!`, `?`, `:` or `;`. The pattern `TOKEN` finds the
+# candidates; your rule keeps the right ones. The check is crude (a capitalised *Monday* counts as a name), so
+# read the examples it prints.
 
 # %%
-TOKEN = re.compile(r"\b(?:\d+(?:[.,]\d+)?|[A-Z][a-zà-ÿ]+)\b")
+TOKEN = re.compile(r"\b(?:\d+(?:[.,]\d+)?|[A-ZÀ-Ý][a-zà-ÿ]+)\b")
 
 
-def checkable(text):
-    """Numbers, and capitalised words that do not start a sentence (nor the pronoun I)."""
+def checkable_tokens(text: str) -> set[str]:
+    """The numbers of `text`, and its capitalised words that do not start a sentence.
+
+    Hints: for m in TOKEN.finditer(text), m.group() is the token and text[: m.start()] what comes before it;
+    strip spaces and opening quotes (the characters ` "'«“`) from the end of that; a sentence starts at m if
+    nothing is left, or if what is left ends in one of ".!?:;". A number is kept wherever it stands.
+    """
+    # BEGIN SOLUTION
     found = set()
     for m in TOKEN.finditer(text):
         before = text[: m.start()].rstrip(" \"'«“")
         starts_sentence = not before or before[-1] in ".!?:;"
-        if m.group().isdigit() or (not starts_sentence and m.group() != "I"):
+        if m.group()[0].isdigit() or not starts_sentence:
             found.add(m.group())
     return found
+    # END SOLUTION
 
 
-def fluent_but_wrong(label, test, hyps):
+def flag_fluent_but_wrong(test: list[tuple[str, str]], hyps: list[str]) -> tuple[list, list]:
+    """(dropped, invented): a tuple (fr, en, hyp, sorted tokens) for each output that drops a checkable token
+    its source and its reference both hold, and one for each output holding tokens in neither of them."""
     dropped, invented = [], []
-    for (fr, en), hyp in zip(test, hyps):
-        src, ref, out = checkable(fr), checkable(en), checkable(hyp)
-        lost = {t for t in src & ref if t not in out}
-        new_ = {t for t in out if t not in ref and t not in src}
+    for (fr, en), hyp in zip(test, hyps, strict=True):
+        src, ref, out = checkable_tokens(fr), checkable_tokens(en), checkable_tokens(hyp)
+        # BEGIN SOLUTION
+        lost = (src & ref) - out
+        made_up = out - ref - src
+        # END SOLUTION
         if lost:
             dropped.append((fr, en, hyp, sorted(lost)))
-        if new_:
-            invented.append((fr, en, hyp, sorted(new_)))
+        if made_up:
+            invented.append((fr, en, hyp, sorted(made_up)))
     return dropped, invented
+
+
+# %% [markdown]
+# The check plants one case per rule: a changed number, a dropped name, a name copied from the source that the
+# reference replaces by a pronoun, a number the reference writes in words, a second sentence's first word, a
+# number that starts a sentence, and a quoted first word.
+
+# %% tags=["check"]
+assert checkable_tokens("Tom met Marie in Paris in 2019.") == {"Marie", "Paris", "2019"}, (
+    f"got {checkable_tokens('Tom met Marie in Paris in 2019.')}: 'Tom' starts the sentence; the others are kept"
+)
+assert checkable_tokens("He left. She stayed 3.5 days.") == {"3.5"}, (
+    f"got {checkable_tokens('He left. She stayed 3.5 days.')}: 'She' starts the second sentence; 3.5 is one number"
+)
+assert checkable_tokens("20 people came.") == {"20"}, "a number counts even at the start of a sentence"
+assert checkable_tokens('"Come!" he said.') == set(), "a first word after an opening quote still starts a sentence"
+planted = [
+    ("Tom a 97 ans.", "Tom is 97.", "Tom is 19."),  # 97 dropped, 19 invented
+    ("Je parle à Marie.", "I speak to Marie.", "I speak to her."),  # Marie dropped
+    ("Je parle à Marie.", "I speak to her.", "I speak to Marie."),  # copied from the source: fine
+    ("Il a 3 chiens.", "He has three dogs.", "He has three dogs."),  # the reference has no 3: fine
+    ("Il dort. Elle lit.", "He sleeps. She reads.", "He sleeps. She reads."),  # sentence starts: fine
+    ("20 personnes sont venues.", "20 people came.", "Twenty people came."),  # 20 dropped
+    ("« Viens ! » dit-il.", '"Come!" he said.', '"Go!" he said.'),  # a quoted first word: fine
+]
+dropped, invented = flag_fluent_but_wrong([(fr, en) for fr, en, _ in planted], [hyp for _, _, hyp in planted])
+assert [(d[0], d[3]) for d in dropped] == [("Tom a 97 ans.", ["97"]), ("Je parle à Marie.", ["Marie"]),
+                                          ("20 personnes sont venues.", ["20"])], (
+    f"dropped: {[(d[0], d[3]) for d in dropped]}; expected 97, Marie and 20: a token of source AND reference, "
+    "missing from the output"
+)  # fmt: skip
+assert [(v[0], v[3]) for v in invented] == [("Tom a 97 ans.", ["19"])], (
+    f"invented: {[(v[0], v[3]) for v in invented]}; expected only 19: a token of the output found in neither the "
+    "source nor the reference"
+)
+print(f"planted cases: {len(dropped)} dropped, {len(invented)} invented, as expected")
+
+# %% [markdown]
+# Your checker on every model's outputs, every test set (greedy), with a few of the inventions to read.
+
+
+# %%
+def risk_sentence(name: str, theirs: dict, ours: dict, ours_name: str) -> str:
+    """Compare the counts of flagged outputs; theirs/ours: {"dropped", "invented", "n"}."""
+
+    def compare(k):
+        x, y = theirs[k], ours[k]
+        return "more than" if x > y else "fewer than" if x < y else "as many as"
+
+    return (
+        f"{name} invented a number or name in {theirs['invented']} of {theirs['n']} outputs, {compare('invented')} "
+        f"{ours_name} ({ours['invented']}), and dropped one in {theirs['dropped']}, {compare('dropped')} "
+        f"{ours_name} ({ours['dropped']})."
+    )
 
 
 risks = {}
 for label in shown:
     for name, test in TEST_SETS.items():
-        d, v = fluent_but_wrong(label, test, hypotheses[label, name])
+        d, v = flag_fluent_but_wrong(test, hypotheses[label, name])
         risks[label, name] = {"dropped": len(d), "invented": len(v), "n": len(test),
                               "examples_dropped": d[:3], "examples_invented": v[:3]}  # fmt: skip
-        print(
-            f"{label[:24]:<24} {name[:34]:<34} dropped a number/name: {len(d):4d}   invented one: {len(v):4d}  of {len(test)}"
-        )
+        print(f"{label[:24]:<24} {name[:34]:<34} dropped a number/name: {len(d):4d}   "
+              f"invented one: {len(v):4d}  of {len(test)}")  # fmt: skip
 for label in shown[:2]:
     for name in TEST_SETS:
         for fr, en, hyp, what in risks[label, name]["examples_invented"][:2]:
             print(f"\n[{label}, {name}] invented {what}\n  FR  {fr}\n  REF {en}\n  OUT {hyp}")
+print()
+ours_risks = risks[SCRATCH_NAME, D.NEW_SENTENCES]
+for label in shown[:2]:
+    print("new sentences:", risk_sentence(label, risks[label, D.NEW_SENTENCES], ours_risks, OURS))
+if QUICK:
+    print(QUICK_NOTE)
 
 # %% [markdown]
-# > **Measured on two CPU cores** (`benchmarks/RESULTS.md`: SmolLM2-135M-*Instruct*, from a 4-bit GGUF file
-# > turned back into fp32 weights, fine-tuned for 15 minutes, against our `cpu` preset trained for 15 minutes;
-# > the same new-sentence set, greedy, one run each). SmolLM2 scored BLEU 27.7 against our 26.4 overall (a
-# > paired bootstrap test in RESULTS says how sure that difference is), 18.7 against 12.2 on sentences with a word unseen in our training pairs, 20.5
-# > against 12.0 on sentences of 16-25 words, but 29.0 against 35.2 on sentences of 1-5 words. It invented a
-# > number or a name in 61 of 3,337 outputs (ours: 45) and dropped one in 19 (ours: 71), and its inventions
-# > read well: *Tom est mort à l'âge de
-# > nonante-sept ans* became "Tom died at the age of 19."; *J'ai envie d'apprendre l'hébreu* became "I want to
-# > learn the Irish."; *tourmenté par des flashbacks et des cauchemars* became "visited by flashbacks and car
-# > accidents". Ours, on words it never saw: *Facebook est ennuyant* became "Faknning is in Snaking.", but
-# > also *Je suis de Singapour* became "I'm in Stove.": fluent and wrong happens to ours too, less often.
+# ### Questions: what pretraining buys, and what it costs
 #
-# **Why this matters in a translator people use.** Two distinct reasons, each visible in the outputs above
-# (in full mode; quick mode's tiny models only exercise the code) and in the measured examples:
+# Answer from the numbers of a full run (quick mode's random stand-ins say nothing about pretraining; without a
+# full run of your own, use the two-core measurements of `benchmarks/RESULTS.md`, section "Fine-tuning a
+# pretrained LM").
+
+# %% [markdown] tags=["question"]
+# **Question 4.1.** What does pretraining buy? Compare each fine-tuned pretrained model with ours on the new
+# sentences that hold a word unseen in our training pairs, on those whose words were all seen, and by source
+# length. Where is the pretrained model's advantage largest, where does it lose, and why would pretraining give
+# an advantage exactly there?
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
+
+# %%
+# Compute here what supports your answer. A start: BLEU of every model by source length on the new sentences.
+for label in CONTESTANTS:
+    lengths = {r["slice"]: r["bleu"] for r in evaluations[label, D.NEW_SENTENCES, 1]["slices"]["length"]}
+    print(f"{label[:30]:<30}", "  ".join(f"{k} words: {v:5.1f}" for k, v in lengths.items()))
+
+# %% [markdown] tags=["answer"]
+# **Model answer.** Measured on two CPU cores (`benchmarks/RESULTS.md`: SmolLM2-135M-*Instruct* from a 4-bit
+# GGUF file turned back into fp32 weights, fine-tuned for 15 minutes, against our `cpu` preset trained for 15
+# minutes; the same new-sentence set, greedy, one run each). SmolLM2 scored BLEU 27.7 against our 26.4 overall
+# (sacreBLEU's paired bootstrap there: p = 0.008), **18.7 against 12.2 on sentences with a word unseen in our
+# training pairs** (+6.5), 20.5 against 12.0 on sentences of 16-25 words (+8.5), but **29.0 against 35.2 on
+# sentences of 1-5 words** (-6.2).
+#
+# Why there. Our model learned French from about 150,000 short sentences; a word outside them is, for it, a
+# sequence of sub-word pieces it never saw in context, and a long sentence is a context longer than most it
+# trained on. A pretrained model met most words of the language (opus-mt: millions of translated sentences;
+# SmolLM2: trillions of tokens, mostly English, some French) and long, varied sentences before it saw our pairs;
+# fine-tuning only has to teach it the format. It loses on the short, common sentences our model saw many times
+# over: SmolLM2 fine-tuned on 3,424 pairs (2.3 % of one pass), while ours made more than one full pass over all
+# 146,816. So pretraining buys coverage of what our data lacks (rare words, long sentences), not better use of
+# what our data has.
+
+# %% [markdown] tags=["question"]
+# **Question 4.2.** What does pretraining cost? From your checker's counts and the examples it prints, say how
+# often each model invents or drops a number or a name, and how its errors read. Then give two distinct reasons
+# why a fluent, wrong translation does more harm in a translator people use than a visibly broken one.
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
+
+# %%
+# Compute here what supports your answer. A start: what the checker flagged for one model on the new sentences.
+for fr, en, hyp, what in risks["SmolLM2 fine-tuned", D.NEW_SENTENCES]["examples_dropped"]:
+    print(f"dropped {what}\n  FR  {fr}\n  REF {en}\n  OUT {hyp}")
+
+# %% [markdown] tags=["answer"]
+# **Model answer.** Measured on two CPU cores (`benchmarks/RESULTS.md`, the run of Question 4.1, 3,337 new
+# sentences): SmolLM2 fine-tuned **invented** a number or a name in 61 outputs (ours: 45) and **dropped** one in
+# 19 (ours: 71), and its inventions read well: *Tom est mort à l'âge de nonante-sept ans* became "Tom died at
+# the age of 19."; *J'ai envie d'apprendre l'hébreu* became "I want to learn the Irish."; *tourmenté par des
+# flashbacks et des cauchemars* became "visited by flashbacks and car accidents". Ours fails more visibly on words
+# it never saw (*Facebook est ennuyant*: "Faknning is in Snaking."), though not always (*Je suis de Singapour*:
+# "I'm in Stove."): fluent and wrong happens to ours too, less often, and ours drops names silently more often.
+#
+# Two reasons fluent errors do more harm:
 #
 # 1. **The reader cannot see the error.** A fluent sentence with a wrong number, a changed name or an added
-#    clause reads exactly like a correct one; the person who asked for a translation does not read French, so
-#    nothing warns them. Our scratch model's failures are more often visible (broken words, repeated words),
-#    though it also drops names silently; a pretrained model's failures are more often plausible English. A dosage, a date or a name that changes
+#    clause reads exactly like a correct one, and the person who asked for a translation does not read French,
+#    so nothing warns them. A broken sentence is noticed and checked; a dosage, a date or a name that changes
 #    silently (the out-of-domain medical set is full of them) does harm a garbled sentence would not.
-# 2. **The content may come from pretraining, not from the source.** A language model completes text with
-#    what is likely; when the French holds a rare word, it may write a common word that fits the context
-#    instead (a chess player who becomes a soccer player), or continue past the end of the source. The output
-#    then reflects its pretraining data, with that data's biases and gaps, and the model gives no sign of
-#    which words it translated and which it made up.
-#
-# **Its strategy for an unseen word, and the risk.** Our model, meeting a word it never saw, either copies its
-# pieces (often right for names and cognates, visibly odd when wrong) or drops it (quietly: 71 names or
-# numbers lost in the measured run). A pretrained LM prefers to *substitute* a fluent, frequent word: the output
-# stays grammatical, so the error is hidden. Copying tends to fail loudly; substituting and dropping fail quietly.
+# 2. **The content may come from pretraining, not from the source.** A language model completes text with what
+#    is likely; when the French holds a rare word, it may write a frequent word that fits the context instead,
+#    or continue past the end of the source. The output then reflects its pretraining data, with that data's
+#    biases and gaps, and nothing in it says which words were translated and which were made up.
+
+# %% [markdown] tags=["question"]
+# **Question 4.3.** What does each model do with a French word it never saw in our training pairs, and what
+# is the risk of each strategy? Use the tokenizer pieces and outputs printed above (from a full run), or the
+# examples of `benchmarks/RESULTS.md`, and say which failures a reader would notice.
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
+
+# %%
+# Compute here what supports your answer. A start: how each tokenizer cuts a word, and each model's output for a
+# sentence holding it (edit the sentence).
+sentence = "Je suis de Singapour."
+print("our pieces:", scratch.tokenizer.pieces("Singapour"), "| SmolLM2's:", lm.tokenizer.tokenize(" Singapour"))
+for label in shown:
+    model, tok = CONTESTANTS[label]
+    print(f"{label[:24]:<24}", (model.translate([sentence]) if tok is None else E.translate(model, tok, [sentence]))[0])
+
+# %% [markdown] tags=["answer"]
+# **Model answer.** Our model, meeting a word it never saw, has only the word's sub-word pieces, which it saw
+# inside other words. It either **copies** them (often right for names and cognates: *Facebook*, and visibly odd
+# when wrong: "Faknning") or **drops** the word quietly (71 names or numbers lost in the measured run of
+# `benchmarks/RESULTS.md`). A pretrained LM has usually met the word, and when it has not, it prefers to
+# **substitute** a fluent, frequent word that fits the context ("the Irish" for *l'hébreu*, "car accidents" for
+# *cauchemars*): the output stays grammatical, so the error is hidden. The risk differs accordingly: copying
+# tends to fail loudly, where a reader notices; substituting and dropping fail quietly, where nobody does, and the
+# pretrained model substitutes more (61 inventions against our 45) while ours drops more (71 against 19).
 
 # %% [markdown]
 # ## 9. For the report
 #
 # `reports/metrics/04_comparison.json` holds, per model, a record in the layout of every metrics file
 # (`helpers.evaluate.metrics_record`: the evaluations as `evaluate_pairs` returned them, with signatures,
-# baselines, slices, speed and samples), plus the table above and the fluent-but-wrong counts.
+# baselines, slices, speed and samples), plus the table above, the paired bootstrap of each fine-tuned model
+# against ours on the new sentences, and the fluent-but-wrong counts.
 
 # %%
 records = []
@@ -709,6 +1162,7 @@ comparison = {
         f"{label} | {name}": {k: v for k, v in r.items() if not k.startswith("examples")}
         for (label, name), r in risks.items()
     },  # fmt: skip
+    "paired_bootstrap_new_sentences": significance,
     "models": records,
 }
 path = E.write_json(comparison, runtime.metrics_dir() / "04_comparison.json")
