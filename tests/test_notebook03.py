@@ -28,7 +28,7 @@ from helpers import evaluate as E
 from helpers import exercises, runtime
 from helpers import tokens as TK
 from helpers import train as T
-from helpers.model import DecoderOnlyTransformer, num_parameters
+from helpers.model import DecoderOnlyTransformer, build_attention_mask, num_parameters
 from helpers.notebooks import code_cells
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_translate_fr_en.py"
@@ -211,54 +211,105 @@ def test_the_lr_figure_plots_this_runs_recorded_schedule(ns):
 
 
 # ---------------------------------------------------------------------------------------------
-# the example format
+# Exercise 3.1: groups of pairs that share a sentence (the notebook uses the student's groups to check the split)
 
 
-def collate_unshifted(examples, pad_id=TK.PAD_ID):
-    batch = TK.collate(examples, pad_id)
-    for b, e in enumerate(examples):  # label = the token itself, not the next one
-        batch.labels[b, e.prefix_len : len(e.input_ids)] = batch.input_ids[b, e.prefix_len : len(e.input_ids)]
-        batch.labels[b, e.prefix_len - 1] = -100
-    return batch
-
-
-def collate_loss_on_french(examples, pad_id=TK.PAD_ID):
-    batch = TK.collate(examples, pad_id)
-    for b, e in enumerate(examples):  # every next token scored, the French included
-        batch.labels[b, : len(e.input_ids) - 1] = batch.input_ids[b, 1 : len(e.input_ids)]
-    return batch
-
-
-def collate_padding_scored(examples, pad_id=TK.PAD_ID):
-    batch = TK.collate(examples, pad_id)
-    T_ = batch.input_ids.shape[1]
-    for b, e in enumerate(examples):  # predicting padding after <eos> counted as a target
-        batch.labels[b, len(e.input_ids) - 1 : T_ - 1] = batch.input_ids[b, len(e.input_ids) : T_]
-    return batch
-
-
-@pytest.mark.parametrize("buggy", [collate_unshifted, collate_loss_on_french, collate_padding_scored])
-def test_example_check_fails_on_a_wrong_collate(ns, buggy):
-    ns["check_example_format"](TK.collate)
-    with pytest.raises(AssertionError, match="label"):
-        ns["check_example_format"](buggy)
-
-
-def test_example_check_cell_fails_with_a_buggy_collate_swapped_in(nb):
-    cells, ns = nb
-    cell = cell_defining(cells, "check_example_format")
-    env = dict(ns)
-    env["TK"] = type(
-        "PatchedTokens",
-        (),
-        {
-            "make_example": staticmethod(TK.make_example),
-            "collate": staticmethod(collate_unshifted),
-            "PAD_ID": TK.PAD_ID,
-        },
+def test_the_students_groups_are_the_groups_split_pairs_made(ns):
+    """Defined once: split_pairs keeps its own grouping; the notebook's sentence_groups must find the same groups
+    (their number, how many were joined through an English sentence, and how many pairs those hold)."""
+    pairs, report = ns["pairs"], ns["splits"].report
+    groups = ns["sentence_groups"](pairs)
+    joined = [g for g in groups if len({pairs[i][0] for i in g}) > 1]
+    assert (len(groups), len(joined), sum(map(len, joined))) == (
+        report.n_groups,
+        report.groups_joined_by_english,
+        report.pairs_kept_together,
     )
-    with pytest.raises(AssertionError):
-        exec(compile(cell.source, "<notebook 03 check cell>", "exec"), env)
+    assert ns["straddling"] == [] and len(ns["groups"]) == report.n_groups
+
+
+def test_group_check_fails_on_groups_that_are_too_large_or_miss_a_pair(ns):
+    check = ns["check_sentence_groups"]
+    check(ns["sentence_groups"])
+    with pytest.raises(AssertionError, match="groups are"):
+        check(lambda pairs: [list(range(len(pairs)))])  # everything in one group
+    with pytest.raises(AssertionError, match="exactly one group"):
+        check(lambda pairs: ns["sentence_groups"](pairs)[:-1] if len(pairs) > 11 else ns["sentence_groups"](pairs))
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 3.2: a bucketed batch as tensors (the example format)
+
+
+def package_pieces(examples, pad_id=TK.PAD_ID):
+    """What the package gives without writing anything: collate's tensors and the model's own prefix mask."""
+    batch = TK.collate(examples, pad_id)
+    mask = build_attention_mask(batch.shape[1], batch.prefix_len)[:, 0]
+    return {"input_ids": batch.input_ids, "labels": batch.labels, "prefix_len": batch.prefix_len, "attention": mask}
+
+
+def relabelled(ns, how):
+    """The notebook's batch_tensors with one labelling mistake."""
+
+    def batch_fn(examples, pad_id=TK.PAD_ID):
+        out = ns["batch_tensors"](examples, pad_id)
+        ids, labels = out["input_ids"], out["labels"]
+        for b, e in enumerate(examples):
+            L, P = len(e.input_ids), e.prefix_len
+            if how == "unshifted":  # label = the token itself, not the next one
+                labels[b, P - 1 : L - 1] = ids[b, P - 1 : L - 1]
+            elif how == "french scored":  # every next token scored, the French included
+                labels[b, : L - 1] = ids[b, 1:L]
+            elif how == "padding scored":  # predicting padding after <eos> counted as a target
+                labels[b, L - 1 : -1] = ids[b, L:]
+        return out
+
+    return batch_fn
+
+
+def test_batch_check_refuses_the_packages_collate_and_mask(ns):
+    """Calling the package is not enough: its mask leaves padding readable, which the exercise asks to hide."""
+    ns["check_batch_tensors"](ns["batch_tensors"])
+    with pytest.raises(AssertionError, match="padding"):
+        ns["check_batch_tensors"](package_pieces)
+
+
+@pytest.mark.parametrize("how", ["unshifted", "french scored", "padding scored"])
+def test_batch_check_fails_on_wrong_labels(ns, how):
+    with pytest.raises(AssertionError, match="label"):
+        ns["check_batch_tensors"](relabelled(ns, how))
+
+
+def test_batch_tensors_agree_with_the_batcher_on_every_batch(ns):
+    """Defined once: the batcher keeps helpers.tokens.collate; the student's tensors equal it on a whole epoch, and
+    the student's mask is the model's prefix mask with padding keys hidden."""
+    batcher, examples = ns["train_batcher"], ns["train_examples"]
+    for idx in batcher._plan(0):
+        batch = [examples[i] for i in idx]
+        mine, package = ns["batch_tensors"](batch), TK.collate(batch)
+        for key in ("input_ids", "labels", "prefix_len"):
+            assert torch.equal(mine[key], getattr(package, key)), key
+        lengths = torch.tensor([len(e.input_ids) for e in batch])
+        real_keys = torch.arange(package.shape[1])[None, None, :] < lengths[:, None, None]
+        assert torch.equal(
+            mine["attention"], build_attention_mask(package.shape[1], package.prefix_len)[:, 0] & real_keys
+        )
+
+
+def test_the_students_mask_gives_the_models_logits_at_every_scored_position(ns):
+    """Question 3.1's answer, measured: through the model's blocks, the student's mask (padding hidden) and the
+    model's own give the same logits wherever the loss looks."""
+    model, batch = ns["model"], ns["small_batch"]
+    ids, att, labels = batch["input_ids"], batch["attention"], batch["labels"]
+    with torch.no_grad():
+        x = model.embed(ids, torch.arange(ids.shape[1]))
+        for block in model.blocks:
+            x = block(x, att[:, None])
+        mine = model.lm_head(model.ln_f(x))
+        theirs = model(ids, batch["prefix_len"])
+    scored = labels != -100
+    torch.testing.assert_close(mine[scored], theirs[scored], rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(mine[~scored], theirs[~scored]), "padding rows should differ: the masks differ there"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -654,3 +705,202 @@ def test_a_run_cut_in_one_loop_resumes_in_the_other_to_the_same_weights(ns, pari
     result = loops[second](model, batcher, prepared.valid_batches, cfg, tmp_path / "cut", progress=False)
     assert result.resumed_from == 25 and result.steps == 60
     assert _same_weights(straight, model)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 3.3: the training step, checked with an enabled gradient scaler
+
+SCALER_MISTAKES = {  # a mistake about the scaler -> what the check must say
+    "no unscale_": (
+        "run.scaler.unscale_(run.optimizer)  # true gradients again, before clipping",
+        "pass",
+        "never unscaled",
+    ),
+    "clipping before unscaling": (
+        "run.scaler.unscale_(run.optimizer)  # true gradients again, before clipping\n"
+        "        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)",
+        "grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)\n"
+        "        run.scaler.unscale_(run.optimizer)",
+        "clipped before they were unscaled",
+    ),
+    "update forgotten": ("        run.scaler.update()\n", "", r"scaler.update\(\) was never called"),
+    "optimizer.step() directly": (
+        "run.scaler.step(run.optimizer)  # fp16: skipped when a gradient overflowed",
+        "run.optimizer.step()",
+        r"optimizer.step\(\) alone cannot skip",
+    ),
+    "gradients never zeroed": ("        run.optimizer.zero_grad(set_to_none=True)\n", "", "previous step's gradients"),
+    "no clipping": (
+        "cfg.grad_clip)\n        run.check_finite",
+        'float("inf"))\n        run.check_finite',
+        "not clipped",
+    ),
+    "no label smoothing": ("T.loss_fn(logits, labels, cfg.label_smoothing)", "T.loss_fn(logits, labels)", "loss"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(SCALER_MISTAKES))
+def test_training_step_check_names_each_mistake(nb, mistake):
+    old, new, message = SCALER_MISTAKES[mistake]
+    with pytest.raises(AssertionError, match=message):
+        nb[1]["check_training_step"](mutated_loop(nb, old, new))
+
+
+CORRECT_VARIANTS = {  # other correct ways to write the step: the check must accept them
+    "cross_entropy with ignore_index": (
+        "loss = T.loss_fn(logits, labels, cfg.label_smoothing)",
+        "loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), "
+        "ignore_index=-100, label_smoothing=cfg.label_smoothing)",
+    ),
+    "gradients cleared before the forward pass": (
+        "        # BEGIN SOLUTION\n",
+        "        # BEGIN SOLUTION\n        run.optimizer.zero_grad(set_to_none=True)\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", list(CORRECT_VARIANTS))
+def test_training_step_check_accepts_other_correct_steps(nb, variant):
+    nb[1]["check_training_step"](mutated_loop(nb, *CORRECT_VARIANTS[variant]))
+
+
+def test_the_recording_scaler_trains_like_torchs_grad_scaler(ns, parity_data, tmp_path, monkeypatch):
+    """The check's stand-in is faithful: with no overflow injected, helpers.train.train ends with the same weights
+    under it as under an enabled torch.amp.GradScaler with the same scale; and it really multiplies the loss."""
+    cfg, prepared = parity_data
+    cfg = replace(cfg, steps=8)
+    stand_in = ns["RecordingScaler"](overflow_at=None)
+    assert float(stand_in.scale(torch.tensor(3.0))) == 3.0 * 2**10
+    stand_in = ns["RecordingScaler"](overflow_at=None)
+    weights = []
+    for scaler in (stand_in, torch.amp.GradScaler("cpu", init_scale=2.0**10)):
+        monkeypatch.setattr(T, "make_scaler", lambda *args, s=scaler, **kwargs: s)
+        model, batcher = _fresh(cfg, prepared)
+        T.train(model, batcher, prepared.valid_batches, cfg, tmp_path / str(len(weights)), progress=False)
+        weights.append(model.state_dict())
+    assert stand_in.calls == ["scale", "unscale_", "step", "update"] * 8
+    for name in weights[0]:
+        torch.testing.assert_close(weights[0][name], weights[1][name], rtol=1e-6, atol=1e-8)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 3.4: greedy decoding with the cache (the notebook's evaluation decodes with it)
+
+
+def test_the_students_greedy_decoding_is_the_packages_on_both_test_sets(ns):
+    """Defined once: helpers.evaluate.translate keeps the package's decoder; the notebook's evaluation went through
+    the student's greedy_decode, and gave the same translations on every sentence of both test sets."""
+    model, tok = ns["model"], ns["tok"]
+    assert isinstance(ns["translator"], ns["GreedyWithYourDecoder"])
+    for name, pairs in ns["TEST_SETS"].items():
+        package = E.translate(model, tok, [fr for fr, _ in pairs], beams=1)
+        assert ns["outputs"][name, 1] == package, name
+
+
+def test_greedy_check_refuses_the_package_and_a_decoder_without_cache(ns):
+    check = ns["check_greedy_decode"]
+    with pytest.raises(AssertionError, match="called model"):
+        check(lambda model, prefixes, budgets, eos_id: model.generate(prefixes, budgets, eos_id))
+
+    def without_cache(model, prefixes, budgets, eos_id):  # right answer, but the whole sequence every step
+        out, seqs = [[] for _ in prefixes], [list(p) for p in prefixes]
+        for r in range(len(prefixes)):
+            while len(out[r]) < budgets[r]:
+                S = len(seqs[r])
+                mask = torch.ones(1, 1, S, S, dtype=torch.bool).tril() | (torch.arange(S) < len(prefixes[r]))
+                caches = [ns["LayerCache"]() for _ in model.blocks]
+                token = int(
+                    ns["run_cached"](model, torch.tensor([seqs[r]]), torch.arange(S)[None], mask, caches)[0].argmax()
+                )
+                if token == eos_id:
+                    break
+                out[r].append(token)
+                seqs[r].append(token)
+        return out
+
+    with pytest.raises(AssertionError, match="one new position per call"):
+        check(without_cache)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 3.5: BLEU by hand
+
+
+def test_the_students_bleu_is_the_packages_score(ns):
+    """Defined once: helpers.evaluate.score keeps sacreBLEU; the student's BLEU of the notebook's translations is the
+    same number (sacreBLEU's default smoothing only changes a score whose precisions include a 0)."""
+    for name, pairs in ns["TEST_SETS"].items():
+        hyps, refs = ns["outputs"][name, 1], [en for _, en in pairs]
+        mine, package = ns["bleu_by_hand"](hyps, refs), E.score(hyps, refs)
+        if min(mine["precisions"]) > 0:
+            assert round(mine["bleu"], 2) == package["bleu"], name
+        else:
+            assert mine["bleu"] == 0 <= package["bleu"], name
+
+
+# ---------------------------------------------------------------------------------------------
+# conclusions computed from the run: the sentence flips when the numbers do
+
+
+def test_the_test_set_comparison_follows_the_numbers(ns):
+    compare = ns["compare_test_sets"]
+    assert compare(20.0, 30.0, quick=False).startswith("The in-distribution score is the higher (30.00 against 20.00")
+    assert compare(30.0, 20.0, quick=False).startswith("The new-sentence score is the higher here (30.00 against 20.00")
+    assert compare(9.02, 8.70, quick=False).startswith("The new-sentence score")  # the quick run the issue quotes
+    assert "noise" in compare(9.02, 8.70, quick=True) and "noise" not in compare(9.02, 8.70, quick=False)
+
+
+def test_the_baseline_sentence_follows_the_numbers(ns):
+    say = ns["against_baselines"]
+    above = say("set", 30.0, 1.0, 20.0, quick=False)
+    assert "10.00 above the word-by-word dictionary" in above and "what context buys" in above
+    below = say("set", 9.0, 0.4, 21.0, quick=False)
+    assert "12.00 below the word-by-word dictionary" in below and "not yet learnt" in below
+    assert "context buys" not in below
+    assert "does not yet beat copying" in say("set", 0.2, 0.4, 21.0, quick=False)
+    assert "noise" in say("set", 9.0, 0.4, 21.0, quick=True)
+
+
+def _curve(width, params, points):
+    return {"d_model": width, "parameters": params, "curve": [{"tokens": t, "val_loss": v} for t, v in points]}
+
+
+def test_the_model_size_reading_follows_the_curves(ns):
+    read = ns["read_size_curves"]
+    small, large = 1000, 4000
+    # the small model sees more tokens in the same time; the large one learns more per token
+    usual = [_curve(16, small, [(0, 6.0), (100, 4.0), (200, 3.0)]), _curve(64, large, [(0, 6.0), (100, 3.5)])]
+    text = read(usual, quick=False)
+    assert "Per minute, at the end of the same time: width 16 (0.00 M parameters) is lowest" in text
+    assert "Per token, at 0.1k target tokens seen: width 64 (0.00 M parameters) is lowest" in text
+    assert "The lead changes" in text
+    # the quick run of the issue: the largest ahead at every point
+    ahead = [_curve(16, small, [(0, 6.0), (100, 5.0), (200, 4.5)]), _curve(64, large, [(0, 6.0), (100, 3.5)])]
+    text = read(ahead, quick=True)
+    assert "same time: width 64" in text and "seen: width 64" in text and "The same size leads both ways" in text
+    assert "noise" in text
+
+
+def test_no_cell_outside_the_model_answers_reads_a_name_only_they_define(nb):
+    """The student copy drops the answer cells; it must still run."""
+    import ast
+
+    from helpers import notebooks as NB
+
+    cells = NB._read_py(NOTEBOOK).cells
+    defined_in_answers, defined_elsewhere, used_elsewhere = set(), set(), set()
+    for cell in cells:
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse(cell.source)
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        if exercises.ANSWER in exercises.tags(cell):
+            defined_in_answers |= stored
+        else:
+            defined_elsewhere |= stored
+            used_elsewhere |= names
+    only_in_answers = defined_in_answers - defined_elsewhere
+    assert only_in_answers and not (only_in_answers & used_elsewhere), only_in_answers & used_elsewhere
+    numbers = [q.number for q in exercises.find_questions(NB._read_py(NOTEBOOK))]
+    assert numbers == [f"3.{k}" for k in range(1, 7)]
