@@ -111,6 +111,22 @@ def test_every_notebook_has_exercises_with_points_and_every_solution_under_one()
     assert len(numbers) == len(set(numbers))
 
 
+def test_the_readme_states_every_notebooks_exercises_and_points():
+    table = exercises.points_table()
+    readme = (ROOT / "README.md").read_text()
+    assert table in readme, f"README.md's exercise table is out of date; put this table there:\n{table}"
+
+
+def test_the_points_table_changes_when_an_exercise_does(tmp_path):
+    py = tmp_path / "09_demo.py"
+    py.write_text(
+        "# %% [markdown]\n# ## Exercise 9.1 · One (2 points)\n\n# %%\nx = 1  # SOLUTION\n\n# %% tags=['check']\nassert x\n"
+    )
+    before = exercises.points_table([py])
+    py.write_text(py.read_text().replace("(2 points)", "(3 points)"))
+    assert before != exercises.points_table([py]) and "| 09 | 3 | 9.1 One (3) | 0 |" in exercises.points_table([py])
+
+
 # ---------------------------------------------------------------------------------------------
 # the student copy
 
@@ -390,9 +406,22 @@ def _grade_alone(number: str, exercise: str, source: str, tmp_path: Path) -> exe
         ("02", "2.1"),
         ("02", "2.5"),
         ("02", "2.11"),
+        ("03", "3.1"),
+        ("03", "3.2"),
+        ("03", "3.3"),
+        ("03", "3.4"),
+        ("03", "3.5"),
         ("04", "4.1"),
+        ("04", "4.2"),
+        ("04", "4.3"),
+        ("04", "4.4"),
         ("05", "5.1"),
         ("05", "5.2"),
+        ("05", "5.3"),
+        ("05", "5.4"),
+        ("05", "5.5"),
+        ("06", "6.1"),
+        ("06", "6.2"),
     ],
 )
 def test_an_exercise_graded_alone_from_its_snapshot_passes_with_the_solution(number, exercise, tmp_path):

@@ -1,0 +1,617 @@
+"""What pretraining knows (notebook 06): facts read only in pretraining, and word vectors at equal budget.
+
+**Knowledge access** (the experiment of the Stanford assignment this course follows, offline). Short
+biographies of invented people are the pretraining text::
+
+    Varo Tesimal was born in Dunmere in 1874. She worked as a miller and later moved to Ostrava.
+
+A model is then fine-tuned to answer ``Where was Varo Tesimal born?`` → ``Dunmere`` for *some* people and
+asked about the others, whose birthplace it can only have read in pretraining. Three numbers answer the
+question "does pretraining let the model reach facts it only read?": the accuracy of the model fine-tuned
+from scratch, of the model span-corruption pretrained first (:mod:`helpers.pretrain`, the machinery of
+``train --pretrain span``), and of always answering the most common birthplace of the fine-tuning people
+(the "London" baseline of the original). Birthplaces follow a skewed (Zipf) law, so that baseline is not zero,
+and every biography carries distractors (a job, a year, another city the person moved to).
+
+**Embeddings at equal budget.** The same translation model and budget with four starts for the token
+embeddings: learned from scratch (the default), random and frozen, word2vec vectors trained (gensim) on our
+own training text cut into our sentencepiece pieces, and a pretrained language model's
+(:func:`helpers.pretrained.transfer_embeddings`); scored on the new-sentence test set with a paired
+bootstrap against learned-from-scratch.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import string
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from . import runtime
+from .config import TrainConfig
+from .evaluate import translate
+from .model import DecoderOnlyTransformer
+from .pretrain import MASK_ID, SpanCorruptionBatcher
+from .tokens import BucketBatcher, Tokenizer, encode_pairs
+from .train import train
+
+# ---------------------------------------------------------------------------------------------------------------
+# the people and their biographies
+
+# Town names, most made up (a few exist: Ostrava, Lorne), from the most common birthplace down.
+PLACES = (
+    "Dunmere", "Ostrava", "Kelby", "Marrowind", "Tessaly", "Brumholt", "Quarne", "Valdor", "Siltby", "Hollin",
+    "Pendrake", "Ardenne", "Corvey", "Lindqvist", "Mossgard", "Ravensby", "Tarquay", "Eskholm", "Fennick",
+    "Glimmerdale", "Harrowgate", "Iselmoor", "Jorvale", "Kestrel Bay", "Lorne", "Mirefield", "Norwick", "Oakhaven",
+    "Pryddon", "Rushmoor", "Sablon", "Thornby",
+)  # fmt: skip
+JOBS = (
+    "baker", "miller", "teacher", "sailor", "painter", "doctor", "carpenter", "weaver", "lawyer", "farmer",
+    "printer", "nurse", "mason", "tailor", "clerk", "brewer", "potter", "surveyor", "chemist", "jeweller",
+)  # fmt: skip
+_ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "gr", "st", "th", "tr")
+_VOWELS = ("a", "e", "i", "o", "u", "ai", "ei", "ou")
+_CODAS = ("", "", "", "n", "r", "l", "s", "m")
+
+
+@dataclass(frozen=True)
+class Person:
+    name: str  # "Varo Tesimal": unique among the people of one data set
+    she: bool  # the pronoun of the biography
+    born: str  # the birthplace: the fact asked about
+    year: int  # distractor: the year of birth
+    job: str  # distractor
+    moved_to: str  # distractor: another town, never the birthplace
+
+
+def _word(rng: random.Random, syllables: int) -> str:
+    return "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(syllables)).title()
+
+
+def place_weights(n_places: int = len(PLACES), skew: float = 1.0) -> np.ndarray:
+    """Zipf weights 1 / rank^skew, normalised: how often each town of :data:`PLACES` is a birthplace."""
+    w = 1.0 / np.arange(1, n_places + 1) ** skew
+    return w / w.sum()
+
+
+def make_people(n: int, seed: int = 0, *, skew: float = 1.0, n_places: int = len(PLACES)) -> list[Person]:
+    """``n`` invented people with unique names (built from syllables), seeded.
+
+    Birthplaces are drawn from the first ``n_places`` towns with :func:`place_weights` (Zipf, ``skew``), so the
+    most common birthplace is a real baseline; the town each person moved to is drawn the same way, but never
+    equals the birthplace, so a model that answers with the wrong town of the biography is wrong.
+    """
+    if not 2 <= n_places <= len(PLACES):
+        raise ValueError(f"n_places must lie in [2, {len(PLACES)}], got {n_places}.")
+    rng = random.Random(f"people-{seed}")
+    weights = place_weights(n_places, skew).tolist()
+    places = list(PLACES[:n_places])
+    people, names = [], set()
+    while len(people) < n:
+        name = f"{_word(rng, rng.choice((1, 2)))} {_word(rng, rng.choice((2, 3)))}"
+        if name in names:
+            continue
+        names.add(name)
+        born = rng.choices(places, weights)[0]
+        moved = born
+        while moved == born:
+            moved = rng.choices(places, weights)[0]
+        people.append(Person(name, rng.random() < 0.5, born, rng.randint(1820, 1990), rng.choice(JOBS), moved))
+    return people
+
+
+# Three ways to tell the same life, the name always first (as a Wikipedia article starts with it).
+TEMPLATES = (
+    "{name} was born in {born} in {year}. {He} worked as a {job} and later moved to {moved}.",
+    "{name} was born in {year} in {born}. {He} later moved to {moved}, where {he} worked as a {job}.",
+    "{name}, a {job}, was born in {born} in {year} and moved to {moved} as an adult.",
+)
+
+
+def biography(person: Person, template: int = 0) -> str:
+    """The person's biography in one of :data:`TEMPLATES`: the birthplace among distractors."""
+    he = "she" if person.she else "he"
+    return TEMPLATES[template % len(TEMPLATES)].format(
+        name=person.name, born=person.born, year=person.year, job=person.job, moved=person.moved_to, he=he,
+        He=he.title(),
+    )  # fmt: skip
+
+
+QUESTION_FORMATS = {
+    "question": "Where was {name} born?",  # the seed's question
+    "biography": "{name} was born in",  # the same question in the words of the biographies
+}
+
+
+def question(person: Person, fmt: str = "question") -> str:
+    """What the fine-tuned model is asked: ``Where was <name> born?`` (or, ``fmt="biography"``, ``<name> was born in``)."""
+    if fmt not in QUESTION_FORMATS:
+        raise ValueError(f"fmt={fmt!r} is not known: choose one of {sorted(QUESTION_FORMATS)}.")
+    return QUESTION_FORMATS[fmt].format(name=person.name)
+
+
+@dataclass
+class KnowledgeData:
+    """Everyone's biography (the pretraining text); questions for the fine-tuning people only.
+
+    ``test`` people appear in the biographies and nowhere else: their birthplaces can only have been read.
+    """
+
+    people: list[Person]
+    finetune: list[Person]
+    test: list[Person]
+    biographies: list[str]  # one per person, in ``people`` order
+
+    @staticmethod
+    def pairs(people: Sequence[Person], fmt: str = "question") -> list[tuple[str, str]]:
+        """(question, birthplace) for each person."""
+        return [(question(p, fmt), p.born) for p in people]
+
+    @property
+    def finetune_pairs(self) -> list[tuple[str, str]]:
+        return self.pairs(self.finetune)
+
+    @property
+    def test_pairs(self) -> list[tuple[str, str]]:
+        return self.pairs(self.test)
+
+
+def make_knowledge_data(n_people: int, n_test: int, seed: int = 0, *, skew: float = 1.0) -> KnowledgeData:
+    """``n_people`` people, ``n_test`` of them (chosen at random, seeded) held out of fine-tuning."""
+    if not 0 < n_test < n_people:
+        raise ValueError(f"n_test must lie strictly between 0 and n_people={n_people}, got {n_test}.")
+    people = make_people(n_people, seed, skew=skew)
+    order = list(range(n_people))
+    random.Random(f"split-{seed}").shuffle(order)
+    test_idx = set(order[:n_test])
+    rng = random.Random(f"templates-{seed}")
+    bios = [biography(p, rng.randrange(len(TEMPLATES))) for p in people]
+    return KnowledgeData(
+        people,
+        [p for i, p in enumerate(people) if i not in test_idx],
+        [p for i, p in enumerate(people) if i in test_idx],
+        bios,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# scoring: exact match, the most-common-place baseline, and the verdict
+
+
+def normalise_answer(text: str) -> str:
+    """Case, surrounding spaces and punctuation ignored, inner spaces collapsed: ' kestrel  bay. ' -> 'kestrel bay'."""
+    return " ".join(text.strip().strip(string.punctuation + " ").casefold().split())
+
+
+def accuracy(predictions: Sequence[str], answers: Sequence[str]) -> float:
+    """The share of predictions equal to their answer after :func:`normalise_answer` (exact match, not containment)."""
+    if len(predictions) != len(answers):
+        raise ValueError(f"{len(predictions)} predictions for {len(answers)} answers: they must pair up.")
+    if not answers:
+        raise ValueError("no answers to score.")
+    return sum(normalise_answer(p) == normalise_answer(a) for p, a in zip(predictions, answers)) / len(answers)
+
+
+def majority_answer(train_answers: Sequence[str]) -> str:
+    """The most common (normalised) answer of the *training* answers; ties go to the one seen first."""
+    counts = Counter(normalise_answer(a) for a in train_answers)
+    best = max(counts.values())
+    return next(a.strip() for a in train_answers if counts[normalise_answer(a)] == best)
+
+
+def standard_error(acc: float, n: int) -> float:
+    """The binomial standard error of an accuracy measured on ``n`` questions."""
+    return math.sqrt(max(acc * (1 - acc), 1.0 / n) / n)  # floor: an accuracy of 0 or 1 is not certain either
+
+
+def knowledge_verdict(scratch: float, pretrained: float, baseline: float, n_test: int) -> str:
+    """The answer to "does pretraining let the model reach facts it only read?", from this run's numbers.
+
+    Yes when the pretrained model beats both the model fine-tuned from scratch and the most-common-place
+    baseline by more than two standard errors; otherwise the sentence says which comparison fails.
+    """
+    best_other = max(scratch, baseline)
+    other = "the most-common-place baseline" if baseline >= scratch else "the model fine-tuned from scratch"
+    margin = 2 * standard_error(best_other, n_test)
+    numbers = (
+        f"{pretrained:.1%} of the {n_test} held-out people with pretraining, {scratch:.1%} from scratch, "
+        f"{baseline:.1%} for always answering the most common birthplace"
+    )
+    if pretrained - best_other > margin:
+        return (
+            f"Yes: pretraining let the model reach facts it only read ({numbers}); the pretrained model beats "
+            f"{other} by {pretrained - best_other:.1%}, more than two standard errors ({margin:.1%})."
+        )
+    if pretrained > best_other:
+        return (
+            f"Not shown: the pretrained model is ahead of {other} by only {pretrained - best_other:.1%} ({numbers}), "
+            f"within two standard errors ({margin:.1%}) of noise on {n_test} questions."
+        )
+    return (
+        f"No: pretraining did not let the model reach facts it only read ({numbers}); it does no better than {other}."
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the experiment: tokenizer, span-corruption pretraining, fine-tuning, answers
+
+
+@dataclass
+class KnowledgeConfig:
+    """Sizes and budgets of one knowledge-access run; the model's shape and optimiser are a :class:`TrainConfig`."""
+
+    n_people: int = 300
+    n_test: int = 100
+    skew: float = 1.0
+    vocab_size: int = 800
+    pretrain_steps: int = 5000
+    finetune_steps: int = 300
+    finetune_lr: float = 3e-4  # lower than pretraining's: a high rate overwrites what pretraining stored
+    curve_points: int = 4  # pretraining snapshots fine-tuned along the way (the last is the finished run)
+    seed: int = 0
+
+
+def knowledge_configs(quick: bool) -> tuple[KnowledgeConfig, TrainConfig]:
+    """Notebook 06's sizes: quick mode (seconds, noise) and full mode (minutes on a CPU; benchmarks/RESULTS.md)."""
+    from .config import preset_config
+
+    model = dict(n_head=4, max_len=64, max_tokens=1024, dropout=0.0, label_smoothing=0.0, weight_decay=0.01)
+    if quick:
+        kcfg = KnowledgeConfig(n_people=120, n_test=40, vocab_size=400, pretrain_steps=120, finetune_steps=80,
+                               finetune_lr=5e-3, curve_points=2)  # fmt: skip
+        return kcfg, preset_config("tiny", d_model=32, n_layer=2, d_ff=128, lr=3e-3, warmup_steps=20, **model)
+    kcfg = KnowledgeConfig()
+    return kcfg, preset_config("tiny", d_model=128, n_layer=2, d_ff=512, lr=2e-3, warmup_steps=50, **model)
+
+
+def knowledge_tokenizer(data: KnowledgeData, vocab_size: int, seed: int = 0) -> Tokenizer:
+    """A sentencepiece tokenizer trained on the biographies and the fine-tuning questions and answers."""
+    texts = list(data.biographies) + [t for pair in data.finetune_pairs for t in pair]
+    return Tokenizer.train(texts, vocab_size=vocab_size, seed=seed, num_threads=1)
+
+
+def pretrain_on_biographies(model, tok: Tokenizer, data: KnowledgeData, cfg: TrainConfig, *, device=None,
+                            progress: bool = False, callback=None):  # fmt: skip
+    """Span corruption on every biography (:class:`helpers.pretrain.SpanCorruptionBatcher`), for ``cfg``'s budget."""
+    ids = tok.encode_batch(data.biographies)
+    if any(MASK_ID in s for s in ids):
+        raise ValueError("a biography encodes to the <mask> id: train the tokenizer with Tokenizer.train.")
+    batcher = SpanCorruptionBatcher(ids, cfg.max_len, cfg.max_tokens, seed=cfg.seed)
+    return train(model, batcher, None, cfg, None, device=device, extra_config={"phase": "pretrain-span"},
+                 progress=progress, callback=callback)  # fmt: skip
+
+
+def finetune(model, tok: Tokenizer, pairs: Sequence[tuple[str, str]], cfg: TrainConfig, *, device=None,
+             progress: bool = False):  # fmt: skip
+    """Fine-tune on ``<bos> question <sep> answer <eos>`` (loss on the answer only) for ``cfg``'s budget."""
+    examples, report = encode_pairs(tok, pairs, cfg.max_len)
+    if report.kept != len(pairs):
+        raise ValueError(f"{len(pairs) - report.kept} questions did not fit in max_len={cfg.max_len}.")
+    batcher = BucketBatcher(examples, cfg.max_tokens, seed=cfg.seed)
+    return train(model, batcher, None, cfg, None, device=device, extra_config={"phase": "finetune"}, progress=progress)
+
+
+def cloze_prompts(tok: Tokenizer, data: KnowledgeData, people: Sequence[Person]) -> list[list[int]]:
+    """``<bos> text before <mask> text after <sep>``: each person's biography with the birthplace cut out.
+
+    That is the pretraining task itself, so it measures what pretraining stored, before any fine-tuning."""
+    index = {p.name: i for i, p in enumerate(data.people)}
+    prompts = []
+    for p in people:
+        ids = tok.encode(data.biographies[index[p.name]])
+        place = tok.encode(p.born)
+        # the birthplace's pieces as they occur in the whole biography (where pretraining read them)
+        at = next((i for i in range(len(ids)) if ids[i : i + len(place)] == place), None)
+        if at is None:
+            raise ValueError(f"{p.born!r} is not cut into the same pieces inside {p.name}'s biography")
+        prompts.append([tok.bos_id, *ids[:at], MASK_ID, *ids[at + len(place) :], tok.sep_id])
+    return prompts
+
+
+def cloze_accuracy(model, tok: Tokenizer, data: KnowledgeData, people: Sequence[Person]) -> float:
+    """How often the model writes the birthplace back into its masked biography (greedy)."""
+    prompts, out = cloze_prompts(tok, data, people), []
+    for start in range(0, len(prompts), 64):
+        chunk = prompts[start : start + 64]
+        budgets = [max(0, min(8, model.config.max_len - len(p))) for p in chunk]  # a birthplace is a few pieces
+        out += model.generate(chunk, budgets, eos_id=tok.eos_id)
+    return accuracy([tok.decode(ids) for ids in out], [p.born for p in people])
+
+
+def answer_questions(model, tok: Tokenizer, pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """Greedy answers to each question of ``pairs`` (the decoding every translation in the course uses)."""
+    return translate(model, tok, [q for q, _ in pairs])
+
+
+@dataclass
+class KnowledgeResult:
+    scratch: float  # fine-tuned from scratch, asked "Where was X born?"
+    pretrained: float  # pretrained for every step, then fine-tuned the same way
+    pretrained_biography_words: float  # the same pretrained model, fine-tuned and asked "X was born in"
+    baseline: float  # always the most common birthplace of the fine-tuning people
+    baseline_answer: str
+    n_test: int
+    n_finetune: int
+    curve: list[dict] = field(default_factory=list)  # per pretraining snapshot: steps, accuracy, cloze accuracy
+    finetune_accuracy: dict = field(default_factory=dict)  # on (some) fine-tuning people: each model learnt its task
+    moved_to_answers: dict = field(default_factory=dict)  # share of test answers that name the town moved to instead
+    examples: list[dict] = field(default_factory=list)  # a few test questions with both models' answers
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def verdict(self) -> str:
+        return knowledge_verdict(self.scratch, self.pretrained, self.baseline, self.n_test)
+
+
+def run_knowledge(kcfg: KnowledgeConfig, model_cfg: TrainConfig, *, device=None, progress: bool = False,
+                  data: KnowledgeData | None = None) -> tuple[KnowledgeResult, dict]:  # fmt: skip
+    """The whole experiment: data, tokenizer, the scratch model, the pretrained model, the baseline.
+
+    Every model has the same shape, initial weights (same seed) and fine-tuning budget
+    (``kcfg.finetune_steps`` at ``kcfg.finetune_lr``); the pretrained ones first read every biography with
+    span corruption, for ``kcfg.pretrain_steps`` (the final model) or part of them (``kcfg.curve_points``
+    snapshots of the same run, each fine-tuned from a copy). Returns the result and ``{"data", "tokenizer",
+    "scratch", "pretrained", "answers"}``: the two main fine-tuned models and their answers to the test questions.
+    """
+    import copy
+    from dataclasses import replace
+
+    t0 = time.perf_counter()
+    device = runtime.pick_device(device)
+    data = data if data is not None else make_knowledge_data(kcfg.n_people, kcfg.n_test, kcfg.seed, skew=kcfg.skew)
+    tok = knowledge_tokenizer(data, kcfg.vocab_size, kcfg.seed)
+    ft_cfg = replace(model_cfg, steps=kcfg.finetune_steps, minutes=None, lr=kcfg.finetune_lr, seed=kcfg.seed,
+                     warmup_steps=min(model_cfg.warmup_steps, max(1, kcfg.finetune_steps // 10)))  # fmt: skip
+    pre_cfg = replace(model_cfg, steps=kcfg.pretrain_steps, minutes=None, seed=kcfg.seed, log_interval=1)
+    gold = [p.born for p in data.test]
+    seen = data.finetune[: len(data.test)]
+
+    def fresh():
+        runtime.set_seed(kcfg.seed)  # the same initial weights for every model
+        return DecoderOnlyTransformer(model_cfg.model_config(tok.vocab_size, device)).to(device)
+
+    def tuned(start_state, fmt: str):
+        model = fresh()
+        model.load_state_dict(start_state)
+        finetune(model, tok, data.pairs(data.finetune, fmt), ft_cfg, device=device, progress=progress)
+        return model, accuracy(answer_questions(model, tok, data.pairs(data.test, fmt)), gold)
+
+    # pretraining, with snapshots of the weights along the way
+    model = fresh()
+    initial = copy.deepcopy(model.state_dict())
+    wanted = sorted({max(1, kcfg.pretrain_steps * k // kcfg.curve_points) for k in range(1, kcfg.curve_points + 1)})
+    snapshots = {}
+
+    def keep(record, history):
+        if record["step"] in wanted:
+            snapshots[record["step"]] = (copy.deepcopy(model.state_dict()), cloze_accuracy(model, tok, data, data.test))
+
+    pretrain_on_biographies(model, tok, data, pre_cfg, device=device, progress=progress, callback=keep)
+    scratch, scratch_acc = tuned(initial, "question")
+    curve = [{"pretrain_steps": 0, "accuracy": scratch_acc, "cloze": cloze_accuracy(fresh(), tok, data, data.test)}]
+    pretrained = None
+    for steps in wanted:
+        state, cloze = snapshots[steps]
+        pretrained, acc = tuned(state, "question")
+        curve.append({"pretrain_steps": steps, "accuracy": acc, "cloze": cloze})
+    _, words_acc = tuned(snapshots[wanted[-1]][0], "biography")
+    answers = {
+        k: answer_questions(m, tok, data.test_pairs) for k, m in (("scratch", scratch), ("pretrained", pretrained))
+    }
+    place = majority_answer([p.born for p in data.finetune])
+    result = KnowledgeResult(
+        scratch=scratch_acc,
+        pretrained=curve[-1]["accuracy"],
+        pretrained_biography_words=words_acc,
+        baseline=accuracy([place] * len(gold), gold),
+        baseline_answer=place,
+        n_test=len(gold),
+        n_finetune=len(data.finetune),
+        curve=curve,
+        moved_to_answers={k: accuracy(a, [p.moved_to for p in data.test]) for k, a in answers.items()},
+        finetune_accuracy={
+            k: accuracy(answer_questions(m, tok, data.pairs(seen, "question")), [p.born for p in seen])
+            for k, m in (("scratch", scratch), ("pretrained", pretrained))
+        },
+        examples=[
+            {"question": q, "answer": a, "scratch": answers["scratch"][i], "pretrained": answers["pretrained"][i]}
+            for i, (q, a) in enumerate(data.test_pairs[:8])
+        ],
+    )
+    result.seconds = time.perf_counter() - t0
+    extra = {"data": data, "tokenizer": tok, "scratch": scratch, "pretrained": pretrained, "answers": answers}
+    return result, extra
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# embeddings at equal budget: four starts for the token embeddings of the same translation model
+
+EMBEDDING_KINDS = ("learned", "random frozen", "word2vec", "pretrained LM")
+
+
+def word2vec_embeddings(tok: Tokenizer, sentences: Sequence[str], d_model: int, *, seed: int = 0, epochs: int = 5,
+                        window: int = 5, std: float = 0.02):  # fmt: skip
+    """Word vectors for our pieces, trained with gensim's word2vec (skip-gram) on ``sentences`` cut into our pieces.
+
+    Training on the piece-tokenized text gives every piece that occurs a vector directly (no mapping from
+    words to pieces to invent). The vectors are centred and scaled to the model's initial ``std``, as
+    :func:`helpers.pretrained.transfer_embeddings` does; special and byte pieces (and pieces that never occur)
+    keep their random start. Deterministic for a seed: one worker thread.
+    """
+    from gensim.models import Word2Vec
+
+    from .pretrained import EmbeddingTransfer
+
+    corpus = [[str(i) for i in ids] for ids in tok.encode_batch(list(sentences))]
+    w2v = Word2Vec(
+        corpus, vector_size=d_model, window=window, min_count=1, sg=1, workers=1, seed=seed, epochs=epochs,
+    )  # fmt: skip
+    ids, rows, skipped = [], [], {"special": 0, "byte": 0, "no pieces": 0}
+    for i in range(tok.vocab_size):
+        piece = tok.id_to_piece(i)
+        if i <= tok.unk_id:
+            skipped["special"] += 1
+        elif piece.startswith("<0x") and piece.endswith(">"):
+            skipped["byte"] += 1
+        elif str(i) not in w2v.wv:
+            skipped["no pieces"] += 1
+        else:
+            ids.append(i)
+            rows.append(torch.from_numpy(w2v.wv[str(i)].copy()))
+    X = torch.stack(rows)
+    X = X - X.mean(0)
+    X = X * (std / X.std())
+    source = f"word2vec (gensim skip-gram, {epochs} passes over {len(corpus):,} training sentences cut into our pieces)"
+    return EmbeddingTransfer(torch.tensor(ids), X, source, skipped, 1.0)  # trained at our width: no projection
+
+
+def start_embeddings(model, tok: Tokenizer, kind: str, *, sentences: Sequence[str] = (), lm: str | None = None,
+                     seed: int = 0) -> str:  # fmt: skip
+    """Give ``model`` the token embeddings of ``kind`` (one of :data:`EMBEDDING_KINDS`); returns what was done.
+
+    ``learned``: the model's own random start, trained (the default). ``random frozen``: the same random
+    start, never trained (with tied weights the output layer stays frozen too). ``word2vec``: vectors trained
+    on ``sentences`` (:func:`word2vec_embeddings`), then trained further. ``pretrained LM``: the vectors of the
+    causal LM ``lm`` (:func:`helpers.pretrained.init_embeddings`), then trained further.
+    """
+    if kind == "learned":
+        return "random start, trained"
+    if kind == "random frozen":
+        model.tok_emb.weight.requires_grad_(False)
+        return "random start, frozen" + (" (the tied output layer too)" if model.config.tie_weights else "")
+    if kind == "word2vec":
+        transfer = word2vec_embeddings(tok, sentences, model.config.d_model, seed=seed)
+        with torch.no_grad():
+            model.tok_emb.weight[transfer.ids] = transfer.vectors.to(model.tok_emb.weight.dtype)
+        return f"{len(transfer.ids):,} token embeddings from {transfer.source}; kept random: " + ", ".join(
+            f"{v:,} {k}" for k, v in transfer.skipped.items()
+        )
+    if kind == "pretrained LM":
+        from .pretrained import init_embeddings
+
+        if lm is None:
+            raise ValueError("kind='pretrained LM' needs lm=: a hub name, a folder or a .gguf file.")
+        return init_embeddings(model, tok, lm).describe()
+    raise ValueError(f"kind={kind!r} is not known: choose one of {EMBEDDING_KINDS}.")
+
+
+def embedding_row(prepared, cfg: TrainConfig, kind: str, *, lm: str | None = None, device=None,
+                  eval_sentences: int = 300, progress: bool = False) -> dict:  # fmt: skip
+    """Train the translation model of ``cfg`` with the embeddings of ``kind`` and score it; one table row.
+
+    The same steps as :func:`helpers.experiments.run_variant` (same pairs, batches, seed, initial weights and
+    budget; greedy BLEU on the first ``eval_sentences`` pairs of the validation split and of the new-sentence
+    set), with the new-sentence hypotheses kept for the paired bootstrap.
+    """
+    from .data import parallel_subset
+    from .evaluate import score
+    from .model import num_parameters
+
+    device = runtime.pick_device(device)
+    tok = prepared.tokenizer
+    pairs = parallel_subset(prepared.splits.train, cfg.parallel_pairs, cfg.seed)
+    examples, _ = encode_pairs(tok, pairs, cfg.max_len)
+    batcher = BucketBatcher(examples, cfg.max_tokens, seed=cfg.seed)
+    valid_ex, _ = encode_pairs(tok, prepared.splits.valid[: cfg.valid_sentences], cfg.max_len)
+    valid_batches = list(BucketBatcher(valid_ex, cfg.max_tokens, shuffle=False))
+    runtime.set_seed(cfg.seed)
+    model = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, device))
+    sentences = [s for pair in prepared.splits.train for s in pair]  # the training text only, both languages
+    how = start_embeddings(model, tok, kind, sentences=sentences, lm=lm, seed=cfg.seed)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    result = train(model, batcher, valid_batches, cfg, None, device=device, progress=progress)
+    out = {}
+    for name, test in (("valid", prepared.splits.valid), ("new", prepared.splits.new)):
+        test = test[:eval_sentences]
+        hyps = translate(model, tok, [fr for fr, _ in test])
+        out[name] = (hyps, [en for _, en in test], score(hyps, [en for _, en in test]))
+    return {
+        "label": kind,
+        "embeddings": how,
+        "parameters": num_parameters(model.config),
+        "trainable": trainable,
+        "steps": result.steps,
+        "val_loss": None if result.val_loss is None else round(result.val_loss, 4),
+        "bleu_valid": out["valid"][2]["bleu"],
+        "bleu_new": out["new"][2]["bleu"],
+        "chrf_new": out["new"][2]["chrf"],
+        "eval_sentences": out["new"][2]["n"],
+        "hypotheses_new": out["new"][0],
+        "references_new": out["new"][1],
+    }
+
+
+def sentence_bleu_counts(hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
+    """sacreBLEU's sufficient statistics per sentence, (n, 10): lengths, then matches and totals of 1- to 4-grams."""
+    from sacrebleu.metrics import BLEU
+
+    return np.array(BLEU()._extract_corpus_statistics(list(hypotheses), [list(references)]), dtype=np.int64)
+
+
+def corpus_bleu_from_counts(stats: np.ndarray) -> float:
+    """Corpus BLEU from summed statistics (sacreBLEU's defaults: exponential smoothing), as ``corpus_score`` gives."""
+    from sacrebleu.metrics import BLEU
+
+    s = [int(x) for x in stats]
+    return BLEU.compute_bleu(s[2:6], s[6:10], s[0], s[1], smooth_method="exp").score
+
+
+def bootstrap_bleu_difference(hyps_a: Sequence[str], hyps_b: Sequence[str], references: Sequence[str], *,
+                     resamples: int = 1000, seed: int = 0) -> dict:  # fmt: skip
+    """Paired bootstrap of BLEU(b) - BLEU(a) on the same sentences (Koehn, 2004).
+
+    Resample the test sentences with replacement, score both systems on each resample, and report the
+    observed difference, a 95 % interval of the resampled differences, and ``p``: the share of resamples in
+    which b does not beat a (for b better than a; a small p says the gain is not luck of the sentences drawn).
+    """
+    if not (len(hyps_a) == len(hyps_b) == len(references)) or not references:
+        raise ValueError("both systems need one hypothesis per reference, on the same (non-empty) test set.")
+    sa, sb = sentence_bleu_counts(hyps_a, references), sentence_bleu_counts(hyps_b, references)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(references), size=(resamples, len(references)))
+    a_sums, b_sums = sa[idx].sum(1), sb[idx].sum(1)
+    deltas = np.array([corpus_bleu_from_counts(b) - corpus_bleu_from_counts(a) for a, b in zip(a_sums, b_sums)])
+    low, high = np.percentile(deltas, [2.5, 97.5])
+    return {
+        "delta": round(corpus_bleu_from_counts(sb.sum(0)) - corpus_bleu_from_counts(sa.sum(0)), 2),
+        "low": round(float(low), 2),
+        "high": round(float(high), 2),
+        "p": float((deltas <= 0).mean()),
+        "resamples": resamples,
+    }
+
+
+def compare_embeddings(
+    rows: Sequence[dict], reference: str = "learned", resamples: int = 1000, seed: int = 0
+) -> list[dict]:
+    """Each row's new-sentence BLEU against the ``reference`` row's, with :func:`bootstrap_bleu_difference`."""
+    ref = next(r for r in rows if r["label"] == reference)
+    out = []
+    for r in rows:
+        if r["label"] == reference:
+            continue
+        test = bootstrap_bleu_difference(
+            ref["hypotheses_new"], r["hypotheses_new"], ref["references_new"], resamples=resamples, seed=seed
+        )
+        out.append({"label": r["label"], "bleu_new": r["bleu_new"], "reference": ref["bleu_new"], **test})
+    return out
+
+
+def bootstrap_sentence(comparison: dict, reference: str = "learned from scratch") -> str:
+    """One sentence per comparison, from its numbers: better, worse, or not distinguishable at 95 %."""
+    c = comparison
+    what = f"{c['label']} embeddings: BLEU {c['bleu_new']:.1f} against {c['reference']:.1f} for {reference}"
+    interval = f"difference {c['delta']:+.1f}, 95 % interval [{c['low']:+.1f}, {c['high']:+.1f}]"
+    if c["low"] > 0:
+        return f"{what}: better ({interval}; the gain holds in {1 - c['p']:.0%} of the resamples)."
+    if c["high"] < 0:
+        return f"{what}: worse ({interval})."
+    return f"{what}: not distinguishable on these sentences ({interval} includes 0)."

@@ -1,0 +1,331 @@
+"""helpers.knowledge: the invented people, what the model may see of them, the scoring, the verdicts, the
+knowledge-access run at a tiny size, and the embedding comparison's pieces (word2vec, frozen start, bootstrap).
+
+The reference cases of notebook 06's exercises (data/reference/06_*.json) are written from the package here:
+``python tests/test_knowledge.py --write`` rewrites them; a test checks the saved files still agree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import config as C
+from helpers import knowledge as K
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "data" / "reference"
+
+# ---------------------------------------------------------------------------------------------------------------
+# reference cases for Exercises 6.1 and 6.2, each about one rule (the check names the rule when it fails)
+
+EXACT_MATCH_CASES = [
+    ("case is ignored", ["dunmere", "KELBY"], ["Dunmere", "Kelby"]),
+    ("spaces and punctuation at either end are ignored", [" Dunmere. ", "Kelby!", '"Lorne"'], ["Dunmere", "Kelby", "Lorne"]),
+    ("runs of spaces inside a name count as one", ["Kestrel   Bay"], ["Kestrel Bay"]),
+    ("an answer that contains the place is not a match", ["Dunmere Ostrava", "born in Kelby", "Kelby"], ["Dunmere", "Kelby", "Kelby"]),
+    ("a longer word that starts with the place is not a match", ["Kestrel Bay", "Dunmereby"], ["Kestrel", "Dunmere"]),
+    ("an empty answer is wrong", ["", "Kelby"], ["Dunmere", "Kelby"]),
+    ("the result is a share, not a count", ["Dunmere", "Kelby", "Lorne", "Sablon"], ["Dunmere", "Kelby", "Lorne", "Hollin"]),
+]  # fmt: skip
+BASELINE_CASES = [
+    ("the town comes from the training answers, never the test answers", ["Kelby"] * 3 + ["Dunmere"] * 2, ["Dunmere"] * 3 + ["Kelby"]),
+    ("towns are counted after normalising, as exact_match_accuracy compares them", ["Kelby", "Kelby", "dunmere", "Dunmere", "Dunmere "], ["Dunmere", "Kelby", "Lorne"]),
+    ("a tie goes to the town seen first", ["Lorne", "Kelby", "Lorne", "Kelby"], ["Kelby", "Kelby", "Lorne"]),
+]  # fmt: skip
+
+
+def reference_files() -> dict[str, dict]:
+    """What data/reference/06_*.json must hold, computed by the package."""
+    exact = [{"what": w, "predictions": p, "answers": a, "accuracy": K.accuracy(p, a)} for w, p, a in EXACT_MATCH_CASES]
+    baseline = []
+    for what, train, test in BASELINE_CASES:
+        place = K.majority_answer(train)
+        baseline.append({"what": what, "train": train, "test": test, "place": place, "accuracy": K.accuracy([place] * len(test), test)})  # fmt: skip
+    note = "written by tests/test_knowledge.py from helpers.knowledge; do not edit by hand"
+    return {
+        "06_exact_match.json": {"note": note, "cases": exact},
+        "06_baseline.json": {"note": note, "cases": baseline},
+    }
+
+
+def write_reference_files() -> None:
+    for name, content in reference_files().items():
+        (REFERENCE / name).write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n")
+
+
+def test_saved_reference_cases_still_equal_what_the_package_computes():
+    for name, content in reference_files().items():
+        assert json.loads((REFERENCE / name).read_text()) == content, f"{name} drifted: run python {__file__} --write"
+
+
+def test_reference_cases_pin_the_rules_down():
+    """Each case separates the rule from a plausible mistake: the cases are not all trivially 1.0."""
+    accs = {c[0]: K.accuracy(c[1], c[2]) for c in EXACT_MATCH_CASES}
+    assert accs["an answer that contains the place is not a match"] == pytest.approx(1 / 3)
+    assert accs["the result is a share, not a count"] == 0.75 and accs["an empty answer is wrong"] == 0.5
+    places = [K.majority_answer(train) for _, train, _ in BASELINE_CASES]
+    assert places == ["Kelby", "dunmere", "Lorne"]
+    leak = Counter(BASELINE_CASES[0][2]).most_common(1)[0][0]
+    assert leak != places[0], "the first baseline case must have a different most common town in its test answers"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the people and what the model may see of them
+
+
+def test_people_are_unique_seeded_and_moved_somewhere_else():
+    people = K.make_people(500, seed=3)
+    assert len({p.name for p in people}) == 500
+    assert people == K.make_people(500, seed=3) and people != K.make_people(500, seed=4)
+    assert all(p.moved_to != p.born for p in people), "the town moved to is a distractor, never the birthplace"
+    assert {p.born for p in people} <= set(K.PLACES) and len({p.job for p in people}) > 5
+
+
+def test_birthplaces_follow_the_skewed_law():
+    people = K.make_people(3000, seed=0)
+    counts = Counter(p.born for p in people)
+    weights = K.place_weights()
+    assert counts.most_common(1)[0][0] == K.PLACES[0]
+    top = counts[K.PLACES[0]] / len(people)
+    assert abs(top - weights[0]) < 3 * K.standard_error(weights[0], len(people))
+    assert weights[0] > 0.2 and math.isclose(weights.sum(), 1.0), "the baseline must be non-trivial"
+    assert counts[K.PLACES[0]] > 4 * counts[K.PLACES[10]]
+
+
+def test_held_out_people_are_in_the_biographies_and_nowhere_else(monkeypatch):
+    data = K.make_knowledge_data(60, 20, seed=1)
+    assert len(data.finetune) == 40 and len(data.test) == 20
+    assert not {p.name for p in data.test} & {p.name for p in data.finetune}
+    questions = " ".join(q for q, _ in data.finetune_pairs)
+    assert not any(p.name in questions for p in data.test), "a held-out person is asked about in fine-tuning"
+    for person, bio in zip(data.people, data.biographies):
+        assert bio.startswith(person.name) and f"in {person.born}" in bio and person.moved_to in bio
+        assert str(person.year) in bio and person.job in bio
+    seen = []
+    monkeypatch.setattr(K.Tokenizer, "train", classmethod(lambda cls, texts, **kw: seen.extend(texts)))
+    K.knowledge_tokenizer(data, 300)
+    assert not any(K.question(p) in seen for p in data.test), "the tokenizer must not see held-out questions"
+    assert set(data.biographies) <= set(seen)
+
+
+def test_question_formats():
+    person = K.make_people(1)[0]
+    assert K.question(person) == f"Where was {person.name} born?"
+    assert K.question(person, "biography") == f"{person.name} was born in"
+    with pytest.raises(ValueError, match="biography"):
+        K.question(person, "cloze")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# scoring and verdicts
+
+
+def test_accuracy_is_exact_match_after_normalisation():
+    assert K.normalise_answer("  Kestrel   Bay. ") == "kestrel bay"
+    assert K.accuracy(["dunmere.", "Dunmere Ostrava", "Kel"], ["Dunmere", "Dunmere", "Kelby"]) == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="pair up"):
+        K.accuracy(["a"], ["a", "b"])
+
+
+def test_majority_answer_counts_normalised_and_breaks_ties_by_first_seen():
+    assert K.majority_answer(["Kelby", "Kelby", "dunmere", "Dunmere", " Dunmere"]) == "dunmere"
+    assert K.majority_answer(["Lorne", "Kelby", "Kelby", "Lorne"]) == "Lorne"
+
+
+@pytest.mark.parametrize(
+    "scratch, pretrained, baseline, n, starts",
+    [
+        (0.17, 0.69, 0.20, 100, "Yes:"),
+        (0.17, 0.24, 0.20, 100, "Not shown:"),  # ahead, but within two standard errors
+        (0.17, 0.14, 0.20, 100, "No:"),
+        (0.30, 0.25, 0.20, 100, "No:"),  # the scratch model is the one to beat here
+        (0.17, 0.24, 0.20, 10_000, "Yes:"),  # the same gap is real on many more questions
+    ],
+)
+def test_the_verdict_flips_with_the_numbers(scratch, pretrained, baseline, n, starts):
+    sentence = K.knowledge_verdict(scratch, pretrained, baseline, n)
+    assert sentence.startswith(starts), sentence
+    assert f"{pretrained:.1%}" in sentence and f"{baseline:.1%}" in sentence
+
+
+def test_standard_error_is_never_zero():
+    assert K.standard_error(0.0, 100) > 0 and K.standard_error(0.5, 100) == pytest.approx(0.05)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the experiment at a tiny size
+
+
+def tiny_configs():
+    kcfg, model = K.knowledge_configs(quick=True)
+    kcfg = replace(kcfg, n_people=40, n_test=10, pretrain_steps=12, finetune_steps=6, curve_points=2)
+    return kcfg, replace(model, warmup_steps=2)
+
+
+def test_cloze_prompts_hide_exactly_the_birthplace():
+    kcfg, _ = tiny_configs()
+    data = K.make_knowledge_data(kcfg.n_people, kcfg.n_test, 0)
+    tok = K.knowledge_tokenizer(data, 400)
+    for person, prompt in zip(data.test, K.cloze_prompts(tok, data, data.test)):
+        bio = tok.encode(data.biographies[data.people.index(person)])
+        m = prompt.index(K.MASK_ID)
+        assert prompt[0] == tok.bos_id and prompt[-1] == tok.sep_id
+        assert prompt[1:m] + tok.encode(person.born) + prompt[m + 1 : -1] == bio
+        assert tok.decode(prompt[1:m]).endswith("in"), "the birthplace follows 'in', not 'to' (the town moved to)"
+
+
+def test_run_knowledge_gives_every_model_the_same_start_and_budget(monkeypatch):
+    torch.set_num_threads(1)
+    kcfg, model_cfg = tiny_configs()
+    budgets = []
+    original = K.train
+
+    def spy(model, batcher, valid, cfg, out, **kw):
+        first = next(iter(model.parameters())).detach().clone()
+        budgets.append((kw.get("extra_config", {}).get("phase"), cfg.steps, cfg.lr, first))
+        return original(model, batcher, valid, cfg, out, **kw)
+
+    monkeypatch.setattr(K, "train", spy)
+    result, run = K.run_knowledge(kcfg, model_cfg)
+    phases = [b[0] for b in budgets]
+    assert phases == ["pretrain-span"] + ["finetune"] * (2 + kcfg.curve_points)  # scratch, snapshots, biography words
+    assert budgets[0][1] == kcfg.pretrain_steps and {b[1] for b in budgets[1:]} == {kcfg.finetune_steps}
+    assert {b[2] for b in budgets[1:]} == {kcfg.finetune_lr}
+    assert torch.equal(budgets[0][3], budgets[1][3]), "scratch and pretraining must start from the same weights"
+    assert not torch.equal(budgets[1][3], budgets[-1][3]), "the pretrained models start from pretrained weights"
+    assert [c["pretrain_steps"] for c in result.curve] == [0, 6, 12]
+    assert result.scratch == result.curve[0]["accuracy"] and result.pretrained == result.curve[-1]["accuracy"]
+    assert result.n_test == 10 and result.n_finetune == 30 and len(run["answers"]["pretrained"]) == 10
+    gold = [p.born for p in run["data"].test]
+    assert result.pretrained == K.accuracy(run["answers"]["pretrained"], gold)
+    assert result.baseline_answer == K.majority_answer([p.born for p in run["data"].finetune])
+    assert result.verdict().split(":")[0] in ("Yes", "No", "Not shown")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# embeddings at equal budget
+
+
+def _toy_tokenizer():
+    pairs = [(f"le chat {i} dort", f"the cat {i} sleeps") for i in range(40)] + [("un chien", "a dog")] * 10
+    return K.Tokenizer.train(pairs, vocab_size=300, num_threads=1), [s for p in pairs for s in p]
+
+
+def test_word2vec_vectors_are_seeded_scaled_and_skip_special_and_byte_pieces():
+    tok, sentences = _toy_tokenizer()
+    transfer = K.word2vec_embeddings(tok, sentences, 16, seed=0)
+    assert transfer.vectors.shape == (len(transfer.ids), 16)
+    assert transfer.vectors.std().item() == pytest.approx(0.02, rel=1e-3)
+    assert transfer.vectors.mean(0).abs().max().item() < 1e-6, "centred, as transfer_embeddings centres"
+    assert int(transfer.ids.min()) > tok.unk_id and transfer.skipped["byte"] == 256
+    assert not any(tok.id_to_piece(int(i)).startswith("<0x") for i in transfer.ids)
+    assert torch.equal(K.word2vec_embeddings(tok, sentences, 16, seed=0).vectors, transfer.vectors)
+    assert not torch.allclose(K.word2vec_embeddings(tok, sentences, 16, seed=1).vectors, transfer.vectors)
+
+
+def test_start_embeddings_freezes_only_the_random_frozen_start():
+    tok, sentences = _toy_tokenizer()
+    cfg = C.preset_config("tiny", d_model=16, n_head=2)
+    models = {}
+    for kind in K.EMBEDDING_KINDS[:3]:
+        torch.manual_seed(0)
+        models[kind] = K.DecoderOnlyTransformer(cfg.model_config(tok.vocab_size))
+        K.start_embeddings(models[kind], tok, kind, sentences=sentences)
+    assert models["learned"].tok_emb.weight.requires_grad and models["word2vec"].tok_emb.weight.requires_grad
+    assert not models["random frozen"].tok_emb.weight.requires_grad
+    assert torch.equal(models["learned"].tok_emb.weight, models["random frozen"].tok_emb.weight)
+    changed = (models["word2vec"].tok_emb.weight != models["learned"].tok_emb.weight).any(1)
+    assert changed[tok.unk_id + 1 + 256 :].any() and not changed[: tok.unk_id + 1 + 256].any()
+    with pytest.raises(ValueError, match="lm="):
+        K.start_embeddings(models["learned"], tok, "pretrained LM")
+    with pytest.raises(ValueError, match="known"):
+        K.start_embeddings(models["learned"], tok, "glove")
+
+
+def test_a_frozen_embedding_stays_put_while_the_rest_trains():
+    from helpers import data as D
+
+    cfg = C.preset_config("tiny", seed=0, steps=3, warmup_steps=1)
+    prepared = D.prepare_data("builtin", cfg, None, seed=0, limit=300, progress=False)
+    row = K.embedding_row(prepared, cfg, "random frozen", eval_sentences=5)
+    learned = K.embedding_row(prepared, cfg, "learned", eval_sentences=5)
+    emb = cfg.model_config(prepared.tokenizer.vocab_size)
+    assert learned["trainable"] - row["trainable"] == emb.vocab_size * emb.d_model
+    assert row["steps"] == learned["steps"] == 3 and len(row["hypotheses_new"]) == 5
+
+
+def test_the_learned_and_pretrained_lm_rows_are_the_rows_notebook_05_would_train(tmp_path):
+    """embedding_row repeats experiments.run_variant's steps: same BLEU for the learned start and for a tiny LM's."""
+    from helpers import data as D
+    from helpers import experiments as X
+    from helpers import pretrained as PT
+
+    torch.set_num_threads(1)
+    cfg = C.preset_config("tiny", seed=0, steps=8, warmup_steps=2)
+    prepared = D.prepare_data("builtin", cfg, None, seed=0, limit=400, progress=False)
+    lm = str(PT.tiny_causal_lm(prepared.splits.train[:100], tmp_path / "lm", seed=0))
+    for kind, changes in (("learned", {}), ("pretrained LM", {"init_embeddings": lm})):
+        mine = K.embedding_row(prepared, cfg, kind, lm=lm, eval_sentences=20)
+        theirs = X.run_variant(prepared, replace(cfg, **changes), label=kind, eval_sentences=20)
+        assert (mine["bleu_new"], mine["bleu_valid"], mine["val_loss"]) == (
+            theirs["bleu_new"],
+            theirs["bleu_valid"],
+            theirs["val_loss"],
+        ), kind
+
+
+def test_bleu_from_stats_is_sacrebleu_corpus_bleu():
+    from sacrebleu.metrics import BLEU
+
+    hyps = ["the cat sat on the mat", "a dog", "hello there friend", ""]
+    refs = ["the cat sat on a mat", "the dog", "hello friend", "nothing"]
+    assert K.corpus_bleu_from_counts(K.sentence_bleu_counts(hyps, refs).sum(0)) == pytest.approx(
+        BLEU().corpus_score(hyps, [refs]).score
+    )
+
+
+def test_paired_bootstrap_sees_a_real_gain_and_no_gain_between_equals():
+    refs = [f"the cat number {i} sleeps on the mat" for i in range(60)]
+    bad = [f"a dog {i}" for i in range(60)]
+    better = K.bootstrap_bleu_difference(bad, refs, refs, resamples=200)
+    assert better["delta"] > 50 and better["low"] > 0 and better["p"] == 0.0
+    worse = K.bootstrap_bleu_difference(refs, bad, refs, resamples=200)
+    assert worse["delta"] == -better["delta"] and worse["high"] < 0 and worse["p"] == 1.0
+    half = [r if i % 2 else b for i, (r, b) in enumerate(zip(refs, bad))]
+    same = K.bootstrap_bleu_difference(half, half, refs, resamples=200)  # paired: equal on every resample
+    assert same["delta"] == 0 and same["low"] == same["high"] == 0 and same["p"] == 1.0, "a tie is no win"
+    mixed = K.bootstrap_bleu_difference(bad, half, refs, resamples=200)
+    assert 0 < mixed["low"] < mixed["delta"] < mixed["high"] < better["delta"]
+
+
+@pytest.mark.parametrize(
+    "low, high, word", [(0.5, 2.0, "better"), (-2.0, -0.1, "worse"), (-1.0, 1.5, "not distinguishable")]
+)
+def test_the_bootstrap_sentence_flips_with_the_interval(low, high, word):
+    c = {"label": "word2vec", "bleu_new": 20.0, "reference": 19.0, "delta": (low + high) / 2, "low": low, "high": high, "p": 0.01}  # fmt: skip
+    sentence = K.bootstrap_sentence(c)
+    assert f": {word} " in sentence, sentence
+
+
+def test_compare_embeddings_pairs_each_row_with_the_reference():
+    refs = ["the cat sleeps on the mat"] * 10
+    rows = [
+        {"label": "learned", "bleu_new": 1.0, "hypotheses_new": ["a dog"] * 10, "references_new": refs},
+        {"label": "word2vec", "bleu_new": 100.0, "hypotheses_new": refs, "references_new": refs},
+    ]
+    (c,) = K.compare_embeddings(rows, resamples=50)
+    assert c["label"] == "word2vec" and c["reference"] == 1.0 and c["delta"] > 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        write_reference_files()
+        print(f"wrote {', '.join(reference_files())} in {REFERENCE}")
