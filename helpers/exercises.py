@@ -642,16 +642,3 @@ def run_solved(notebook: str | Path) -> dict:
     if result.total != result.possible or result.stopped:
         raise AssertionError(f"the solved notebook does not get full marks:\n{result.table()}")
     return executor.namespace
-
-
-def points_table(sources: list[Path] | None = None) -> str:
-    """The README's table of exercises and points, one row per notebook (a test holds the README to it)."""
-    from . import notebooks
-
-    rows = ["| notebook | points | exercises (points) | written questions |", "|---|---|---|---|"]
-    for py in sources or notebooks.notebook_sources():
-        nb = notebooks._read_py(py)
-        found = find_exercises(nb)
-        listed = ", ".join(f"{e.number} {re.sub(r'^[0-9]+[.] ', '', e.title)} ({e.points})" for e in found)
-        rows.append(f"| {py.stem[:2]} | {sum(e.points for e in found)} | {listed} | {len(find_questions(nb))} |")
-    return "\n".join(rows)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,9 +248,10 @@ def run_notebook(path: Path, out_dir: Path | None = None, *, quick: bool = True,
     out_dir.mkdir(parents=True, exist_ok=True)
     nb = nbformat.read(path, as_version=4)
     target = out_dir / path.name
-    env_backup = {k: os.environ.get(k) for k in ("QUICK", HEADLESS)}
+    env_backup = {k: os.environ.get(k) for k in ("QUICK", HEADLESS, "MPLBACKEND")}
     os.environ["QUICK"] = "1" if quick else "0"  # the kernel inherits our environment
     os.environ[HEADLESS] = "1"  # no live widgets: nobody is there to move a slider (helpers.plotting)
+    os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend, so figures are PNG outputs as in Colab
     os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
     client = nbclient.NotebookClient(
         nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
@@ -298,3 +300,16 @@ def run_all(
         flush=True,
     )
     return times
+
+
+def points_table(sources: list[Path] | None = None) -> str:
+    """The README's table of exercises and points, one row per notebook (a test holds the README to it)."""
+    from .exercises import find_exercises, find_questions
+
+    rows = ["| notebook | points | exercises (points) | written questions |", "|---|---|---|---|"]
+    for py in sources or notebook_sources():
+        nb = _read_py(py)
+        found = find_exercises(nb)
+        listed = ", ".join(f"{e.number} {re.sub(r'^[0-9]+[.] ', '', e.title)} ({e.points})" for e in found)
+        rows.append(f"| {py.stem[:2]} | {sum(e.points for e in found)} | {listed} | {len(find_questions(nb))} |")
+    return "\n".join(rows)
