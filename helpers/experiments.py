@@ -64,8 +64,13 @@ def run_variant(
     eval_sentences: int = 300,
     progress: bool = False,
     callback=None,
+    start=None,
+    keep_new: bool = False,
 ) -> dict:
     """Train one configuration on ``prepared``'s data and tokenizer, then score it; returns one table row.
+
+    ``start(model, tokenizer)``, when given, sets the freshly built model's embeddings and returns what it did
+    (notebook 06's embedding starts); ``keep_new`` adds the new-sentence hypotheses and references to the row.
 
     The training pairs are ``prepared.splits.train`` (capped at ``cfg.parallel_pairs``), batched with
     ``cfg.max_tokens``; with ``cfg.pretrain`` the first share of the budget pretrains on unpaired sentences
@@ -87,6 +92,8 @@ def run_variant(
         from .pretrained import init_embeddings
 
         transfer = init_embeddings(model, tok, cfg.init_embeddings).describe()
+    if start is not None:
+        transfer = start(model, tok)
     t0 = time.perf_counter()
     pre_steps, translate_cfg = 0, cfg
     if cfg.pretrain:
@@ -96,12 +103,14 @@ def run_variant(
         model, batcher, valid_batches, translate_cfg, out_dir, device=device, progress=progress, callback=callback
     )
     minutes = (time.perf_counter() - t0) / 60
-    scores = {}
+    scores, kept = {}, {}
     for name, test in (("valid", prepared.splits.valid), ("new", prepared.splits.new)):
         test = test[:eval_sentences]
         hyps = translate(model, tok, [fr for fr, _ in test])
         scores[name] = score(hyps, [en for _, en in test])
-    return {
+        if keep_new and name == "new":
+            kept = {"hypotheses_new": hyps, "references_new": [en for _, en in test]}
+    return kept | {
         "label": label,
         "changed": changed_fields(cfg, base) if base is not None else {},
         "parameters": num_parameters(model_cfg),

@@ -507,45 +507,30 @@ def embedding_row(prepared, cfg: TrainConfig, kind: str, *, lm: str | None = Non
                   eval_sentences: int = 300, progress: bool = False) -> dict:  # fmt: skip
     """Train the translation model of ``cfg`` with the embeddings of ``kind`` and score it; one table row.
 
-    The same steps as :func:`helpers.experiments.run_variant` (same pairs, batches, seed, initial weights and
-    budget; greedy BLEU on the first ``eval_sentences`` pairs of the validation split and of the new-sentence
-    set), with the new-sentence hypotheses kept for the paired bootstrap.
+    :func:`helpers.experiments.run_variant` with the embeddings started by :func:`start_embeddings` (same pairs,
+    batches, seed, initial weights and budget; greedy BLEU on the first ``eval_sentences`` pairs of the
+    validation split and of the new-sentence set), with the new-sentence hypotheses kept for the paired bootstrap.
     """
-    from .data import parallel_subset
-    from .evaluate import score
-    from .model import num_parameters
+    from .experiments import run_variant
 
-    device = runtime.pick_device(device)
-    tok = prepared.tokenizer
-    pairs = parallel_subset(prepared.splits.train, cfg.parallel_pairs, cfg.seed)
-    examples, _ = encode_pairs(tok, pairs, cfg.max_len)
-    batcher = BucketBatcher(examples, cfg.max_tokens, seed=cfg.seed)
-    valid_ex, _ = encode_pairs(tok, prepared.splits.valid[: cfg.valid_sentences], cfg.max_len)
-    valid_batches = list(BucketBatcher(valid_ex, cfg.max_tokens, shuffle=False))
-    runtime.set_seed(cfg.seed)
-    model = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, device))
     sentences = [s for pair in prepared.splits.train for s in pair]  # the training text only, both languages
-    how = start_embeddings(model, tok, kind, sentences=sentences, lm=lm, seed=cfg.seed)
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    result = train(model, batcher, valid_batches, cfg, None, device=device, progress=progress)
-    out = {}
-    for name, test in (("valid", prepared.splits.valid), ("new", prepared.splits.new)):
-        test = test[:eval_sentences]
-        hyps = translate(model, tok, [fr for fr, _ in test])
-        out[name] = (hyps, [en for _, en in test], score(hyps, [en for _, en in test]))
-    return {
-        "label": kind,
-        "embeddings": how,
-        "parameters": num_parameters(model.config),
-        "trainable": trainable,
-        "steps": result.steps,
-        "val_loss": None if result.val_loss is None else round(result.val_loss, 4),
-        "bleu_valid": out["valid"][2]["bleu"],
-        "bleu_new": out["new"][2]["bleu"],
-        "chrf_new": out["new"][2]["chrf"],
-        "eval_sentences": out["new"][2]["n"],
-        "hypotheses_new": out["new"][0],
-        "references_new": out["new"][1],
+    trainable = {}
+
+    def start(model, tok):
+        how = start_embeddings(model, tok, kind, sentences=sentences, lm=lm, seed=cfg.seed)
+        trainable["n"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        return how
+
+    row = run_variant(
+        prepared, cfg, label=kind, device=device, eval_sentences=eval_sentences, progress=progress, start=start,
+        keep_new=True,
+    )  # fmt: skip
+    keys = ("label", "embeddings", "parameters", "steps", "val_loss", "bleu_valid", "bleu_new", "chrf_new")
+    return {k: row[k] for k in keys} | {
+        "trainable": trainable["n"],
+        "eval_sentences": row["eval_sentences"],
+        "hypotheses_new": row["hypotheses_new"],
+        "references_new": row["references_new"],
     }
 
 
