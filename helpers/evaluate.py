@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
 import torch
 
 from . import checkpoint as ckpt_lib
@@ -428,3 +429,47 @@ def format_evaluation(ev: dict) -> str:
 def write_json(record: dict, path: str | Path) -> Path:
     """Write a metrics record atomically (a disconnect never leaves half a file)."""
     return ckpt_lib.atomic_write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", path)
+
+
+# ----------------------------------------------------------------------------------------------
+# is a difference real? the paired bootstrap (Koehn, 2004), on sacreBLEU's per-sentence statistics
+
+
+def sentence_bleu_counts(hypotheses: list[str], references: list[str]) -> np.ndarray:
+    """sacreBLEU's sufficient statistics per sentence, (n, 10): lengths, then matches and totals of 1- to 4-grams."""
+    from sacrebleu.metrics import BLEU
+
+    return np.array(BLEU()._extract_corpus_statistics(list(hypotheses), [list(references)]), dtype=np.int64)
+
+
+def corpus_bleu_from_counts(stats: np.ndarray) -> float:
+    """Corpus BLEU from summed statistics (sacreBLEU's defaults: exponential smoothing), as ``corpus_score`` gives."""
+    from sacrebleu.metrics import BLEU
+
+    s = [int(x) for x in stats]
+    return BLEU.compute_bleu(s[2:6], s[6:10], s[0], s[1], smooth_method="exp").score
+
+
+def bootstrap_bleu_difference(hyps_a: list[str], hyps_b: list[str], references: list[str], *,
+                     resamples: int = 1000, seed: int = 0) -> dict:  # fmt: skip
+    """Paired bootstrap of BLEU(b) - BLEU(a) on the same sentences (Koehn, 2004).
+
+    Resample the test sentences with replacement, score both systems on each resample, and report the
+    observed difference, a 95 % interval of the resampled differences, and ``p``: the share of resamples in
+    which b does not beat a (for b better than a; a small p says the gain is not luck of the sentences drawn).
+    """
+    if not (len(hyps_a) == len(hyps_b) == len(references)) or not references:
+        raise ValueError("both systems need one hypothesis per reference, on the same (non-empty) test set.")
+    sa, sb = sentence_bleu_counts(hyps_a, references), sentence_bleu_counts(hyps_b, references)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(references), size=(resamples, len(references)))
+    a_sums, b_sums = sa[idx].sum(1), sb[idx].sum(1)
+    deltas = np.array([corpus_bleu_from_counts(b) - corpus_bleu_from_counts(a) for a, b in zip(a_sums, b_sums)])
+    low, high = np.percentile(deltas, [2.5, 97.5])
+    return {
+        "delta": round(corpus_bleu_from_counts(sb.sum(0)) - corpus_bleu_from_counts(sa.sum(0)), 2),
+        "low": round(float(low), 2),
+        "high": round(float(high), 2),
+        "p": float((deltas <= 0).mean()),
+        "resamples": resamples,
+    }

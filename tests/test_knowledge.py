@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from helpers import config as C
+from helpers import evaluate as E
 from helpers import knowledge as K
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -287,7 +288,7 @@ def test_bleu_from_stats_is_sacrebleu_corpus_bleu():
 
     hyps = ["the cat sat on the mat", "a dog", "hello there friend", ""]
     refs = ["the cat sat on a mat", "the dog", "hello friend", "nothing"]
-    assert K.corpus_bleu_from_counts(K.sentence_bleu_counts(hyps, refs).sum(0)) == pytest.approx(
+    assert E.corpus_bleu_from_counts(E.sentence_bleu_counts(hyps, refs).sum(0)) == pytest.approx(
         BLEU().corpus_score(hyps, [refs]).score
     )
 
@@ -295,14 +296,14 @@ def test_bleu_from_stats_is_sacrebleu_corpus_bleu():
 def test_paired_bootstrap_sees_a_real_gain_and_no_gain_between_equals():
     refs = [f"the cat number {i} sleeps on the mat" for i in range(60)]
     bad = [f"a dog {i}" for i in range(60)]
-    better = K.bootstrap_bleu_difference(bad, refs, refs, resamples=200)
+    better = E.bootstrap_bleu_difference(bad, refs, refs, resamples=200)
     assert better["delta"] > 50 and better["low"] > 0 and better["p"] == 0.0
-    worse = K.bootstrap_bleu_difference(refs, bad, refs, resamples=200)
+    worse = E.bootstrap_bleu_difference(refs, bad, refs, resamples=200)
     assert worse["delta"] == -better["delta"] and worse["high"] < 0 and worse["p"] == 1.0
     half = [r if i % 2 else b for i, (r, b) in enumerate(zip(refs, bad))]
-    same = K.bootstrap_bleu_difference(half, half, refs, resamples=200)  # paired: equal on every resample
+    same = E.bootstrap_bleu_difference(half, half, refs, resamples=200)  # paired: equal on every resample
     assert same["delta"] == 0 and same["low"] == same["high"] == 0 and same["p"] == 1.0, "a tie is no win"
-    mixed = K.bootstrap_bleu_difference(bad, half, refs, resamples=200)
+    mixed = E.bootstrap_bleu_difference(bad, half, refs, resamples=200)
     assert 0 < mixed["low"] < mixed["delta"] < mixed["high"] < better["delta"]
 
 
