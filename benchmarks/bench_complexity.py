@@ -17,7 +17,7 @@ import torch
 
 from helpers import experiments as X
 from helpers import runtime
-from helpers.model import ModelConfig
+from helpers.nn.model import ModelConfig
 
 
 def main() -> None:

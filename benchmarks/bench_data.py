@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from helpers import data as D  # noqa: E402
-from helpers import sources as S
-from helpers import tokens as TK
+from helpers.text import data as D  # noqa: E402
+from helpers.text import sources as S
+from helpers.text import tokens as TK
 
 
 def load_average() -> str:

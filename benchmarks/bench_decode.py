@@ -23,13 +23,13 @@ from pathlib import Path
 
 import torch
 
-from helpers import config as C
-from helpers import data as D
-from helpers import evaluate as E
-from helpers import runtime
-from helpers import sources as S
-from helpers import tokens as TK
-from helpers.model import DecoderOnlyTransformer
+from helpers import pipeline, runtime
+from helpers.evaluation import evaluate as E
+from helpers.nn.model import DecoderOnlyTransformer
+from helpers.text import data as D
+from helpers.text import sources as S
+from helpers.text import tokens as TK
+from helpers.training import config as C
 
 
 def french_sentences(n: int, data: str) -> list[str]:
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
 
     sources = french_sentences(args.sentences, args.data)
     if args.checkpoint:
-        run = E.load_run(args.checkpoint, device=args.device)
+        run = pipeline.load_run(args.checkpoint, device=args.device)
         model, tok = run.model, run.tokenizer
     else:
         cfg = C.preset_config(args.preset)

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from helpers.model import DecoderOnlyTransformer, ModelConfig
+from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
 
 
 def main(label: str = "", steps: int = 15, batch: int = 170, length: int = 24) -> float:

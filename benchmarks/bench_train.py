@@ -1,6 +1,6 @@
 """Training throughput: target tokens/s and model FLOPs utilisation (MFU), ours against a naive baseline.
 
-Both train the same model (same size, same optimizer step as ``helpers.train``) on the same sentences:
+Both train the same model (same size, same optimizer step as ``helpers.training.train``) on the same sentences:
 
 * ours:  length-bucketed batches under a token budget (``BucketBatcher``: little padding) and the
          attention kernel the preset picks (``attention_kernel="auto"``): ``F.scaled_dot_product_attention``
@@ -47,13 +47,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_matmul  # noqa: E402
 
-from helpers import config as C
-from helpers import data as D  # noqa: E402
 from helpers import runtime
-from helpers import sources as S
-from helpers import tokens as TK
-from helpers import train as T  # noqa: E402
-from helpers.model import DecoderOnlyTransformer  # noqa: E402
+from helpers.nn.model import DecoderOnlyTransformer  # noqa: E402
+from helpers.text import data as D  # noqa: E402
+from helpers.text import sources as S
+from helpers.text import tokens as TK
+from helpers.training import config as C
+from helpers.training import train as T  # noqa: E402
 
 
 def multiplying_params(model) -> int:
@@ -80,7 +80,7 @@ def naive_batches(examples, batch_size: int, seed: int):
 
 
 def run(model, batches, cfg, device, steps: int, warmup: int, precision: str) -> dict:
-    """Time ``steps`` optimizer steps (after ``warmup`` untimed ones) exactly as helpers.train.train does them."""
+    """Time ``steps`` optimizer steps (after ``warmup`` untimed ones) exactly as helpers.training.train.train does them."""
     opt = T.make_optimizer(model, cfg, device)
     scaler = T.make_scaler(device, precision)
     if hasattr(batches, "set_epoch"):

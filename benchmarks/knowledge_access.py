@@ -4,7 +4,7 @@
     python benchmarks/knowledge_access.py --pretrain-steps 1500 --finetune-lr 2e-3    # what the defaults avoid
     python benchmarks/knowledge_access.py --embeddings --data fra.txt --minutes 3 [--steps N] [--kinds learned,word2vec] [--lm M]
 
-Invented people's biographies are the pretraining text (span corruption, helpers.pretrain); a model is
+Invented people's biographies are the pretraining text (span corruption, helpers.training.pretrain); a model is
 fine-tuned to answer "Where was X born?" for some people and asked about the others, whose birthplace it can
 only have read. Prints the table (from scratch, pretrained, the same pretrained model asked in the
 biographies' words, the most-common-place baseline), the accuracy along pretraining, and the verdict, all
@@ -107,8 +107,8 @@ def main(argv=None) -> int:
 
 def embeddings(args, argv) -> int:
     """Each start of the token embeddings trained for the same minutes, scored on the new-sentence set."""
-    from helpers import config as C
-    from helpers import data as D
+    from helpers.text import data as D
+    from helpers.training import config as C
 
     device = runtime.pick_device()
     budget = {"steps": args.steps} if args.steps else {"minutes": args.minutes}

@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers.data import clean_pairs, split_pairs  # noqa: E402
-from helpers.evaluate import load_run, score, translate  # noqa: E402
-from helpers.sources import load_path  # noqa: E402
+from helpers.evaluation.evaluate import score, translate  # noqa: E402
+from helpers.pipeline import load_run  # noqa: E402
+from helpers.text.data import load_clean_split  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -41,9 +41,7 @@ def main(argv=None) -> int:
     summary = json.loads((Path(args.checkpoint) / "train_summary.json").read_text())
     seed, info = summary["config"]["seed"], summary["data"]
     columns = tuple(info["columns"]) if info["columns"] else None
-    pairs, _ = load_path(args.data or info["source"], columns, limit=info["limit"], seed=seed)
-    pairs, _ = clean_pairs(pairs)
-    valid = split_pairs(pairs, seed=seed).valid
+    valid = load_clean_split(args.data or info["source"], columns, limit=info["limit"], seed=seed).splits.valid
     if len(valid) != info["pairs"]["valid"]:
         raise SystemExit(
             f"The rebuilt validation split has {len(valid):,} pairs, the run's had {info['pairs']['valid']:,}: "

@@ -24,14 +24,14 @@ import torch
 
 
 def _run_notebooks(args) -> int:
-    from . import notebooks
+    from .course import notebooks
 
     notebooks.run_all(args.only or None, quick=not args.full)
     return 0
 
 
 def _sync_notebooks(args) -> int:
-    from . import notebooks
+    from .course import notebooks
 
     for path in notebooks.sync(notebooks.notebook_sources(args.only or None)):
         print("wrote", path)
@@ -39,7 +39,7 @@ def _sync_notebooks(args) -> int:
 
 
 def _check_notebooks(args) -> int:
-    from . import notebooks
+    from .course import notebooks
 
     problems = [p for py in notebooks.notebook_sources() for p in notebooks.pair_problems(py)]
     for p in problems:
@@ -50,7 +50,7 @@ def _check_notebooks(args) -> int:
 
 
 def _student(args) -> int:
-    from . import exercises
+    from .course import exercises
 
     for path in exercises.build_student(args.out, args.only or None, keep_answers=args.keep_answers):
         print("wrote", path)
@@ -65,7 +65,7 @@ def _notebook_path(name: str) -> Path:
     path = Path(name)
     if path.exists():
         return path
-    from . import notebooks
+    from .course import notebooks
 
     if path.suffix in ("", ".ipynb", ".py") and len(path.parts) == 1:
         return notebooks.notebook_paths([path.stem])[0]  # "02" or "02_transformer_from_scratch"
@@ -73,7 +73,7 @@ def _notebook_path(name: str) -> Path:
 
 
 def _grade(args) -> int:
-    from . import exercises
+    from .course import exercises
 
     path = _notebook_path(args.notebook)
     print(f"Grading {path} in quick mode; one line per exercise as it ends.", flush=True)
@@ -87,7 +87,7 @@ def _grade(args) -> int:
 
 
 def _report(args) -> int:
-    from . import report
+    from .course import report
 
     report.export(zip_path=args.zip, notebooks=args.notebooks or None, pdf=args.pdf)
     return 0
@@ -113,10 +113,10 @@ def train_command(
     stderr: TextIO | None = None,
     probe_seconds: float = 3.0,
 ):
-    """``python -m helpers train``: data, tokenizer and model from ``preset``, then ``helpers.train.train`` into ``out``.
+    """``python -m helpers train``: data, tokenizer and model from ``preset``, then ``helpers.training.train.train`` into ``out``.
 
     With ``preset="cpu"`` and a time budget the model's size is chosen for this machine first
-    (``helpers.sizing.size_for_machine``: each size's training step measured for ``probe_seconds``), unless
+    (``helpers.training.sizing.size_for_machine``: each size's training step measured for ``probe_seconds``), unless
     ``overrides`` fix a shape field; a resumed run keeps the size it started with.
 
     Rerunning with the same ``out`` resumes from its checkpoint (a different configuration is refused, naming
@@ -125,13 +125,12 @@ def train_command(
     of that many pairs. Prints what loading, cleaning and encoding dropped, and why; writes ``out/test.tsv`` (the
     held-out pairs, French<TAB>English, for ``evaluate``) and ``out/train_summary.json`` (the same counts included).
     """
-    from . import checkpoint as ckpt_lib
-    from . import runtime
-    from .config import SHAPE_FIELDS, SIZED_PRESETS, preset_config
-    from .data import TEST_FILES, prepare_data
-    from .model import DecoderOnlyTransformer, num_parameters
-    from .sizing import size_for_run
-    from .train import Budget, train, training_summary
+    from . import pipeline, runtime
+    from .nn.model import num_parameters
+    from .text.data import TEST_FILES
+    from .training.config import SHAPE_FIELDS, SIZED_PRESETS, preset_config
+    from .training.sizing import size_for_run
+    from .training.train import Budget, training_summary
 
     err = stderr if stderr is not None else sys.stderr
     cfg = preset_config(preset, **{**(overrides or {}), "minutes": minutes, "steps": steps, "seed": seed})
@@ -141,11 +140,8 @@ def train_command(
     dev = runtime.pick_device(device)
     precision = runtime.resolve_precision(dev, cfg.precision)
     runtime.set_seed(seed)
-    prepared = prepare_data(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress)
+    prepared = pipeline.prepare(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress, stderr=err)
     data_report = prepared.summary()
-    print(prepared.describe(), file=err)  # nothing dropped goes unsaid
-    for name, pairs in prepared.test_sets().items():  # rewritten every time: they follow from the data and the seed
-        ckpt_lib.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs), out / TEST_FILES[name])
     sizing = None
     if preset in SIZED_PRESETS and not set(SHAPE_FIELDS) & set(overrides or {}):
         cfg, sizing = size_for_run(
@@ -157,9 +153,7 @@ def train_command(
             probe_seconds,
             err if progress else None,
         )
-    runtime.set_seed(seed)  # the same initial weights whatever the data preparation (or the sizing) drew
     model_cfg = cfg.model_config(prepared.tokenizer.vocab_size, dev)
-    model = DecoderOnlyTransformer(model_cfg)
     n_params = num_parameters(model_cfg)
     if progress:
         parallel = len(prepared.train_batcher.examples)
@@ -171,27 +165,16 @@ def train_command(
             f"device {dev}, precision {precision}.",
             file=err,
         )
-    if cfg.init_embeddings and ckpt_lib.find_checkpoint(out) is None:  # a resumed run has its own weights
-        from .pretrained import init_embeddings
-
-        transfer = init_embeddings(model, prepared.tokenizer, cfg.init_embeddings)
-        if progress:
-            print("Embeddings:", transfer.describe(), file=err)
-    pretrained = None
-    translate_cfg = cfg
-    if cfg.pretrain:  # the first share of the budget on unpaired sentences, the rest on translation
-        from .pretrain import pretrain_phase, split_budget
-
-        translate_cfg = split_budget(cfg)[1]
-        if ckpt_lib.find_checkpoint(out) is None:  # once translation has started, its checkpoint holds the weights
-            pretrained = pretrain_phase(model, prepared, cfg, out, device=dev, progress=progress, stderr=err)
-    result = train(
-        model,
+    built = pipeline.build_model(cfg, prepared, out, dev, progress=progress, stderr=err)
+    if progress and built.transfer is not None:
+        print("Embeddings:", built.transfer.describe(), file=err)
+    pretrained = built.pretrained
+    result = pipeline.fit(
+        built,
         prepared.train_batcher,
         prepared.valid_batches,
-        translate_cfg,
         out,
-        device=dev,
+        dev,
         extra_config={"data": {k: v for k, v in prepared.info.items() if k != "pairs"}},
         progress=progress,
     )
@@ -209,7 +192,7 @@ def train_command(
         else {"steps": pretrained.steps, "minutes": pretrained.seconds / 60, "val_loss": pretrained.val_loss},
         "torch": torch.__version__,
     }
-    ckpt_lib.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", out / "train_summary.json")
+    runtime.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", out / "train_summary.json")
     if progress:
         vl = (
             ""
@@ -248,7 +231,8 @@ def translate_command(
 
     Returns the number of lines translated. Warnings (sources cut to fit the model) go to ``stderr``.
     """
-    from .evaluate import load_run, translate_lines
+    from .evaluation.evaluate import translate_lines
+    from .pipeline import load_run
 
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
@@ -272,20 +256,27 @@ def evaluate_command(
 ) -> dict:
     """``python -m helpers evaluate``: score a run on test sets; print what was read and the scores; write JSON.
 
-    ``tests`` are files or public set names (``helpers.testsets.PUBLIC_TEST_SETS``); without any, the run's own
+    ``tests`` are files or public set names (``helpers.text.testsets.PUBLIC_TEST_SETS``); without any, the run's own
     two test sets (new sentences first, then in-distribution). A file is read like ``train --data``
     (French<TAB>English by default, ``columns`` for another order, the Tatoeba file recognised); lines it cannot
     use are counted and named, never dropped silently. ``beams`` defaults to
-    :data:`helpers.evaluate.DEFAULT_BEAMS`. The JSON (default ``<checkpoint>/eval.json``) has the layout of
-    :func:`helpers.evaluate.metrics_record`, one evaluation per test set; the translations go beside it, one
+    :data:`helpers.evaluation.evaluate.DEFAULT_BEAMS`. The JSON (default ``<checkpoint>/eval.json``) has the layout of
+    :func:`helpers.evaluation.evaluate.metrics_record`, one evaluation per test set; the translations go beside it, one
     file per set. Returns the record.
     """
-    from .checkpoint import atomic_write_text
-    from .data import TEST_FILES, data_summary, format_data_summary
-    from .evaluate import DEFAULT_BEAMS, evaluate_pairs, format_evaluation, load_run, metrics_record, write_json
-    from .model import num_parameters
-    from .sources import load_path
-    from .testsets import PUBLIC_TEST_SETS, load_public
+    from .evaluation.evaluate import (
+        DEFAULT_BEAMS,
+        evaluate_pairs,
+        format_evaluation,
+        metrics_record,
+        write_json,
+    )
+    from .nn.model import num_parameters
+    from .pipeline import load_run
+    from .text.data import TEST_FILES, data_summary, format_data_summary
+    from .text.sources import load_path
+    from .text.testsets import PUBLIC_TEST_SETS, load_public
+    from .training.checkpoint import atomic_write_text
 
     stdout = stdout if stdout is not None else sys.stdout
     beams = DEFAULT_BEAMS if beams is None else beams
@@ -361,26 +352,15 @@ def finetune_command(
 ):
     """``python -m helpers finetune``: the pairs of ``train`` (same loading, cleaning and leak-free split for the same
     data, seed and limit, hence the same test sets), a pretrained model from ``model`` (hub name, local folder or
-    GGUF file), then :func:`helpers.finetune.finetune` into ``out``. Rerunning with the same ``out`` resumes.
+    GGUF file), then :func:`helpers.hf.finetune.finetune` into ``out``. Rerunning with the same ``out`` resumes.
     Writes ``out/test_new.tsv`` and ``out/test.tsv`` and the training words, so that ``evaluate --checkpoint out``
-    scores it exactly as it scores a scratch run. Returns the :class:`helpers.finetune.FinetuneResult`."""
-    from . import checkpoint as ckpt_lib
-    from . import runtime
-    from .data import (
-        IN_DISTRIBUTION,
-        NEW_SENTENCES,
-        TEST_FILES,
-        clean_pairs,
-        data_summary,
-        format_data_summary,
-        split_pairs,
-    )
-    from .data import data_info as describe_data
-    from .finetune import FinetuneConfig, finetune
-    from .pretrained import load_pretrained
-    from .sources import load_path
-    from .testsets import WordTable
-    from .train import Budget
+    scores it exactly as it scores a scratch run. Returns the :class:`helpers.hf.finetune.FinetuneResult`."""
+    from . import pipeline, runtime
+    from .hf.finetune import FinetuneConfig, finetune
+    from .hf.pretrained import load_pretrained
+    from .text.data import data_info as describe_data
+    from .training import checkpoint as ckpt_lib
+    from .training.train import Budget
 
     err = stderr if stderr is not None else sys.stderr
     Budget(minutes, steps)  # a missing or bad budget fails before the model loads
@@ -388,15 +368,8 @@ def finetune_command(
     if ckpt_lib.find_checkpoint(out) is not None:
         raise ValueError(f"{out} holds a scratch-model run (from `train`): give finetune a folder of its own.")
     out.mkdir(parents=True, exist_ok=True)
-    pairs, load_report = load_path(data, columns, limit=limit, seed=seed)
-    pairs, clean_report = clean_pairs(pairs)
-    splits = split_pairs(pairs, seed=seed)
-    print(format_data_summary(data_summary({"load": load_report, "clean": clean_report, "split": splits.report})),
-          file=err)  # fmt: skip
-    test_sets = {NEW_SENTENCES: splits.new, IN_DISTRIBUTION: splits.test}
-    for name, test_pairs in test_sets.items():
-        ckpt_lib.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in test_pairs), out / TEST_FILES[name])
-    WordTable.from_pairs(splits.train).save(out / WordTable.FILENAME)
+    stage = pipeline.prepare_pairs(data, out, columns=columns, seed=seed, limit=limit, stderr=err)
+    splits = stage.splits
     dev = runtime.pick_device(device)
     runtime.set_seed(seed)
     translator = load_pretrained(model, device=dev)
@@ -623,10 +596,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors whose message already says what went wrong and what to do: shown without a traceback."""
-    from . import sources, train
+    from .text import sources
+    from .training import train
 
     return (ValueError, FileNotFoundError, sources.DownloadError, train.NonFiniteLossError, train.OutOfMemoryError)
-    # helpers.pretrained.ModelLoadError is a ValueError
+    # helpers.hf.pretrained.ModelLoadError is a ValueError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,15 +15,12 @@ from dataclasses import asdict, replace
 
 import torch
 
-from . import runtime
-from .config import TrainConfig
-from .data import parallel_subset
-from .evaluate import score, translate
-from .model import DecoderOnlyTransformer, ModelConfig, num_parameters
-from .pretrain import pretrain_phase, split_budget
-from .tokens import BucketBatcher, encode_pairs
-from .train import train
-from .variants import attention_memory, forward_flops
+from . import pipeline, runtime
+from .evaluation.evaluate import score, translate
+from .nn.model import DecoderOnlyTransformer, ModelConfig, num_parameters
+from .nn.variants import attention_memory, forward_flops
+from .text.data import batches_for
+from .training.config import TrainConfig
 
 # sweepable TrainConfig fields (not the number of epochs: every setting gets the same budget)
 SWEEP_FIELDS = (
@@ -74,34 +71,18 @@ def run_variant(
 
     The training pairs are ``prepared.splits.train`` (capped at ``cfg.parallel_pairs``), batched with
     ``cfg.max_tokens``; with ``cfg.pretrain`` the first share of the budget pretrains on unpaired sentences
-    (:func:`helpers.pretrain.pretrain_phase`). Scores: BLEU greedy on the first ``eval_sentences`` pairs of the
+    (:func:`helpers.training.pretrain.pretrain_phase`). Scores: BLEU greedy on the first ``eval_sentences`` pairs of the
     validation split (to choose with) and of the new-sentence test set (to report).
     """
     device = runtime.pick_device(device)
     tok = prepared.tokenizer
-    pairs = parallel_subset(prepared.splits.train, cfg.parallel_pairs, cfg.seed)
-    examples, _ = encode_pairs(tok, pairs, cfg.max_len)
-    batcher = BucketBatcher(examples, cfg.max_tokens, seed=cfg.seed)
-    valid_ex, _ = encode_pairs(tok, prepared.splits.valid[: cfg.valid_sentences], cfg.max_len)
-    valid_batches = list(BucketBatcher(valid_ex, cfg.max_tokens, shuffle=False))
-    runtime.set_seed(cfg.seed)  # the same initial weights for the same shape
-    model_cfg = cfg.model_config(tok.vocab_size, device)
-    model = DecoderOnlyTransformer(model_cfg)
-    transfer = None
-    if cfg.init_embeddings:
-        from .pretrained import init_embeddings
-
-        transfer = init_embeddings(model, tok, cfg.init_embeddings).describe()
-    if start is not None:
-        transfer = start(model, tok)
+    batcher, valid_batches, _ = batches_for(tok, prepared.splits, cfg, cfg.seed)
     t0 = time.perf_counter()
-    pre_steps, translate_cfg = 0, cfg
-    if cfg.pretrain:
-        pre_steps = pretrain_phase(model, prepared, cfg, out_dir, device=device, progress=progress).steps
-        translate_cfg = split_budget(cfg)[1]
-    result = train(
-        model, batcher, valid_batches, translate_cfg, out_dir, device=device, progress=progress, callback=callback
-    )
+    built = pipeline.build_model(cfg, prepared, out_dir, device, start=start, progress=progress)
+    model, model_cfg = built.model, built.model.config
+    transfer = built.transfer.describe() if hasattr(built.transfer, "describe") else built.transfer
+    pre_steps = built.pretrained.steps if built.pretrained is not None else 0
+    result = pipeline.fit(built, batcher, valid_batches, out_dir, device, progress=progress, callback=callback)
     minutes = (time.perf_counter() - t0) / 60
     scores, kept = {}, {}
     for name, test in (("valid", prepared.splits.valid), ("new", prepared.splits.new)):
@@ -114,7 +95,7 @@ def run_variant(
         "label": label,
         "changed": changed_fields(cfg, base) if base is not None else {},
         "parameters": num_parameters(model_cfg),
-        "pairs": len(examples),
+        "pairs": len(batcher.examples),
         "pretrain_steps": pre_steps,
         "steps": result.steps,
         "minutes": round(minutes, 3),
@@ -257,7 +238,7 @@ class ResultsCache:
     def run(self, key: str, fingerprint: dict, fn) -> dict:
         import json
 
-        from .checkpoint import atomic_write_text
+        from .training.checkpoint import atomic_write_text
 
         stamp = json.dumps(fingerprint, sort_keys=True, default=str)
         saved = self.rows.get(key)

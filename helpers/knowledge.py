@@ -8,7 +8,7 @@ biographies of invented people are the pretraining text::
 A model is then fine-tuned to answer ``Where was Varo Tesimal born?`` → ``Dunmere`` for *some* people and
 asked about the others, whose birthplace it can only have read in pretraining. Three numbers answer the
 question "does pretraining let the model reach facts it only read?": the accuracy of the model fine-tuned
-from scratch, of the model span-corruption pretrained first (:mod:`helpers.pretrain`, the machinery of
+from scratch, of the model span-corruption pretrained first (:mod:`helpers.training.pretrain`, the machinery of
 ``train --pretrain span``), and of always answering the most common birthplace of the fine-tuning people
 (the "London" baseline of the original). Birthplaces follow a skewed (Zipf) law, so that baseline is not zero,
 and every biography carries distractors (a job, a year, another city the person moved to).
@@ -16,7 +16,7 @@ and every biography carries distractors (a job, a year, another city the person 
 **Embeddings at equal budget.** The same translation model and budget with four starts for the token
 embeddings: learned from scratch (the default), random and frozen, word2vec vectors trained (gensim) on our
 own training text cut into our sentencepiece pieces, and a pretrained language model's
-(:func:`helpers.pretrained.transfer_embeddings`); scored on the new-sentence test set with a paired
+(:func:`helpers.hf.pretrained.transfer_embeddings`); scored on the new-sentence test set with a paired
 bootstrap against learned-from-scratch.
 """
 
@@ -34,12 +34,12 @@ import numpy as np
 import torch
 
 from . import runtime
-from .config import TrainConfig
-from .evaluate import bootstrap_bleu_difference, translate
-from .model import DecoderOnlyTransformer
-from .pretrain import MASK_ID, SpanCorruptionBatcher
-from .tokens import BucketBatcher, Tokenizer, encode_pairs
-from .train import train
+from .evaluation.evaluate import bootstrap_bleu_difference, translate
+from .nn.model import DecoderOnlyTransformer
+from .text.tokens import BucketBatcher, Tokenizer, encode_pairs
+from .training.config import TrainConfig
+from .training.pretrain import MASK_ID, SpanCorruptionBatcher
+from .training.train import train
 
 # ---------------------------------------------------------------------------------------------------------------
 # the people and their biographies
@@ -259,7 +259,7 @@ class KnowledgeConfig:
 
 def knowledge_configs(quick: bool) -> tuple[KnowledgeConfig, TrainConfig]:
     """Notebook 06's sizes: quick mode (seconds, noise) and full mode (minutes on a CPU; benchmarks/RESULTS.md)."""
-    from .config import preset_config
+    from .training.config import preset_config
 
     model = dict(n_head=4, max_len=64, max_tokens=1024, dropout=0.0, label_smoothing=0.0, weight_decay=0.01)
     if quick:
@@ -278,7 +278,7 @@ def knowledge_tokenizer(data: KnowledgeData, vocab_size: int, seed: int = 0) -> 
 
 def pretrain_on_biographies(model, tok: Tokenizer, data: KnowledgeData, cfg: TrainConfig, *, device=None,
                             progress: bool = False, callback=None):  # fmt: skip
-    """Span corruption on every biography (:class:`helpers.pretrain.SpanCorruptionBatcher`), for ``cfg``'s budget."""
+    """Span corruption on every biography (:class:`helpers.training.pretrain.SpanCorruptionBatcher`), for ``cfg``'s budget."""
     ids = tok.encode_batch(data.biographies)
     if any(MASK_ID in s for s in ids):
         raise ValueError("a biography encodes to the <mask> id: train the tokenizer with Tokenizer.train.")
@@ -443,12 +443,12 @@ def word2vec_embeddings(tok: Tokenizer, sentences: Sequence[str], d_model: int, 
 
     Training on the piece-tokenized text gives every piece that occurs a vector directly (no mapping from
     words to pieces to invent). The vectors are centred and scaled to the model's initial ``std``, as
-    :func:`helpers.pretrained.transfer_embeddings` does; special and byte pieces (and pieces that never occur)
+    :func:`helpers.hf.pretrained.transfer_embeddings` does; special and byte pieces (and pieces that never occur)
     keep their random start. Deterministic for a seed: one worker thread.
     """
     from gensim.models import Word2Vec
 
-    from .pretrained import EmbeddingTransfer
+    from .hf.pretrained import EmbeddingTransfer
 
     corpus = [[str(i) for i in ids] for ids in tok.encode_batch(list(sentences))]
     w2v = Word2Vec(
@@ -480,7 +480,7 @@ def start_embeddings(model, tok: Tokenizer, kind: str, *, sentences: Sequence[st
     ``learned``: the model's own random start, trained (the default). ``random frozen``: the same random
     start, never trained (with tied weights the output layer stays frozen too). ``word2vec``: vectors trained
     on ``sentences`` (:func:`word2vec_embeddings`), then trained further. ``pretrained LM``: the vectors of the
-    causal LM ``lm`` (:func:`helpers.pretrained.init_embeddings`), then trained further.
+    causal LM ``lm`` (:func:`helpers.hf.pretrained.init_embeddings`), then trained further.
     """
     if kind == "learned":
         return "random start, trained"
@@ -495,7 +495,7 @@ def start_embeddings(model, tok: Tokenizer, kind: str, *, sentences: Sequence[st
             f"{v:,} {k}" for k, v in transfer.skipped.items()
         )
     if kind == "pretrained LM":
-        from .pretrained import init_embeddings
+        from .hf.pretrained import init_embeddings
 
         if lm is None:
             raise ValueError("kind='pretrained LM' needs lm=: a hub name, a folder or a .gguf file.")

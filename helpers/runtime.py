@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import platform
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -157,7 +159,7 @@ DRIVE_FOLDER = "transformers-by-building"  # the course's folder in Drive (check
 
 
 def drive_mounted() -> bool:
-    """True on Colab once Google Drive is mounted (``helpers.colab.mount_drive`` or the Files panel)."""
+    """True on Colab once Google Drive is mounted (``helpers.course.colab.mount_drive`` or the Files panel)."""
     import sys
 
     return "google.colab" in sys.modules and DRIVE_HOME.is_dir()
@@ -219,3 +221,75 @@ def reference_outputs(name: str):
             f"reference outputs {name} are missing from this install: reinstall the course package (first cell)."
         )
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+# ----------------------------------------------------------------------------------------------
+# a run folder's files: written atomically (a kill mid-write leaves the previous file), the tokenizer folder
+
+TOKENIZER_DIR = "tokenizer"
+
+
+class ConfigMismatchError(ValueError):
+    """A checkpoint was made with a different configuration from the one asked for now."""
+
+
+# ----------------------------------------------------------------------------------------------
+# atomic writes
+
+
+def _fsync_dir(folder: Path) -> None:
+    # Make the rename itself durable; not every platform lets us open a directory.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: str | Path, write: Callable[[Any], None], mode: str) -> Path:
+    """Write through ``write(file)`` to a temporary file beside ``path``, flush it to disk, then rename it
+    over ``path``: a crash mid-write (SIGKILL, a Colab disconnect) leaves the previous file intact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_dir(path.parent)
+    return path
+
+
+def atomic_torch_save(obj: Any, path: str | Path) -> Path:
+    """``torch.save`` that never leaves a half-written file at ``path``."""
+    return _atomic_write(path, lambda f: torch.save(obj, f), "wb")
+
+
+def atomic_write_text(text: str, path: str | Path) -> Path:
+    return _atomic_write(path, lambda f: f.write(text), "w")
+
+
+def save_tokenizer_once(tokenizer, out_dir: str | Path) -> Path:
+    """Save ``tokenizer`` to ``out_dir/tokenizer`` unless it is already there (atomic: temp folder, then rename)."""
+    import shutil
+
+    target = Path(out_dir) / TOKENIZER_DIR
+    if target.is_dir():
+        return target
+    for stale in target.parent.glob(f".{TOKENIZER_DIR}.tmp-*"):  # left by a run killed while saving
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = target.with_name(f".{TOKENIZER_DIR}.tmp-{os.getpid()}")
+    tokenizer.save(tmp)
+    os.replace(tmp, target)
+    _fsync_dir(target.parent)
+    return target

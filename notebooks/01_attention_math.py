@@ -101,7 +101,8 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
 
 
 print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))
-from helpers import colab, runtime  # noqa: E402
+from helpers import runtime  # noqa: E402
+from helpers.course import colab  # noqa: E402
 
 QUICK = runtime.quick_mode()
 SEED = 0
@@ -115,7 +116,7 @@ import math
 import matplotlib.pyplot as plt
 import torch
 
-from helpers.plotting import save_figure, save_then_explore
+from helpers.course.plotting import save_figure, save_then_explore
 
 DTYPE = torch.float64
 N_MC = 2_000 if QUICK else 20_000  # Monte Carlo draws of the keys (items 5 and 6)
@@ -145,7 +146,7 @@ def rng(item: int) -> torch.Generator:
 # ### Exercise 1.1 · Softmax attention (3 points)
 #
 # Write `attend` for one query or a batch of them. The check compares it with weights worked out by
-# hand and with the package's `helpers.attention.attention`, which later notebooks import; calling the
+# hand and with the package's `helpers.nn.attention.attention`, which later notebooks import; calling the
 # package from `attend` does not count.
 
 
@@ -173,27 +174,27 @@ print("alpha: ", [round(a, 3) for a in alpha0.tolist()])
 print("c:     ", [round(x, 3) for x in c0.tolist()])
 
 # %% [markdown]
-# `attend` is also `helpers.attention.attention`, which later notebooks import (it adds an
+# `attend` is also `helpers.nn.attention.attention`, which later notebooks import (it adds an
 # optional scale and mask). The check below, and a test, hold the two to the same numbers.
 
 # %% tags=["check"]
-import helpers.attention
-from helpers.attention import attention
+import helpers.nn.attention
+from helpers.nn.attention import attention
 
 
 def reaches_the_package(fn):
-    """True if fn's code uses helpers.attention: a name bound to it or to one of its functions, or an import."""
+    """True if fn's code uses helpers.nn.attention: a name bound to it or to one of its functions, or an import."""
     names = set(fn.__code__.co_names)
     bound = [fn.__globals__.get(name) for name in names]
     return any(name.startswith("helpers") for name in names) or any(
-        value is helpers.attention or getattr(value, "__module__", None) == "helpers.attention" for value in bound
+        value is helpers.nn.attention or getattr(value, "__module__", None) == "helpers.nn.attention" for value in bound
     )
 
 
 def check_matches_package(attend_fn, seed=SEED):
-    """attend_fn must give the weights worked out by hand, and the same (c, alpha) as helpers.attention.attention
+    """attend_fn must give the weights worked out by hand, and the same (c, alpha) as helpers.nn.attention.attention
     for one query and for batches, without calling it."""
-    assert not reaches_the_package(attend_fn), "attend calls helpers.attention: write the attention yourself"
+    assert not reaches_the_package(attend_fn), "attend calls helpers.nn.attention: write the attention yourself"
     e2 = math.exp(2)  # the tiny example: scores (2, 0, 2)
     _, alpha = attend_fn(q0, K0, V0)
     expected = torch.tensor([e2, 1.0, e2], dtype=DTYPE) / (2 * e2 + 1)
@@ -620,7 +621,7 @@ check_sweep_under_bound(copy)
 # Write $m = \tfrac12(v_a + v_b)$ for the average we want.
 
 # %%
-from helpers.attention import orthonormal_vectors
+from helpers.nn.attention import orthonormal_vectors
 
 
 def orthonormal_setup(n, d_v, g):
@@ -952,13 +953,13 @@ print(
 # $c \approx \tfrac12(v_a+v_b)$: the noise moves each score by only about $\beta\sqrt{2\alpha}$.
 # Now let key $a$ vary in *length*: $\Sigma_a = \alpha I + \tfrac12\mu_a\mu_a^\top$.
 #
-# `sample_keys` in `helpers.attention` draws such keys: `covariance="isotropic"` is
+# `sample_keys` in `helpers.nn.attention` draws such keys: `covariance="isotropic"` is
 # $\Sigma_i = \alpha I$, and `"item5"` stretches key $a$ as above, adding $g\,\mu_a$ with
 # $g \sim \mathcal{N}(0, \tfrac12)$ (whose covariance is $\tfrac12\mu_a\mu_a^\top$). The values are
 # orthonormal, so $c \cdot v_i$ reads off the weight on key $i$.
 
 # %%
-from helpers.attention import sample_keys
+from helpers.nn.attention import sample_keys
 
 N_KEYS, D5, BETA, LOG10_ALPHA = 8, 16, 10.0, -6.0
 A_IDX, B_IDX = 0, 1
@@ -1387,7 +1388,7 @@ print("c1 coords:", [round(v, 4) + 0.0 for v in coords(c_proj[0]).tolist()], " t
 print("c2 coords:", [round(v, 4) + 0.0 for v in coords(c_proj[1]).tolist()], " target u_b = [0, 1, 0, 0]")
 
 # %% [markdown]
-# `self_attend` is `helpers.attention.self_attention` (which defaults to the scaled scores of item 9;
+# `self_attend` is `helpers.nn.attention.self_attention` (which defaults to the scaled scores of item 9;
 # here we pass `scale=1.0`). The check below holds them equal.
 #
 # **The figure.** Left: the coordinates of $c_2$ in the basis $(u_a, u_b, u_c, u_d)$ for each way of
@@ -1447,7 +1448,7 @@ save_then_explore(
 )
 
 # %% tags=["check"]
-from helpers.attention import self_attention
+from helpers.nn.attention import self_attention
 
 
 def check_cannot_reach_ub(c2_of, candidates):
@@ -1464,7 +1465,7 @@ def check_construction(Q, K, V, tol=1e-4, X=X7, targets=(u_b, u_c), beta=BETA7):
     assert (c[1] - ub).norm() < tol * beta, f"c2 is {(c[1] - ub).norm():.2e} away from u_b"
     assert (c[0] - (ub - uc)).norm() < tol * beta, f"c1 is {(c[0] - (ub - uc)).norm():.2e} away from u_b - u_c"
     c_ref, _ = self_attention(X, Q.T, K.T, V.T, scale=1.0)
-    assert torch.allclose(c, c_ref, atol=1e-12), "self_attend differs from helpers.attention.self_attention"
+    assert torch.allclose(c, c_ref, atol=1e-12), "self_attend differs from helpers.nn.attention.self_attention"
 
 
 check_cannot_reach_ub(c2_no_projection, variants)
@@ -1485,11 +1486,11 @@ for factor in (0.75, 1.5):  # other norms of the u's: the projections must follo
 # Let $\Pi$ be a permutation matrix, acting on the rows of $X \in \mathbb{R}^{T\times d}$, and
 # $\mathrm{Attn}(X) = \operatorname{softmax}\!\big(XW_q (XW_k)^\top/\sqrt{d_k}\big)\,XW_v$. Position
 # encodings $P \in \mathbb{R}^{T\times d}$ are attached to *slots*, not to tokens: the model sees $X + P$.
-# We use the sinusoidal encodings of Vaswani et al. (`helpers.model.sinusoidal_table`, the table the
+# We use the sinusoidal encodings of Vaswani et al. (`helpers.nn.model.sinusoidal_table`, the table the
 # model of notebooks 02 and 03 uses); notebook 02 explains them properly.
 
 # %%
-from helpers.model import sinusoidal_table
+from helpers.nn.model import sinusoidal_table
 
 T8, D_MODEL8, D_K8 = 6, 16, 8
 g8 = rng(8)
@@ -1836,9 +1837,9 @@ print(describe_scaling(DIMS, unscaled, scaled))
 # | 8 | does self-attention know the order of its inputs? | | `check_equivariant`, `check_order_sensitive` |
 # | 9 | why divide the scores by $\sqrt{d_k}$? | 1.8 `score_variance`, `score_scale` | `check_score_variance_formula`, `check_unit_variance`, `check_scaling_keeps_gradients` |
 #
-# The package versions of what you wrote here live in `helpers/attention.py`: `attention` (your
+# The package versions of what you wrote here live in `helpers/nn/attention.py`: `attention` (your
 # `attend`, plus an optional scale and mask), `self_attention`, `orthonormal_vectors` and `sample_keys`;
-# the position table is `helpers.model.sinusoidal_table`.
+# the position table is `helpers.nn.model.sinusoidal_table`.
 #
 # **Next, notebook 02** assembles these pieces into a Transformer: several heads side by side (item 6),
 # scaled scores (item 9), positional encodings to restore order (item 8), and projections that decide
@@ -1868,6 +1869,6 @@ print(describe_scaling(DIMS, unscaled, scaled))
 # download: closing the tab then loses nothing. From a terminal: `python -m helpers report`.
 
 # %%
-from helpers import report  # noqa: E402
+from helpers.course import report  # noqa: E402
 
 report.export()

@@ -25,7 +25,7 @@
 # hand). The checks catch the mistakes people really make: softmax over the wrong dimension, a
 # missing $1/\sqrt{d_k}$, a mask applied after the softmax, heads merged in the wrong order, and others.
 #
-# **Later notebooks import the same model from `helpers.model`** (`DecoderOnlyTransformer`). At the end we
+# **Later notebooks import the same model from `helpers.nn.model`** (`DecoderOnlyTransformer`). At the end we
 # load this notebook's weights into it and require identical outputs, so the package is exactly what
 # you built here, plus dropout, input checks and batched beam search.
 
@@ -82,7 +82,8 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
 
 
 print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))
-from helpers import colab, runtime  # noqa: E402
+from helpers import runtime  # noqa: E402
+from helpers.course import colab  # noqa: E402
 
 QUICK = runtime.quick_mode()
 SEED = 0
@@ -104,8 +105,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from helpers.model import ModelConfig  # only the config dataclass: the model itself we write below
-from helpers.plotting import save_figure
+from helpers.course.plotting import save_figure
+from helpers.nn.model import ModelConfig  # only the config dataclass: the model itself we write below
 
 runtime.set_seed(SEED)
 torch.set_printoptions(precision=3, sci_mode=False, linewidth=120)
@@ -317,7 +318,7 @@ print("✓ attention matches a loop-by-loop reference")
 # %% [markdown]
 # PyTorch ships the same computation as one fused call, `F.scaled_dot_product_attention`; on a GPU it
 # runs a kernel that never stores the full (T, S) weight matrix. Same boolean mask convention, same
-# result. `helpers.model` uses it; in this notebook we keep our own version so the weights stay visible.
+# result. `helpers.nn.model` uses it; in this notebook we keep our own version so the weights stay visible.
 
 # %%
 g = torch.Generator().manual_seed(2)
@@ -655,7 +656,7 @@ print("✓ pre-LN residual block")
 # **Weight tying:** the head reuses the token-embedding matrix. A word's input vector and the vector
 # that scores it as output are the same, which saves `vocab × d_model` parameters and tends to help
 # small models. `forward` takes an optional `prefix_len`: with it the prefix-LM mask, without it the
-# causal mask. Sizes come from `helpers.model.ModelConfig`, the dataclass the package uses as well.
+# causal mask. Sizes come from `helpers.nn.model.ModelConfig`, the dataclass the package uses as well.
 
 
 # %%
@@ -947,7 +948,7 @@ plt.show()
 #
 # > **Aside.** The cache trades memory for time: per layer it holds two tensors of shape
 # > (batch, heads, tokens so far, head size). For our sentences that is nothing; for long documents it
-# > is what limits the batch size at generation time. `helpers.model` also reorders it when beam search
+# > is what limits the batch size at generation time. `helpers.nn.model` also reorders it when beam search
 # > keeps some hypotheses and drops others, and left-pads sentences of different lengths so one batch
 # > can decode them together.
 
@@ -1024,10 +1025,10 @@ check_kv_cache(forward_cached, model)
 print("✓ the cache reproduces full recomputation")
 
 # %% [markdown]
-# ## Defined once: the same model in `helpers.model`
+# ## Defined once: the same model in `helpers.nn.model`
 #
 # From notebook 03 on we import the model instead of redefining it:
-# `from helpers.model import DecoderOnlyTransformer, ModelConfig`. It is this notebook's model, written
+# `from helpers.nn.model import DecoderOnlyTransformer, ModelConfig`. It is this notebook's model, written
 # for speed and safety: one fused `F.scaled_dot_product_attention` call, dropout, clear errors for bad
 # input, and batched greedy and beam search over sentences of different lengths with the cache. Its
 # parameter names are the ones used here, so loading our weights is a plain `load_state_dict`.
@@ -1035,18 +1036,18 @@ print("✓ the cache reproduces full recomputation")
 # so any real difference would show.
 
 # %%
-from helpers.model import DecoderOnlyTransformer, num_parameters
+from helpers.nn.model import DecoderOnlyTransformer, num_parameters
 
 
 def to_package(nb_model):
-    """A helpers.model.DecoderOnlyTransformer holding nb_model's weights (names match one to one)."""
+    """A helpers.nn.model.DecoderOnlyTransformer holding nb_model's weights (names match one to one)."""
     package = DecoderOnlyTransformer(nb_model.cfg)
     package.load_state_dict(nb_model.state_dict())  # strict: fails loudly on any missing or extra name
     return package.eval()
 
 
 package_model = to_package(model)
-print("parameters:", num_parameters(cfg), "(closed form in helpers.model) =", count_parameters(cfg), "(ours)")
+print("parameters:", num_parameters(cfg), "(closed form in helpers.nn.model) =", count_parameters(cfg), "(ours)")
 
 
 # %% tags=["check"]
@@ -1057,19 +1058,19 @@ def check_same_as_package(nb_model, package_model):
             for pl in (prefix_len, None):
                 diff = (a(ids, pl) - b(ids, pl)).abs().max().item()
                 assert diff <= 1e-6, (
-                    f"notebook and helpers.model disagree by {diff:.2e} (prefix_len={'given' if pl is not None else 'None'})"
+                    f"notebook and helpers.nn.model disagree by {diff:.2e} (prefix_len={'given' if pl is not None else 'None'})"
                 )
     finally:
         nb_model.float(), package_model.float()
     prefixes = [encode_prefix(fr) for fr, _ in PAIRS]
     ours = [greedy_translate(nb_model, p, 8) for p in prefixes]
     assert package_model.generate(prefixes, 8, eos_id=EOS) == ours, (
-        "helpers.model.generate should translate exactly like greedy_translate"
+        "helpers.nn.model.generate should translate exactly like greedy_translate"
     )
 
 
 check_same_as_package(model, package_model)
-print("✓ helpers.model.DecoderOnlyTransformer gives the same logits and translations")
+print("✓ helpers.nn.model.DecoderOnlyTransformer gives the same logits and translations")
 
 # %% [markdown]
 # ## What we built
@@ -1077,7 +1078,7 @@ print("✓ helpers.model.DecoderOnlyTransformer gives the same logits and transl
 # Embeddings and positions, attention with the right softmax, scale and mask, heads split and merged,
 # causal and prefix-LM masks, a feed-forward network, pre-LN residual blocks, weight tying, a parameter
 # count, a training loop that memorises, and cached generation. Notebook 03 trains the same model, now
-# `helpers.model.DecoderOnlyTransformer`, on real French–English sentences.
+# `helpers.nn.model.DecoderOnlyTransformer`, on real French–English sentences.
 
 # %% [markdown]
 # ## Export for your report
@@ -1088,6 +1089,6 @@ print("✓ helpers.model.DecoderOnlyTransformer gives the same logits and transl
 # download: closing the tab then loses nothing. From a terminal: `python -m helpers report`.
 
 # %%
-from helpers import report  # noqa: E402
+from helpers.course import report  # noqa: E402
 
 report.export()

@@ -15,7 +15,7 @@
 # # 03 · Training French→English in an hour, and scoring it honestly
 #
 # Notebook 02 built a decoder-only Transformer and taught it six sentences. Here the same model,
-# imported from `helpers.model`, learns to translate real French sentences (the Tatoeba collection)
+# imported from `helpers.nn.model`, learns to translate real French sentences (the Tatoeba collection)
 # on a free Colab T4 within a time budget, survives a disconnect, and ends with a score you can put in
 # a report: sacreBLEU BLEU and chrF on sentences it never saw, next to the score of a baseline that
 # does not translate at all.
@@ -65,8 +65,8 @@
 # sentences from a model of 31,000 parameters: they say only that the code learns.
 #
 # **The same pipeline from a terminal.** `python -m helpers train --data fra.txt --minutes 45 --preset t4
-# --out runs/fr-en` runs the data steps of section 1 in one call (`helpers.data.prepare_data`) and the
-# loop of section 4 (`helpers.train.train`); tests check that both give exactly what this notebook's cells
+# --out runs/fr-en` runs the data steps of section 1 in one call (`helpers.text.data.prepare_data`) and the
+# loop of section 4 (`helpers.training.train.train`); tests check that both give exactly what this notebook's cells
 # give. `python -m helpers evaluate --checkpoint runs/fr-en` scores the run on both test sets and writes its
 # metrics in the layout of section 8.
 
@@ -123,14 +123,15 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
 
 
 print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))
-from helpers import colab, runtime  # noqa: E402
+from helpers import runtime  # noqa: E402
+from helpers.course import colab  # noqa: E402
 
 QUICK = runtime.quick_mode()
 SEED = 0
 ACCELERATOR = colab.setup()
 
 # %%
-# Sizes. A preset (helpers.config.PRESETS) fixes the model, the vocabulary, the batch size and the schedule.
+# Sizes. A preset (helpers.training.config.PRESETS) fixes the model, the vocabulary, the batch size and the schedule.
 import torch
 
 DEVICE = runtime.pick_device()
@@ -159,17 +160,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 from sacrebleu.metrics import CHRF
 
-from helpers import checkpoint as ckpt
-from helpers import config as C
-from helpers import corpus
-from helpers import data as D
-from helpers import evaluate as E
-from helpers import sources as S
-from helpers import testsets as TS
-from helpers import tokens as TK
-from helpers import train as T
-from helpers.model import DecoderOnlyTransformer, LayerCache, build_attention_mask, num_parameters
-from helpers.plotting import in_live_kernel, save_figure
+from helpers import pipeline
+from helpers.course.plotting import in_live_kernel, save_figure
+from helpers.evaluation import evaluate as E
+from helpers.nn.model import DecoderOnlyTransformer, LayerCache, build_attention_mask, num_parameters
+from helpers.text import corpus
+from helpers.text import data as D
+from helpers.text import sources as S
+from helpers.text import testsets as TS
+from helpers.text import tokens as TK
+from helpers.training import checkpoint as ckpt
+from helpers.training import config as C
+from helpers.training import train as T
 
 cfg = C.preset_config(PRESET, minutes=TRAIN_MINUTES, steps=TRAIN_STEPS, seed=SEED)
 runtime.set_seed(SEED)
@@ -215,13 +217,13 @@ print(
 # From a file of lines to batches of token ids takes six steps, one cell each below: **load**, **clean**,
 # **split**, train the **tokenizer**, **encode**, **batch**. Each calls one function of `helpers` and
 # shows what it kept and what it dropped, and why. The terminal command does the same six steps in one call,
-# `helpers.data.prepare_data(DATA, cfg, RUN_DIR, seed=SEED, limit=DATA_LIMIT)`, with the same arguments as
+# `helpers.text.data.prepare_data(DATA, cfg, RUN_DIR, seed=SEED, limit=DATA_LIMIT)`, with the same arguments as
 # the cells here (`tests/test_notebook03.py` checks that both give the same splits, tokenizer, examples and
 # batches).
 #
 # ### Loading
 #
-# `helpers.sources.load_path` reads what `--data` names: `"builtin"`, the Tatoeba file (recognised by its
+# `helpers.text.sources.load_path` reads what `--data` names: `"builtin"`, the Tatoeba file (recognised by its
 # checksum or its name, `fra.txt`: English first, then French, then the attribution), or any
 # `French<TAB>English` file. Lines it cannot use (blank, without a tab, with an empty side, not valid UTF-8)
 # are not dropped silently: the report counts each kind and gives the line number of its first case.
@@ -240,7 +242,7 @@ for fr, en in pairs[:3]:
 # %% [markdown]
 # ### Cleaning
 #
-# `helpers.data.clean_pairs` first normalises the text (`helpers.tokens.normalise_text`: one kind of space,
+# `helpers.text.data.clean_pairs` first normalises the text (`helpers.text.tokens.normalise_text`: one kind of space,
 # straight apostrophes, composed accents; Tatoeba's French writes a no-break space before `?` and `!`),
 # then drops pairs with an empty side, pairs longer than 50 words, pairs whose sides differ in length by
 # more than a factor 3 (usually misaligned), and exact duplicates. Lengths here are words: the tokenizer
@@ -257,7 +259,7 @@ print(clean_report)
 # training example, the model could recite it and the score would measure memory instead of translation.
 # Tatoeba makes this easy to get wrong: it has many French variants of one English sentence ("Va !",
 # "Bouge !" and "Pars !" are all "Go."), so splitting by French sentence alone would put "Go." in the test
-# set as a reference *and* in the training set as a target. `helpers.data.split_pairs` therefore keeps
+# set as a reference *and* in the training set as a target. `helpers.text.data.split_pairs` therefore keeps
 # every group of pairs linked by a shared French or English sentence in one split, deals whole groups to
 # test, validation and training in a seeded random order (5 % each to test and validation), and counts
 # what could still go wrong: the `checks:` line below must read 0, 0, 0, 0.
@@ -267,7 +269,7 @@ print(clean_report)
 # people actually type are longer and rarer. Measured on some 6,000 Tatoeba sentences written *after* this
 # file was released, a quarter hold a French word that occurs nowhere in the file, and 7 % are longer than
 # 15 words (1 % in the file); a model scoring 41 BLEU on its random split scored 20 on them. So before the
-# split, `split_pairs` holds out a **new-sentence set** (2 % of the pairs, `helpers.testsets.NewSentenceDesign`)
+# split, `split_pairs` holds out a **new-sentence set** (2 % of the pairs, `helpers.text.testsets.NewSentenceDesign`)
 # built to look like them, in three passes over the groups:
 #
 # 1. pick a *rare* French word (in at most 2 pairs of the file) and hold out **every** group that holds it,
@@ -407,7 +409,7 @@ tok = D.tokenizer_for(splits.train, cfg, RUN_DIR, seed=SEED)  # TK.Tokenizer.tra
 print(tok, "in", RUN_DIR / ckpt.TOKENIZER_DIR)
 
 # %% [markdown]
-# **Did the new-sentence set come out as designed?** `helpers.testsets.WordTable` lists the French words of
+# **Did the new-sentence set come out as designed?** `helpers.text.testsets.WordTable` lists the French words of
 # the training pairs (it gives the "unseen word" slice of every evaluation below, and the word-by-word
 # baseline); `describe_test_set` measures each test set: its median length, its share of long sentences,
 # its share with a word never seen in training, and how many sources are longer than the model reads
@@ -456,7 +458,7 @@ print("✓ the same ids as the normalised sentence")
 # %% [markdown]
 # ### Encoding
 #
-# `helpers.tokens.encode_pairs` turns each pair into one sequence, `<bos> French <sep> English <eos>`, and
+# `helpers.text.tokens.encode_pairs` turns each pair into one sequence, `<bos> French <sep> English <eos>`, and
 # drops the pairs longer than `max_len` tokens (counted in the report, never silently). The validation
 # set is capped at `cfg.valid_sentences` pairs, so that a validation pass takes seconds.
 
@@ -609,7 +611,7 @@ plt.show()
 # ### Batches of similar lengths
 #
 # A batch is a rectangle: every row is padded to its longest sentence, and padding costs as much compute
-# as real tokens. `helpers.tokens.BucketBatcher` shuffles the examples (with the seed and the epoch), sorts
+# as real tokens. `helpers.text.tokens.BucketBatcher` shuffles the examples (with the seed and the epoch), sorts
 # them by length, cuts them into batches of at most `max_tokens` tokens, padding included, then shuffles the
 # batch order; so a batch holds many short sentences or a few long ones. The validation batches are made
 # the same way, without shuffling. Compare with batches drawn in random order:
@@ -672,7 +674,7 @@ def batch_tensors(examples, pad_id=TK.PAD_ID):
 # %% [markdown]
 # The check builds three rows by hand (token ids written out, lengths 7, 5 and 6) and compares every entry
 # with the rule, then compares a batch of real examples of different lengths with what the batcher makes
-# (`helpers.tokens.collate`) and with the model's prefix mask.
+# (`helpers.text.tokens.collate`) and with the model's prefix mask.
 
 
 # %% tags=["check"]
@@ -766,7 +768,7 @@ print(f"{len(rows)} of {differ.numel()} entries differ")
 # %% [markdown]
 # ### The six steps in one call
 #
-# `python -m helpers train` runs the six steps above through `helpers.data.prepare_data`, and prints the
+# `python -m helpers train` runs the six steps above through `helpers.text.data.prepare_data`, and prints the
 # block below: everything the pipeline read, kept and dropped. It also records which data a run used
 # (`info`), so that a checkpoint made from other data (another file, another sample, another seed) is
 # refused when you try to resume it; the same description is built here from the cells above.
@@ -786,7 +788,7 @@ print(D.format_data_summary(D.data_summary(reports)))
 # %% [markdown]
 # ## 2. The model
 #
-# The decoder-only Transformer of notebook 02, from `helpers.model`, with a prefix-LM mask (the French
+# The decoder-only Transformer of notebook 02, from `helpers.nn.model`, with a prefix-LM mask (the French
 # sees itself in both directions; the English sees the French and, causally, itself). The preset sets
 # its size: `tiny` for quick mode, `t4` for an hour on a T4, and on a CPU a size chosen for *your* machine,
 # which the next cells explain.
@@ -802,14 +804,14 @@ print(D.format_data_summary(D.data_summary(reports)))
 #
 # Three sizes are each trained from scratch for the same short time, with the same data, seed and schedule
 # (a warm-up of 5 % of each run's steps, then the cosine decay), and the validation loss is taken along the
-# way (`helpers.sizing.loss_against_time`). On a CPU they are the three smallest of the four sizes the `cpu`
+# way (`helpers.training.sizing.loss_against_time`). On a CPU they are the three smallest of the four sizes the `cpu`
 # preset chooses among. After a disconnect the curves are read back from the run folder, but only if they
 # were measured on the same hardware with the same sizes and seconds.
 
 # %%
 import sys
 
-from helpers import sizing
+from helpers.training import sizing
 
 SIZE_SECONDS = 6 if QUICK else 60  # training time per size
 if QUICK:
@@ -982,7 +984,7 @@ print(
 # %% [markdown]
 # ## 3. The parts of a training step
 #
-# Every piece below comes from `helpers.train`; the loop in section 4 puts them together.
+# Every piece below comes from `helpers.training.train`; the loop in section 4 puts them together.
 #
 # **AdamW** (`make_optimizer`) with weight decay on the weight matrices only: decaying embeddings pulls
 # rare tokens towards zero, and decaying LayerNorm gains fights the normalisation. On CUDA it uses the
@@ -1103,7 +1105,7 @@ print(
 #
 # The loop below is the whole of training, in the style of nanoGPT: the step is written out, and
 # everything around it is one object, `T.TrainingRun`. It is the loop `python -m helpers train` runs
-# (`helpers.train.train` holds the same lines), so from the same seed both end with the same weights
+# (`helpers.training.train.train` holds the same lines), so from the same seed both end with the same weights
 # (`tests/test_notebook03.py` checks that), and a run started here can be finished from the command line.
 #
 # What `TrainingRun` does, so that the step does not have to:
@@ -1169,7 +1171,7 @@ def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
 
 
 # %% [markdown]
-# The check runs six steps of your `train_loop` and six of `helpers.train.train`, from the same seed on the
+# The check runs six steps of your `train_loop` and six of `helpers.training.train.train`, from the same seed on the
 # same batches, on the CPU in fp32, each with an **enabled** gradient scaler: `RecordingScaler` below stands in
 # for `torch.amp.GradScaler`. Like it, it multiplies the loss by its scale (1,024), divides the gradients by it
 # in `unscale_`, skips the update if a gradient is inf or NaN and then halves its scale; unlike it, it records
@@ -1275,7 +1277,7 @@ def check_training_step(loop_fn, steps=6):
 
     for k in range(steps):
         assert same(mine.losses[k], ref.losses[k]), (
-            f"step {k + 1}: loss {mine.losses[k]:.6f}, helpers.train.train's {ref.losses[k]:.6f}: check the forward "
+            f"step {k + 1}: loss {mine.losses[k]:.6f}, helpers.training.train.train's {ref.losses[k]:.6f}: check the forward "
             "pass (the prefix lengths) and the loss (label smoothing)"
         )
         a, b = mine.norm_at_unscale[k], ref.norm_at_unscale[k]
@@ -1305,7 +1307,7 @@ def check_training_step(loop_fn, steps=6):
 
 
 check_training_step(train_loop)
-print("✓ with a gradient scaler switched on, the step matches helpers.train.train call for call")
+print("✓ with a gradient scaler switched on, the step matches helpers.training.train.train call for call")
 
 # %% [markdown]
 # ### Training
@@ -1509,7 +1511,7 @@ print(f"still step {again.steps:,}")
 # ## 5. Translating
 #
 # To translate, the model reads `<bos> French <sep>` and writes English one piece at a time until it
-# writes `<eos>`. `helpers.evaluate.translate` batches sentences of similar length and decodes each batch
+# writes `<eos>`. `helpers.evaluation.evaluate.translate` batches sentences of similar length and decodes each batch
 # with the key/value cache, so every step computes only the new token (notebook 02 built the cache for one
 # sentence). How many new tokens may a sentence get? `max_new_tokens_for` allows twice the source length
 # plus 10, never past `max_len`: a budget that scales with the source stops a model that fails to write
@@ -1655,24 +1657,26 @@ print("✓ the same translations as recomputing every step, one new position per
 # %% [markdown]
 # ### Greedy and beam search
 #
-# From here on the notebook decodes greedily with your `greedy_decode`: `helpers.evaluate` takes any object with
+# From here on the notebook decodes greedily with your `greedy_decode`: `helpers.evaluation.evaluate` takes any object with
 # the model's `generate` and `config`, and `translate` (what `evaluate_pairs` calls), so we wrap ours in one.
 # Beam search stays the package's. A few test sentences, both ways:
 
 
 # %%
 class GreedyWithYourDecoder:
-    """Our model for helpers.evaluate: greedy decoding by your greedy_decode, beam search by the package."""
+    """Our model for helpers.evaluation.evaluate: greedy decoding by your greedy_decode, beam search by the package."""
 
     def __init__(self, model, tok):
         self.model, self.tok, self.config = model, tok, model.config
 
-    def generate(self, prefixes, budgets, eos_id, beams=1, **options):  # what helpers.evaluate.translate calls
+    def generate(
+        self, prefixes, budgets, eos_id, beams=1, **options
+    ):  # what helpers.evaluation.evaluate.translate calls
         if beams == 1:
             return greedy_decode(self.model, prefixes, budgets, eos_id)
         return self.model.generate(prefixes, budgets, eos_id, beams=beams, **options)
 
-    def translate(self, sources, **options):  # what helpers.evaluate.evaluate_pairs calls
+    def translate(self, sources, **options):  # what helpers.evaluation.evaluate.evaluate_pairs calls
         return E.translate(self, self.tok, sources, **options)
 
 
@@ -1709,7 +1713,7 @@ for k, src in enumerate(few):
 # agreement, idioms, one word for two. A model that scores below it has not yet learnt what the dictionary
 # knows; the sentences printed under the scores say where this run stands.
 #
-# `helpers.evaluate.evaluate_pairs` does all of it for a list of pairs: it translates the French, scores
+# `helpers.evaluation.evaluate.evaluate_pairs` does all of it for a list of pairs: it translates the French, scores
 # the translations with `score` (BLEU and chrF with their signatures), scores both baselines, the
 # **slices** (by source length, and with or without a word unseen in training), counts the sources cut to
 # fit, and times the decoding. `python -m helpers evaluate` calls the same function. Greedy, then beam
@@ -2072,13 +2076,13 @@ for key, name in (("new", D.NEW_SENTENCES), ("test", D.IN_DISTRIBUTION)):
 # %% [markdown]
 # ## 7. The checkpoint is the model
 #
-# `python -m helpers translate` and `evaluate` load the run folder with `helpers.evaluate.load_run`. The
+# `python -m helpers translate` and `evaluate` load the run folder with `helpers.pipeline.load_run`. The
 # check makes sure that what they load is exactly the model we just scored.
 
 
 # %% tags=["check"]
 def check_checkpoint_is_model(model, run_dir, steps):
-    run = E.load_run(run_dir, device="cpu")
+    run = pipeline.load_run(run_dir, device="cpu")
     mine = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     assert run.step == steps, f"the checkpoint is from step {run.step}, training ended at step {steps}"
     for name, saved in run.model.state_dict().items():
@@ -2092,7 +2096,7 @@ print(f"✓ {RUN_DIR} holds the trained model")
 # ## 8. For the report
 #
 # Everything a report needs goes to `reports/metrics/03_scratch.json`, in the one layout every metrics file
-# of the course shares (`helpers.evaluate.metrics_record`; `python -m helpers evaluate` writes the same,
+# of the course shares (`helpers.evaluation.evaluate.metrics_record`; `python -m helpers evaluate` writes the same,
 # and notebook 04 will): the model, how it was trained, on which data (with everything the pipeline
 # dropped), the evaluations as `evaluate_pairs` returned them (scores, signatures, baselines, slices,
 # speed, sample rows), and the hardware. The first evaluation is the new-sentence set: the honest headline.
@@ -2174,6 +2178,6 @@ print(f"{N_PARAMS / 1e6:.2f} M parameters | {result.seconds / 60:.1f} min on {re
 # download: closing the tab then loses nothing. From a terminal: `python -m helpers report`.
 
 # %%
-from helpers import report  # noqa: E402
+from helpers.course import report  # noqa: E402
 
 report.export()

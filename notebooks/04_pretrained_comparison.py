@@ -23,7 +23,7 @@
 #   the same test sets; checked below when notebook 03's record is found);
 # - **the same test sets**: new sentences (the honest headline), in-distribution, and out of domain;
 #   with the same slices, among them *sentences holding a French word that no training pair holds*;
-# - **the same scoring**: `helpers.evaluate.evaluate_pairs`, the function notebook 03 used, sacreBLEU with
+# - **the same scoring**: `helpers.evaluation.evaluate.evaluate_pairs`, the function notebook 03 used, sacreBLEU with
 #   its signature, greedy and beam 4 with the same length penalty (Hugging Face's `generate` and our beam
 #   search agree on the idea but differ in details, such as when a beam counts as finished);
 # - **the costs beside every score**: parameters (total and trained), minutes and tokens of fine-tuning,
@@ -117,7 +117,8 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
 
 
 print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))
-from helpers import colab, runtime  # noqa: E402
+from helpers import runtime  # noqa: E402
+from helpers.course import colab  # noqa: E402
 
 QUICK = runtime.quick_mode()
 SEED = 0
@@ -153,14 +154,15 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from helpers import data as D
-from helpers import evaluate as E
-from helpers import finetune as FT
-from helpers import pretrained as P
-from helpers import sources as S
-from helpers import testsets as TS
+from helpers import pipeline
 from helpers.cli import train_command
-from helpers.plotting import save_figure
+from helpers.course.plotting import save_figure
+from helpers.evaluation import evaluate as E
+from helpers.hf import finetune as FT
+from helpers.hf import pretrained as P
+from helpers.text import data as D
+from helpers.text import sources as S
+from helpers.text import testsets as TS
 
 # %% [markdown]
 # Three small tools for what this notebook prints: minutes as a person reads them (a quarter of a minute is
@@ -217,9 +219,8 @@ else:
         f"no notebook 03 record for this mode in {[str(p) for p in places]}: using {DATA} (limit {LIMIT}, seed {SEED})"
     )
 
-pairs, load_report = S.load_path(DATA, COLUMNS, limit=LIMIT, seed=SEED)
-pairs, clean_report = D.clean_pairs(pairs)
-splits = D.split_pairs(pairs, seed=SEED)
+stage = D.load_clean_split(DATA, COLUMNS, limit=LIMIT, seed=SEED)  # the data stage of `train` and `finetune`
+splits = stage.splits
 words = TS.WordTable.from_pairs(splits.train)
 if scratch_record is not None:
     recorded = scratch_record["data"]["pairs"]
@@ -264,7 +265,7 @@ for name, test in TEST_SETS.items():
 # %%
 scratch_dir = Path(scratch_record["model"]["checkpoint"]) if scratch_record else None
 if scratch_dir is not None and (scratch_dir / "checkpoint.pt").is_file():
-    scratch = E.load_run(scratch_dir, device=DEVICE)
+    scratch = pipeline.load_run(scratch_dir, device=DEVICE)
     SCRATCH_NAME, OURS = "ours, scratch", "our model"
     print(f"notebook 03's model: {scratch_dir}, step {scratch.step}")
     SCRATCH_MINUTES, SCRATCH_TOKENS = scratch_record["training"]["minutes"], scratch_record["training"]["tokens"]
@@ -275,11 +276,16 @@ else:
     result = train_command(DATA, columns=tuple(COLUMNS) if COLUMNS else None, minutes=2.0 if QUICK else 5.0,
                            steps=600 if QUICK else None, out=stand_in, preset=preset, seed=SEED, limit=LIMIT,
                            progress=not QUICK)  # fmt: skip
-    scratch = E.load_run(stand_in, device=DEVICE)
+    scratch = pipeline.load_run(stand_in, device=DEVICE)
     SCRATCH_NAME, OURS = "ours, scratch (stand-in)", "our stand-in model"
     trained_for = format_minutes(result.seconds / 60)
     print(f"a stand-in for notebook 03's model: {preset} preset, trained here for {trained_for}")
     SCRATCH_MINUTES, SCRATCH_TOKENS = result.seconds / 60, result.tokens
+for name, file in D.TEST_FILES.items():  # the test sets `train` wrote into the scratch run's folder, when it did
+    if (scratch.path / file).is_file():
+        written = [tuple(line.split("\t")) for line in (scratch.path / file).read_text().splitlines()]
+        assert written == D.test_sets_of(splits)[name], f"{file} in {scratch.path} is not this notebook's {name}"
+        print(f"✓ {file} of the scratch run holds this notebook's {name} test set ({len(written):,} pairs)")
 
 # %% [markdown]
 # ## 3. Teaching a pretrained language model our format
@@ -301,7 +307,7 @@ else:
 #
 # Write this format with the tokenizer alone: the prompt `<bos>` + `"French: " + fr + "\nEnglish:"`, the target
 # `" " + en` + `<eos>`. The check builds one example by hand with a character-level tokenizer (one id per
-# character), then compares yours with `helpers.pretrained.HFTranslator.encode_pair`, the package's version,
+# character), then compares yours with `helpers.hf.pretrained.HFTranslator.encode_pair`, the package's version,
 # on 50 training pairs.
 
 
@@ -356,7 +362,7 @@ fr, en = splits.train[0]
 example = lm_example(lm.tokenizer, fr, en)
 for pair in splits.train[:50]:
     assert lm_example(lm.tokenizer, *pair) == lm.encode_pair(*pair), (
-        f"the notebook's format and helpers.pretrained's disagree on {pair}"
+        f"the notebook's format and helpers.hf.pretrained's disagree on {pair}"
     )
 n_prompt = example["labels"].count(-100)
 pieces = lm.tokenizer.convert_ids_to_tokens(example["input_ids"])
@@ -464,8 +470,8 @@ print("\n3-shot prompt as the model sees it:\n" + textwrap.indent(few_shot.token
 # %% [markdown]
 # ## 5. Fine-tuning
 #
-# `helpers.finetune.finetune` is notebook 03's loop with a Hugging Face model: AdamW, a short warm-up, a
-# time budget (`helpers.train.Budget`), fp16 with a gradient scaler on a T4, bf16 on newer GPUs, fp32 on a
+# `helpers.hf.finetune.finetune` is notebook 03's loop with a Hugging Face model: AdamW, a short warm-up, a
+# time budget (`helpers.training.train.Budget`), fp16 with a gradient scaler on a T4, bf16 on newer GPUs, fp32 on a
 # CPU, a checkpoint every 10 minutes, written beside the last one and swapped in, and a resume that continues
 # the same data order. Every few minutes it translates a fixed set of validation pairs and records BLEU (the
 # *monitor*): the curve of section 6. The clock stops while it measures and while it saves.
@@ -1134,7 +1140,7 @@ for label in shown:
 # ## 9. For the report
 #
 # `reports/metrics/04_comparison.json` holds, per model, a record in the layout of every metrics file
-# (`helpers.evaluate.metrics_record`: the evaluations as `evaluate_pairs` returned them, with signatures,
+# (`helpers.evaluation.evaluate.metrics_record`: the evaluations as `evaluate_pairs` returned them, with signatures,
 # baselines, slices, speed and samples), plus the table above, the paired bootstrap of each fine-tuned model
 # against ours on the new sentences, and the fluent-but-wrong counts.
 
@@ -1194,6 +1200,6 @@ assert all(len(r["evaluations"]) == 2 * len(TEST_SETS) for r in comparison["mode
 # download: closing the tab then loses nothing. From a terminal: `python -m helpers report`.
 
 # %%
-from helpers import report  # noqa: E402
+from helpers.course import report  # noqa: E402
 
 report.export()

@@ -34,8 +34,8 @@
 # Each **Question 5.N** has a *Your answer* cell for your report, and a code cell under it where you compute
 # what supports your answer.
 #
-# Every variant is one switch of the same model (`helpers.model.ModelConfig`; the code is in
-# `helpers/variants.py` and `helpers/pretrain.py`), and one switch of the same command:
+# Every variant is one switch of the same model (`helpers.nn.model.ModelConfig`; the code is in
+# `helpers/nn/variants.py` and `helpers/training/pretrain.py`), and one switch of the same command:
 # `python -m helpers train --attention synthesizer`, `--bottleneck-dim 16`, `--positions rotary`,
 # `--pretrain span`, `--parallel-pairs 5000`. Each variant passes the tests the plain model passes: a later
 # token never changes an earlier prediction, padding never changes a real position, and the French source
@@ -107,7 +107,8 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
 
 
 print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))
-from helpers import colab, runtime  # noqa: E402
+from helpers import runtime  # noqa: E402
+from helpers.course import colab  # noqa: E402
 
 QUICK = runtime.quick_mode()
 SEED = 0
@@ -124,16 +125,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from helpers import config as C
-from helpers import data as D
-from helpers import evaluate as E
 from helpers import experiments as X
-from helpers import model as M
-from helpers import plotting
-from helpers import pretrain as P
-from helpers import pretrained as PT
-from helpers import sources as S
-from helpers import variants as VAR
+from helpers.course import plotting
+from helpers.evaluation import evaluate as E
+from helpers.hf import pretrained as PT
+from helpers.nn import model as M
+from helpers.nn import variants as VAR
+from helpers.text import data as D
+from helpers.text import sources as S
+from helpers.training import config as C
+from helpers.training import pretrain as P
 
 DEVICE = runtime.pick_device()
 PRESET = "tiny" if QUICK else ("t4" if DEVICE.type == "cuda" else "cpu")
@@ -151,7 +152,7 @@ reference = runtime.reference_outputs  # outputs saved for the checks (data/refe
 
 
 # %% [markdown]
-# The data and tokenizer of notebook 03, prepared in one call (`helpers.data.prepare_data`: load, clean, split
+# The data and tokenizer of notebook 03, prepared in one call (`helpers.text.data.prepare_data`: load, clean, split
 # with the new-sentence test set held out first, tokenizer on the training split only, encode, batch).
 
 # %%
@@ -221,7 +222,7 @@ x = torch.randn(2, 9, 16)
 mask = M.build_attention_mask(9, torch.tensor([4, 6]))  # a 4- and a 6-token source
 mine = synthesizer_weights(x, layer.w1, layer.w2, layer.b2, 2, mask)
 _, theirs = layer(x, mask, return_weights=True)
-assert torch.allclose(mine, theirs, atol=1e-6), "the notebook's synthesizer and helpers.variants disagree"
+assert torch.allclose(mine, theirs, atol=1e-6), "the notebook's synthesizer and helpers.nn.variants disagree"
 assert torch.allclose(mine.sum(-1), torch.ones(2, 2, 9)) and (mine.masked_select(~mask.expand_as(mine)) == 0).all()
 # where query t looks does not depend on the other tokens: change token 2, rows 3.. keep their weights
 y = x.clone()
@@ -558,7 +559,7 @@ plt.show()
 # $\varphi$ becomes $(a\cos\varphi - b\sin\varphi,\ a\sin\varphi + b\cos\varphi)$. Queries and keys are both
 # turned, each by its own position, before their dot product.
 #
-# Which channels form a pair is a convention. The package (`helpers.variants.rotary`) pairs neighbours
+# Which channels form a pair is a convention. The package (`helpers.nn.variants.rotary`) pairs neighbours
 # (2*i*, 2*i* + 1), as the RoFormer paper writes it. Write the convention of LLaMA and most Hugging Face code
 # instead: channel *i* pairs with channel *i* + *hs*/2 (the first half with the second half). The two are the
 # same rotation with the channels listed in another order; the check compares yours with outputs saved from
@@ -687,7 +688,7 @@ print("head 0 of 8, the bias of query 3 for keys 0..3:", eight[0, 3].tolist())
 # %% [markdown] tags=["question"]
 # **Question 5.5.** The ALiBi paper's code adds $m_h\,j$ (the key's position only) to the scores instead of
 # $-m_h(i - j)$. Why does that give the same attention weights in a decoder? Our model's French source is read
-# in both directions, and the package (`helpers.variants.alibi_bias`) uses $-m_h\,|i - j|$: would the paper's
+# in both directions, and the package (`helpers.nn.variants.alibi_bias`) uses $-m_h\,|i - j|$: would the paper's
 # shortcut, or your signed bias, give the same weights there?
 
 # %% [markdown] tags=["your-answer"]
@@ -844,7 +845,7 @@ for fr, _en in prepared.splits.train[:3]:
     assert tok.decode(ids[1:m] + ids[s + 1 : -1] + ids[m + 1 : s]).replace(" ", "") in fr.replace(" ", "")
 
 # %% [markdown]
-# The training runs of section 7 cut their examples with the package's `helpers.pretrain.corrupt_span`, the
+# The training runs of section 7 cut their examples with the package's `helpers.training.pretrain.corrupt_span`, the
 # same recipe drawn from Python's `random` (`tests/test_notebook05.py` checks that your function and the
 # package's cut the same examples from the same draws), afresh each epoch. The sentences are both sides of
 # *all* the training pairs, unpaired. That flatters pretraining a little: a model given 1,000 pairs has still
@@ -984,7 +985,7 @@ for kind in ("none", "sinusoidal", "rotary", "alibi"):
 # ### Token embeddings from a pretrained model
 #
 # Our token embeddings start random. A pretrained language model has already placed tens of thousands of
-# pieces of text where similar ones lie close together. `helpers.pretrained.transfer_embeddings` writes each of
+# pieces of text where similar ones lie close together. `helpers.hf.pretrained.transfer_embeddings` writes each of
 # our pieces as text (the "▁" of sentencepiece is a leading space), cuts it with the other model's tokenizer,
 # averages those pieces' vectors, and projects the result from the other model's width (576 for SmolLM2) to
 # ours with PCA, scaled to our initialisation. Special and byte pieces keep their random start. Full mode takes
@@ -1349,6 +1350,6 @@ assert json.loads(path.read_text())["rows"][0]["label"] == "vanilla"
 # Colab when it is mounted, and offered for download). From a terminal: `python -m helpers report`.
 
 # %%
-from helpers import report  # noqa: E402
+from helpers.course import report  # noqa: E402
 
 report.export()

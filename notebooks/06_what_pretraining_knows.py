@@ -91,7 +91,8 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
 
 
 print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))
-from helpers import colab, runtime  # noqa: E402
+from helpers import runtime  # noqa: E402
+from helpers.course import colab  # noqa: E402
 
 QUICK = runtime.quick_mode()
 SEED = 0
@@ -108,13 +109,13 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-from helpers import config as C
-from helpers import data as D
-from helpers import evaluate as E
 from helpers import knowledge as K
-from helpers import plotting
-from helpers import pretrained as PT
-from helpers import sources as S
+from helpers.course import plotting
+from helpers.evaluation import evaluate as E
+from helpers.hf import pretrained as PT
+from helpers.text import data as D
+from helpers.text import sources as S
+from helpers.training import config as C
 
 DEVICE = runtime.pick_device()
 if QUICK:
@@ -316,7 +317,7 @@ print(compare_with_law(BASELINE, float(K.place_weights(skew=KCFG.skew)[0]), len(
 #
 # The model is notebook 02's decoder-only Transformer, in our translation format with the question as the
 # source: `<bos> Where was X born? <sep> Dunmere <eos>`, the loss on the answer only. Pretraining is notebook
-# 05's span corruption (`helpers.pretrain`, what `train --pretrain span` runs), here on the biographies:
+# 05's span corruption (`helpers.training.pretrain`, what `train --pretrain span` runs), here on the biographies:
 #
 # `<bos> Varo Tesimal was born in <mask> in 1874. She worked as ... <sep> Dunmere <eos>`
 #
@@ -455,7 +456,7 @@ print(f"asked in the biographies' words: {RESULT.pretrained_biography_words:.1%}
 # - **word2vec**: skip-gram vectors (gensim) trained on our own training text, both languages, *cut into our
 #   sentencepiece pieces*, so every piece that occurs gets a vector directly; centred and scaled to the model's
 #   initial size, then trained with the rest;
-# - **pretrained LM**: `helpers.pretrained.transfer_embeddings` (each piece through the LM's tokenizer, the mean
+# - **pretrained LM**: `helpers.hf.pretrained.transfer_embeddings` (each piece through the LM's tokenizer, the mean
 #   of its vectors, PCA to our width), then trained with the rest. Full mode takes SmolLM2-135M from the hub;
 #   quick mode a tiny **random** stand-in, whose row only shows that the code runs.
 #
@@ -595,6 +596,6 @@ print(f"wrote {path}")
 # Colab when it is mounted, and offered for download). From a terminal: `python -m helpers report`.
 
 # %%
-from helpers import report  # noqa: E402
+from helpers.course import report  # noqa: E402
 
 report.export()

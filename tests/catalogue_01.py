@@ -27,7 +27,7 @@ CATALOGUE = [
         [
             (
                 "scores = q @ K.transpose(-2, -1)  # (..., m, n)",
-                "from helpers.attention import attention\n\n    return attention(q, K, V)\n"
+                "from helpers.nn.attention import attention\n\n    return attention(q, K, V)\n"
                 "    scores = q @ K.transpose(-2, -1)  # (..., m, n)",
             )
         ],

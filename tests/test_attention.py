@@ -1,12 +1,12 @@
-"""helpers.attention: shapes, the math it promises, and the errors it gives on bad input."""
+"""helpers.nn.attention: shapes, the math it promises, and the errors it gives on bad input."""
 
 import math
 
 import pytest
 import torch
 
-from helpers.attention import attention, orthonormal_vectors, sample_keys, self_attention
-from helpers.model import sinusoidal_table
+from helpers.nn.attention import attention, orthonormal_vectors, sample_keys, self_attention
+from helpers.nn.model import sinusoidal_table
 
 
 def _gen(seed=0):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import bootstrap, colab, notebooks
+from helpers.course import bootstrap, colab, notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = "9.9.9"
@@ -119,7 +119,7 @@ def test_every_first_cell_is_the_shared_setup_with_this_installer(py):
     first = notebooks.code_cells(py)[0]
     assert "parameters" in first.tags, "the first code cell must carry the papermill tag `parameters`"
     assert first.source.strip() == notebooks.first_cell_source().strip(), (
-        f"{py.name}'s first cell differs from helpers.notebooks.first_cell_source(): run python -m helpers sync-notebooks"
+        f"{py.name}'s first cell differs from helpers.course.notebooks.first_cell_source(): run python -m helpers sync-notebooks"
     )
     assert inspect.getsource(bootstrap.ensure_course).strip() in first.source
     assert f'"{colab.COURSE_PIN}"' in first.source and "torch" not in first.source.split("pip_args")[-1]

@@ -17,11 +17,11 @@ import pytest
 import torch
 from test_train import toy_batcher, toy_valid  # noqa: E402  (toy batches of random ids)
 
-from helpers import checkpoint as ck
-from helpers import cli
-from helpers import config as C
-from helpers import train as T
-from helpers.model import DecoderOnlyTransformer
+from helpers import cli, runtime
+from helpers.nn.model import DecoderOnlyTransformer
+from helpers.training import checkpoint as ck
+from helpers.training import config as C
+from helpers.training import train as T
 
 
 def _tiny_model(vocab=60, seed=0, **kw):
@@ -123,7 +123,7 @@ def _open(path, mode):
 
 
 def _write_in_place(path, write, mode):
-    """Mutant of ck._atomic_write: no temporary file, writes straight over the previous checkpoint."""
+    """Mutant of runtime._atomic_write: no temporary file, writes straight over the previous checkpoint."""
     with _open(path, mode) as f:
         write(f)
     return Path(path)
@@ -160,9 +160,9 @@ def test_a_crash_mid_save_keeps_the_old_checkpoint_only_with_a_truly_atomic_writ
     tmp_path, monkeypatch, writer, survives
 ):
     """The real writer must keep the old checkpoint through a crash; each plausible non-atomic writer, swapped in
-    for ck._atomic_write, must lose it: the check can fail on exactly the mistakes it is meant to catch."""
+    for runtime._atomic_write, must lose it: the check can fail on exactly the mistakes it is meant to catch."""
     if writer is not None:
-        monkeypatch.setattr(ck, "_atomic_write", writer)
+        monkeypatch.setattr(runtime, "_atomic_write", writer)
     survived = crash_mid_save(tmp_path, monkeypatch)
     assert survived is survives, (
         "a crash mid-save destroyed the previous checkpoint"
@@ -255,7 +255,7 @@ def _run(args, **kw):
 
 @pytest.fixture
 def pairs_file(tmp_path):
-    from helpers.corpus import builtin_corpus
+    from helpers.text.corpus import builtin_corpus
 
     path = tmp_path / "pairs.tsv"
     path.write_text("".join(f"{fr}\t{en}\n" for fr, en in builtin_corpus(800, seed=3, difficulty=1)), encoding="utf-8")

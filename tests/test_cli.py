@@ -93,7 +93,7 @@ def test_budget_is_required_and_exclusive():
 
 def test_train_prints_and_records_every_line_it_could_not_use(tmp_path):
     """3,000 good lines plus planted bad ones: each kind is counted, with the line where it first occurs."""
-    from helpers.corpus import builtin_corpus
+    from helpers.text.corpus import builtin_corpus
 
     good = [f"{fr}\t{en}".encode() for fr, en in builtin_corpus(3000, seed=3, difficulty=1)]
     no_tab = [f"Ligne sans tabulation numéro {i}.".encode() for i in range(17)]

@@ -11,10 +11,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from helpers import corpus as C
-from helpers import data as D
-from helpers import sources as S
-from helpers import tokens as TK
+from helpers.text import corpus as C
+from helpers.text import data as D
+from helpers.text import sources as S
+from helpers.text import tokens as TK
 
 
 def noun(fr: str) -> C.Noun:
@@ -119,7 +119,7 @@ def test_the_words_come_from_the_data_file_read_once():
 def test_the_word_file_ships_with_the_package():
     """pyproject.toml installs data/ as helpers.bundled, which is where a wheel install looks for the file."""
     tomllib = pytest.importorskip("tomllib")
-    root = Path(C.__file__).resolve().parent.parent
+    root = Path(C.__file__).resolve().parents[2]
     if not (root / "pyproject.toml").is_file():
         pytest.skip("helpers is installed outside a checkout")
     setuptools = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
@@ -383,7 +383,7 @@ def test_describe_corpus_says_plainly_that_it_is_synthetic():
 
 
 class TinyGRU(nn.Module):
-    """Fallback when helpers.model is not there: an embedding and a GRU language model."""
+    """Fallback when helpers.nn.model is not there: an embedding and a GRU language model."""
 
     def __init__(self, vocab: int, d: int = 64):
         super().__init__()
@@ -395,7 +395,7 @@ class TinyGRU(nn.Module):
 
 def tiny_model(vocab: int, max_len: int) -> nn.Module:
     try:
-        from helpers.model import DecoderOnlyTransformer, ModelConfig
+        from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
     except ImportError:
         return TinyGRU(vocab)
     return DecoderOnlyTransformer(ModelConfig(vocab_size=vocab, max_len=max_len, n_layer=2, n_head=2, d_model=32))

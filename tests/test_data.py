@@ -1,4 +1,4 @@
-"""helpers.data: loaders (every source through local files), cleaning, leak-free splits, the tokenizer,
+"""helpers.text.data: loaders (every source through local files), cleaning, leak-free splits, the tokenizer,
 the loss mask and the bucketing batcher. No network: downloads go through file:// URLs or a fake fetch,
 Hugging Face data through a parquet file written here. Every sentence below is invented for these tests.
 """
@@ -15,12 +15,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import checkpoint as ckpt
-from helpers import config as C
-from helpers import corpus
-from helpers import data as D
-from helpers import sources as S
-from helpers import tokens as TK
+from helpers.text import corpus
+from helpers.text import data as D
+from helpers.text import sources as S
+from helpers.text import tokens as TK
+from helpers.training import checkpoint as ckpt
+from helpers.training import config as C
 
 FR_EN = [
     ("J'ai froid.", "I'm cold."),

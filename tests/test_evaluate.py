@@ -10,18 +10,18 @@ import math
 import pytest
 import torch
 
-from helpers import cli
-from helpers import evaluate as E
-from helpers import model as M
+from helpers import cli, pipeline
 from helpers.cli import train_command
-from helpers.model import DecoderOnlyTransformer, ModelConfig
-from helpers.sources import load_path
+from helpers.evaluation import evaluate as E
+from helpers.nn import model as M
+from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
+from helpers.text.sources import load_path
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A run folder as `python -m helpers train` leaves it: 3 steps of the tiny preset on invented pairs."""
-    from helpers.corpus import builtin_corpus
+    from helpers.text.corpus import builtin_corpus
 
     folder = tmp_path_factory.mktemp("eval")
     data = folder / "pairs.tsv"
@@ -32,7 +32,7 @@ def run_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run(run_dir):
-    return E.load_run(run_dir, device="cpu")
+    return pipeline.load_run(run_dir, device="cpu")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -94,7 +94,7 @@ def test_the_copy_baseline_check_fails_on_plausible_mistakes(mutant, its_bleu):
 
 
 def test_slices_put_each_sentence_in_one_length_bucket_and_one_unseen_word_group():
-    from helpers.testsets import WordTable
+    from helpers.text.testsets import WordTable
 
     sources = ["a b", "a b c", "a b c d e f g", "a " * 40, "a zèbre"]
     refs = ["one two three four", "five six seven eight", "nine ten eleven twelve", "x y z w", "p q r s"]
@@ -359,7 +359,7 @@ def test_evaluate_command_prints_signatures_and_writes_the_shared_metrics_layout
     assert ev["n"] == len(pairs) == sum(r["n"] for r in ev["slices"]["length"])
     assert ev["n"] == sum(r["n"] for r in ev["slices"]["unseen_word"])
     assert ev["copy_baseline"]["bleu"] == E.score([fr for fr, _ in pairs], [en for _, en in pairs])["bleu"]
-    words = E.load_run(run_dir).words
+    words = pipeline.load_run(run_dir).words
     word_by_word = [words.word_by_word(fr) for fr, _ in pairs]
     assert ev["word_baseline"]["bleu"] == E.score(word_by_word, [en for _, en in pairs])["bleu"]
     assert "word by word BLEU" in printed and "by source length" in printed
@@ -368,7 +368,7 @@ def test_evaluate_command_prints_signatures_and_writes_the_shared_metrics_layout
 
 
 def test_evaluate_without_a_test_file_scores_the_runs_own_sets_new_sentences_first(run_dir, tmp_path):
-    from helpers.data import IN_DISTRIBUTION, NEW_SENTENCES
+    from helpers.text.data import IN_DISTRIBUTION, NEW_SENTENCES
 
     stdout = io.StringIO()
     record = cli.evaluate_command(run_dir, None, beams=1, out_json=tmp_path / "own.json", stdout=stdout)
@@ -414,7 +414,7 @@ def test_a_test_file_that_is_missing_or_holds_no_pair_says_what_to_do(tmp_path):
 
 def test_a_folder_without_checkpoint_says_how_to_make_one(tmp_path):
     with pytest.raises(FileNotFoundError, match="python -m helpers train"):
-        E.load_run(tmp_path)
+        pipeline.load_run(tmp_path)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -440,7 +440,7 @@ def _spy_on_prefixes(model, monkeypatch) -> list:
 
 
 def test_typed_text_and_its_normalised_form_reach_the_model_as_the_same_ids(run, monkeypatch):
-    from helpers.tokens import normalise_text
+    from helpers.text.tokens import normalise_text
 
     normalised = [normalise_text(t) for t in TYPED]
     assert normalised[0] == "Où est l'homme ?" and normalised[2] == "Le café est fermé."
@@ -456,12 +456,12 @@ def test_typed_text_and_its_normalised_form_reach_the_model_as_the_same_ids(run,
 
 
 def test_evaluate_reads_typed_text_the_way_training_text_was_read(run, run_dir, tmp_path, monkeypatch):
-    from helpers.tokens import normalise_text
+    from helpers.text.tokens import normalise_text
 
     typed, clean = tmp_path / "typed.tsv", tmp_path / "clean.tsv"
     typed.write_text("".join(f"{t}\tA sentence.\n" for t in TYPED), encoding="utf-8")
     clean.write_text("".join(f"{normalise_text(t)}\tA sentence.\n" for t in TYPED), encoding="utf-8")
-    monkeypatch.setattr(E, "load_run", lambda *a, **k: run)
+    monkeypatch.setattr(pipeline, "load_run", lambda *a, **k: run)
     seen = _spy_on_prefixes(run.model, monkeypatch)
     out = {}
     for name, path in (("typed", typed), ("clean", clean)):

@@ -17,8 +17,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import cli, exercises, notebooks
-from helpers.exercises import BEGIN, END, ExerciseMarkupError
+from helpers import cli
+from helpers.course import exercises, notebooks, report
+from helpers.course.exercises import BEGIN, END, ExerciseMarkupError
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = notebooks.notebook_sources()
@@ -113,7 +114,7 @@ def test_every_notebook_has_exercises_with_points_and_every_solution_under_one()
 
 
 def test_the_readme_states_every_notebooks_exercises_and_points():
-    table = notebooks.points_table()
+    table = report.points_table()
     readme = (ROOT / "README.md").read_text()
     assert table in readme, f"README.md's exercise table is out of date; put this table there:\n{table}"
 
@@ -123,9 +124,9 @@ def test_the_points_table_changes_when_an_exercise_does(tmp_path):
     py.write_text(
         "# %% [markdown]\n# ## Exercise 9.1 · One (2 points)\n\n# %%\nx = 1  # SOLUTION\n\n# %% tags=['check']\nassert x\n"
     )
-    before = notebooks.points_table([py])
+    before = report.points_table([py])
     py.write_text(py.read_text().replace("(2 points)", "(3 points)"))
-    assert before != notebooks.points_table([py]) and "| 09 | 3 | 9.1 One (3) | 0 |" in notebooks.points_table([py])
+    assert before != report.points_table([py]) and "| 09 | 3 | 9.1 One (3) | 0 |" in report.points_table([py])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""helpers.experiments and the derivations in helpers.variants: FLOPs counted by torch, memory measured,
+"""helpers.experiments and the derivations in helpers.nn.variants: FLOPs counted by torch, memory measured,
 the sweep's refusals, a finished row kept across a disconnect."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from helpers import experiments as X
-from helpers import variants as VAR
-from helpers.config import preset_config
-from helpers.data import prepare_data
-from helpers.model import DecoderOnlyTransformer, ModelConfig
+from helpers.nn import variants as VAR
+from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
+from helpers.text.data import prepare_data
+from helpers.training.config import preset_config
 
 SHAPE = dict(vocab_size=40, max_len=128, n_layer=4, n_head=4, d_model=32, attention_kernel="explicit")
 
@@ -119,7 +119,7 @@ def test_results_cache_survives_a_restart_and_reruns_a_changed_setting(tmp_path)
 
 @pytest.fixture(scope="module")
 def tiny_lm(tmp_path_factory, prepared):
-    from helpers.pretrained import load_pretrained, tiny_causal_lm
+    from helpers.hf.pretrained import load_pretrained, tiny_causal_lm
 
     data, _ = prepared
     folder = tiny_causal_lm(data.splits.train[:1000], tmp_path_factory.mktemp("lm"), hidden=48, seed=0)
@@ -127,7 +127,7 @@ def tiny_lm(tmp_path_factory, prepared):
 
 
 def test_transfer_embeddings_maps_each_piece_by_its_text_and_keeps_the_geometry(prepared, tiny_lm):
-    from helpers.pretrained import transfer_embeddings
+    from helpers.hf.pretrained import transfer_embeddings
 
     data, _ = prepared
     tok = data.tokenizer
@@ -154,7 +154,7 @@ def test_transfer_embeddings_maps_each_piece_by_its_text_and_keeps_the_geometry(
 
 def test_init_embeddings_writes_the_rows_and_train_takes_the_switch(prepared, tiny_lm, tmp_path):
     from helpers.cli import train_command
-    from helpers.pretrained import init_embeddings
+    from helpers.hf.pretrained import init_embeddings
 
     data, base = prepared
     folder, _ = tiny_lm

@@ -1,4 +1,4 @@
-"""Pretrained-model fine-tuning (helpers.pretrained, helpers.finetune, `python -m helpers finetune`), offline.
+"""Pretrained-model fine-tuning (helpers.hf.pretrained, helpers.hf.finetune, `python -m helpers finetune`), offline.
 
 Both families are tested with tiny random models built from configurations (a 2-layer MarianMT with a
 sentencepiece tokenizer, a 2-layer Llama with a byte-level BPE tokenizer that has no pad token), trained on
@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import cli, evaluate, finetune, pretrained
-from helpers.data import TEST_FILES, clean_pairs, split_pairs
-from helpers.sources import load_path
+from helpers import cli, pipeline
+from helpers.evaluation import evaluate
+from helpers.hf import finetune, pretrained
+from helpers.text.data import TEST_FILES, clean_pairs, split_pairs
+from helpers.text.sources import load_path
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +110,20 @@ def test_batched_translation_equals_one_sentence_at_a_time(folders, pairs):
         assert tr.translate(sources, batch_size=12) == alone, kind
 
 
+def test_what_save_pretrained_skips_is_frozen_after_loading(folders):
+    """Marian's position tables are not saved: trained, they came back as their initial values (transformers 5.24).
+    Without freeze_unsaved, from_pretrained leaves them trainable; the control below shows it."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    unsaved = set(AutoModelForSeq2SeqLM.from_pretrained(folders["seq2seq"])._keys_to_ignore_on_save or ())
+    assert unsaved, "Marian declares what it does not save"
+    raw = AutoModelForSeq2SeqLM.from_pretrained(folders["seq2seq"])
+    assert all(p.requires_grad for n, p in raw.named_parameters() if n in unsaved), "the upstream behaviour changed"
+    tr = pretrained.load_pretrained(folders["seq2seq"])
+    assert not any(p.requires_grad for n, p in tr.model.named_parameters() if n in unsaved)
+    assert sorted(pretrained.freeze_unsaved(raw)) == sorted(unsaved) and not pretrained.freeze_unsaved(raw)
+
+
 def test_seq2seq_example_is_french_in_english_out(folders, pairs):
     tr = load(folders, "seq2seq")
     fr, en = pairs[1]
@@ -179,7 +195,12 @@ def test_finetune_learns_and_generation_stops_at_the_end_of_the_sentence(trained
         assert right >= 7, f"{kind}, beams {beams}: {list(zip(hyps, refs))}"
     assert result.monitor[0]["step"] == 0 and result.monitor[-1]["step"] == result.steps == 150
     assert result.monitor[-1]["bleu"] > result.monitor[0]["bleu"] + 50
-    assert result.tokens > 0 and result.trainable == result.parameters
+    trainable = sum(p.numel() for p in tr.model.parameters() if p.requires_grad)
+    assert result.tokens > 0 and result.trainable == trainable
+    if kind == "seq2seq":  # Marian's sinusoidal positions are not saved, so they must not train (freeze_unsaved)
+        assert trainable == result.parameters - sum(p.numel() for n, p in tr.model.named_parameters() if "embed_positions" in n)
+    else:
+        assert trainable == result.parameters
 
 
 @pytest.mark.parametrize("kind", ["causal", "seq2seq"])
@@ -328,16 +349,16 @@ def test_unknown_model_name_says_how_to_work_offline():
 def test_wrong_kind_of_folder_is_refused_with_what_it_is(tmp_path, folders):
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(FileNotFoundError, match="none of the known kinds.*notes.txt"):
-        evaluate.load_run(tmp_path)
+        pipeline.load_run(tmp_path)
     with pytest.raises(pretrained.ModelLoadError, match="none of the known kinds"):
         pretrained.load_pretrained(tmp_path)
     # a Hugging Face folder that finetune did not write: evaluate says what it is and what it expects
     with pytest.raises(FileNotFoundError, match="Hugging Face model folder.*expected a run folder"):
-        evaluate.load_run(folders["causal"])
+        pipeline.load_run(folders["causal"])
 
 
 def test_finetune_refuses_a_scratch_run_folder(tmp_path, folders, pairs):
-    from helpers import checkpoint as ck
+    from helpers.training import checkpoint as ck
 
     ck.atomic_torch_save({"step": 1}, ck.checkpoint_path(tmp_path))
     with pytest.raises(ValueError, match="scratch-model run"):

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import config as C
-from helpers import evaluate as E
 from helpers import knowledge as K
+from helpers.evaluation import evaluate as E
+from helpers.training import config as C
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "data" / "reference"
@@ -252,7 +252,7 @@ def test_start_embeddings_freezes_only_the_random_frozen_start():
 
 
 def test_a_frozen_embedding_stays_put_while_the_rest_trains():
-    from helpers import data as D
+    from helpers.text import data as D
 
     cfg = C.preset_config("tiny", seed=0, steps=3, warmup_steps=1)
     prepared = D.prepare_data("builtin", cfg, None, seed=0, limit=300, progress=False)
@@ -265,9 +265,9 @@ def test_a_frozen_embedding_stays_put_while_the_rest_trains():
 
 def test_the_learned_and_pretrained_lm_rows_are_the_rows_notebook_05_would_train(tmp_path):
     """embedding_row repeats experiments.run_variant's steps: same BLEU for the learned start and for a tiny LM's."""
-    from helpers import data as D
     from helpers import experiments as X
-    from helpers import pretrained as PT
+    from helpers.hf import pretrained as PT
+    from helpers.text import data as D
 
     torch.set_num_threads(1)
     cfg = C.preset_config("tiny", seed=0, steps=8, warmup_steps=2)

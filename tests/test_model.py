@@ -1,4 +1,4 @@
-"""helpers.model: masks, attention paths, padding, cached generation, parameter count, errors, precision."""
+"""helpers.nn.model: masks, attention paths, padding, cached generation, parameter count, errors, precision."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.model import (
+from helpers.nn.model import (
     DecoderOnlyTransformer,
     ModelConfig,
     build_attention_mask,
@@ -492,7 +492,7 @@ def test_dropout_is_used_in_training_only():
 def test_bottleneck_latents_spread_over_the_block():
     """Token 9 must reach position 12 (through the latent whose horizon is 12). With the course's horizons
     0, 1, ..., m-1 no latent reads past position m-1, and position 12 could not see token 9 at all."""
-    from helpers import variants
+    from helpers.nn import variants
 
     assert variants.latent_horizons(4, 24).tolist() == [0, 6, 12, 18]
     model = make(sharp=True, bottleneck_dim=4)

@@ -1,4 +1,4 @@
-"""Notebook 01 (attention math): its code agrees with helpers.attention, and every check can fail.
+"""Notebook 01 (attention math): its code agrees with helpers.nn.attention, and every check can fail.
 
 The notebook is executed once in-process (quick mode). Each test then calls one of the notebook's
 check functions with a plausible mistake and requires AssertionError: a check that cannot fail
@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import exercises, notebooks, runtime
-from helpers.attention import attention, self_attention
+from helpers import runtime
+from helpers.course import exercises, notebooks
+from helpers.nn.attention import attention, self_attention
 
 NB = "01"
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,7 +138,7 @@ def test_figures_saved_as_pdf_and_png(ns):
 
 
 # ---------------------------------------------------------------------------------------------
-# defined once: the notebook's attend / self_attend are helpers.attention's
+# defined once: the notebook's attend / self_attend are helpers.nn.attention's
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -176,17 +177,17 @@ def test_package_check_catches_a_different_attention(ns):
 @pytest.mark.parametrize(
     "source",
     [
-        "from helpers.attention import attention\ndef attend(q, K, V):\n    return attention(q, K, V)\n",
-        "import helpers.attention as pkg\ndef attend(q, K, V):\n    return pkg.attention(q, K, V)\n",
-        "def attend(q, K, V):\n    from helpers.attention import attention as a\n    return a(q, K, V)\n",
-        "from helpers.attention import attention as mine\ndef attend(q, K, V):\n    return mine(q, K, V)\n",
+        "from helpers.nn.attention import attention\ndef attend(q, K, V):\n    return attention(q, K, V)\n",
+        "import helpers.nn.attention as pkg\ndef attend(q, K, V):\n    return pkg.attention(q, K, V)\n",
+        "def attend(q, K, V):\n    from helpers.nn.attention import attention as a\n    return a(q, K, V)\n",
+        "from helpers.nn.attention import attention as mine\ndef attend(q, K, V):\n    return mine(q, K, V)\n",
     ],
     ids=["by name", "through the module", "imported inside", "renamed"],
 )
 def test_package_check_refuses_an_attend_that_calls_the_package(ns, source):
     space: dict = {}
     exec(source, space)
-    with pytest.raises(AssertionError, match="calls helpers.attention"):
+    with pytest.raises(AssertionError, match="calls helpers.nn.attention"):
         ns["check_matches_package"](space["attend"])
 
 

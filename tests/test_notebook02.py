@@ -1,9 +1,9 @@
-"""Notebook 02: its checks catch the mistakes they name, and its model is helpers.model's model.
+"""Notebook 02: its checks catch the mistakes they name, and its model is helpers.nn.model's model.
 
 The notebook is executed once in-process (quick mode). Each check cell is then re-run with one
 deliberately buggy implementation swapped into the namespace and must raise AssertionError; with the
 notebook's own implementation it must pass. Finally the notebook's model, masks, positions, parameter
-count and greedy decoding are compared with helpers.model.
+count and greedy decoding are compared with helpers.nn.model.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from helpers import exercises
-from helpers import model as pkg
-from helpers.notebooks import code_cells, exec_cells
+from helpers.course import exercises
+from helpers.course.notebooks import code_cells, exec_cells
+from helpers.nn import model as pkg
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_transformer_from_scratch.py"
 
@@ -310,7 +310,7 @@ def test_package_parity_check_can_fail(nb):
 
 
 # ---------------------------------------------------------------------------------------------
-# defined once: the notebook and helpers.model agree
+# defined once: the notebook and helpers.nn.model agree
 
 
 def _random_nb_model(ns, **overrides):
@@ -395,9 +395,9 @@ def test_positions_and_parameter_count_match_helpers(nb):
 
 
 def test_labels_and_loss_match_helpers_train(nb):
-    train = pytest.importorskip("helpers.train")
+    train = pytest.importorskip("helpers.training.train")
     if not hasattr(train, "loss_fn"):
-        pytest.skip("helpers.train.loss_fn is not there yet")
+        pytest.skip("helpers.training.train.loss_fn is not there yet")
     _, ns = nb
     torch.manual_seed(13)
     logits = torch.randn(*ns["ids"].shape, len(ns["vocab"]))
@@ -415,5 +415,5 @@ def test_figures_saved(nb):
 
 def test_notebook_says_later_notebooks_import_helpers_model():
     text = NOTEBOOK.read_text()
-    assert "from helpers.model import DecoderOnlyTransformer" in text
-    assert "Later notebooks import the same model from `helpers.model`" in text
+    assert "from helpers.nn.model import DecoderOnlyTransformer" in text
+    assert "Later notebooks import the same model from `helpers.nn.model`" in text

@@ -1,11 +1,11 @@
 """Notebook 03: its outputs for the report, its checks catch the mistakes they name, its data cells are
-helpers.data.prepare_data and its training loop is helpers.train.train (defined once, proven equal).
+helpers.text.data.prepare_data and its training loop is helpers.training.train.train (defined once, proven equal).
 
 The notebook runs once in-process in quick mode (tiny preset, built-in corpus). Each check is then
 called with a deliberately broken input, or re-run with one piece of ``TrainingRun``'s resume replaced
 by a plausible mistake (the optimizer not restored, the random state not restored, ...), and must raise
 AssertionError; with the real code it passes. The parity tests (data cells == ``prepare_data``, loop ==
-``helpers.train.train``) are shown to be sensitive by re-executing a notebook cell with one line changed.
+``helpers.training.train.train``) are shown to be sensitive by re-executing a notebook cell with one line changed.
 The resume check lives here, not in the notebook: it is test infrastructure, run on the notebook's loop.
 """
 
@@ -21,15 +21,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import checkpoint as ck
-from helpers import config as C
-from helpers import data as D
-from helpers import evaluate as E
-from helpers import exercises, runtime
-from helpers import tokens as TK
-from helpers import train as T
-from helpers.model import DecoderOnlyTransformer, build_attention_mask, num_parameters
-from helpers.notebooks import code_cells
+from helpers import runtime
+from helpers.course import exercises
+from helpers.course.notebooks import code_cells
+from helpers.evaluation import evaluate as E
+from helpers.nn.model import DecoderOnlyTransformer, build_attention_mask, num_parameters
+from helpers.text import data as D
+from helpers.text import tokens as TK
+from helpers.training import checkpoint as ck
+from helpers.training import config as C
+from helpers.training import train as T
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_translate_fr_en.py"
 FIGURES = [
@@ -171,7 +172,7 @@ def test_every_figure_is_saved_as_pdf_and_png(ns):
 
 
 def test_the_size_experiment_trains_each_size_from_scratch_and_the_rule_picks_one_of_them(ns):
-    from helpers import sizing
+    from helpers.training import sizing
 
     rows = ns["size_curves"]
     assert [(r["n_layer"], r["d_model"]) for r in rows] == [tuple(s) for s in ns["SIZE_SHAPES"]]
@@ -281,7 +282,7 @@ def test_batch_check_fails_on_wrong_labels(ns, how):
 
 
 def test_batch_tensors_agree_with_the_batcher_on_every_batch(ns):
-    """Defined once: the batcher keeps helpers.tokens.collate; the student's tensors equal it on a whole epoch, and
+    """Defined once: the batcher keeps helpers.text.tokens.collate; the student's tensors equal it on a whole epoch, and
     the student's mask is the model's prefix mask with padding keys hidden."""
     batcher, examples = ns["train_batcher"], ns["train_examples"]
     for idx in batcher._plan(0):
@@ -335,7 +336,7 @@ def test_leak_check_reads_the_split_report(ns):
 
 
 # ---------------------------------------------------------------------------------------------
-# defined once: the notebook's data cells are helpers.data.prepare_data
+# defined once: the notebook's data cells are helpers.text.data.prepare_data
 
 # one cell each; what each call string marks is run in order, in a copy of the notebook's namespace
 PIPELINE_CALLS = (
@@ -630,7 +631,7 @@ def test_checkpoint_check_fails_on_other_weights_or_step(ns):
 
 
 # ---------------------------------------------------------------------------------------------
-# defined once: the notebook's loop is helpers.train.train
+# defined once: the notebook's loop is helpers.training.train.train
 
 
 @pytest.fixture(scope="module")
@@ -662,7 +663,9 @@ def test_notebook_loop_and_helpers_train_end_with_identical_weights(ns, parity_d
     pkg_model, batcher = _fresh(cfg, prepared)
     pkg_result = T.train(pkg_model, batcher, prepared.valid_batches, cfg, tmp_path / "package", progress=False)
     assert nb_result.steps == pkg_result.steps == 60 and nb_result.tokens == pkg_result.tokens
-    assert _same_weights(nb_model, pkg_model), "the notebook's loop and helpers.train.train end with different weights"
+    assert _same_weights(nb_model, pkg_model), (
+        "the notebook's loop and helpers.training.train.train end with different weights"
+    )
     nb_ck, pkg_ck = ck.load_checkpoint(tmp_path / "notebook"), ck.load_checkpoint(tmp_path / "package")
     for state_nb, state_pkg in zip(nb_ck["optimizer"]["state"].values(), pkg_ck["optimizer"]["state"].values()):
         assert all(torch.equal(state_nb[k], state_pkg[k]) for k in state_pkg), "AdamW moments differ"
@@ -765,7 +768,7 @@ def test_training_step_check_accepts_other_correct_steps(nb, variant):
 
 
 def test_the_recording_scaler_trains_like_torchs_grad_scaler(ns, parity_data, tmp_path, monkeypatch):
-    """The check's stand-in is faithful: with no overflow injected, helpers.train.train ends with the same weights
+    """The check's stand-in is faithful: with no overflow injected, helpers.training.train.train ends with the same weights
     under it as under an enabled torch.amp.GradScaler with the same scale; and it really multiplies the loss."""
     cfg, prepared = parity_data
     cfg = replace(cfg, steps=8)
@@ -788,7 +791,7 @@ def test_the_recording_scaler_trains_like_torchs_grad_scaler(ns, parity_data, tm
 
 
 def test_the_students_greedy_decoding_is_the_packages_on_both_test_sets(ns):
-    """Defined once: helpers.evaluate.translate keeps the package's decoder; the notebook's evaluation went through
+    """Defined once: helpers.evaluation.evaluate.translate keeps the package's decoder; the notebook's evaluation went through
     the student's greedy_decode, and gave the same translations on every sentence of both test sets."""
     model, tok = ns["model"], ns["tok"]
     assert isinstance(ns["translator"], ns["GreedyWithYourDecoder"])
@@ -827,7 +830,7 @@ def test_greedy_check_refuses_the_package_and_a_decoder_without_cache(ns):
 
 
 def test_the_students_bleu_is_the_packages_score(ns):
-    """Defined once: helpers.evaluate.score keeps sacreBLEU; the student's BLEU of the notebook's translations is the
+    """Defined once: helpers.evaluation.evaluate.score keeps sacreBLEU; the student's BLEU of the notebook's translations is the
     same number (sacreBLEU's default smoothing only changes a score whose precisions include a 0)."""
     for name, pairs in ns["TEST_SETS"].items():
         hyps, refs = ns["outputs"][name, 1], [en for _, en in pairs]
@@ -885,7 +888,7 @@ def test_no_cell_outside_the_model_answers_reads_a_name_only_they_define(nb):
     """The student copy drops the answer cells; it must still run."""
     import ast
 
-    from helpers import notebooks as NB
+    from helpers.course import notebooks as NB
 
     cells = NB._read_py(NOTEBOOK).cells
     defined_in_answers, defined_elsewhere, used_elsewhere = set(), set(), set()

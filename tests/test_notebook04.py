@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import evaluate as E
-from helpers import exercises, runtime
-from helpers.notebooks import code_cells
+from helpers import runtime
+from helpers.course import exercises
+from helpers.course.notebooks import code_cells
+from helpers.evaluation import evaluate as E
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "04_pretrained_comparison.py"
@@ -93,15 +94,17 @@ def test_quick_mode_says_the_models_are_not_pretrained(nb):
     assert "numbers are noise" in ns["QUICK_NOTE"]
 
 
-def test_the_same_split_as_helpers_data(nb):
-    """The notebook's test sets are the ones `train`/`finetune` write for the same data, seed and limit."""
-    from helpers.data import clean_pairs, split_pairs
-    from helpers.sources import load_path
+def test_the_same_split_as_helpers_data(nb, tmp_path):
+    """The notebook's test sets are the files `train` and `finetune` write for the same data, seed and limit."""
+    from helpers import pipeline
+    from helpers.text.data import TEST_FILES, test_sets_of
 
     _, ns = nb
-    pairs, _ = load_path(ns["DATA"], ns["COLUMNS"], limit=ns["LIMIT"], seed=ns["SEED"])
-    splits = split_pairs(clean_pairs(pairs)[0], seed=ns["SEED"])
-    assert ns["splits"].new == splits.new and ns["splits"].test == splits.test
+    pipeline.prepare_pairs(ns["DATA"], tmp_path, columns=ns["COLUMNS"], seed=ns["SEED"], limit=ns["LIMIT"])
+    ours = test_sets_of(ns["splits"])
+    for name, file in TEST_FILES.items():
+        written = [tuple(line.split("\t")) for line in (tmp_path / file).read_text().splitlines()]
+        assert written and written == ours[name], f"{file} differs from the notebook's {name}"
 
 
 def test_the_as_is_row_is_the_untouched_model(nb):
@@ -130,7 +133,7 @@ def test_format_cell_is_the_package_format_and_its_assert_can_fail(nb):
         "[-100] * len(prompt) + target",
         "[-100] * (len(prompt) - 1) + prompt[-1:] + target",
     )
-    check = _cell(cells, "the notebook's format and helpers.pretrained's disagree")
+    check = _cell(cells, "the notebook's format and helpers.hf.pretrained's disagree")
     with pytest.raises(AssertionError, match="labels -100 on the prompt only"):
         exec(compile(check.source, "<notebook 04 format check>", "exec"), env)
 

@@ -21,9 +21,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import exercises, notebooks, runtime
-from helpers import pretrain as P
-from helpers import variants as VAR
+from helpers import runtime
+from helpers.course import exercises, notebooks
+from helpers.nn import variants as VAR
+from helpers.training import pretrain as P
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_research_variants.py"
 FIGURES = ["05_complexity", "05_variant_curves", "05_positions", "05_pretraining", "05_sweep"]
@@ -60,7 +61,7 @@ def deinterleave(x: torch.Tensor) -> torch.Tensor:
 
 
 def package_rope_half(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
-    """helpers.variants.rotary in the notebook's half-and-half convention: the same rotation, channels reordered."""
+    """helpers.nn.variants.rotary in the notebook's half-and-half convention: the same rotation, channels reordered."""
     return deinterleave(VAR.rotary(interleave(x), positions, base))
 
 
@@ -182,7 +183,7 @@ def test_figures_are_written_with_their_questions(nb):
 
 def test_leakage_check_catches_a_leak(nb):
     """The notebook's leakage report can fail: a model whose mask lets the future in is caught."""
-    from helpers import model as M
+    from helpers.nn import model as M
 
     original = M.build_attention_mask
     try:

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import exercises, runtime
 from helpers import knowledge as K
+from helpers import runtime
+from helpers.course import exercises
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_what_pretraining_knows.py"
 FIGURES = ["06_birthplaces", "06_knowledge_access", "06_embeddings"]

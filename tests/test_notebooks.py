@@ -16,7 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import colab, notebooks, runtime
+from helpers import runtime
+from helpers.course import colab, notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = notebooks.notebook_sources()
@@ -127,7 +128,7 @@ def test_quick_mode_parsing(monkeypatch):
 def test_save_figure_writes_pdf_and_png(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from helpers.plotting import QUICK_MARK, save_figure
+    from helpers.course.plotting import QUICK_MARK, save_figure
 
     monkeypatch.setenv("QUICK", "0")
 
@@ -163,7 +164,7 @@ def test_save_figure_writes_pdf_and_png(tmp_path, monkeypatch):
 
 
 def test_interactive_headless_calls_once_with_defaults():
-    from helpers.plotting import interactive
+    from helpers.course.plotting import interactive
 
     calls = []
     interactive(lambda beta, n: calls.append((beta, n)), beta=(0.0, 10.0, 0.5, 3.0), n=(2, 64, 1, 8))
@@ -225,7 +226,7 @@ def _saved_names(py: Path) -> set[str]:
 
 
 def test_every_saved_figure_is_titled_captioned_and_large_enough(executed):
-    from helpers.plotting import MIN_HEIGHT_IN, MIN_WIDTH_IN
+    from helpers.course.plotting import MIN_HEIGHT_IN, MIN_WIDTH_IN
 
     expected = set().union(*map(_saved_names, SOURCES))
     assert len(expected) >= 20
@@ -266,7 +267,8 @@ def test_quick_mode_figures_carry_the_mark(executed):
 
 
 def test_report_command_writes_the_zip_and_an_index_listing_every_figure_once(executed, capsys):
-    from helpers import cli, report
+    from helpers import cli
+    from helpers.course import report
 
     assert cli.main(["report"]) == 0
     assert "figures and" in capsys.readouterr().out

@@ -7,7 +7,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from helpers import colab
+from helpers.course import colab
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ def _names(requirements: list[str]) -> list[str]:
 def test_colab_installs_exactly_pyprojects_dependencies_except_torch():
     wanted = [n for n in _names(_pyproject()["project"]["dependencies"]) if n != "torch"]
     assert "torch" in _names(_pyproject()["project"]["dependencies"])
-    assert colab.required_packages() == wanted, "helpers.colab must read pyproject.toml's list, torch left out"
+    assert colab.required_packages() == wanted, "helpers.course.colab must read pyproject.toml's list, torch left out"
 
 
 def test_every_dependency_imports_under_its_pip_name():
@@ -33,17 +33,51 @@ def test_every_dependency_imports_under_its_pip_name():
         assert importlib.util.find_spec(name) is not None, f"{name} does not import as {name!r}"
 
 
-def test_requirements_txt_adds_only_the_torch_pin_to_the_package():
+def test_requirements_txt_adds_only_the_torch_pin_and_the_lock_to_the_package():
     lines = [ln.strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()]
     lines = [ln for ln in lines if ln and not ln.startswith("#")]
-    assert lines == ["torch==2.13.0", "-e .[dev]"], f"requirements.txt lists packages of its own: {lines}"
+    assert lines == ["-c constraints.txt", "torch==2.13.0", "-e .[dev]"], f"requirements.txt lists packages: {lines}"
     dev = _names(_pyproject()["project"]["optional-dependencies"]["dev"])
     assert {"pytest", "ruff", "nbclient", "jupytext"} <= set(dev)
 
 
+def _locked() -> dict[str, str]:
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    return dict(ln.split("==", 1) for ln in lines if ln and not ln.startswith("#"))
+
+
+def test_the_lock_pins_every_dependency_within_pyprojects_ranges():
+    from packaging.requirements import Requirement
+
+    locked = {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in _locked().items()}
+    project = _pyproject()["project"]
+    for spec in project["dependencies"] + project["optional-dependencies"]["dev"]:
+        req = Requirement(spec)
+        if req.name == "torch":
+            continue
+        name = re.sub(r"[-_.]+", "-", req.name).lower()
+        assert name in locked, f"{req.name} is not in constraints.txt: run .ci/lock"
+        assert req.specifier.contains(locked[name], prereleases=True), f"the lock's {req.name} {locked[name]} is outside {spec}"
+
+
+def test_this_environment_has_the_locked_versions():
+    """A fresh clone installs the lock (requirements.txt reads it): the tests run on exactly those versions."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    wrong = {}
+    for name, pinned in _locked().items():
+        try:
+            got = version(name)
+        except PackageNotFoundError:
+            got = None
+        if got != pinned:
+            wrong[name] = (pinned, got)
+    assert not wrong, f"installed versions differ from constraints.txt (locked, installed): {wrong}"
+
+
 def test_helpers_modules_stay_readable():
     """One concern per module, each short enough to read top to bottom (the bundled data excepted)."""
-    sizes = {p.name: len(p.read_text().splitlines()) for p in (ROOT / "helpers").glob("*.py")}
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in (ROOT / "helpers").rglob("*.py")}
     too_long = {name: n for name, n in sizes.items() if n > 650}
     assert not too_long, f"split these modules by concern: {too_long}"
 
@@ -51,6 +85,120 @@ def test_helpers_modules_stay_readable():
 def test_readme_describes_every_helpers_module():
     """The README's module table is how a newcomer finds their way: a new module without a row is lost."""
     readme = (ROOT / "README.md").read_text()
-    modules = {p.stem for p in (ROOT / "helpers").glob("*.py") if not p.stem.startswith("__")}
-    missing = sorted(m for m in modules if f"| `{m}` |" not in readme)
+    files = [p for p in (ROOT / "helpers").rglob("*.py") if not p.name.startswith("__")]
+    missing = sorted(m for m in (_module_name(p).removeprefix("helpers.") for p in files) if f"| `{m}` |" not in readme)
     assert not missing, f"add a row to README.md's table of helpers modules for: {missing}"
+
+
+# ---------------------------------------------------------------------------------------------
+# the layers: each sub-package imports only from the rows below it; the course machinery only from the ground
+
+# lowest first; a module may import its own layer and the layers before it
+LAYERS = [
+    ("ground", ("helpers.runtime",)),
+    ("model", ("helpers.nn",)),
+    ("text", ("helpers.text",)),
+    ("training", ("helpers.training",)),
+    ("evaluation", ("helpers.evaluation",)),
+    ("Hugging Face", ("helpers.hf",)),
+    ("pipeline", ("helpers.pipeline",)),
+    ("entry", ("helpers.cli", "helpers.experiments", "helpers.knowledge", "helpers.__main__", "helpers")),
+]
+COURSE = "helpers.course"  # beside the stack: imports the ground and itself; imported only by the entry layer
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(name: str, source: str, is_package: bool, known: set[str]) -> set[str]:
+    """Every helpers module ``source`` imports, at the top or inside a function (``from .x import y`` and
+    ``from . import x`` both resolved to module names)."""
+    import ast
+
+    here = name.split(".") if is_package else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("helpers")}
+        elif isinstance(node, ast.ImportFrom):
+            base = here[: len(here) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            if not module.startswith("helpers"):
+                continue
+            for alias in node.names:  # `from . import x` names a module, `from .x import y` a name in one
+                found.add(f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module)
+    return found
+
+
+def _layer_of(module: str) -> str | None:
+    if module == COURSE or module.startswith(COURSE + "."):
+        return "course"
+    best = None
+    for layer, prefixes in LAYERS:
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (layer, len(prefix))
+    return best[0] if best else None
+
+
+def layering_problems(sources: dict[str, tuple[str, bool]]) -> list[str]:
+    """Back-imports, course code imported below the entry layer, and import cycles, among ``sources``
+    (module name -> (source text, is a package's __init__))."""
+    order = [layer for layer, _ in LAYERS]
+    graph = {
+        name: {m for m in _imports(name, text, pkg, set(sources)) if m in sources and m != name}
+        for name, (text, pkg) in sources.items()
+    }
+    problems = []
+    for name, targets in sorted(graph.items()):
+        mine = _layer_of(name)
+        for target in sorted(targets):
+            theirs = _layer_of(target)
+            if mine is None or theirs is None:
+                problems.append(f"{name} or {target} belongs to no layer: add it to LAYERS")
+            elif theirs == "course" and mine not in ("course", "entry"):
+                problems.append(f"{name} ({mine}) imports course code {target}")
+            elif mine == "course" and theirs not in ("course", "ground"):
+                problems.append(f"the course machinery {name} imports {target} ({theirs})")
+            elif "course" not in (mine, theirs) and order.index(theirs) > order.index(mine):
+                problems.append(f"{name} ({mine}) imports {target} from a layer above it ({theirs})")
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:  # depth-first: a grey node met again closes a cycle
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                problems.append("import cycle: " + " -> ".join(path[path.index(nxt) :] + [node, nxt]))
+            elif nxt not in state:
+                visit(nxt, path + [node])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    return problems
+
+
+def _helpers_sources() -> dict[str, tuple[str, bool]]:
+    return {_module_name(p): (p.read_text(), p.name == "__init__.py") for p in (ROOT / "helpers").rglob("*.py")}
+
+
+def test_every_import_goes_down_the_layers_and_none_closes_a_cycle():
+    sources = _helpers_sources()
+    assert len([m for m in sources if m.startswith("helpers.")]) >= 25
+    assert layering_problems(sources) == []
+
+
+def test_the_layering_check_finds_a_planted_back_import_a_course_import_and_a_cycle():
+    sources = _helpers_sources()
+    train_text, pkg = sources["helpers.training.train"]
+    planted = {**sources, "helpers.training.train": (train_text + "\nfrom ..pipeline import load_run\n", pkg)}
+    assert any("from a layer above it (pipeline)" in p for p in layering_problems(planted))
+    planted = {**sources, "helpers.training.train": (train_text + "\nfrom ..course import plotting\n", pkg)}
+    assert any("imports course code helpers.course.plotting" in p for p in layering_problems(planted))
+    tokens_text, pkg = sources["helpers.text.tokens"]
+    planted = {**sources, "helpers.text.tokens": (tokens_text + "\n    from .data import clean_pairs\n", pkg)}
+    planted["helpers.text.tokens"] = (tokens_text + "\ndef f():\n    from .data import clean_pairs\n", pkg)
+    assert any(p.startswith("import cycle:") and "helpers.text.data" in p for p in layering_problems(planted))

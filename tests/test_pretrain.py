@@ -1,4 +1,4 @@
-"""helpers.pretrain (span corruption), the parallel-pair cap, and train's variant switches end to end."""
+"""helpers.training.pretrain (span corruption), the parallel-pair cap, and train's variant switches end to end."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from helpers.cli import build_parser, train_command
-from helpers.config import preset_config
-from helpers.data import parallel_subset
-from helpers.pretrain import MASK_ID, SpanCorruptionBatcher, corrupt_span, split_budget
-from helpers.tokens import BOS_ID, EOS_ID, IGNORE_INDEX, SEP_ID, DataError, collate
+from helpers.text.data import parallel_subset
+from helpers.text.tokens import BOS_ID, EOS_ID, IGNORE_INDEX, SEP_ID, DataError, collate
+from helpers.training.config import preset_config
+from helpers.training.pretrain import MASK_ID, SpanCorruptionBatcher, corrupt_span, split_budget
 
 
 def _parts(ex):

@@ -9,8 +9,9 @@ import shutil
 import nbformat
 import pytest
 
-from helpers import cli, report
-from helpers.exercises import YOUR_ANSWER_PLACEHOLDER
+from helpers import cli
+from helpers.course import report
+from helpers.course.exercises import YOUR_ANSWER_PLACEHOLDER
 
 
 def _student_notebook(path, answer: str):
@@ -35,7 +36,7 @@ def _student_notebook(path, answer: str):
 def _figure_and_metrics(reports):
     import matplotlib.pyplot as plt
 
-    from helpers.plotting import save_figure
+    from helpers.course.plotting import save_figure
 
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot([0, 1], [1, 0])

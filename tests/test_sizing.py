@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import pytest
 
-from helpers import checkpoint as ck
-from helpers import config as C
-from helpers import sizing as S
-from helpers.tokens import Example
+from helpers.text.tokens import Example
+from helpers.training import checkpoint as ck
+from helpers.training import config as C
+from helpers.training import sizing as S
 
 # parameters of CPU_SIZES with a 4,000-piece vocabulary, and the speeds measured on a 2-core fp32 CPU
 # (benchmarks/RESULTS.md, widths 128, 192 and 256: 4,284, 3,095 and 1,890 target tokens/s)
@@ -135,7 +135,7 @@ def test_train_command_sizes_the_cpu_preset_and_keeps_the_size_on_resume(tmp_pat
 
 
 def test_loss_against_time_trains_each_size_from_scratch_and_records_its_curve():
-    from helpers.tokens import BucketBatcher
+    from helpers.text.tokens import BucketBatcher
 
     cfg = C.preset_config("tiny")
     examples = [Example([1, *range(4, 4 + k), 2, *range(20, 20 + k), 3], prefix_len=k + 2) for k in range(2, 9)] * 20

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import data as D
-from helpers import testsets as TS
-from helpers.testsets import LONG_WORDS, NewSentenceDesign, WordTable
+from helpers.text import data as D
+from helpers.text import testsets as TS
+from helpers.text.testsets import LONG_WORDS, NewSentenceDesign, WordTable
 
 SHARED_TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba-fra-eng" / "fra.txt"
 
@@ -105,7 +105,7 @@ def test_the_new_sentence_set_follows_the_seed_and_can_be_switched_off():
 def test_on_tatoeba_the_new_sentence_set_looks_like_newer_sentences():
     """Newer Tatoeba sentences (issue 10): median 7 words, 7 % above 15 words, a quarter with a word the file lacks.
     The random test split is the contrast: shorter, and almost every word seen."""
-    from helpers.sources import load_path
+    from helpers.text.sources import load_path
 
     pairs, _ = load_path(SHARED_TATOEBA)
     pairs, _ = D.clean_pairs(pairs)

@@ -9,18 +9,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import checkpoint as ck
-from helpers import config as C
 from helpers import runtime
-from helpers import train as T
-from helpers.model import DecoderOnlyTransformer
+from helpers.nn.model import DecoderOnlyTransformer
+from helpers.training import checkpoint as ck
+from helpers.training import config as C
+from helpers.training import train as T
 
 # ----------------------------------------------------------------------------------------------
-# toy data: real helpers.data batches of random token ids (no tokenizer needed)
+# toy data: real helpers.text.data batches of random token ids (no tokenizer needed)
 
 
 def toy_batcher(n: int = 120, vocab: int = 60, seed: int = 0, max_tokens: int = 256, shuffle: bool = True):
-    from helpers.tokens import BucketBatcher, Example
+    from helpers.text.tokens import BucketBatcher, Example
 
     g = torch.Generator().manual_seed(seed)
     examples = []

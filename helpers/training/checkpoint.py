@@ -16,86 +16,28 @@ can read it: loading a checkpoint never runs code from the file.
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+# the run folder's atomic writes, its tokenizer folder and the refusal error live in the ground layer (the text
+# layer writes them too); checkpoints use them from there
+from ..runtime import (  # noqa: F401
+    TOKENIZER_DIR,
+    ConfigMismatchError,
+    _fsync_dir,
+    atomic_torch_save,
+    atomic_write_text,
+    save_tokenizer_once,
+)
+
 CHECKPOINT_NAME = "checkpoint.pt"
 INFO_NAME = "checkpoint.json"
-TOKENIZER_DIR = "tokenizer"
 FORMAT_VERSION = 1
-
-
-class ConfigMismatchError(ValueError):
-    """A checkpoint was made with a different configuration from the one asked for now."""
-
-
-# ----------------------------------------------------------------------------------------------
-# atomic writes
-
-
-def _fsync_dir(folder: Path) -> None:
-    # Make the rename itself durable; not every platform lets us open a directory.
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: str | Path, write: Callable[[Any], None], mode: str) -> Path:
-    """Write through ``write(file)`` to a temporary file beside ``path``, flush it to disk, then rename it
-    over ``path``: a crash mid-write (SIGKILL, a Colab disconnect) leaves the previous file intact."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_dir(path.parent)
-    return path
-
-
-def atomic_torch_save(obj: Any, path: str | Path) -> Path:
-    """``torch.save`` that never leaves a half-written file at ``path``."""
-    return _atomic_write(path, lambda f: torch.save(obj, f), "wb")
-
-
-def atomic_write_text(text: str, path: str | Path) -> Path:
-    return _atomic_write(path, lambda f: f.write(text), "w")
-
-
-def save_tokenizer_once(tokenizer, out_dir: str | Path) -> Path:
-    """Save ``tokenizer`` to ``out_dir/tokenizer`` unless it is already there (atomic: temp folder, then rename)."""
-    import shutil
-
-    target = Path(out_dir) / TOKENIZER_DIR
-    if target.is_dir():
-        return target
-    for stale in target.parent.glob(f".{TOKENIZER_DIR}.tmp-*"):  # left by a run killed while saving
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = target.with_name(f".{TOKENIZER_DIR}.tmp-{os.getpid()}")
-    tokenizer.save(tmp)
-    os.replace(tmp, target)
-    _fsync_dir(target.parent)
-    return target
 
 
 # ----------------------------------------------------------------------------------------------

@@ -23,77 +23,11 @@ from typing import TextIO
 import numpy as np
 import torch
 
-from . import checkpoint as ckpt_lib
-from .tokens import max_source_tokens
+from ..text.tokens import max_source_tokens
+from ..training import checkpoint as ckpt_lib
 
 DEFAULT_LENGTH_BUCKETS = (5, 10, 15, 25)  # source words: 1-5, 6-10, 11-15, 16-25, 26+
 DEFAULT_BEAMS = 4  # evaluate's decoding: beam 4 gained 1-2 BLEU over greedy on every test set (RESULTS.md)
-
-
-# ----------------------------------------------------------------------------------------------
-# loading a trained run
-
-
-@dataclass
-class Run:
-    model: torch.nn.Module
-    tokenizer: object
-    config: dict
-    step: int
-    path: Path
-    words: object = None  # helpers.testsets.WordTable of the training split, when the run folder has one
-
-
-def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -> Run:
-    """The model (eval mode) and tokenizer of a run folder written by ``train``, or the
-    :class:`helpers.pretrained.HFTranslator` of a folder written by ``finetune`` (its ``tokenizer`` is the
-    translator's; :func:`evaluate_pairs` and :func:`translate_lines` take either). Any other folder is refused,
-    saying what it holds."""
-    from . import pretrained
-
-    folder = Path(checkpoint)
-    if folder.is_file():
-        folder = folder.parent
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{folder} does not exist: pass a run folder written by train or finetune.")
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if (folder / pretrained.FINETUNE_FILE).is_file():
-        from .testsets import WordTable
-
-        translator = pretrained.load_pretrained(folder, device=device)
-        info = json.loads((folder / pretrained.FINETUNE_FILE).read_text())
-        words_path = folder / WordTable.FILENAME
-        words = WordTable.load(words_path) if words_path.is_file() else None
-        step = int((info.get("result") or {}).get("steps", 0))
-        return Run(translator, translator.tokenizer, info, step, folder, words)
-    if ckpt_lib.find_checkpoint(folder) is None:
-        raise FileNotFoundError(
-            f"{folder} is {pretrained.describe_folder(folder)}; expected a run folder written by "
-            "`python -m helpers train` (checkpoint and tokenizer/) or by `python -m helpers finetune` (finetune.json)."
-        )
-    from .model import DecoderOnlyTransformer, ModelConfig
-    from .tokens import Tokenizer
-
-    folder = Path(checkpoint)
-    if folder.is_file():
-        folder = folder.parent
-    saved = ckpt_lib.load_checkpoint(folder, map_location="cpu")
-    tok_dir = folder / ckpt_lib.TOKENIZER_DIR
-    if not tok_dir.is_dir():
-        raise FileNotFoundError(
-            f"{folder} has a checkpoint but no {ckpt_lib.TOKENIZER_DIR}/ folder beside it: pass the whole run folder "
-            "written by `python -m helpers train` (checkpoint and tokenizer travel together)."
-        )
-    tokenizer = Tokenizer.load(tok_dir)
-    model = DecoderOnlyTransformer(ModelConfig.from_dict(saved["config"]["model"]))
-    model.load_state_dict(saved["model"])
-    model.to(device).eval()
-    from .testsets import WordTable
-
-    words_path = folder / WordTable.FILENAME
-    words = WordTable.load(words_path) if words_path.is_file() else None
-    return Run(model, tokenizer, saved["config"], int(saved["step"]), folder, words)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -116,7 +50,7 @@ class TranslateReport:
 
 def sources_to_decode(sources: list[str], encode, max_src: int, report: TranslateReport) -> list[tuple[int, str, list]]:
     """``(index, text, ids)`` for each source to translate, ids cut to ``max_src``: the contract every translator
-    keeps (ours, and :class:`helpers.pretrained.HFTranslator`). Blank sources are counted in ``report.empty`` (their
+    keeps (ours, and :class:`helpers.hf.pretrained.HFTranslator`). Blank sources are counted in ``report.empty`` (their
     translation is blank), cut ones in ``report.truncated`` as (line number from 1, tokens, kept)."""
     todo = []
     for i, text in enumerate(sources):
@@ -179,7 +113,7 @@ def translate(
 
 
 def translate_any(model, tokenizer, sources: list[str], **kwargs) -> list[str]:
-    """:func:`translate` for our model; any other model (e.g. :class:`helpers.pretrained.HFTranslator`) brings
+    """:func:`translate` for our model; any other model (e.g. :class:`helpers.hf.pretrained.HFTranslator`) brings
     its own ``translate(sources, beams=, batch_size=, length_penalty=, report=)`` with the same contract."""
     if isinstance(model, torch.nn.Module):
         return translate(model, tokenizer, sources, **kwargs)
@@ -261,7 +195,7 @@ def slices(
 
     ``length`` cuts by source length in words (1-5, 6-10, 11-15, 16-25, 26+ by default); ``unseen_word`` splits
     the sentences holding a French word that no training pair holds from the others (needs ``words``, a
-    :class:`helpers.testsets.WordTable`; without it the list is empty). Each row is ``{"slice", "n", "bleu",
+    :class:`helpers.text.testsets.WordTable`; without it the list is empty). Each row is ``{"slice", "n", "bleu",
     "chrf"}``; empty slices are left out, and the rows of each list cover the whole set.
     """
     from sacrebleu.metrics import BLEU, CHRF
@@ -336,11 +270,11 @@ def evaluate_pairs(
 ) -> tuple[dict, list[str]]:
     """Translate the French of ``pairs``, score against the English; returns ``(evaluation, translations)``.
 
-    ``model`` is our :class:`helpers.model.DecoderOnlyTransformer` or any translator with a ``translate`` method
-    (:class:`helpers.pretrained.HFTranslator`, notebook 04): every model is scored by this one function.
+    ``model`` is our :class:`helpers.nn.model.DecoderOnlyTransformer` or any translator with a ``translate`` method
+    (:class:`helpers.hf.pretrained.HFTranslator`, notebook 04): every model is scored by this one function.
 
     The evaluation names its ``test_set`` and holds BLEU, chrF, their signatures, two baselines (copy the
-    source; word by word, which needs ``words``, the run's :class:`helpers.testsets.WordTable`), the
+    source; word by word, which needs ``words``, the run's :class:`helpers.text.testsets.WordTable`), the
     :func:`slices` by length and by unseen word, how many sources were cut to fit, the decoding speed and
     sample rows (``EVALUATION_KEYS``).
     """
@@ -355,7 +289,7 @@ def evaluate_pairs(
     base = copy_baseline(sources, references)
     word_base = None
     if words is not None:
-        from .testsets import word_by_word_baseline
+        from ..text.testsets import word_by_word_baseline
 
         wb = score(word_by_word_baseline(words, sources), references)
         word_base = {"bleu": wb["bleu"], "chrf": wb["chrf"]}
@@ -383,7 +317,7 @@ def metrics_record(
     ``model`` names the model (``name``, ``parameters``, and ``checkpoint`` and ``step`` when there is one);
     ``evaluations`` are :func:`evaluate_pairs` results; ``training`` and ``data`` are summaries, when known.
     """
-    from . import runtime
+    from .. import runtime
 
     for ev in evaluations:
         missing = [k for k in EVALUATION_KEYS if k not in ev]

@@ -1,4 +1,4 @@
-"""The research variants of notebook 05, each a switch on :class:`helpers.model.ModelConfig`.
+"""The research variants of notebook 05, each a switch on :class:`helpers.nn.model.ModelConfig`.
 
 * ``positional="rotary"`` (RoPE, Su et al. 2021): no position vector is added to the tokens; queries and keys
   are rotated by an angle proportional to their position, so their dot product depends only on the distance.
@@ -13,7 +13,7 @@
 The masks of every variant follow one rule (:func:`read_mask`): each vector carries the last input position
 it may have read (its *horizon*); a query may read a key only if everything the key has read is visible to
 the query. With inputs only (horizon = own position) this is exactly the prefix-LM mask of
-:func:`helpers.model.build_attention_mask`; the bottleneck applies it to latents as well.
+:func:`helpers.nn.model.build_attention_mask`; the bottleneck applies it to latents as well.
 Shapes: B batch, T time, C = d_model, nh heads, hs = C // nh, m latents, L = max_len.
 """
 
@@ -151,7 +151,7 @@ class CrossAttention(nn.Module):
 
 
 class CrossBlock(nn.Module):
-    """Pre-LN like :class:`helpers.model.Block`, but the attention reads another sequence."""
+    """Pre-LN like :class:`helpers.nn.model.Block`, but the attention reads another sequence."""
 
     def __init__(self, config, feed_forward):
         super().__init__()

@@ -2,8 +2,8 @@
 
 ``python -m helpers finetune`` and notebook 04 call :func:`finetune`. The loop is ours rather than
 ``transformers.Trainer`` because it is the loop of notebook 03 with a different model: the same
-:class:`helpers.train.Budget` (minutes or steps, earlier sessions counted), the same precision rules
-(``helpers.train.autocast_context`` and ``make_scaler``: fp16 with a gradient scaler on a T4, bf16 on
+:class:`helpers.training.train.Budget` (minutes or steps, earlier sessions counted), the same precision rules
+(``helpers.training.train.autocast_context`` and ``make_scaler``: fp16 with a gradient scaler on a T4, bf16 on
 Ampere and later, fp32 on a CPU), the same loss on the English tokens only (the labels say which).
 
 The run folder::
@@ -32,10 +32,18 @@ from typing import TextIO
 
 import torch
 
-from . import checkpoint as ckpt_lib
-from . import runtime
+from .. import runtime
+from ..training import checkpoint as ckpt_lib
+from ..training.train import (
+    Budget,
+    NonFiniteLossError,
+    OutOfMemoryError,
+    _fmt_time,
+    _is_oom,
+    autocast_context,
+    make_scaler,
+)
 from .pretrained import CAUSAL, CHECKPOINT_DIR, FINETUNE_FILE, SEQ2SEQ, HFTranslator, too_large_message
-from .train import Budget, NonFiniteLossError, OutOfMemoryError, _fmt_time, _is_oom, autocast_context, make_scaler
 
 STATE_FILE = "trainer_state.pt"
 FORMAT = "tbb-finetune/1"
@@ -165,7 +173,7 @@ def finetune(
     ``monitor`` pairs are translated (greedy) every ``monitor_every_minutes`` of training and at the end, their BLEU
     recorded against the minutes spent: the BLEU-against-time curve of notebook 04 (the clock stops meanwhile).
     """
-    from .evaluate import score
+    from ..evaluation.evaluate import score
 
     cfg = cfg or FinetuneConfig()
     err = stderr if stderr is not None else sys.stderr

@@ -4,7 +4,7 @@ A training step is written out where it is read: notebook 03 and :func:`train` r
 (forward in mixed precision, :func:`loss_fn`, scaled backward, clip, update). Everything around the step
 lives once, in :class:`TrainingRun`: resume from a checkpoint, the data stream, the learning-rate
 schedule, the progress bar, validation at intervals, periodic checkpoints, clear stops on NaN. :func:`train`
-adds a clear message on out-of-memory. The settings are a :class:`helpers.config.TrainConfig`;
+adds a clear message on out-of-memory. The settings are a :class:`helpers.training.config.TrainConfig`;
 ``python -m helpers train`` (``helpers.cli``) builds data, tokenizer and model, then calls :func:`train`.
 """
 
@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ..runtime import resolve_precision
 from . import checkpoint as ckpt_lib
 from .config import RESUMABLE_FIELDS, TrainConfig
-from .runtime import resolve_precision
 
 # ----------------------------------------------------------------------------------------------
 # building blocks of one step
@@ -583,7 +583,7 @@ def train(
 ) -> TrainResult:
     """Train ``model`` on ``train_batcher`` until ``cfg``'s budget runs out; resume from ``out_dir`` if it holds a checkpoint.
 
-    ``train_batcher`` yields :class:`helpers.data.Batch` objects, one epoch per iteration (``set_epoch`` and
+    ``train_batcher`` yields :class:`helpers.text.data.Batch` objects, one epoch per iteration (``set_epoch`` and
     ``state_dict``/``load_state_dict`` are used when present, so a resume continues at the same batch).
     ``valid_batches`` are scored every ``cfg.eval_interval`` steps and at the end. ``callback(record, history)``
     is called for every new history record (the notebook redraws its loss plot there).

@@ -40,7 +40,7 @@ class ModelConfig:
     # softmax written out as in notebook 02 (faster on a CPU for short sequences; returns the weights)
     attention_kernel: str = "sdpa"
     tie_weights: bool = True  # the LM head reuses the token embedding matrix
-    # notebook 05's variants (helpers.variants): how scores are made, and an optional latent bottleneck
+    # notebook 05's variants (helpers.nn.variants): how scores are made, and an optional latent bottleneck
     attention: str = "dot"  # "dot" | "synthesizer"
     bottleneck_dim: int | None = None  # m latents between a down and an up cross-attention; None = plain model
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import runtime
+from .. import runtime
 from .plotting import HEADLESS
 
 PAIR_FORMATS = "ipynb,py:percent"
@@ -78,7 +77,7 @@ FIRST_CELL_MARKER = '# %% tags=["parameters"]'
 
 
 def first_cell_source() -> str:
-    """The set-up cell every notebook starts with: the pinned install (``helpers.bootstrap``), then QUICK and SEED."""
+    """The set-up cell every notebook starts with: the pinned install (``helpers.course.bootstrap``), then QUICK and SEED."""
     import inspect
 
     from . import bootstrap, colab
@@ -97,7 +96,8 @@ def first_cell_source() -> str:
             "",
             "",
             'print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))',
-            "from helpers import colab, runtime  # noqa: E402",
+            "from helpers import runtime  # noqa: E402",
+            "from helpers.course import colab  # noqa: E402",
             "",
             "QUICK = runtime.quick_mode()",
             "SEED = 0",
@@ -250,7 +250,7 @@ def run_notebook(path: Path, out_dir: Path | None = None, *, quick: bool = True,
     target = out_dir / path.name
     env_backup = {k: os.environ.get(k) for k in ("QUICK", HEADLESS, "MPLBACKEND")}
     os.environ["QUICK"] = "1" if quick else "0"  # the kernel inherits our environment
-    os.environ[HEADLESS] = "1"  # no live widgets: nobody is there to move a slider (helpers.plotting)
+    os.environ[HEADLESS] = "1"  # no live widgets: nobody is there to move a slider (helpers.course.plotting)
     os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend, so figures are PNG outputs as in Colab
     os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
     client = nbclient.NotebookClient(
@@ -300,16 +300,3 @@ def run_all(
         flush=True,
     )
     return times
-
-
-def points_table(sources: list[Path] | None = None) -> str:
-    """The README's table of exercises and points, one row per notebook (a test holds the README to it)."""
-    from .exercises import find_exercises, find_questions
-
-    rows = ["| notebook | points | exercises (points) | written questions |", "|---|---|---|---|"]
-    for py in sources or notebook_sources():
-        nb = _read_py(py)
-        found = find_exercises(nb)
-        listed = ", ".join(f"{e.number} {re.sub(r'^[0-9]+[.] ', '', e.title)} ({e.points})" for e in found)
-        rows.append(f"| {py.stem[:2]} | {sum(e.points for e in found)} | {listed} | {len(find_questions(nb))} |")
-    return "\n".join(rows)

@@ -1,7 +1,7 @@
 """Training configurations and the presets: the one place where a run's settings are named.
 
 A :class:`TrainConfig` holds everything a run depends on, the model's shape included. The model's own
-:class:`helpers.model.ModelConfig` is derived from it by :meth:`TrainConfig.model_config` once the
+:class:`helpers.nn.model.ModelConfig` is derived from it by :meth:`TrainConfig.model_config` once the
 tokenizer exists, because the vocabulary size is only known then (sentencepiece may return fewer pieces
 than asked for on a small corpus). Keeping the shape fields flat here means one dictionary describes a
 run in ``checkpoint.json``, ``train_summary.json`` and the metrics of notebook 03.
@@ -18,7 +18,7 @@ ATTENTION_KERNELS = ("auto", "sdpa", "explicit")
 
 @dataclass
 class TrainConfig:
-    # model shape (helpers.model.ModelConfig)
+    # model shape (helpers.nn.model.ModelConfig)
     n_layer: int = 4
     n_head: int = 4
     d_model: int = 256
@@ -50,11 +50,11 @@ class TrainConfig:
     # bf16 on a CPU with bf16 instructions (AVX512-BF16/AMX: about twice fp32's speed); or fp32|bf16|fp16
     precision: str = "auto"
     # notebook 05: span-corruption pretraining on the unpaired sides of the training pairs for a share of the
-    # budget, then translation for the rest (helpers.pretrain); and a cap on the parallel pairs trained on
+    # budget, then translation for the rest (helpers.training.pretrain); and a cap on the parallel pairs trained on
     pretrain: str | None = None  # None | "span"
     pretrain_fraction: float = 0.3
     parallel_pairs: int | None = None  # None = every training pair; the tokenizer still sees them all
-    # token embeddings started from a pretrained model's (hub name, folder or .gguf; helpers.pretrained)
+    # token embeddings started from a pretrained model's (hub name, folder or .gguf; helpers.hf.pretrained)
     init_embeddings: str | None = None
     # budget: minutes (what the notebook uses) or steps (exactly reproducible); both = whichever ends first
     minutes: float | None = None
@@ -90,7 +90,7 @@ class TrainConfig:
 
     def model_config(self, vocab_size: int, device: torch.device | str | None = None):
         """The model's configuration for a tokenizer of ``vocab_size`` pieces, its kernel chosen for ``device``."""
-        from .model import ModelConfig
+        from ..nn.model import ModelConfig
 
         kernel = self.attention_kernel
         if kernel == "auto":
@@ -115,7 +115,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict) -> TrainConfig:
         """The inverse of :meth:`to_dict`; a key this version does not know is refused, by name."""
-        from .model import config_from_dict
+        from ..nn.model import config_from_dict
 
         return config_from_dict(cls, data)
 
@@ -207,7 +207,7 @@ PRESETS: dict[str, TrainConfig] = {
 
 PRESETS["cpu-fixed"] = PRESETS["cpu"]  # the cpu preset's starting size, never re-sized (reproducible runs)
 
-SIZED_PRESETS = ("cpu",)  # `train --preset cpu` sizes the model for the machine and budget: helpers.sizing
+SIZED_PRESETS = ("cpu",)  # `train --preset cpu` sizes the model for the machine and budget: helpers.training.sizing
 SHAPE_FIELDS = ("n_layer", "n_head", "d_model", "d_ff")  # an override of one of these means: fixed size
 
 

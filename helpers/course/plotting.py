@@ -7,14 +7,14 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from . import runtime
+from .. import runtime
 
 _NAME = re.compile(r"^[0-9]{2}_[a-z0-9_]+$")
 
 
 # Every saved figure is at least this large (inches, before bbox cropping), so it stays legible in a report.
 MIN_WIDTH_IN, MIN_HEIGHT_IN = 4.5, 1.6
-META_SUFFIX = ".json"  # beside each figure: title, caption, question, numbers (read by helpers.report)
+META_SUFFIX = ".json"  # beside each figure: title, caption, question, numbers (read by helpers.course.report)
 QUICK_MARK = "QUICK MODE: small sizes, few steps. Not the full run's result."
 HEADLESS = "HELPERS_HEADLESS"  # set by the headless runner and the grader: no live widgets to build
 
@@ -58,7 +58,7 @@ def save_figure(
 
     Names are stable so a report can include them: the notebook number, then what the figure
     shows, e.g. ``01_copying_sharpness``. ``question`` is what the figure answers, ``caption`` what it
-    shows, ``numbers`` the values behind it: ``helpers.report.export`` puts all three in ``index.md``
+    shows, ``numbers`` the values behind it: ``helpers.course.report.export`` puts all three in ``index.md``
     with a LaTeX snippet. A figure without a title, or smaller than ``MIN_WIDTH_IN`` x ``MIN_HEIGHT_IN``
     inches, is refused: in a report it would be unreadable or unexplained. In quick mode the figure is
     stamped ``QUICK_MARK`` (and its record says so), so a quick run's figure is never read as a result.

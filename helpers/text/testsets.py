@@ -81,7 +81,7 @@ def select_new_sentences(
     design: NewSentenceDesign,
     seed: int = 0,
 ) -> tuple[set[int], NewSentenceReport]:
-    """Indices of whole ``groups`` (lists of pair indices, as :func:`helpers.data.split_pairs` builds them) to
+    """Indices of whole ``groups`` (lists of pair indices, as :func:`helpers.text.data.split_pairs` builds them) to
     hold out as new sentences.
 
     Three passes over the groups in a seeded order: (1) a group with a rare French word is taken together with
@@ -231,7 +231,7 @@ class WordTable:
         return _CLOSE_UP.sub(r"\1", " ".join(out))  # "sleeps ." -> "sleeps.": written, not tokenized, English
 
     def save(self, path: str | Path) -> Path:
-        from .checkpoint import atomic_write_text
+        from ..runtime import atomic_write_text
 
         rows = sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))
         text = "".join(f"{w}\t{n}\t{self.english.get(w, '')}\n" for w, n in rows)

@@ -1,7 +1,7 @@
 """Pretrained Hugging Face models as translators: loading, our example format, decoding, tiny stand-ins.
 
 Notebook 04 compares two pretrained families with our scratch model, scored by the same
-:func:`helpers.evaluate.evaluate_pairs`:
+:func:`helpers.evaluation.evaluate.evaluate_pairs`:
 
 * an encoder-decoder trained for translation (``Helsinki-NLP/opus-mt-fr-en``, MarianMT): French in, English out;
 * a decoder-only language model (``HuggingFaceTB/SmolLM2-135M``) taught our format: ``<bos> French <sep>
@@ -29,7 +29,7 @@ SEQ2SEQ, CAUSAL = "seq2seq", "causal"
 DEFAULT_SEQ2SEQ = "Helsinki-NLP/opus-mt-fr-en"
 DEFAULT_CAUSAL = "HuggingFaceTB/SmolLM2-135M"
 NOT_PRETRAINED = "tbb_not_pretrained"  # a config attribute set by the tiny stand-ins
-FINETUNE_FILE = "finetune.json"  # marks a folder written by helpers.finetune
+FINETUNE_FILE = "finetune.json"  # marks a folder written by helpers.hf.finetune
 CHECKPOINT_DIR = "checkpoint"  # inside it: the model and tokenizer (save_pretrained) and the trainer state
 
 # What each model was pretrained on, from its model card (shown in notebook 04's table).
@@ -69,7 +69,7 @@ def _special(tokenizer, name: str) -> int | None:
 
 
 class HFTranslator:
-    """A Hugging Face model and its tokenizer, behind the ``translate`` that :func:`helpers.evaluate.evaluate_pairs`
+    """A Hugging Face model and its tokenizer, behind the ``translate`` that :func:`helpers.evaluation.evaluate.evaluate_pairs`
     calls for any model that is not ours.
 
     ``examples`` (French, English pairs) turn a decoder-only model's prompt into a few-shot prompt.
@@ -188,11 +188,11 @@ class HFTranslator:
 
     @torch.no_grad()
     def translate(self, sources, beams: int = 1, batch_size: int = 32, length_penalty: float = 1.0, report=None):
-        """English for each French line, in order, as :func:`helpers.evaluate.translate` does for our model: blank
+        """English for each French line, in order, as :func:`helpers.evaluation.evaluate.translate` does for our model: blank
         lines give blank output, over-long sources are cut and counted in ``report.truncated``, batches hold
         sentences of similar length, decoding is greedy (``beams=1``) or beam search, and stops at ``<eos>``
         (a decoder-only model also at the end of the line, which a few-shot prompt needs)."""
-        from .evaluate import TranslateReport, sources_to_decode
+        from ..evaluation.evaluate import TranslateReport, sources_to_decode
 
         report = report if report is not None else TranslateReport()
         t0 = time.perf_counter()
@@ -284,7 +284,7 @@ def _rebuild_plain(model):
 
 def describe_folder(folder: Path) -> str:
     """What a folder holds, in words: for messages that refuse it."""
-    from . import checkpoint as ckpt_lib
+    from ..training import checkpoint as ckpt_lib
 
     if (folder / FINETUNE_FILE).is_file():
         return "a fine-tuned model written by `python -m helpers finetune`"
@@ -304,6 +304,23 @@ def _quiet_transformers() -> None:
 
     hf_logging.disable_progress_bar()
     warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
+
+
+def freeze_unsaved(model) -> list[str]:
+    """Stop training what ``save_pretrained`` never writes, and return its names.
+
+    Marian's sinusoidal position tables are built, not learned: the constructor freezes them, but
+    ``from_pretrained`` leaves every parameter trainable, and from transformers 5.24 (its ``forward`` lost
+    ``no_grad``) gradients reach them. Fine-tuning then moved them, saving skipped them (they are in
+    ``_keys_to_ignore_on_save``) and the reloaded model translated garbage. Reproduce: fine-tune
+    ``tiny_marian()`` a few steps with every ``requires_grad`` parameter, save, reload, compare the state dicts.
+    """
+    unsaved = set(getattr(model, "_keys_to_ignore_on_save", None) or ())
+    frozen = [name for name, p in model.named_parameters() if name in unsaved and p.requires_grad]
+    for name, param in model.named_parameters():
+        if name in frozen:
+            param.requires_grad_(False)
+    return frozen
 
 
 def load_pretrained(
@@ -362,6 +379,7 @@ def load_pretrained(
             model = auto.from_pretrained(text, dtype=torch.float32)
         except OSError as err:
             raise _explain_download_failure(text, err) from err
+    freeze_unsaved(model)
     if device is not None:
         try:
             model.to(device)

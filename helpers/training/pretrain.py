@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .tokens import BOS_ID, EOS_ID, SEP_ID, UNK_ID, BucketBatcher, DataError, Example
+from ..text.tokens import BOS_ID, EOS_ID, SEP_ID, UNK_ID, BucketBatcher, DataError, Example
 
 MASK_ID = UNK_ID
 PRETRAIN_KINDS = ("span",)
@@ -55,7 +55,7 @@ def monolingual_ids(tokenizer, pairs: Sequence[tuple[str, str]]) -> list[list[in
 
 
 class SpanCorruptionBatcher(BucketBatcher):
-    """A :class:`helpers.tokens.BucketBatcher` whose examples are corrupted afresh each epoch (seed, epoch).
+    """A :class:`helpers.text.tokens.BucketBatcher` whose examples are corrupted afresh each epoch (seed, epoch).
 
     ``dropped`` counts the sentences too short to corrupt (under 2 tokens); they are reported, not hidden.
     """

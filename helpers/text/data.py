@@ -5,7 +5,8 @@ pairs, clean_report = clean_pairs(pairs)          # normalise, filter, de-duplic
 splits = split_pairs(pairs)                       # no sentence leaks between splits
 tok = tokens.Tokenizer.train(splits.train)        # on the TRAIN split only
 ...
-prepared = prepare_data("fra.txt", cfg)           # all of the above, as `python -m helpers train` runs it
+stage = load_clean_split("fra.txt")              # load, clean, split: the one data stage of every run
+prepared = prepare_data("fra.txt", cfg)           # and the tokenizer and batches, as `python -m helpers train` runs it
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import checkpoint as ckpt_lib
+from .. import runtime
 from .sources import file_sha256, load_path
 from .testsets import NewSentenceDesign, NewSentenceReport, WordTable, describe_test_set, select_new_sentences
 from .tokens import BucketBatcher, DataError, Tokenizer, encode_pairs, max_source_tokens, normalise_text
@@ -134,7 +135,7 @@ class Splits:
     valid: list[tuple[str, str]]
     test: list[tuple[str, str]]  # in-distribution: a random draw of groups
     report: SplitReport | None = None
-    new: list[tuple[str, str]] = field(default_factory=list)  # new sentences (helpers.testsets), held out first
+    new: list[tuple[str, str]] = field(default_factory=list)  # new sentences (helpers.text.testsets), held out first
 
     def __iter__(self):  # train, valid, test = split_pairs(...)
         return iter((self.train, self.valid, self.test))
@@ -154,7 +155,7 @@ def split_pairs(
     Tatoeba has many French variants of one English sentence ("Va !", "Bouge !" are both "Go."); grouping
     by French alone would put "Go." in test as a reference and in train as a target. So groups are the
     connected components of the graph linking each French sentence to its English ones. First the
-    new-sentence set takes its groups (:func:`helpers.testsets.select_new_sentences`: rare words, long
+    new-sentence set takes its groups (:func:`helpers.text.testsets.select_new_sentences`: rare words, long
     sentences; ``new=None`` for none), then the other groups are dealt to test, then valid, then train in a
     seeded random order.
     """
@@ -225,6 +226,11 @@ IN_DISTRIBUTION = "in-distribution (random split)"
 TEST_FILES = {NEW_SENTENCES: "test_new.tsv", IN_DISTRIBUTION: "test.tsv"}  # in the run folder
 
 
+def test_sets_of(splits: Splits) -> dict[str, list[tuple[str, str]]]:
+    """A run's own test sets, the one that measures what a user meets first."""
+    return {NEW_SENTENCES: splits.new, IN_DISTRIBUTION: splits.test}
+
+
 @dataclass
 class PreparedData:
     tokenizer: Tokenizer
@@ -244,14 +250,53 @@ class PreparedData:
         return self.splits.new
 
     def test_sets(self) -> dict[str, list[tuple[str, str]]]:
-        """The run's own test sets, the one that measures what a user meets first."""
-        return {NEW_SENTENCES: self.splits.new, IN_DISTRIBUTION: self.splits.test}
+        return test_sets_of(self.splits)
 
     def summary(self) -> dict:
         return data_summary(self.reports)
 
     def describe(self) -> str:
         return format_data_summary(self.summary())
+
+
+@dataclass
+class SplitData:
+    """The data stage before any tokenizer: the cleaned pairs split leak-free, and what each step kept and dropped."""
+
+    splits: Splits
+    reports: dict  # load, clean, split
+
+    def test_sets(self) -> dict[str, list[tuple[str, str]]]:
+        return test_sets_of(self.splits)
+
+    def describe(self) -> str:
+        return format_data_summary(data_summary(self.reports))
+
+
+def load_clean_split(
+    data: str, columns: Sequence[str] | None = None, *, limit: int | None = None, seed: int = 0
+) -> SplitData:
+    """Load ``data``, clean the pairs and split them leak-free: the one data stage of ``train``, ``finetune``,
+    notebook 04 and the benchmarks, so that the same data, seed and limit give every model the same test sets.
+
+    ``data`` is what ``--data`` names: "builtin", the Tatoeba file (recognised), or a TSV whose ``columns``
+    are given in file order. Notebook 03 runs these steps one cell each.
+    """
+    pairs, load_report = load_path(data, columns, limit=limit, seed=seed)
+    pairs, clean_report = clean_pairs(pairs)
+    splits = split_pairs(pairs, seed=seed)
+    return SplitData(splits, {"load": load_report, "clean": clean_report, "split": splits.report})
+
+
+def batches_for(tokenizer: Tokenizer, splits: Splits, cfg, seed: int = 0) -> tuple[BucketBatcher, list, dict]:
+    """The training batcher (the first ``cfg.parallel_pairs`` training pairs, shuffled by ``seed``) and the
+    validation batches (at most ``cfg.valid_sentences`` sentences), with what encoding dropped for each."""
+    parallel = parallel_subset(splits.train, getattr(cfg, "parallel_pairs", None), seed)
+    train_ex, enc_train = encode_pairs(tokenizer, parallel, cfg.max_len)
+    valid_ex, enc_valid = encode_pairs(tokenizer, splits.valid[: cfg.valid_sentences], cfg.max_len)
+    batcher = BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
+    valid_batches = list(BucketBatcher(valid_ex, max_tokens=cfg.max_tokens, shuffle=False)) if valid_ex else []
+    return batcher, valid_batches, {"encode_train": enc_train, "encode_valid": enc_valid}
 
 
 def prepare_data(
@@ -264,30 +309,21 @@ def prepare_data(
     limit: int | None = None,
     progress: bool = True,
 ) -> PreparedData:
-    """Load, clean and split ``data``; train (or reload from ``out_dir/tokenizer``) the tokenizer; build the batches.
+    """:func:`load_clean_split`, then the tokenizer (trained on the training split, or reloaded from
+    ``out_dir/tokenizer``) and the batches (:func:`batches_for`).
 
-    ``data`` is what ``--data`` names: "builtin", the Tatoeba file (recognised), or a TSV whose ``columns``
-    are given in file order. ``cfg`` is a :class:`helpers.config.TrainConfig`. The tokenizer is trained on
-    the training split only and saved once, so a resumed run reads the very same vocabulary. Validation
-    batches are capped at ``cfg.valid_sentences`` sentences. Notebook 03 runs these steps one cell each.
+    ``cfg`` is a :class:`helpers.training.config.TrainConfig`. The tokenizer is trained on the training split
+    only and saved once, so a resumed run reads the very same vocabulary.
     """
-    pairs, load_report = load_path(data, columns, limit=limit, seed=seed)
-    pairs, clean_report = clean_pairs(pairs)
-    splits = split_pairs(pairs, seed=seed)
+    stage = load_clean_split(data, columns, limit=limit, seed=seed)
+    splits = stage.splits
     tokenizer = tokenizer_for(splits.train, cfg, out_dir, seed=seed, progress=progress)
-    parallel = parallel_subset(splits.train, getattr(cfg, "parallel_pairs", None), seed)
-    train_ex, enc_train = encode_pairs(tokenizer, parallel, cfg.max_len)
-    valid_ex, enc_valid = encode_pairs(tokenizer, splits.valid[: cfg.valid_sentences], cfg.max_len)
-    batcher = BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
-    valid_batches = list(BucketBatcher(valid_ex, max_tokens=cfg.max_tokens, shuffle=False)) if valid_ex else []
+    batcher, valid_batches, encoded = batches_for(tokenizer, splits, cfg, seed)
     words = WordTable.from_pairs(splits.train)
     info = data_info(data, splits, tokenizer, cfg, columns=columns, limit=limit)
     reports = {
-        "load": load_report,
-        "clean": clean_report,
-        "split": splits.report,
-        "encode_train": enc_train,
-        "encode_valid": enc_valid,
+        **stage.reports,
+        **encoded,
         "test_sets": {
             name: describe_test_set(test_pairs, words, tokenizer, max_source_tokens(cfg.max_len))
             for name, test_pairs in (("new", splits.new), ("test", splits.test))
@@ -325,12 +361,12 @@ def tokenizer_for(
     Reloading, not retraining, keeps the vocabulary a checkpoint was trained with; a saved tokenizer made with
     another ``vocab_size`` or type is refused, naming both.
     """
-    tok_dir = Path(out_dir) / ckpt_lib.TOKENIZER_DIR if out_dir is not None else None
+    tok_dir = Path(out_dir) / runtime.TOKENIZER_DIR if out_dir is not None else None
     if tok_dir is not None and tok_dir.is_dir():
         tokenizer = Tokenizer.load(tok_dir)
         made = (tokenizer.meta.get("requested_vocab_size"), tokenizer.meta.get("model_type"))
         if made != (cfg.vocab_size, cfg.tokenizer_type):
-            raise ckpt_lib.ConfigMismatchError(
+            raise runtime.ConfigMismatchError(
                 f"{tok_dir} holds a tokenizer made with vocab_size={made[0]}, type={made[1]!r}, but this run asks for "
                 f"vocab_size={cfg.vocab_size}, type={cfg.tokenizer_type!r}. Use a new output folder, or rerun with the "
                 "settings that made it."
@@ -341,7 +377,7 @@ def tokenizer_for(
     t0 = time.perf_counter()
     tokenizer = Tokenizer.train(train_pairs, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, seed=seed)
     if out_dir is not None:
-        ckpt_lib.save_tokenizer_once(tokenizer, out_dir)
+        runtime.save_tokenizer_once(tokenizer, out_dir)
     if progress:
         took = time.perf_counter() - t0
         print(

@@ -6,7 +6,7 @@ writes sits between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` (or on one line 
 the exercise's ``check`` cells hold the asserts that decide it.
 
 Written questions are markdown cells tagged ``question`` (``**Question 1.3.** ...``), each followed by a
-markdown cell tagged ``your-answer`` (where the student writes; ``helpers.report`` puts it in the report),
+markdown cell tagged ``your-answer`` (where the student writes; ``helpers.course.report`` puts it in the report),
 usually a code cell where the student computes what supports the answer, and the model answer in cells
 tagged ``answer``.
 
@@ -48,7 +48,7 @@ STUDENT_NOTE = (
     "> fails says what is wrong. *Run all* stops at the first exercise not yet done, with its number.\n"
     "> Grading: `python -m helpers grade NOTEBOOK` (the points are in each exercise's heading).\n"
     "> Each **Question** has a *Your answer* cell: write there, support it with numbers from the code cell under\n"
-    "> it, and `helpers.report.export()` (the last cell) puts your answers into `reports/report.tex`."
+    "> it, and `helpers.course.report.export()` (the last cell) puts your answers into `reports/report.tex`."
 )
 
 
@@ -430,7 +430,7 @@ class Kernel:
         import nbclient
         import nbformat
 
-        from . import runtime
+        from .. import runtime
 
         self._nb = nbformat.v4.new_notebook()
         from .plotting import HEADLESS

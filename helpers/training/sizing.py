@@ -16,11 +16,11 @@ from pathlib import Path
 
 import torch
 
+from ..nn.model import DecoderOnlyTransformer, num_parameters
+from ..runtime import resolve_precision
+from ..text.tokens import BucketBatcher
 from . import checkpoint as ckpt_lib
 from .config import SHAPE_FIELDS, TrainConfig
-from .model import DecoderOnlyTransformer, num_parameters
-from .runtime import resolve_precision
-from .tokens import BucketBatcher
 from .train import evaluate_loss, train
 
 # `train --preset cpu` sizes the model for the machine it runs on (size_for_machine below): it measures the
@@ -227,7 +227,7 @@ def size_for_machine(
     sizes=None,
     min_tokens_per_parameter: float | None = None,
 ) -> SizeChoice:
-    """Pick the model size for ``cfg.minutes`` on this machine (see ``helpers.config.CPU_SIZES`` for the rule).
+    """Pick the model size for ``cfg.minutes`` on this machine (see ``helpers.training.config.CPU_SIZES`` for the rule).
 
     Sizes are measured largest first and the measuring stops at the first that qualifies: the rule takes the
     largest that does, so the smaller ones need no measuring. The speed measured is the vanilla model's, so a

@@ -1,0 +1,1 @@
+"""The Hugging Face side: pretrained models as translators, and fine-tuning them."""

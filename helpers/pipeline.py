@@ -1,0 +1,191 @@
+"""The stages of a run, written once, and called by ``train``, ``finetune``, notebooks 04-06 and the benchmarks.
+
+    prepared = prepare(data, cfg, out)              # load, clean, split; tokenizer; batches; test sets written
+    built = build_model(cfg, prepared, out, dev)    # seeded weights, embeddings, pretraining (not on a resume)
+    result = fit(built, batcher, valid, out, dev)   # the training loop, resuming from out's checkpoint
+    run = load_run(out)                             # the trained model (or a fine-tuned one) back, to translate
+
+Notebook 03 teaches the same stages one cell each (a test holds its cells to these functions); ``finetune``
+shares the data stage (:func:`prepare_pairs`), so the same data, seed and limit give every model the same
+test sets. Each stage prints what it did to ``stderr`` when ``progress`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import torch
+
+from . import runtime
+from .nn.model import DecoderOnlyTransformer
+from .text.data import TEST_FILES, PreparedData, SplitData, load_clean_split, prepare_data, test_sets_of
+from .text.testsets import WordTable
+from .training import checkpoint as ckpt_lib
+
+# ----------------------------------------------------------------------------------------------
+# the data stage
+
+
+def write_test_sets(test_sets: dict[str, list[tuple[str, str]]], out: str | Path) -> dict[str, Path]:
+    """``out/test_new.tsv`` and ``out/test.tsv`` (French<TAB>English), rewritten every time: they follow from the
+    data, the limit and the seed, and ``evaluate --checkpoint out`` scores a run on them."""
+    return {
+        name: runtime.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs), Path(out) / TEST_FILES[name])
+        for name, pairs in test_sets.items()
+    }
+
+
+def prepare(
+    data: str,
+    cfg,
+    out: str | Path,
+    *,
+    columns: tuple[str, ...] | None = None,
+    seed: int = 0,
+    limit: int | None = None,
+    progress: bool = True,
+    stderr: TextIO | None = None,
+) -> PreparedData:
+    """Data, tokenizer and batches for our model (:func:`helpers.text.data.prepare_data`), what was dropped
+    printed (nothing goes unsaid), and the run's test sets written to ``out``."""
+    prepared = prepare_data(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress)
+    print(prepared.describe(), file=stderr if stderr is not None else sys.stderr)
+    write_test_sets(prepared.test_sets(), out)
+    return prepared
+
+
+def prepare_pairs(
+    data: str,
+    out: str | Path,
+    *,
+    columns: tuple[str, ...] | None = None,
+    seed: int = 0,
+    limit: int | None = None,
+    stderr: TextIO | None = None,
+) -> SplitData:
+    """The data stage of a pretrained model, which brings its own tokenizer: the same load, clean and split
+    as :func:`prepare` (hence the same test sets), the test sets and the training words written to ``out``."""
+    stage = load_clean_split(data, columns, limit=limit, seed=seed)
+    print(stage.describe(), file=stderr if stderr is not None else sys.stderr)
+    write_test_sets(test_sets_of(stage.splits), out)
+    WordTable.from_pairs(stage.splits.train).save(Path(out) / WordTable.FILENAME)
+    return stage
+
+
+# ----------------------------------------------------------------------------------------------
+# the model stage
+
+
+@dataclass
+class Built:
+    model: DecoderOnlyTransformer
+    translate_cfg: object  # the TrainConfig of the translation phase (the budget left after pretraining)
+    transfer: object = None  # what set the embeddings (init_embeddings' report, or what ``start`` returned)
+    pretrained: object = None  # the pretraining phase's result, when it ran now
+
+
+def build_model(
+    cfg,
+    prepared: PreparedData,
+    out: str | Path | None,
+    device: torch.device,
+    *,
+    start=None,
+    progress: bool = False,
+    stderr: TextIO | None = None,
+) -> Built:
+    """The model ``cfg`` describes, seeded (the same initial weights for the same shape whatever the data stage
+    drew), its embeddings set (``cfg.init_embeddings``, or ``start(model, tokenizer)``, notebook 06) and, with
+    ``cfg.pretrain``, pretrained on unpaired sentences for the first share of the budget.
+
+    Resume-aware: when ``out`` holds a checkpoint, its weights win, so neither the embeddings nor the
+    pretraining are redone (the training loop loads the checkpoint over these weights)."""
+    runtime.set_seed(cfg.seed)
+    model = DecoderOnlyTransformer(cfg.model_config(prepared.tokenizer.vocab_size, device))
+    fresh = out is None or ckpt_lib.find_checkpoint(out) is None
+    transfer = None
+    if fresh and cfg.init_embeddings:
+        from .hf.pretrained import init_embeddings
+
+        transfer = init_embeddings(model, prepared.tokenizer, cfg.init_embeddings)
+    if fresh and start is not None:
+        transfer = start(model, prepared.tokenizer)
+    translate_cfg, pretrained = cfg, None
+    if cfg.pretrain:  # the first share of the budget on unpaired sentences, the rest on translation
+        from .training.pretrain import pretrain_phase, split_budget
+
+        translate_cfg = split_budget(cfg)[1]
+        if fresh:  # once translation has started, its checkpoint holds the weights
+            pretrained = pretrain_phase(model, prepared, cfg, out, device=device, progress=progress, stderr=stderr)
+    return Built(model, translate_cfg, transfer, pretrained)
+
+
+# ----------------------------------------------------------------------------------------------
+# the fitting stage
+
+
+def fit(built: Built, batcher, valid_batches, out: str | Path | None, device, **kwargs):
+    """The training loop (:func:`helpers.training.train.train`) on the translation phase's configuration."""
+    from .training.train import train
+
+    return train(built.model, batcher, valid_batches, built.translate_cfg, out, device=device, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# a trained run, back
+
+
+@dataclass
+class Run:
+    model: object
+    tokenizer: object
+    config: dict
+    step: int
+    path: Path
+    words: object = None  # helpers.text.testsets.WordTable of the training split, when the run folder has one
+
+
+def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -> Run:
+    """The model (eval mode) and tokenizer of a run folder written by ``train``, or the
+    :class:`helpers.hf.pretrained.HFTranslator` of a folder written by ``finetune`` (its ``tokenizer`` is the
+    translator's; :func:`helpers.evaluation.evaluate.evaluate_pairs` and ``translate_lines`` take either).
+    Any other folder is refused, saying what it holds."""
+    from .hf import pretrained
+    from .text.tokens import Tokenizer
+
+    folder = Path(checkpoint)
+    if folder.is_file():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} does not exist: pass a run folder written by train or finetune.")
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    words_path = folder / WordTable.FILENAME
+    words = WordTable.load(words_path) if words_path.is_file() else None
+    if (folder / pretrained.FINETUNE_FILE).is_file():
+        translator = pretrained.load_pretrained(folder, device=device)
+        info = json.loads((folder / pretrained.FINETUNE_FILE).read_text())
+        step = int((info.get("result") or {}).get("steps", 0))
+        return Run(translator, translator.tokenizer, info, step, folder, words)
+    if ckpt_lib.find_checkpoint(folder) is None:
+        raise FileNotFoundError(
+            f"{folder} is {pretrained.describe_folder(folder)}; expected a run folder written by "
+            "`python -m helpers train` (checkpoint and tokenizer/) or by `python -m helpers finetune` (finetune.json)."
+        )
+    saved = ckpt_lib.load_checkpoint(folder, map_location="cpu")
+    tok_dir = folder / ckpt_lib.TOKENIZER_DIR
+    if not tok_dir.is_dir():
+        raise FileNotFoundError(
+            f"{folder} has a checkpoint but no {ckpt_lib.TOKENIZER_DIR}/ folder beside it: pass the whole run folder "
+            "written by `python -m helpers train` (checkpoint and tokenizer travel together)."
+        )
+    from .nn.model import ModelConfig
+
+    model = DecoderOnlyTransformer(ModelConfig.from_dict(saved["config"]["model"]))
+    model.load_state_dict(saved["model"])
+    model.to(device).eval()
+    return Run(model, Tokenizer.load(tok_dir), saved["config"], int(saved["step"]), folder, words)
