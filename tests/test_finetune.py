@@ -198,7 +198,9 @@ def test_finetune_learns_and_generation_stops_at_the_end_of_the_sentence(trained
     trainable = sum(p.numel() for p in tr.model.parameters() if p.requires_grad)
     assert result.tokens > 0 and result.trainable == trainable
     if kind == "seq2seq":  # Marian's sinusoidal positions are not saved, so they must not train (freeze_unsaved)
-        assert trainable == result.parameters - sum(p.numel() for n, p in tr.model.named_parameters() if "embed_positions" in n)
+        assert trainable == result.parameters - sum(
+            p.numel() for n, p in tr.model.named_parameters() if "embed_positions" in n
+        )
     else:
         assert trainable == result.parameters
 

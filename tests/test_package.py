@@ -57,7 +57,9 @@ def test_the_lock_pins_every_dependency_within_pyprojects_ranges():
             continue
         name = re.sub(r"[-_.]+", "-", req.name).lower()
         assert name in locked, f"{req.name} is not in constraints.txt: run .ci/lock"
-        assert req.specifier.contains(locked[name], prereleases=True), f"the lock's {req.name} {locked[name]} is outside {spec}"
+        assert req.specifier.contains(locked[name], prereleases=True), (
+            f"the lock's {req.name} {locked[name]} is outside {spec}"
+        )
 
 
 def test_this_environment_has_the_locked_versions():
