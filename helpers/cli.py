@@ -26,7 +26,15 @@ import torch
 def _run_notebooks(args) -> int:
     from .course import notebooks
 
-    notebooks.run_all(args.only or None, quick=not args.full)
+    cell_timeout = args.cell_timeout * 60 if args.cell_timeout else None
+    try:
+        notebooks.run_all(args.only or None, quick=not args.full, cell_timeout=cell_timeout)
+    except notebooks.NotebookFailed as err:  # its message names the cell and says what to do
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: the kernel is already shut down
+        print(f"\nInterrupted{': ' + str(err) if str(err) else ''}.", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -310,7 +318,7 @@ def evaluate_command(
         evaluation, hyps = evaluate_pairs(
             run.model, run.tokenizer, pairs, test_set=label, words=run.words, beams=beams, length_penalty=length_penalty
         )
-        print(format_evaluation(evaluation), file=stdout)
+        print(format_evaluation(evaluation, checkpoint=run.path), file=stdout)
         evaluations.append(evaluation)
         reports[label] = {"test_file": str(test), "report": report}
         stem = Path(TEST_FILES.get(name, Path(str(test)).name)).stem
@@ -473,8 +481,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
     p = sub.add_parser("run-notebooks", help="execute the notebooks headless (quick mode unless --full)")
-    p.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 02")
+    p.add_argument("--only", nargs="*", help="notebook numbers, names or .ipynb paths, e.g. --only 01 02")
     p.add_argument("--full", action="store_true", help="full mode (the Colab T4 run) instead of quick mode")
+    p.add_argument(
+        "--cell-timeout",
+        type=float,
+        metavar="MINUTES",
+        help="stop when one cell runs longer than this (default 5 in quick mode, 30 in full mode)",
+    )
     p.set_defaults(func=_run_notebooks)
 
     p = sub.add_parser("sync-notebooks", help="rewrite .ipynb files from their .py pairs")

@@ -412,9 +412,9 @@ print(tok, "in", RUN_DIR / ckpt.TOKENIZER_DIR)
 # **Did the new-sentence set come out as designed?** `helpers.text.testsets.WordTable` lists the French words of
 # the training pairs (it gives the "unseen word" slice of every evaluation below, and the word-by-word
 # baseline); `describe_test_set` measures each test set: its median length, its share of long sentences,
-# its share with a word never seen in training, and how many sources are longer than the model reads
-# (`max_len // 2 - 2` tokens: the other half is for the English). Nothing is cut silently: what does not
-# fit is counted here and in every evaluation.
+# its share with a word never seen in training, and how many sources are longer than the source budget: the part
+# of the model's `max_len` tokens left for the French (`max_len // 2 - 2`; the rest is for the English). Nothing is
+# cut silently: what does not fit is counted here and in every evaluation.
 
 # %%
 words = TS.WordTable.from_pairs(splits.train)  # prepare_data saves it in the run folder as train_words.tsv

@@ -470,11 +470,29 @@ print("\n3-shot prompt as the model sees it:\n" + textwrap.indent(few_shot.token
 # %% [markdown]
 # ## 5. Fine-tuning
 #
-# `helpers.hf.finetune.finetune` is notebook 03's loop with a Hugging Face model: AdamW, a short warm-up, a
-# time budget (`helpers.training.train.Budget`), fp16 with a gradient scaler on a T4, bf16 on newer GPUs, fp32 on a
-# CPU, a checkpoint every 10 minutes, written beside the last one and swapped in, and a resume that continues
-# the same data order. Every few minutes it translates a fixed set of validation pairs and records BLEU (the
-# *monitor*): the curve of section 6. The clock stops while it measures and while it saves.
+# With `transformers.Trainer`, as chapter 7 of the Hugging Face course fine-tunes a translator: for opus-mt
+# `Seq2SeqTrainingArguments`, a `Seq2SeqTrainer` and `DataCollatorForSeq2Seq` (which pads the French with the
+# tokenizer's pad token and the English labels with -100); for SmolLM2 `TrainingArguments` and `Trainer`, fed
+# with our examples and padded by our collate of section 3, so that the loss is on the English only.
+# `FT.build_trainer` builds them; in essence, for opus-mt:
+#
+# ```python
+# args = Seq2SeqTrainingArguments(output_dir=out / "trainer", per_device_train_batch_size=32, learning_rate=5e-5,
+#                                 lr_scheduler_type="constant_with_warmup", warmup_steps=20, max_grad_norm=1.0,
+#                                 fp16=True, save_total_limit=1, logging_steps=10, seed=SEED, data_seed=SEED)
+# trainer = Seq2SeqTrainer(model=marian.model, args=args, train_dataset=examples, processing_class=marian.tokenizer,
+#                          data_collator=DataCollatorForSeq2Seq(marian.tokenizer, model=marian.model),
+#                          callbacks=[FT.TimeBudget(minutes=15), FT.MonitorBLEU(...)])
+# trainer.train(resume_from_checkpoint=...)  # None on a first run; after a disconnect, the last checkpoint
+# ```
+#
+# Trainer brings AdamW with a short warm-up, gradient clipping, fp16 with a gradient scaler on a T4 (bf16 on newer
+# GPUs, fp32 on a CPU), checkpoints and a resume that continues with the same batches. Three things it lacks
+# come from `helpers.hf.finetune`: a **time budget** (Trainer counts steps; `TimeBudget` stops after 15 minutes of
+# training, earlier sessions included, and writes a checkpoint every 10 minutes), the **monitor** (`MonitorBLEU`
+# translates a fixed set of validation pairs every few minutes and records BLEU: the curve of section 6; the clock
+# stops while it scores and while it saves), and a **stop on a NaN loss** before the update that would write it
+# into the weights (Trainer would apply it). `FT.finish` then saves the model where `load_pretrained` reads it.
 #
 # > Words met here. **fp16 / bf16**: 16-bit number formats; fp16 keeps precision but overflows above 65,504,
 # > bf16 keeps fp32's range with less precision (a T4 has fast fp16 only). **Gradient scaler**: multiplies the
@@ -495,11 +513,17 @@ for kind, base in (("seq2seq", marian), ("causal", lm)):
     out = RUNS / f"04_finetune-{kind}"
     cfg = FT.FinetuneConfig(batch_size=BATCH_SIZE, seed=SEED, lr=3e-3 if QUICK else None)  # tiny models: large lr
     print(f"fine-tuning {base.describe()} into {out}")
-    results[kind] = FT.finetune(base, splits.train, out, minutes=MINUTES[kind], steps=STEPS[kind], cfg=cfg,
-                                data=data_for_run, monitor=splits.valid[:MONITOR_PAIRS],
-                                monitor_every_minutes=0.05 if QUICK else MINUTES[kind] / 6)  # fmt: skip
+    trainer = FT.build_trainer(base, splits.train, out, minutes=MINUTES[kind], steps=STEPS[kind], cfg=cfg,
+                               data=data_for_run, monitor=splits.valid[:MONITOR_PAIRS],
+                               monitor_every_minutes=0.05 if QUICK else MINUTES[kind] / 6)  # fmt: skip
+    a = trainer.args
+    print(f"  {type(trainer).__name__} (a {type(trainer).__bases__[-1].__name__}) with {type(a).__name__}: lr "
+          f"{a.learning_rate:g}, batch "
+          f"{a.per_device_train_batch_size}, fp16 {a.fp16}, bf16 {a.bf16}, callbacks "
+          f"{[type(c).__name__ for c in trainer.callback_handler.callbacks]}")  # fmt: skip
+    trainer.train(resume_from_checkpoint=trainer.run.checkpoint)
+    results[kind] = r = FT.finish(trainer)  # the last BLEU point; the model saved to out/checkpoint
     finetuned[kind] = base
-    r = results[kind]
     print(f"  {r.steps} steps, {r.pairs:,} pairs, {r.tokens:,} target tokens, {format_minutes(r.seconds / 60)}, "
           f"{r.precision}, {r.trainable:,} of {r.parameters:,} parameters trained; last loss {r.loss}")  # fmt: skip
 

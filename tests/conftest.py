@@ -23,3 +23,113 @@ def _reports_dir(tmp_path_factory):
         os.environ.pop("REPORTS_DIR", None)
     else:
         os.environ["REPORTS_DIR"] = old
+
+
+# ---------------------------------------------------------------------------------------------
+# each notebook executed once per test run: in-process, solutions in place, into the session's reports folder.
+# The notebook tests poke at its namespace, the figure tests read what it saved, and the grading catalogue
+# starts each exercise from the namespace as it stood when that exercise's heading was reached.
+
+
+class _Snapshotting:
+    """An in-process executor that also keeps the namespace as it was right before each exercise's first cell."""
+
+    def __init__(self, starts: dict[int, str]):
+        from helpers.course import exercises
+
+        self._inner = exercises.InProcess()
+        self.namespace = self._inner.namespace
+        self.starts = sorted(starts.items())  # (heading cell index, exercise number)
+        self.snapshots: dict[str, dict] = {}
+
+    def session(self):
+        return self._inner.session()
+
+    def run(self, source: str, label: str):
+        index = label.rsplit(" cell ", 1)[-1]
+        if index.isdigit():
+            for heading, number in self.starts:
+                if heading < int(index) and number not in self.snapshots:
+                    self.snapshots[number] = dict(self.namespace)
+        return self._inner.run(source, label)
+
+
+class SolvedRun:
+    def __init__(self, namespace: dict, snapshots: dict[str, dict], path):
+        self.namespace, self.snapshots, self.path = namespace, snapshots, path
+
+
+_SOLVED: dict[str, SolvedRun] = {}
+
+
+def solved(number: str) -> SolvedRun:
+    """Notebook ``number`` run once in-process with full marks (``exercises.run_solved``'s contract), cached."""
+    if number not in _SOLVED:
+        import torch
+
+        from helpers.course import exercises, notebooks
+
+        path = notebooks.notebook_sources([number])[0]
+        starts = {e.heading_cell: e.number for e in exercises.find_exercises(notebooks._read_py(path))}
+        executor = _Snapshotting(starts)
+        threads = torch.get_num_threads()  # quick mode may set one thread for a tiny model
+        try:
+            result = exercises.grade(path, executor=executor)
+        finally:
+            torch.set_num_threads(threads)
+        if result.total != result.possible or result.stopped:
+            raise AssertionError(f"the solved notebook does not get full marks:\n{result.table()}")
+        missing = set(starts.values()) - set(executor.snapshots)
+        assert not missing, f"no snapshot before exercises {sorted(missing)}"
+        _SOLVED[number] = SolvedRun(executor.namespace, executor.snapshots, path)
+    return _SOLVED[number]
+
+
+# Under pytest-xdist (the README's test command runs two workers) every test that reads notebook NN's solved run
+# goes to the worker that runs it, so each notebook still runs once; every other test is shared out one by one.
+def notebook_of(nodeid: str) -> str | None:
+    """The notebook whose solved run the test ``nodeid`` reads: from its file (test_notebookNN.py) or its
+    parameters (``[03-3.1]``, ``[3.2-labels not shifted]``, ``[03]``); None for a test that reads none."""
+    import re
+
+    file, _, rest = nodeid.partition("::")
+    found = re.fullmatch(r"tests/test_notebook(\d\d)\.py", file)
+    if found:
+        return found.group(1)
+    if file not in ("tests/test_exercises.py", "tests/test_notebooks.py"):
+        return None
+    fixed = {"test_the_no_other_half": "02", "test_report_command": "03"}
+    for prefix, number in fixed.items():
+        if rest.startswith(prefix):
+            return number
+    reads = ("test_an_exercise_graded_alone", "test_each_wrong_answer", "test_every_notebook_saves",
+             "test_every_saved_figure", "test_quick_mode_figures")  # fmt: skip
+    found = re.search(r"\[(\d\d)(?:-\d+\.\d+|_\w+)?\]$", rest) or re.search(r"\[(\d)\.\d+-", rest)
+    return found.group(1).zfill(2) if found and rest.startswith(reads) else None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerPerSolvedNotebook(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            number = notebook_of(nodeid)
+            return f"notebook-{number}" if number else nodeid
+
+    return OneWorkerPerSolvedNotebook(config, log)
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers on two cores: one torch thread each, not two
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import shutil
+
+    for run in _SOLVED.values():  # run folders the notebooks made outside the reports folder
+        for key in ("RUN_DIR", "RUNS", "stand_ins"):
+            if isinstance(run.namespace.get(key), (str, os.PathLike)):
+                shutil.rmtree(run.namespace[key], ignore_errors=True)

@@ -204,6 +204,7 @@ def test_resume_with_a_different_config_is_refused_naming_the_field(tmp_path):
         T.train(model3, toy_batcher(), toy_valid(), cfg3, tmp_path, progress=False)
 
 
+@pytest.mark.training
 def test_resume_after_an_interruption_gives_the_uninterrupted_weights(tmp_path):
     """In-process version of the SIGKILL test: stop at step 13, checkpoints every 5, rerun to 20."""
     model, cfg = _tiny_model(steps=20, checkpoint_every_steps=5)
@@ -262,6 +263,7 @@ def pairs_file(tmp_path):
     return path
 
 
+@pytest.mark.training
 def test_sigkill_then_rerun_ends_with_the_weights_of_an_uninterrupted_run(tmp_path, pairs_file):
     steps = 120
     straight, killed = tmp_path / "straight", tmp_path / "killed"

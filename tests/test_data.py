@@ -663,7 +663,7 @@ def test_prepare_data_trains_the_tokenizer_on_the_training_split_only_and_reuses
     }
     assert len(s.new) > 0 and prepared.words is not None and (tmp_path / "train_words.tsv").is_file()
     assert set(summary["test_sets"]) == {"new", "test"} and "new-sentence test set" in prepared.describe()
-    assert "too long for max_len=48" in prepared.describe()
+    assert "pairs longer than the model's 48 tokens (left out)" in prepared.describe()
     # a second call reads the saved tokenizer instead of training another one
     again = D.prepare_data("builtin", cfg, tmp_path, limit=3000, seed=0, progress=False)
     assert again.tokenizer.model_proto == prepared.tokenizer.model_proto

@@ -336,11 +336,53 @@ def test_the_brute_force_check_catches_cache_rows_that_do_not_follow_their_hypot
         assert beam != optimum
 
 
-def test_translate_command_reads_stdin_and_writes_one_line_per_line(run_dir):
-    stdin, stdout, stderr = io.StringIO("Bonjour.\n\nJe suis là.\n"), io.StringIO(), io.StringIO()
+# sources of different lengths: even a barely trained model gives each its own output, so an order mix-up shows
+TRANSLATE_LINES = ["Bonjour.", "", "Je suis là.", "Il fait très beau aujourd'hui dans le jardin.", "Le chat dort."]
+
+
+def translate_command_problems(run_dir, run) -> list[str]:
+    """What is wrong with `translate`'s output for TRANSLATE_LINES ([] when nothing is): it must be, line for line
+    and in order, what evaluate.translate gives with the same model (an empty line stays empty), not the sources."""
+    stdin, stdout, stderr = io.StringIO("".join(line + "\n" for line in TRANSLATE_LINES)), io.StringIO(), io.StringIO()
     n = cli.translate_command(run_dir, beams=1, stdin=stdin, stdout=stdout, stderr=stderr)
-    lines = stdout.getvalue().split("\n")
-    assert n == 3 and len(lines) == 4 and lines[1] == "" and lines[3] == ""
+    got = stdout.getvalue().split("\n")
+    want = E.translate(run.model, run.tokenizer, TRANSLATE_LINES)
+    assert len(set(want)) == len(want), f"the model's outputs must differ line by line for this check: {want}"
+    problems = []
+    if n != len(TRANSLATE_LINES) or got[-1] != "" or len(got) != len(TRANSLATE_LINES) + 1:
+        problems.append(f"{n} lines counted, {len(got) - 1} written, for {len(TRANSLATE_LINES)} read")
+    if got[:-1] != want:
+        problems.append(f"not the model's translations, in order: {got[:-1]} instead of {want}")
+    if any(g == src and src for g, src in zip(got, TRANSLATE_LINES)):
+        problems.append("a source came back unchanged")
+    return problems
+
+
+def test_translate_command_writes_the_models_translation_of_each_line_in_order(run_dir, run):
+    assert translate_command_problems(run_dir, run) == []
+
+
+def _echo(model, tokenizer, lines, **kw):
+    return list(lines)
+
+
+def _reversed(model, tokenizer, lines, **kw):
+    return E.translate(model, tokenizer, list(lines))[::-1]
+
+
+def _sorted_by_length(model, tokenizer, lines, **kw):  # the batches' length order, never put back
+    return sorted(E.translate(model, tokenizer, list(lines)), key=len)
+
+
+def _first_only(model, tokenizer, lines, **kw):  # every line gets the first line's translation
+    return E.translate(model, tokenizer, list(lines)[:1]) * len(lines)
+
+
+@pytest.mark.parametrize("mutant", [_echo, _reversed, _sorted_by_length, _first_only], ids=lambda f: f.__name__[1:])
+def test_the_translate_check_fails_on_output_that_is_not_the_models(run_dir, run, monkeypatch, mutant):
+    monkeypatch.setattr(E, "translate_lines", mutant)  # translate_command reads it from the module on each call
+    monkeypatch.setattr(pipeline, "load_run", lambda *a, **k: run)
+    assert translate_command_problems(run_dir, run) != []
 
 
 def test_evaluate_command_prints_signatures_and_writes_the_shared_metrics_layout(run_dir, tmp_path):
@@ -469,3 +511,57 @@ def test_evaluate_reads_typed_text_the_way_training_text_was_read(run, run_dir, 
         cli.evaluate_command(run_dir, path, out_json=tmp_path / f"{name}.json", stdout=io.StringIO())
         out[name] = (sorted(seen), (tmp_path / f"{name}.{name}.hyp.txt").read_text())
     assert out["typed"] == out["clean"], "evaluate gave the model other ids for typed text than for its normalised form"
+
+
+# ----------------------------------------------------------------------------------------------
+# empty translations: counted per test set, and a warning when most are empty (BLEU 0.00 alone says nothing)
+
+EMPTY_PAIRS = [(f"Le chat numéro {i} dort.", f"Cat number {i} is sleeping.") for i in range(8)]
+
+
+class MostlySilent:
+    """A translator (the contract of helpers.hf.pretrained.HFTranslator) whose first `empty` outputs are empty."""
+
+    name, config = "mostly silent", None
+
+    def __init__(self, empty: int):
+        self.empty = empty
+
+    def parameters(self) -> int:
+        return 1
+
+    def translate(self, sources, beams=1, batch_size=64, length_penalty=1.0, report=None):
+        return ["" if i < self.empty else f"Cat number {i} is sleeping." for i in range(len(sources))]
+
+
+@pytest.mark.parametrize("empty, warns", [(6, True), (5, True), (4, False), (1, False), (0, False)])
+def test_evaluation_counts_empty_translations_and_warns_when_most_are_empty(empty, warns):
+    ev, hyps = E.evaluate_pairs(MostlySilent(empty), None, EMPTY_PAIRS, test_set="t")
+    assert ev["empty_outputs"] == empty == sum(h == "" for h in hyps)
+    text = E.format_evaluation(ev, checkpoint="runs/x")
+    assert text.splitlines()[0].endswith(f", {empty} of 8 translations are empty")
+    assert ("warning:" in text) is warns, f"more than half empty ({empty} of 8) must warn, and only then"
+    if warns:
+        assert f"warning: {empty} of 8 translations ({empty / 8:.0%}) are empty" in text
+        assert "Train longer" in text and "python -m helpers translate --checkpoint runs/x" in text
+
+
+def test_evaluate_command_prints_and_records_the_empty_translations(run, run_dir, tmp_path, monkeypatch):
+    silent = pipeline.Run(MostlySilent(7), None, {}, 30, run_dir, None)
+    monkeypatch.setattr(pipeline, "load_run", lambda *a, **k: silent)
+    test = tmp_path / "t.tsv"
+    test.write_text("".join(f"{fr}\t{en}\n" for fr, en in EMPTY_PAIRS), encoding="utf-8")
+    stdout = io.StringIO()
+    record = cli.evaluate_command(run_dir, test, out_json=tmp_path / "e.json", stdout=stdout)
+    printed = stdout.getvalue()
+    assert "7 of 8 translations are empty" in printed and "warning: 7 of 8 translations (88%) are empty" in printed
+    assert f"--checkpoint {run_dir}" in printed
+    assert json.loads((tmp_path / "e.json").read_text())["evaluations"][0]["empty_outputs"] == 7
+    assert record["evaluations"][0]["empty_outputs"] == 7
+    # the control: our (barely trained, but never silent) model on the same file is counted, and not warned about
+    monkeypatch.setattr(pipeline, "load_run", lambda *a, **k: run)
+    stdout = io.StringIO()
+    record = cli.evaluate_command(run_dir, test, beams=1, out_json=tmp_path / "f.json", stdout=stdout)
+    hyps = (tmp_path / "f.t.hyp.txt").read_text().splitlines()
+    assert record["evaluations"][0]["empty_outputs"] == sum(h == "" for h in hyps) == 0
+    assert "0 of 8 translations are empty" in stdout.getvalue() and "warning" not in stdout.getvalue()

@@ -8,14 +8,16 @@ other. (The solved notebooks' full marks are asserted where the notebook tests r
 from __future__ import annotations
 
 import ast
-import functools
 import importlib.util
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import solved
 
 from helpers import cli
 from helpers.course import exercises, notebooks, report
@@ -173,6 +175,7 @@ def test_student_copy_has_no_solution_line_and_every_cell_parses(student, py):
     assert (student / py.name).exists(), "the .py pair is written too"
 
 
+@pytest.mark.grading
 def test_running_a_student_copy_stops_at_its_first_stub_with_that_exercises_message(student, tmp_path):
     with pytest.raises(notebooks.NotebookFailed) as err:
         notebooks.run_notebook(student / "02_transformer_from_scratch.ipynb", tmp_path)
@@ -246,6 +249,7 @@ def test_a_solution_inside_an_answer_cell_is_refused():
         exercises.find_exercises(nb)
 
 
+@pytest.mark.grading
 @pytest.mark.parametrize("py", SOURCES, ids=IDS)
 def test_a_student_copy_run_as_it_is_stops_at_its_first_stub(student, py):
     """Without the reference (reference=False) a copy runs as Run all does: it stops at the first stub."""
@@ -257,12 +261,14 @@ def test_a_student_copy_run_as_it_is_stops_at_its_first_stub(student, py):
     assert result.stopped == f"Exercise {first.number} is not written yet"
 
 
+@pytest.mark.grading
 def test_grading_a_student_copy_in_a_kernel_runs_every_exercise_on_the_reference_and_gives_zero(student):
     result = exercises.grade(student / "02_transformer_from_scratch.ipynb")  # in a kernel, as instructors run it
     assert result.total == 0 and result.possible == 25 and not result.stopped, result.table()
     assert all((r.status, r.message) == ("not attempted", "the stub is still in place") for r in result.results)
 
 
+@pytest.mark.grading
 def test_one_early_mistake_costs_only_its_own_points(tmp_path):
     """2.1 wrong, the rest right: 25 - 2 points (the reference 2.1 runs in its place for what follows)."""
     path = notebooks.notebook_sources(["02"])[0]
@@ -279,6 +285,7 @@ def test_one_early_mistake_costs_only_its_own_points(tmp_path):
     assert alone.total == 0 and alone.stopped == "Exercise 2.1 failed"
 
 
+@pytest.mark.grading
 def test_the_reference_checks_decide_not_the_students_copy_of_them(tmp_path):
     """A copy whose check cells were emptied still fails: the grader runs the reference's checks."""
     path = notebooks.notebook_sources(["02"])[0]
@@ -296,6 +303,7 @@ def test_the_reference_checks_decide_not_the_students_copy_of_them(tmp_path):
     assert alone.status_of("2.2") == "passed"  # the control: its own (deleted) checks would have let it through
 
 
+@pytest.mark.grading
 def test_grade_command_with_hidden_checks_reports_each_exercise_and_writes_json(student, tmp_path, capsys):
     """Hidden checks run at the end of their exercise: one that fails on the solution fails that exercise only."""
     hidden = tmp_path / "hidden"
@@ -332,6 +340,7 @@ def test_hidden_checks_outside_an_exercise_or_naming_an_unknown_one_are_refused(
         exercises.hidden_checks(tmp_path / "missing", "02_x")
 
 
+@pytest.mark.grading
 def test_an_error_outside_any_exercise_stops_the_run_and_is_reported(tmp_path):
     path = tmp_path / "09_demo.py"
     path.write_text(
@@ -375,31 +384,50 @@ def test_the_catalogue_has_three_wrong_answers_for_every_exercise():
     assert min(per_exercise.values()) >= 3, per_exercise
 
 
-@functools.cache
-def _snapshots(number: str) -> dict[str, dict]:
-    """The namespace right before each exercise of notebook `number` (one in-process run, solutions in place)."""
-    path = notebooks.notebook_sources([number])[0]
-    nb = notebooks._read_py(path)
-    starts = {e.heading_cell: e.number for e in exercises.find_exercises(nb)}
-    executor, snaps = exercises.InProcess(), {}
-    with executor.session():
-        for index, cell in enumerate(nb.cells):
-            if index in starts:
-                snaps[starts[index]] = dict(executor.namespace)
-                if len(snaps) == len(starts):
-                    break
-            if cell.cell_type == "code":
-                assert executor.run(cell.source, f"cell {index}") is None, f"notebook {number} cell {index} failed"
-    return snaps
+def _following(number: str, exercise: str) -> str | None:
+    """The exercise after ``exercise`` in notebook ``number`` (None for the last)."""
+    found = [e.number for e in exercises.find_exercises(notebooks._read_py(notebooks.notebook_sources([number])[0]))]
+    i = found.index(exercise)
+    return found[i + 1] if i + 1 < len(found) else None
 
 
-def _grade_alone(number: str, exercise: str, source: str, tmp_path: Path) -> exercises.Grade:
+def _grade_alone(
+    number: str, exercise: str, source: str, tmp_path: Path, through: str | None = None
+) -> exercises.Grade:
+    """Grade ``exercise`` (and on through the exercise ``through``) from the namespace as the solved notebook's
+    one run had it when that exercise began. What it writes goes to ``tmp_path``: its own reports folder and a
+    copy of the notebook's run folder, so the solved run's files, which the notebook tests read, stay as they were."""
     path = tmp_path / notebooks.notebook_sources([number])[0].name
     path.write_text(source)
-    executor = exercises.InProcess(dict(_snapshots(number)[exercise]))
-    return exercises.grade(path, executor=executor, start_at=exercise, stop_after=exercise)
+    namespace = dict(solved(number).snapshots[exercise])
+    for key in ("RUN_DIR", "RUNS"):
+        if isinstance(namespace.get(key), Path):
+            copy = tmp_path / key.lower()
+            if namespace[key].is_dir():
+                shutil.copytree(namespace[key], copy)
+            namespace[key] = copy
+    old = os.environ.get("REPORTS_DIR")
+    os.environ["REPORTS_DIR"] = str(tmp_path / "reports")
+    try:
+        executor = exercises.InProcess(namespace)
+        return exercises.grade(path, executor=executor, start_at=exercise, stop_after=through or exercise)
+    finally:
+        if old is None:
+            os.environ.pop("REPORTS_DIR", None)
+        else:
+            os.environ["REPORTS_DIR"] = old
 
 
+# the cells between these exercises and the next train or fine-tune models (20-40 s a grading): their "no other"
+# half is checked on the first wrong answer of the exercise only; every other exercise's, on every wrong answer
+EXPENSIVE_TO_FOLLOW = {"3.2", "4.2"}
+
+
+def _first_entry(exercise: str) -> str:
+    return next(name for _, number, name, *_ in CATALOGUE if number == exercise)
+
+
+@pytest.mark.grading
 @pytest.mark.parametrize(
     "number, exercise",
     [
@@ -433,6 +461,7 @@ def test_an_exercise_graded_alone_from_its_snapshot_passes_with_the_solution(num
     assert result.status_of(exercise) == "passed", result.table()
 
 
+@pytest.mark.grading
 @pytest.mark.parametrize(
     "number, exercise, name, replacements, error",
     [(*entry, "AssertionError") if len(entry) == 4 else entry for entry in CATALOGUE],
@@ -449,7 +478,27 @@ def test_each_wrong_answer_fails_its_own_exercise_and_no_other(number, exercise,
         first_line = old.strip().splitlines()[0].strip()
         assert first_line in solution, f"{old!r} is not in Exercise {exercise}'s solution"
         source = source.replace(old, new)
-    result = _grade_alone(number, exercise, source, tmp_path)
+    following = _following(number, exercise)  # graded too: the reference restored after the mistake lets it pass
+    if exercise in EXPENSIVE_TO_FOLLOW and name != _first_entry(exercise):
+        following = None
+    result = _grade_alone(number, exercise, source, tmp_path, through=following)
     failed = [r.number for r in result.results if r.status == "failed"]
     assert failed == [exercise], f"{name}: expected Exercise {exercise} alone to fail\n{result.table()}"
+    if following is not None:
+        assert result.status_of(following) == "passed", f"{name} broke Exercise {following}\n{result.table()}"
     assert result.results[[r.number for r in result.results].index(exercise)].message.startswith(error), result.table()
+
+
+@pytest.mark.grading
+def test_the_no_other_half_fails_when_the_grader_does_not_restore_the_reference(tmp_path, monkeypatch):
+    """Control for the catalogue's "and no other": without the restore after a failure, a wrong 2.2 (attention)
+    breaks 2.3 (multi-head attention uses it), and the catalogue's check on the following exercise says so."""
+    number, exercise = "02", "2.2"
+    source = notebooks.notebook_sources([number])[0].read_text()
+    wrong = source.replace("scores.softmax(dim=-1)", "scores.softmax(dim=-2)")
+    assert wrong.count("scores.softmax(dim=-2)") == 1
+    following = _following(number, exercise)
+    assert _grade_alone(number, exercise, wrong, tmp_path, through=following).status_of(following) == "passed"
+    steps = exercises._exercise_steps
+    monkeypatch.setattr(exercises, "_exercise_steps", lambda *a: [s for s in steps(*a) if s.kind != "restore"])
+    assert _grade_alone(number, exercise, wrong, tmp_path, through=following).status_of(following) == "failed"

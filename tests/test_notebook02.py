@@ -15,10 +15,12 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from conftest import solved
 
-from helpers.course import exercises
 from helpers.course.notebooks import code_cells, exec_cells
 from helpers.nn import model as pkg
+
+pytestmark = pytest.mark.notebook  # every test here reads the solved notebook's run
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_transformer_from_scratch.py"
 
@@ -26,7 +28,7 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_transformer_f
 @pytest.fixture(scope="module")
 def nb():
     cells = code_cells(NOTEBOOK)
-    ns = exercises.run_solved(NOTEBOOK)  # every cell, and full marks for the solutions
+    ns = solved("02").namespace  # every cell, and full marks for the solutions
     return cells, ns
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import solved
 
 from helpers import runtime
 from helpers.course import exercises
@@ -31,6 +31,8 @@ from helpers.text import tokens as TK
 from helpers.training import checkpoint as ck
 from helpers.training import config as C
 from helpers.training import train as T
+
+pytestmark = pytest.mark.notebook  # every test here reads the solved notebook's run
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_translate_fr_en.py"
 FIGURES = [
@@ -47,14 +49,7 @@ SEED = 0
 
 @pytest.fixture(scope="module")
 def nb():
-    threads = (
-        torch.get_num_threads()
-    )  # quick mode sets one thread for the tiny model; give the rest of the session its own
-    cells = code_cells(NOTEBOOK)
-    ns = exercises.run_solved(NOTEBOOK)  # every cell, and full marks for the solutions
-    yield cells, ns
-    torch.set_num_threads(threads)
-    shutil.rmtree(ns["RUN_DIR"], ignore_errors=True)
+    return code_cells(NOTEBOOK), solved("03").namespace  # every cell, and full marks for the solutions
 
 
 @pytest.fixture(scope="module")

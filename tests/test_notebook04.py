@@ -11,17 +11,18 @@ The notebook runs once in-process in quick mode (tiny random Marian and Llama mo
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from conftest import solved
 
 from helpers import runtime
-from helpers.course import exercises
 from helpers.course.notebooks import code_cells
 from helpers.evaluation import evaluate as E
+
+pytestmark = pytest.mark.notebook  # every test here reads the solved notebook's run
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "04_pretrained_comparison.py"
@@ -31,14 +32,7 @@ BOOTSTRAP_REFERENCE = ROOT / "data" / "reference" / "04_paired_bootstrap.json"
 
 @pytest.fixture(scope="module")
 def nb():
-    threads = torch.get_num_threads()
-    cells = code_cells(NOTEBOOK)
-    ns = exercises.run_solved(NOTEBOOK)  # every cell, and full marks for the solutions
-    yield cells, ns
-    torch.set_num_threads(threads)
-    for key in ("RUNS", "stand_ins"):
-        if key in ns:
-            shutil.rmtree(ns[key], ignore_errors=True)
+    return code_cells(NOTEBOOK), solved("04").namespace  # every cell, and full marks for the solutions
 
 
 def _cell(cells, text):
@@ -75,7 +69,10 @@ def test_comparison_json_has_every_model_on_every_test_set(nb):
         for ev in model["evaluations"]:
             assert set(E.EVALUATION_KEYS) <= set(ev), "every model is scored by evaluate_pairs"
     fine_tuned = [r for r in record["table"] if "fine-tuned" in r["model"]]
-    assert all(r["minutes"] > 0 and r["tokens"] > 0 and r["trained"] == r["parameters"] for r in fine_tuned)
+    # what trains is every weight but those the model never saves (Marian's sinusoidal positions, a large share of
+    # a tiny stand-in: hf.pretrained.freeze_unsaved)
+    for r in fine_tuned:
+        assert r["minutes"] > 0 and r["tokens"] > 0 and 0 < r["trained"] <= r["parameters"], r
     boot = record["paired_bootstrap_new_sentences"]
     assert set(boot) == {"opus-mt fine-tuned", "SmolLM2 fine-tuned"}
     assert all(0 <= b["p_value"] <= 1 and b["difference"] >= 0 for b in boot.values())

@@ -20,11 +20,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import solved
 
 from helpers import runtime
 from helpers.course import exercises, notebooks
 from helpers.nn import variants as VAR
 from helpers.training import pretrain as P
+
+pytestmark = pytest.mark.notebook  # every test here reads the solved notebook's run
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_research_variants.py"
 FIGURES = ["05_complexity", "05_variant_curves", "05_positions", "05_pretraining", "05_sweep"]
@@ -124,10 +127,7 @@ def test_the_reference_cuts_cover_every_branch():
 
 @pytest.fixture(scope="module")
 def nb():
-    threads = torch.get_num_threads()
-    ns = exercises.run_solved(NOTEBOOK)
-    yield ns
-    torch.set_num_threads(threads)
+    return solved("05").namespace
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,12 @@ import random
 from pathlib import Path
 
 import pytest
-import torch
+from conftest import solved
 
 from helpers import knowledge as K
 from helpers import runtime
-from helpers.course import exercises
+
+pytestmark = pytest.mark.notebook  # every test here reads the solved notebook's run
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_what_pretraining_knows.py"
 FIGURES = ["06_birthplaces", "06_knowledge_access", "06_embeddings"]
@@ -24,10 +25,7 @@ FIGURES = ["06_birthplaces", "06_knowledge_access", "06_embeddings"]
 
 @pytest.fixture(scope="module")
 def nb():
-    threads = torch.get_num_threads()
-    ns = exercises.run_solved(NOTEBOOK)
-    yield ns
-    torch.set_num_threads(threads)
+    return solved("06").namespace
 
 
 @pytest.fixture(scope="module")

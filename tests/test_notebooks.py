@@ -7,7 +7,6 @@ tests/test_notebookNN.py.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import zipfile
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import solved
 
 from helpers import runtime
 from helpers.course import colab, notebooks
@@ -185,34 +185,24 @@ def test_accelerator_report_on_cpu():
 
 
 # ---------------------------------------------------------------------------------------------
-# every notebook, headless, in quick mode (what `python -m helpers run-notebooks` does)
+# every notebook, solved, once per test run (conftest.solved): what they save, and how a headless kernel shows it
 
 
-@pytest.fixture(scope="module")
-def executed(tmp_path_factory):
-    """Every notebook run headless once, as `python -m helpers run-notebooks` runs them, into fresh reports."""
-    reports = tmp_path_factory.mktemp("run-notebooks")
-    old = os.environ.get("REPORTS_DIR")
-    os.environ["REPORTS_DIR"] = str(reports)
-    try:
-        notebooks.run_all(quick=True)
-        yield reports
-    finally:
-        if old is None:
-            os.environ.pop("REPORTS_DIR", None)
-        else:
-            os.environ["REPORTS_DIR"] = old
+def _notebook_figures(reports: Path, py: Path) -> dict[str, dict]:
+    """The figures' metadata notebook ``py`` saved (other tests save figures of their own names beside them)."""
+    return {p.stem: json.loads(p.read_text()) for p in (reports / "figures").glob(f"{py.stem[:2]}_*.json")}
+
+
+def _solved_reports(py: Path) -> Path:
+    """The reports folder after notebook ``py`` ran, solved, in this test run (once: conftest.solved)."""
+    solved(py.stem[:2])
+    return runtime.reports_dir()
 
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("py", SOURCES, ids=IDS)
-def test_notebook_runs_headless_in_quick_mode(executed, py):
-    nb = nbformat.read(executed / "executed" / py.with_suffix(".ipynb").name, as_version=4)
-    errors = [
-        o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"
-    ]
-    assert not errors
-    figures = executed / "figures"
+def test_every_notebook_saves_its_figures_as_pdf_and_png(py):
+    figures = _solved_reports(py) / "figures"
     prefix = py.stem[:2] + "_"
     pdfs = {p.stem for p in figures.glob(prefix + "*.pdf")}
     pngs = {p.stem for p in figures.glob(prefix + "*.png")}
@@ -225,12 +215,17 @@ def _saved_names(py: Path) -> set[str]:
     return set(re.findall(r'save_(?:figure|then_explore)\(\s*\w+,\s*"(\d\d_[a-z0-9_]+)"', py.read_text()))
 
 
-def test_every_saved_figure_is_titled_captioned_and_large_enough(executed):
+def test_the_notebooks_save_at_least_twenty_figures():
+    assert len(set().union(*map(_saved_names, SOURCES))) >= 20
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("py", SOURCES, ids=IDS)
+def test_every_saved_figure_is_titled_captioned_and_large_enough(py):
     from helpers.course.plotting import MIN_HEIGHT_IN, MIN_WIDTH_IN
 
-    expected = set().union(*map(_saved_names, SOURCES))
-    assert len(expected) >= 20
-    metas = {p.stem: json.loads(p.read_text()) for p in (executed / "figures").glob("*.json")}
+    expected = _saved_names(py)
+    metas = _notebook_figures(_solved_reports(py), py)
     assert set(metas) == expected, f"figures without metadata, or unexpected ones: {sorted(set(metas) ^ expected)}"
     for name, meta in metas.items():
         assert meta["title"], f"{name} has no title"
@@ -240,33 +235,43 @@ def test_every_saved_figure_is_titled_captioned_and_large_enough(executed):
         assert width >= MIN_WIDTH_IN and height >= MIN_HEIGHT_IN, f"{name} is {width} x {height} in"
 
 
-def test_every_figure_of_notebook_01_is_one_png_output_in_the_executed_copy(executed):
-    """Slider figures too: the static default figure is a plain PNG output, once (not widget state, not twice)."""
-    py = next(p for p in SOURCES if p.stem.startswith("01_"))
-    nb = nbformat.read(executed / "executed" / py.with_suffix(".ipynb").name, as_version=4)
-    pngs = 0
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
+@pytest.mark.notebook
+def test_in_a_headless_kernel_each_figure_is_one_png_output_and_no_widget_is_built(tmp_path, monkeypatch):
+    """What run-notebooks does with a figure cell, a slider cell (save_then_explore) and a cell that ends on the
+    figure: one PNG output each (the static default figure, not widget state, not twice), no widget view."""
+    monkeypatch.setenv("REPORTS_DIR", str(tmp_path / "reports"))
+    cells = [
+        "import matplotlib.pyplot as plt\nfrom helpers.course.plotting import save_figure, save_then_explore",
+        "def draw(scale=1.0):\n    fig, ax = plt.subplots(figsize=(6, 4))\n    ax.plot([0, 1], [0, scale])\n"
+        "    ax.set_title('a line')\n    return fig",
+        "fig = draw()\nsave_figure(fig, '99_line', question='Does a figure become one PNG output?',\n"
+        "            caption='A straight line, drawn to check that a saved figure is shown exactly once.')",
+        "save_then_explore(draw, '99_slider', question='Does a slider cell show one static figure?',\n"
+        "                  caption='The same line with a slider, which a headless kernel shows as its default.',\n"
+        "                  scale=(0.5, 2.0, 0.5, 1.0))",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    path = tmp_path / "99_demo.ipynb"
+    nbformat.write(nb, path)
+    done = nbformat.read(notebooks.run_notebook(path, tmp_path / "executed"), as_version=4)
+    for cell in done.cells[2:]:
         images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
-        pngs += len(images)
+        assert len(images) == 1, f"{len(images)} PNG outputs from {cell.source.splitlines()[0]!r}"
         if "save_then_explore(" in cell.source:
-            first = cell.source.splitlines()[0]
-            assert len(images) == 1, f"{len(images)} PNG outputs from the cell {first!r}; expected its one figure"
-            values = [o for o in cell.outputs if o.get("output_type") == "execute_result"]
-            assert not values, f"the cell {first!r} also displays its value (the figure again)"
-        assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell.outputs), (
-            "a headless run builds no widget"
-        )
-    assert pngs == len(_saved_names(py)), f"{pngs} PNG outputs for {len(_saved_names(py))} figures"
+            assert not [o for o in cell.outputs if o.get("output_type") == "execute_result"], "its value shown too"
+        assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell.outputs)
 
 
-def test_quick_mode_figures_carry_the_mark(executed):
-    metas = [json.loads(p.read_text()) for p in (executed / "figures").glob("*.json")]
+@pytest.mark.notebook
+@pytest.mark.parametrize("py", SOURCES, ids=IDS)
+def test_quick_mode_figures_carry_the_mark(py):
+    metas = list(_notebook_figures(_solved_reports(py), py).values())
     assert metas and all(m["quick_mode"] is True for m in metas)
 
 
-def test_report_command_writes_the_zip_and_an_index_listing_every_figure_once(executed, capsys):
+@pytest.mark.notebook
+def test_report_command_writes_the_zip_and_an_index_listing_every_figure_once(capsys):
+    executed = _solved_reports(next(p for p in SOURCES if p.stem.startswith("03_")))  # figures and metrics
     from helpers import cli
     from helpers.course import report
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import inspect
 import json
 import random
 import statistics
@@ -9,10 +12,11 @@ import statistics
 import pytest
 import torch
 
+from helpers import cli
 from helpers.cli import build_parser, train_command
 from helpers.text.data import parallel_subset
 from helpers.text.tokens import BOS_ID, EOS_ID, IGNORE_INDEX, SEP_ID, DataError, collate
-from helpers.training.config import preset_config
+from helpers.training.config import TrainConfig, preset_config
 from helpers.training.pretrain import MASK_ID, SpanCorruptionBatcher, corrupt_span, split_budget
 
 
@@ -99,25 +103,118 @@ def test_parallel_subset_is_nested_and_refuses_too_many():
         parallel_subset(pairs, 101)
 
 
-def test_train_flags_reach_the_config():
-    args = build_parser().parse_args(
-        "train --data builtin --steps 3 --out x --attention synthesizer --bottleneck-dim 8 --positions none "
-        "--pretrain span --pretrain-fraction 0.5 --parallel-pairs 100 --precision fp16".split()
-    )
-    from helpers.cli import _train_overrides
-
-    assert _train_overrides(args) == {
-        "attention": "synthesizer",
-        "bottleneck_dim": 8,
-        "positional": "none",
-        "pretrain": "span",
-        "pretrain_fraction": 0.5,
-        "parallel_pairs": 100,
-        "precision": "fp16",
-    }
-    assert _train_overrides(build_parser().parse_args("train --data builtin --steps 3 --out x".split())) == {}
+def _train_parser() -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["train"]
 
 
+# a value to pass for each option of `train` that has no choices (an option with choices gets its first choice that
+# differs from the tiny preset's); "minutes" is left out: it excludes "steps"
+SAMPLE = {
+    "data": "builtin", "columns": "fr,en", "steps": "4", "preset": "tiny", "seed": "1", "max_tokens": "300",
+    "bottleneck_dim": "8", "pretrain_fraction": "0.5", "parallel_pairs": "100",
+}  # fmt: skip
+
+
+def train_flag_problems(out, lm_folder, monkeypatch) -> list[str]:
+    """Every option of the `train` parser, given a value unlike the preset's, must reach train_command: as the
+    argument of its name, or (cli.TRAIN_FLAGS) as the override of its TrainConfig field, which the saved
+    checkpoint's configuration then holds; every TRAIN_FLAGS entry must be an option shown in `train --help`.
+    Returns what fails ([] when nothing does); runs a 4-step training with every option set."""
+    parser, problems = _train_parser(), []
+    options = {a.dest: a for a in parser._actions if a.dest not in ("help", "minutes")}
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    params = set(inspect.signature(cli.train_command).parameters)
+    tiny, text = preset_config("tiny"), parser.format_help()
+    for flag, field in cli.TRAIN_FLAGS.items():
+        option = "--" + flag.replace("_", "-")
+        if flag not in options or option not in options[flag].option_strings or option not in text:
+            problems.append(f"TRAIN_FLAGS names {flag!r} but `train --help` shows no {option}")
+        if field not in fields:
+            problems.append(f"TRAIN_FLAGS sends {option} to {field!r}, which is no TrainConfig field")
+    argv = ["train", "--out", str(out)]
+    for dest, action in options.items():
+        if dest not in cli.TRAIN_FLAGS and dest not in params:
+            problems.append(f"--{dest} is parsed but is neither a train_command argument nor in cli.TRAIN_FLAGS")
+        if action.choices:
+            value = next(c for c in action.choices if c != getattr(tiny, cli.TRAIN_FLAGS.get(dest, dest), None))
+        else:
+            value = str(lm_folder) if dest == "init_embeddings" else SAMPLE.get(dest)
+        if dest != "out" and value is None:
+            problems.append(f"no sample value for --{dest}: add one to SAMPLE")
+        elif dest != "out":
+            argv += [action.option_strings[-1], value]
+    if problems:
+        return problems
+    args = build_parser().parse_args(argv)
+    given = {dest: getattr(args, dest) for dest in options}
+    calls = []
+    real = cli.train_command
+    monkeypatch.setattr(cli, "train_command", lambda **kw: calls.append(kw) or real(**kw, progress=False))
+    try:
+        rc = cli.main(argv)  # a user error is a message and status 2
+    except Exception as err:  # a broken wiring may fail here: say how, as one more problem
+        return [f"train {' '.join(argv)} failed: {type(err).__name__}: {err}"]
+    if rc != 0:
+        return [f"train {' '.join(argv)} stopped with status {rc}"]
+    if not calls:
+        return [f"train {' '.join(argv)} did not call train_command"]
+    kw, overrides = calls[0], calls[0].get("overrides") or {}
+    saved = json.loads((out / "checkpoint.json").read_text())["config"]["train"]
+    for dest, value in given.items():
+        if dest in cli.TRAIN_FLAGS:
+            field = cli.TRAIN_FLAGS[dest]
+            if overrides.get(field) != value or saved.get(field) != value:
+                problems.append(
+                    f"--{dest} {value!r}: override {field}={overrides.get(field)!r}, checkpoint {saved.get(field)!r}"
+                )
+        elif kw.get(dest) != (cli._columns(value) if dest == "columns" else value):
+            problems.append(f"--{dest} {value!r} reached train_command as {dest}={kw.get(dest)!r}")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def lm_folder(tmp_path_factory):
+    from helpers.hf.pretrained import tiny_causal_lm
+    from helpers.text.corpus import builtin_corpus
+
+    return tiny_causal_lm(builtin_corpus(500, seed=0), tmp_path_factory.mktemp("lm"), hidden=48, seed=0)
+
+
+@pytest.mark.training
+def test_every_train_flag_reaches_the_checkpoints_config(tmp_path, lm_folder, monkeypatch):
+    assert train_flag_problems(tmp_path / "run", lm_folder, monkeypatch) == []
+    assert cli._train_overrides(build_parser().parse_args("train --data builtin --steps 3 --out x".split())) == {}
+
+
+def _unmapped_flag(monkeypatch):  # a flag added to the parser, not to TRAIN_FLAGS: parsed, then dropped
+    monkeypatch.setattr(cli, "TRAIN_FLAGS", {k: v for k, v in cli.TRAIN_FLAGS.items() if k != "parallel_pairs"})
+
+
+def _flag_without_option(monkeypatch):  # TRAIN_FLAGS names a switch the parser never got
+    monkeypatch.setattr(cli, "TRAIN_FLAGS", {**cli.TRAIN_FLAGS, "label_smoothing": "label_smoothing"})
+
+
+def _override_dropped(monkeypatch):  # the mapping is right but one override never reaches the configuration
+    real = cli._train_overrides
+    monkeypatch.setattr(cli, "_train_overrides", lambda a: {k: v for k, v in real(a).items() if k != "init_embeddings"})
+
+
+def _seed_not_passed(monkeypatch):  # _train calls train_command without the parsed seed
+    real = cli._train
+    monkeypatch.setattr(cli, "_train", lambda a: real(argparse.Namespace(**{**vars(a), "seed": 0})))
+
+
+@pytest.mark.training
+@pytest.mark.parametrize(
+    "mutant", [_unmapped_flag, _flag_without_option, _override_dropped, _seed_not_passed], ids=lambda f: f.__name__[1:]
+)
+def test_the_train_flag_check_fails_on_a_flag_that_is_not_wired(tmp_path, lm_folder, monkeypatch, mutant):
+    mutant(monkeypatch)
+    assert train_flag_problems(tmp_path / "run", lm_folder, monkeypatch) != []
+
+
+@pytest.mark.training
 @pytest.mark.parametrize(
     "overrides, model_fields",
     [

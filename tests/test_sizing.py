@@ -104,6 +104,7 @@ def test_measure_speed_times_the_real_training_step():
     assert 0 < big < small  # a 64x larger model trains fewer tokens per second
 
 
+@pytest.mark.training
 def test_train_command_sizes_the_cpu_preset_and_keeps_the_size_on_resume(tmp_path, monkeypatch, capsys):
     from helpers.cli import train_command
 
@@ -134,6 +135,7 @@ def test_train_command_sizes_the_cpu_preset_and_keeps_the_size_on_resume(tmp_pat
     assert ck.load_checkpoint(tmp_path / "fixed")["config"]["model"]["d_model"] == 192
 
 
+@pytest.mark.training
 def test_loss_against_time_trains_each_size_from_scratch_and_records_its_curve():
     from helpers.text.tokens import BucketBatcher
 

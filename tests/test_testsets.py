@@ -101,6 +101,7 @@ def test_the_new_sentence_set_follows_the_seed_and_can_be_switched_off():
     assert len(off.train) == len(pairs) - len(off.valid) - len(off.test)
 
 
+@pytest.mark.training
 @pytest.mark.skipif(not SHARED_TATOEBA.is_file(), reason="needs ../shared/data/tatoeba-fra-eng/fra.txt")
 def test_on_tatoeba_the_new_sentence_set_looks_like_newer_sentences():
     """Newer Tatoeba sentences (issue 10): median 7 words, 7 % above 15 words, a quarter with a word the file lacks.

@@ -441,6 +441,9 @@ class Kernel:
         self._client = nbclient.NotebookClient(
             self._nb, timeout=self.timeout, kernel_name="python3", resources={"metadata": {"path": str(self.cwd)}}
         )
+        from .notebooks import kernel_manager
+
+        self._client.km = kernel_manager(self._client)  # encrypted: no "running over TCP" warning
         try:
             with self._client.setup_kernel():
                 yield self

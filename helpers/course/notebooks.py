@@ -238,29 +238,143 @@ class NotebookFailed(RuntimeError):
     pass
 
 
-def run_notebook(path: Path, out_dir: Path | None = None, *, quick: bool = True, timeout: int = 1800) -> Path:
-    """Execute one notebook headless; write the executed copy (also on failure) and return its path."""
+# Per-cell time limits. The slowest quick-mode cell takes seconds (see run_notebook's progress lines), so a
+# cell still running after 5 minutes is stuck; full mode trains for real and keeps half an hour.
+QUICK_CELL_TIMEOUT = 5 * 60
+FULL_CELL_TIMEOUT = 30 * 60
+
+
+class _Progress:
+    """nbclient hooks: a progress line per code cell, and Ctrl-C / SIGTERM that shut the kernel down.
+
+    One line per code cell, printed as it finishes: about 250 lines for the six notebooks in quick mode,
+    each naming the cell, its section and its time, so a run never sits silent for long and a stuck cell
+    is always the one after the last line.
+    """
+
+    def __init__(self, client, name: str):
+        self.client, self.name = client, name
+        self.total = sum(1 for c in client.nb.cells if c.cell_type == "code" and c.source.strip())
+        self.number, self.section, self.first_line, self.t0, self.stopped_by = 0, "", "", 0.0, None
+        client.on_notebook_start = self.on_notebook_start
+        client.on_cell_start = self.on_cell_start
+        client.on_cell_execute = self.on_cell_execute
+        client.on_cell_executed = self.on_cell_executed
+
+    def where(self) -> str:
+        section = f' (section "{self.section}")' if self.section else ""
+        return f"{self.name}: " + (f"cell {self.number}/{self.total}{section}" if self.number else "kernel start-up")
+
+    def on_cell_start(self, cell, cell_index):
+        if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
+            heading = cell.source.strip().splitlines()[0].lstrip("#").strip()
+            self.section = heading if len(heading) <= 40 else heading[:37] + "..."
+
+    def on_cell_execute(self, cell, cell_index):
+        self.number += 1
+        self.first_line, self.t0 = cell.source.strip().splitlines()[0], time.perf_counter()
+
+    def on_cell_executed(self, cell, cell_index, execute_reply):
+        print(f"  {self.where()} {time.perf_counter() - self.t0:.1f} s", flush=True)
+
+    def on_notebook_start(self, notebook):
+        # nbclient's own SIGINT/SIGTERM handlers (installed just before this hook) shut the kernel down but let
+        # the run go on into a dead kernel and an AssertionError. Ours replace them for the rest of the run:
+        # cancel the run's tasks, so nbclient's setup_kernel context shuts the kernel down (its whole process
+        # group, now) on the way out, and run_notebook turns that into a KeyboardInterrupt. A plain
+        # signal.signal handler would not do: nbclient's event-loop handlers take precedence while it runs.
+        import asyncio
+        import signal
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(RuntimeError, ValueError):  # not in the main thread: no handlers
+                loop.add_signal_handler(sig, self.stop, sig)
+
+    def stop(self, sig):
+        import asyncio
+
+        if self.stopped_by is None:  # a second Ctrl-C must not cancel the shutdown itself
+            self.stopped_by = sig
+            self.client.shutdown_kernel = "immediate"
+            for task in asyncio.all_tasks():
+                task.cancel()
+
+
+def kernel_manager(client):
+    """The client's kernel manager, with CurveZMQ transport encryption where the installed versions offer it.
+
+    The kernel (ipykernel 7.4, as pinned) logs "Kernel is running over TCP without encryption" to our stderr
+    unless its manager hands it CurveZMQ keys, which jupyter_client 8.10 does with
+    ``transport_encryption="auto"`` for kernelspecs that declare curve support (ipykernel's does). Versions
+    without that trait (Colab's, say) do not warn either; the check keeps them working.
+    """
+    import zmq
+
+    km = client.create_kernel_manager()
+    if km.has_trait("transport_encryption") and zmq.has("curve"):
+        km.transport_encryption = "auto"
+    return km
+
+
+def run_notebook(path: Path, out_dir: Path | None = None, *, quick: bool = True, timeout: float | None = None) -> Path:
+    """Execute one notebook headless; write the executed copy (also on failure) and return its path.
+
+    Prints a line per code cell as it finishes. ``timeout`` is each cell's limit in seconds (default
+    ``QUICK_CELL_TIMEOUT`` or ``FULL_CELL_TIMEOUT``). Ctrl-C or SIGTERM shut the kernel down and raise
+    KeyboardInterrupt.
+    """
     import nbclient
     import nbformat
-    from nbclient.exceptions import CellExecutionError
+    from nbclient.exceptions import CellExecutionError, DeadKernelError
 
     out_dir = Path(out_dir) if out_dir else runtime.reports_dir() / "executed"
     out_dir.mkdir(parents=True, exist_ok=True)
     nb = nbformat.read(path, as_version=4)
     target = out_dir / path.name
+    timeout = timeout or (QUICK_CELL_TIMEOUT if quick else FULL_CELL_TIMEOUT)
     env_backup = {k: os.environ.get(k) for k in ("QUICK", HEADLESS, "MPLBACKEND")}
     os.environ["QUICK"] = "1" if quick else "0"  # the kernel inherits our environment
     os.environ[HEADLESS] = "1"  # no live widgets: nobody is there to move a slider (helpers.course.plotting)
     os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend, so figures are PNG outputs as in Colab
     os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
+    # past the time limit, interrupt the cell and stop at once with this error, rather than shut the kernel down
+    # in the middle of the cell (it then logs a traceback on our stderr for the reply it can no longer send)
+    limit = {"ename": "CellTimeLimit", "evalue": f"past {timeout:g} s", "traceback": []}
     client = nbclient.NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        nb,
+        timeout=max(1, round(timeout)),
+        interrupt_on_timeout=True,
+        error_on_timeout=limit,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
     )
+    client.km = kernel_manager(client)
+    progress = _Progress(client, path.stem)
     try:
         client.execute()
-    except CellExecutionError as err:
+    except BaseException as err:
         nbformat.write(nb, target)
-        raise NotebookFailed(f"{path.name} failed; the executed copy with the error is {target}\n{err}") from None
+        if progress.stopped_by is not None:  # our signal handler cancelled the run; the kernel is shut down
+            raise KeyboardInterrupt(
+                f"{progress.stopped_by.name} during {progress.where()}; the kernel was shut down and the "
+                f"executed copy so far is {target}"
+            ) from None
+        if isinstance(err, CellExecutionError) and err.ename == limit["ename"]:
+            raise NotebookFailed(
+                f"{progress.where()} ran past the {timeout / 60:g}-minute cell time limit; its first line: "
+                f"{progress.first_line!r}. If it is only slow here, rerun with a longer limit, e.g. "
+                f"`python -m helpers run-notebooks --only {path} --cell-timeout {max(10, 4 * timeout / 60):g}`; "
+                f"if it should be quick, it hangs: the executed copy {target} has its outputs and, as a rule, the line it hung on."
+            ) from None
+        if isinstance(err, DeadKernelError):
+            raise NotebookFailed(
+                f"The kernel died during {progress.where()} (often: out of memory); its first line: "
+                f"{progress.first_line!r}. The executed copy {target} has the outputs so far."
+            ) from None
+        if isinstance(err, CellExecutionError):
+            raise NotebookFailed(f"{path.name} failed; the executed copy with the error is {target}\n{err}") from None
+        raise
     finally:
         for key, value in env_backup.items():
             if value is None:
@@ -272,10 +386,23 @@ def run_notebook(path: Path, out_dir: Path | None = None, *, quick: bool = True,
 
 
 def run_all(
-    only: list[str] | None = None, *, quick: bool = True, out_dir: Path | None = None
+    only: list[str] | None = None,
+    *,
+    quick: bool = True,
+    out_dir: Path | None = None,
+    cell_timeout: float | None = None,
 ) -> list[tuple[str, float]]:
-    """Execute the notebooks in order, printing one progress line each and the total time."""
-    paths = notebook_paths(only)
+    """Execute the notebooks in order, printing a line per code cell, one per notebook and the total time.
+
+    ``only`` picks notebooks by number or name, or names ``.ipynb`` files anywhere (a student's copy);
+    ``cell_timeout`` is each cell's limit in seconds (see :func:`run_notebook`).
+    """
+    files = [Path(o) for o in only or [] if str(o).endswith(".ipynb")]
+    for f in files:
+        if not f.is_file():
+            raise FileNotFoundError(f"{f} is not a notebook file: give an existing .ipynb path, or a number like 01.")
+    names = [o for o in only or [] if not str(o).endswith(".ipynb")]
+    paths = (notebook_paths(names) if names or not files else []) + files
     if not paths:
         raise FileNotFoundError(f"No notebooks found in {notebooks_dir()}.")
     mode = "quick" if quick else "full"
@@ -286,7 +413,7 @@ def run_all(
     for i, path in enumerate(paths, 1):
         t0 = time.perf_counter()
         try:
-            run_notebook(path, out_dir, quick=quick)
+            run_notebook(path, out_dir, quick=quick, timeout=cell_timeout)
         except NotebookFailed:
             print(f"[{i}/{len(paths)}] {path.stem}: FAILED after {time.perf_counter() - t0:.1f}s", flush=True)
             raise

@@ -128,10 +128,11 @@ def translate_lines(
     lines = [line.rstrip("\r\n") for line in lines]
     report = TranslateReport()
     out = translate_any(model, tokenizer, lines, beams=beams, batch_size=batch_size, report=report)
-    limit = (
-        f"the model reads at most {model.config.max_len} tokens, source and translation together"
+    limit = (  # the same words as the data summary (helpers.text.data.format_data_summary)
+        f"source budget: {max_source_tokens(model.config.max_len)} of the model's {model.config.max_len} tokens, "
+        "the rest is for the English"
         if isinstance(model, torch.nn.Module)
-        else f"the model reads at most {model.max_source_tokens} source tokens"
+        else f"source budget: {model.max_source_tokens} tokens"
     )
     for number, n, kept in report.truncated:
         print(f"warning: line {number} has {n} tokens; kept the first {kept} ({limit}).", file=err)
@@ -252,8 +253,19 @@ def format_table(rows: list[dict], width: int = 60) -> str:
 METRICS_SCHEMA = "tbb-metrics/1"
 EVALUATION_KEYS = (
     "test_set", "n", "decoding", "beams", "bleu", "chrf", "bleu_signature", "chrf_signature", "copy_baseline",
-    "word_baseline", "slices", "truncated", "seconds", "sentences_per_s", "samples",
+    "word_baseline", "slices", "truncated", "empty_outputs", "seconds", "sentences_per_s", "samples",
 )  # fmt: skip
+
+
+def count_empty_outputs(sources: list[str], hypotheses: list[str]) -> int:
+    """Translations that are empty (or blank) although their source is not: a model trained for a few steps ends
+    most sentences at once, and BLEU alone (0.00) does not say so."""
+    return sum(1 for src, hyp in zip(sources, hypotheses) if (src or "").strip() and not hyp.strip())
+
+
+def mostly_empty(ev: dict) -> bool:
+    """More than half the translations of an evaluation are empty."""
+    return 2 * ev["empty_outputs"] > ev["n"]
 
 
 def evaluate_pairs(
@@ -275,8 +287,9 @@ def evaluate_pairs(
 
     The evaluation names its ``test_set`` and holds BLEU, chrF, their signatures, two baselines (copy the
     source; word by word, which needs ``words``, the run's :class:`helpers.text.testsets.WordTable`), the
-    :func:`slices` by length and by unseen word, how many sources were cut to fit, the decoding speed and
-    sample rows (``EVALUATION_KEYS``).
+    :func:`slices` by length and by unseen word, how many sources were cut to fit, how many translations came
+    out empty (``empty_outputs``, :func:`count_empty_outputs`), the decoding speed and sample rows
+    (``EVALUATION_KEYS``).
     """
     if not pairs:
         raise ValueError(f"No test pairs to evaluate in {test_set!r}.")
@@ -302,6 +315,7 @@ def evaluate_pairs(
         "word_baseline": word_base,
         "slices": slices(sources, hyps, references, words=words),
         "truncated": len(report.truncated),
+        "empty_outputs": count_empty_outputs(sources, hyps),
         "seconds": round(report.seconds, 2),
         "sentences_per_s": round(len(sources) / max(report.seconds, 1e-9), 1),
         "samples": sample_table(sources, references, hyps, n=samples),
@@ -338,12 +352,27 @@ def metrics_record(
     }
 
 
-def format_evaluation(ev: dict) -> str:
-    """A short block for a terminal or a notebook: scores with signatures, both baselines, the slices."""
+def format_evaluation(ev: dict, checkpoint: str | Path | None = None) -> str:
+    """A short block for a terminal or a notebook: scores with signatures, both baselines, the slices; how many
+    translations are empty, with a warning when most are (the scores then measure silence, not translation),
+    naming the run folder ``checkpoint`` in the command it suggests, when given."""
     base, word = ev["copy_baseline"], ev["word_baseline"]
+    empty, n = ev.get("empty_outputs"), ev["n"]  # None: an evaluation recorded before empty outputs were counted
     lines = [
-        f"{ev['test_set']}: {ev['n']:,} sentences, {ev['decoding']} decoding, {ev['sentences_per_s']} sentences/s, "
-        + (f"{ev['truncated']:,} sources cut to fit max_len" if ev["truncated"] else "no source cut"),
+        f"{ev['test_set']}: {n:,} sentences, {ev['decoding']} decoding, {ev['sentences_per_s']} sentences/s, "
+        + (f"{ev['truncated']:,} sources longer than the source budget (cut)" if ev["truncated"] else "no source cut")
+        + ("" if empty is None else f", {empty:,} of {n:,} translations are empty"),
+    ]
+    if empty is not None and mostly_empty(ev):
+        lines += [
+            f"  warning: {empty:,} of {n:,} translations ({empty / n:.0%}) are empty: the model ends most sentences "
+            "at once, as one trained for only a few steps does; the scores below say nothing yet about how well it "
+            "translates.",
+            "  Train longer (rerun train with the same --out and more --steps or --minutes: it resumes), and check "
+            "the run: its validation loss in train_summary.json, and a few sentences through "
+            f"`python -m helpers translate --checkpoint {checkpoint or 'RUN'}`.",
+        ]
+    lines += [
         f"  BLEU = {ev['bleu']:.2f}   {ev['bleu_signature']}",
         f"  chrF = {ev['chrf']:.2f}   {ev['chrf_signature']}",
         f"  baselines: copy the source BLEU {base['bleu']:.2f} / chrF {base['chrf']:.2f}; "

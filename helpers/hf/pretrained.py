@@ -68,6 +68,26 @@ def _special(tokenizer, name: str) -> int | None:
     return int(value) if value is not None else None
 
 
+def token_batches(lengths: list[int], max_rows: int, max_tokens: int | None = None) -> list[list[int]]:
+    """Indices into ``lengths`` (source tokens) in batches of similar length, shortest first, sized in tokens.
+
+    A batch is padded to its longest source and keeps generating until its last row stops, so it costs about
+    rows × longest. Each batch holds at most ``max_rows`` sentences and rows × longest ≤ ``max_tokens`` (a
+    source longer than ``max_tokens`` goes alone). ``None``: ``max_rows`` × the median length, what a full
+    batch of median-length sources costs; the batches of the longest sources then hold fewer rows, and a
+    short one no longer waits, padded, for the longest source of the set.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])  # stable: ties keep their input order
+    if max_tokens is None:
+        max_tokens = max_rows * max(1, lengths[order[len(order) // 2]]) if order else 1
+    batches: list[list[int]] = []
+    for i in order:  # sorted, so the newcomer is the batch's longest
+        if not batches or len(batches[-1]) >= max_rows or (len(batches[-1]) + 1) * lengths[i] > max_tokens:
+            batches.append([])
+        batches[-1].append(i)
+    return batches
+
+
 class HFTranslator:
     """A Hugging Face model and its tokenizer, behind the ``translate`` that :func:`helpers.evaluation.evaluate.evaluate_pairs`
     calls for any model that is not ours.
@@ -187,11 +207,23 @@ class HFTranslator:
     # ------------------------------------------------------------------ decoding
 
     @torch.no_grad()
-    def translate(self, sources, beams: int = 1, batch_size: int = 32, length_penalty: float = 1.0, report=None):
+    def translate(
+        self,
+        sources,
+        beams: int = 1,
+        batch_size: int = 32,
+        length_penalty: float = 1.0,
+        report=None,
+        max_tokens: int | None = None,
+    ):
         """English for each French line, in order, as :func:`helpers.evaluation.evaluate.translate` does for our model: blank
-        lines give blank output, over-long sources are cut and counted in ``report.truncated``, batches hold
-        sentences of similar length, decoding is greedy (``beams=1``) or beam search, and stops at ``<eos>``
-        (a decoder-only model also at the end of the line, which a few-shot prompt needs)."""
+        lines give blank output, over-long sources are cut and counted in ``report.truncated``, decoding is greedy
+        (``beams=1``) or beam search, and stops at ``<eos>`` (a decoder-only model also at the end of the line,
+        which a few-shot prompt needs).
+
+        Batches hold sentences of similar length and are sized in tokens (:func:`token_batches`): at most
+        ``batch_size`` sentences, and rows × longest source within ``max_tokens`` (default: a full batch of
+        median-length sources), so the batches of the longest sources hold fewer sentences."""
         from ..evaluation.evaluate import TranslateReport, sources_to_decode
 
         report = report if report is not None else TranslateReport()
@@ -200,15 +232,14 @@ class HFTranslator:
         outputs = [""] * len(sources)
         planned = sources_to_decode(sources, self._ids, self.max_source_tokens, report)
         todo = [(i, text, len(ids)) for i, text, ids in planned]
-        todo.sort(key=lambda t: t[2])
-        starts = range(0, len(todo), batch_size)
+        batches = token_batches([n for _, _, n in todo], batch_size, max_tokens)
         if len(todo) >= 500:  # a 135 M model on a CPU needs minutes for a test set: show that it moves
             from tqdm.auto import tqdm
 
-            starts = tqdm(starts, desc=f"translating {len(todo):,} sentences", unit="batch", leave=False,
-                          file=sys.stderr)  # fmt: skip
-        for start in starts:
-            chunk = todo[start : start + batch_size]
+            batches = tqdm(batches, desc=f"translating {len(todo):,} sentences", unit="batch", leave=False,
+                           file=sys.stderr)  # fmt: skip
+        for batch in batches:
+            chunk = [todo[j] for j in batch]
             hyps = self._generate_batch([t for _, t, _ in chunk], [n for _, _, n in chunk], beams, length_penalty)
             for (i, _, _), hyp in zip(chunk, hyps):
                 outputs[i] = hyp

@@ -465,17 +465,29 @@ def format_data_summary(summary: dict) -> str:
         lines.append(
             f"  split: train {s['train']:,} | valid {s['valid']:,} | test {s['test']:,} | new sentences {s.get('new', 0):,}"
         )
+    # One budget, in the same words wherever it is printed: the model reads max_len tokens in all, and the
+    # source budget is the share of them a French source may use (helpers.text.tokens.max_source_tokens).
+    max_len = summary.get("max_len")
+    max_src = next((t["max_src_tokens"] for t in summary.get("test_sets", {}).values() if "max_src_tokens" in t), None)
+    budget = []
+    if max_len is not None:
+        budget.append(f"the model reads {max_len} tokens in all (<bos> French <sep> English <eos>)")
+    if max_src is not None:
+        of = "of them" if max_len is not None else "tokens"
+        budget.append(f"source budget: {max_src} {of}, the rest is for the English")
+    if budget:
+        lines.append("  " + "; ".join(budget))
     for name, t in summary.get("test_sets", {}).items():
         lines.append(
             f"  {_TEST_SET_NAMES.get(name, name)} test set: median {t['median_words']} words, {t['share_long']:.1%} above 15 words"
             + (f", {t['share_unseen_word']:.1%} with a word unseen in training" if "share_unseen_word" in t else "")
             + (
-                f", {t['sources_too_long']:,} sources longer than the model reads ({t['max_src_tokens']} tokens)"
+                f", {t['sources_too_long']:,} sources longer than the {t['max_src_tokens']}-token source budget (cut when translated)"
                 if "sources_too_long" in t
                 else ""
             )
         )
     if "too_long_for_max_len" in summary:
         parts = ", ".join(f"{k} {n:,}" for k, n in summary["too_long_for_max_len"].items())
-        lines.append(f"  too long for max_len={summary['max_len']} (left out): {parts}")
+        lines.append(f"  pairs longer than the model's {max_len} tokens (left out): {parts}")
     return "\n".join(lines)
