@@ -34,6 +34,20 @@ def quick_mode(default: bool = False) -> bool:
     raise ValueError(f"QUICK={raw!r} is not understood: use QUICK=1 for the quick run or QUICK=0 for the full run.")
 
 
+def environment_snapshot(*keys: str) -> dict[str, str | None]:
+    """The environment variables ``keys`` as they are now (None: unset), for :func:`restore_environment`."""
+    return {key: os.environ.get(key) for key in keys}
+
+
+def restore_environment(snapshot: dict[str, str | None]) -> None:
+    """Put the variables of ``snapshot`` back as they were: the value, or unset."""
+    for key, value in snapshot.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 def set_seed(seed: int) -> None:
     """Seed Python, NumPy and torch (CPU and every GPU) so runs repeat exactly."""
     random.seed(seed)

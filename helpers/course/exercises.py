@@ -435,7 +435,7 @@ class Kernel:
         self._nb = nbformat.v4.new_notebook()
         from .plotting import HEADLESS
 
-        env = {k: os.environ.get(k) for k in ("QUICK", "REPORTS_DIR", HEADLESS)}
+        env = runtime.environment_snapshot("QUICK", "REPORTS_DIR", HEADLESS)
         os.environ["QUICK"] = os.environ[HEADLESS] = "1"
         os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
         self._client = nbclient.NotebookClient(
@@ -448,11 +448,7 @@ class Kernel:
             with self._client.setup_kernel():
                 yield self
         finally:
-            for key, value in env.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+            runtime.restore_environment(env)
 
     def run(self, source: str, label: str) -> tuple[str, str] | None:
         import nbformat

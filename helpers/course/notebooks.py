@@ -198,17 +198,13 @@ def code_cells(path: Path | str) -> list[Cell]:
 
 @contextlib.contextmanager
 def _quick_env():
-    old = {k: os.environ.get(k) for k in ("QUICK", "MPLBACKEND")}
+    old = runtime.environment_snapshot("QUICK", "MPLBACKEND")
     os.environ["QUICK"] = "1"
     os.environ.setdefault("MPLBACKEND", "Agg")
     try:
         yield
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        runtime.restore_environment(old)
 
 
 def exec_cells(cells: list[Cell], namespace: dict | None = None, *, name: str = "notebook") -> dict:
@@ -333,7 +329,7 @@ def run_notebook(path: Path, out_dir: Path | None = None, *, quick: bool = True,
     nb = nbformat.read(path, as_version=4)
     target = out_dir / path.name
     timeout = timeout or (QUICK_CELL_TIMEOUT if quick else FULL_CELL_TIMEOUT)
-    env_backup = {k: os.environ.get(k) for k in ("QUICK", HEADLESS, "MPLBACKEND")}
+    env_backup = runtime.environment_snapshot("QUICK", HEADLESS, "MPLBACKEND")
     os.environ["QUICK"] = "1" if quick else "0"  # the kernel inherits our environment
     os.environ[HEADLESS] = "1"  # no live widgets: nobody is there to move a slider (helpers.course.plotting)
     os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend, so figures are PNG outputs as in Colab
@@ -376,11 +372,7 @@ def run_notebook(path: Path, out_dir: Path | None = None, *, quick: bool = True,
             raise NotebookFailed(f"{path.name} failed; the executed copy with the error is {target}\n{err}") from None
         raise
     finally:
-        for key, value in env_backup.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        runtime.restore_environment(env_backup)
     nbformat.write(nb, target)
     return target
 
