@@ -88,6 +88,11 @@ def test_split_budget_keeps_the_total():
     assert pre.minutes == pytest.approx(3.0) and fine.minutes == pytest.approx(7.0)
     pre, fine = split_budget(preset_config("tiny", steps=101), 0.5)
     assert pre.steps + fine.steps == 101 and pre.steps >= 1
+    for steps in (2, 3):  # a phase of one step (`train --pretrain span --steps 2` was refused)
+        pre, fine = split_budget(preset_config("tiny", steps=steps, pretrain="span"))
+        assert (pre.steps, fine.steps) == (1, steps - 1) and pre.pretrain == fine.pretrain == "span"
+    with pytest.raises(ValueError, match="use at least 2"):
+        preset_config("tiny", steps=1, pretrain="span")
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
         preset_config("tiny", pretrain_fraction=1.0)
     with pytest.raises(ValueError, match="pretrain='mlm' is not known"):

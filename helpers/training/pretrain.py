@@ -103,7 +103,11 @@ def split_budget(cfg, fraction: float | None = None):
             raise ValueError(f"steps={cfg.steps} cannot be shared between pretraining and translation: use at least 2.")
         s1 = min(cfg.steps - 1, max(1, round(cfg.steps * fraction)))
         s2 = cfg.steps - s1  # whole steps: the two phases add up to the budget exactly
-    return replace(cfg, minutes=m1, steps=s1), replace(cfg, minutes=m2, steps=s2)
+    pre, fine = replace(cfg, minutes=m1, steps=None), replace(cfg, minutes=m2, steps=None)
+    # set after construction: a phase of one step is fine, while TrainConfig's own check (a run that pretrains
+    # needs at least 2 steps, one for each phase) speaks of the whole run, and would refuse it
+    pre.steps, fine.steps = s1, s2
+    return pre, fine
 
 
 def pretrain_phase(model, prepared, cfg, out_dir, *, device=None, progress: bool = True, stderr=None):
