@@ -11,18 +11,19 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import pytest  # noqa: E402
 
+from helpers.course import exercises  # noqa: E402  (after the environment above)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _reports_dir(tmp_path_factory):
     """Figures and metrics written by tests go to a temporary folder, not the checkout's reports/."""
+    from helpers import runtime
+
     path = tmp_path_factory.mktemp("reports")
-    old = os.environ.get("REPORTS_DIR")
+    old = runtime.environment_snapshot("REPORTS_DIR")
     os.environ["REPORTS_DIR"] = str(path)
     yield path
-    if old is None:
-        os.environ.pop("REPORTS_DIR", None)
-    else:
-        os.environ["REPORTS_DIR"] = old
+    runtime.restore_environment(old)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -31,19 +32,13 @@ def _reports_dir(tmp_path_factory):
 # starts each exercise from the namespace as it stood when that exercise's heading was reached.
 
 
-class _Snapshotting:
+class _Snapshotting(exercises.InProcess):
     """An in-process executor that also keeps the namespace as it was right before each exercise's first cell."""
 
     def __init__(self, starts: dict[int, str]):
-        from helpers.course import exercises
-
-        self._inner = exercises.InProcess()
-        self.namespace = self._inner.namespace
+        super().__init__()
         self.starts = sorted(starts.items())  # (heading cell index, exercise number)
         self.snapshots: dict[str, dict] = {}
-
-    def session(self):
-        return self._inner.session()
 
     def run(self, source: str, label: str):
         index = label.rsplit(" cell ", 1)[-1]
@@ -51,7 +46,7 @@ class _Snapshotting:
             for heading, number in self.starts:
                 if heading < int(index) and number not in self.snapshots:
                     self.snapshots[number] = dict(self.namespace)
-        return self._inner.run(source, label)
+        return super().run(source, label)
 
 
 class SolvedRun:
@@ -63,22 +58,20 @@ _SOLVED: dict[str, SolvedRun] = {}
 
 
 def solved(number: str) -> SolvedRun:
-    """Notebook ``number`` run once in-process with full marks (``exercises.run_solved``'s contract), cached."""
+    """Notebook ``number`` run once in-process with full marks (``exercises.run_solved``), cached."""
     if number not in _SOLVED:
         import torch
 
-        from helpers.course import exercises, notebooks
+        from helpers.course import notebooks
 
         path = notebooks.notebook_sources([number])[0]
         starts = {e.heading_cell: e.number for e in exercises.find_exercises(notebooks._read_py(path))}
         executor = _Snapshotting(starts)
         threads = torch.get_num_threads()  # quick mode may set one thread for a tiny model
         try:
-            result = exercises.grade(path, executor=executor)
+            exercises.run_solved(path, executor=executor)  # fails unless every point is earned
         finally:
             torch.set_num_threads(threads)
-        if result.total != result.possible or result.stopped:
-            raise AssertionError(f"the solved notebook does not get full marks:\n{result.table()}")
         missing = set(starts.values()) - set(executor.snapshots)
         assert not missing, f"no snapshot before exercises {sorted(missing)}"
         _SOLVED[number] = SolvedRun(executor.namespace, executor.snapshots, path)

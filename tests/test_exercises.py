@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from conftest import solved
 
-from helpers import cli
+from helpers import cli, runtime
 from helpers.course import exercises, notebooks, report
 from helpers.course.exercises import BEGIN, END, ExerciseMarkupError
 
@@ -406,16 +406,13 @@ def _grade_alone(
             if namespace[key].is_dir():
                 shutil.copytree(namespace[key], copy)
             namespace[key] = copy
-    old = os.environ.get("REPORTS_DIR")
+    old = runtime.environment_snapshot("REPORTS_DIR")
     os.environ["REPORTS_DIR"] = str(tmp_path / "reports")
     try:
         executor = exercises.InProcess(namespace)
         return exercises.grade(path, executor=executor, start_at=exercise, stop_after=through or exercise)
     finally:
-        if old is None:
-            os.environ.pop("REPORTS_DIR", None)
-        else:
-            os.environ["REPORTS_DIR"] = old
+        runtime.restore_environment(old)
 
 
 # the cells between these exercises and the next train or fine-tune models (20-40 s a grading): their "no other"

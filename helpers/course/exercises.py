@@ -630,13 +630,14 @@ def grade(
     return Grade(path.name, results, stopped)
 
 
-def run_solved(notebook: str | Path) -> dict:
+def run_solved(notebook: str | Path, executor=None) -> dict:
     """Grade a solved notebook in-process and return its namespace; fails unless every point is earned.
 
     The notebook tests start from this: one run both proves "the solutions get full marks" and gives the
-    namespace whose functions and checks the tests then poke at.
+    namespace whose functions and checks the tests then poke at. ``executor`` (an :class:`InProcess` by
+    default) may be one that also records what it ran.
     """
-    executor = InProcess()
+    executor = executor if executor is not None else InProcess()
     result = grade(notebook, executor=executor)
     if result.total != result.possible or result.stopped:
         raise AssertionError(f"the solved notebook does not get full marks:\n{result.table()}")
