@@ -120,6 +120,7 @@ def train_command(
     limit: int | None = None,
     stderr: TextIO | None = None,
     probe_seconds: float = 3.0,
+    dev_score: bool = True,
 ):
     """``python -m helpers train``: data, tokenizer and model from ``preset``, then ``helpers.training.train.train`` into ``out``.
 
@@ -132,6 +133,8 @@ def train_command(
     ``overrides`` changes preset fields (e.g. ``{"checkpoint_every_steps": 10}``); ``limit`` keeps a random sample
     of that many pairs. Prints what loading, cleaning and encoding dropped, and why; writes ``out/test.tsv`` (the
     held-out pairs, French<TAB>English, for ``evaluate``) and ``out/train_summary.json`` (the same counts included).
+    With ``dev_score`` and the newer-sentence development file on this machine (not for the built-in data), the
+    trained model is scored on it at the end, greedy (:func:`_score_newer_dev`).
     """
     from . import pipeline, runtime
     from .nn.model import num_parameters
@@ -200,6 +203,8 @@ def train_command(
         else {"steps": pretrained.steps, "minutes": pretrained.seconds / 60, "val_loss": pretrained.val_loss},
         "torch": torch.__version__,
     }
+    if dev_score and data != "builtin":
+        summary["newer_dev"] = _score_newer_dev(built.model, prepared.tokenizer, out, err if progress else None)
     runtime.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", out / "train_summary.json")
     if progress:
         vl = (
@@ -216,6 +221,50 @@ def train_command(
     return result
 
 
+def _score_newer_dev(model, tokenizer, out: Path, err: TextIO | None) -> dict | None:
+    """Greedy BLEU and chrF of a just-trained model on the newer-sentence development file, or None (with a line
+    saying so) when the file is not on this machine. Translations go to ``out/eval_dev.greedy.hyp.txt``."""
+    from .evaluation.evaluate import evaluate_pairs
+    from .runtime import atomic_write_text
+    from .text.sources import load_tsv
+    from .text.testsets import NEWER, NEWER_LABEL, WordTable, find_newer_dev
+
+    path = find_newer_dev()
+    if path is None:
+        if err is not None:
+            print(f"({NEWER} is not on this machine: no score on newer sentences; evaluate --test FILE scores any set.)",
+                  file=err)  # fmt: skip
+        return None
+    pairs, _ = load_tsv(path, ("fr", "en"))
+    words_path = out / WordTable.FILENAME
+    words = WordTable.load(words_path) if words_path.is_file() else None
+    was_training = model.training
+    model.eval()
+    try:
+        ev, hyps = evaluate_pairs(model, tokenizer, pairs, test_set=f"{NEWER} ({NEWER_LABEL})", words=words, beams=1)
+    finally:
+        model.train(was_training)
+    atomic_write_text("".join(h + "\n" for h in hyps), out / "eval_dev.greedy.hyp.txt")
+    result = {"test_file": str(path), "n": ev["n"], "beams": 1, "bleu": ev["bleu"], "chrf": ev["chrf"],
+              "truncated": ev["truncated"]}  # fmt: skip
+    if err is not None:
+        print(f"Newer sentences ({path.name}, {ev['n']:,} pairs, greedy): BLEU {ev['bleu']:.2f}, chrF {ev['chrf']:.2f}; "
+              f"beam search with evaluate --test {NEWER}.", file=err)  # fmt: skip
+    return result
+
+
+def _training_pairs_of(run):
+    """The pairs of the run's training file, which the newer-sentence download is filtered against, or None when
+    that file is not on this machine (then only the local development file can be used)."""
+    data = (run.config or {}).get("data", {}) if isinstance(run.config, dict) else {}
+    source = data.get("source")
+    if not source or source == "builtin" or not Path(source).is_file():
+        return None
+    from .text.sources import load_path
+
+    return load_path(source, tuple(data["columns"]) if data.get("columns") else None)[0]
+
+
 def describe_variant(model_cfg) -> str:
     """', synthesizer attention, rotary positions' and the like: what differs from notebook 02's model."""
     parts = []
@@ -225,6 +274,10 @@ def describe_variant(model_cfg) -> str:
         parts.append(f"a bottleneck of {model_cfg.bottleneck_dim} latents")
     if model_cfg.positional != "learned":
         parts.append(f"{model_cfg.positional} positions")
+    parts += [name for name, on in (("QK-norm", model_cfg.qk_norm), ("zero-initialised projections", model_cfg.zero_init),
+                                    ("an untied head", not model_cfg.tie_weights)) if on]  # fmt: skip
+    if model_cfg.activation != "gelu":
+        parts.append(f"{model_cfg.activation} activation")
     return "".join(f", {p}" for p in parts)
 
 
@@ -283,7 +336,7 @@ def evaluate_command(
     from .pipeline import load_run
     from .text.data import TEST_FILES, data_summary, format_data_summary
     from .text.sources import load_path
-    from .text.testsets import PUBLIC_TEST_SETS, load_public
+    from .text.testsets import NEWER, PUBLIC_TEST_SETS, load_newer_sentences, load_public
     from .training.checkpoint import atomic_write_text
 
     stdout = stdout if stdout is not None else sys.stdout
@@ -310,6 +363,10 @@ def evaluate_command(
         if str(test) in PUBLIC_TEST_SETS:
             pairs, load_report = load_public(str(test))
             label = f"{test}: {PUBLIC_TEST_SETS[str(test)][3]}"
+        elif str(test) == NEWER:
+            from .text.testsets import find_newer_dev
+
+            pairs, load_report, label = load_newer_sentences(None if find_newer_dev() else _training_pairs_of(run))
         else:
             pairs, load_report = load_path(test, own_columns)
             label = name or Path(test).name
@@ -433,11 +490,23 @@ TRAIN_FLAGS = {
     "pretrain_fraction": "pretrain_fraction",
     "parallel_pairs": "parallel_pairs",
     "init_embeddings": "init_embeddings",
+    "optimizer": "optimizer",
+    "schedule": "schedule",
+    "cooldown": "cooldown",
+    "lr": "lr",
+    "qk_norm": "qk_norm",
+    "activation": "activation",
+    "zero_init": "zero_init",
+    "tie_weights": "tie_weights",
+    "vocab_size": "vocab_size",
+    "max_len": "max_len",
 }
+_SWITCHES = ("qk_norm", "zero_init", "tie_weights")  # given as 0/1, kept as booleans
 
 
 def _train_overrides(args) -> dict:
-    return {field: getattr(args, flag) for flag, field in TRAIN_FLAGS.items() if getattr(args, flag) is not None}
+    out = {field: getattr(args, flag) for flag, field in TRAIN_FLAGS.items() if getattr(args, flag) is not None}
+    return {k: bool(v) if k in _SWITCHES else v for k, v in out.items()}
 
 
 def _translate(args) -> int:
@@ -539,6 +608,19 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument(
         "--init-embeddings", help="start the token embeddings from a pretrained model's (hub name, folder, .gguf)"
     )
+    s = p.add_argument_group("training levers (notebook 05; the GPT-2 speedrun's), sizes and the optimiser")
+    s.add_argument(
+        "--optimizer", choices=["adamw", "muon"], help="muon: Muon for the blocks' matrices, AdamW for the rest"
+    )
+    s.add_argument("--schedule", choices=["cosine", "wsd"], help="wsd: warm-up, stable, linear cool-down at the end")
+    s.add_argument("--cooldown", type=float, help="wsd: share of the run spent cooling down (default 0.45)")
+    s.add_argument("--lr", type=float, help="peak learning rate")
+    s.add_argument("--qk-norm", type=int, choices=[0, 1], help="1: unit-RMS queries and keys")
+    s.add_argument("--activation", choices=["gelu", "relu2"], help="the feed-forward's non-linearity")
+    s.add_argument("--zero-init", type=int, choices=[0, 1], help="1: output projections start at zero")
+    s.add_argument("--tie-weights", type=int, choices=[0, 1], help="0: an output head of its own (untied)")
+    s.add_argument("--vocab-size", type=int, help="sentencepiece pieces to learn")
+    s.add_argument("--max-len", type=int, help="tokens per sequence: the source budget is about half")
     p.set_defaults(func=_train)
 
     p = sub.add_parser("translate", help="French on stdin -> English on stdout")
@@ -552,9 +634,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--test",
         action="append",
         default=None,
-        help="a file of French<TAB>English lines (the Tatoeba file is recognised) or a public set (wmt14, "
-        "wmt14-dev: needs the network); repeat for several; default: the run's own new-sentence and "
-        "in-distribution sets",
+        help="a file of French<TAB>English lines (the Tatoeba file is recognised) or a public set: "
+        "tatoeba-newer-dev (newer Tatoeba sentences people typed: the development file beside the repository, "
+        "or downloaded and filtered against the run's training file), wmt14, wmt14-dev (need the network); "
+        "repeat for several; default: the run's own new-sentence and in-distribution sets",
     )
     p.add_argument("--columns", default=None, help="column order of --test, e.g. en,fr,attribution (default: fr,en)")
     p.add_argument("--beams", type=int, default=None, help="1 = greedy (default: beam search with 4 beams)")

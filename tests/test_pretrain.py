@@ -117,8 +117,11 @@ def _train_parser() -> argparse.ArgumentParser:
 # differs from the tiny preset's); "minutes" is left out: it excludes "steps"
 SAMPLE = {
     "data": "builtin", "columns": "fr,en", "steps": "4", "preset": "tiny", "seed": "1", "max_tokens": "300",
-    "bottleneck_dim": "8", "pretrain_fraction": "0.5", "parallel_pairs": "100",
+    "bottleneck_dim": "8", "pretrain_fraction": "0.5", "parallel_pairs": "100", "cooldown": "0.3", "lr": "0.002",
+    "vocab_size": "500", "max_len": "40",
 }  # fmt: skip
+# qk_norm=1 with --attention synthesizer is refused (test_newer_sentences); 0 still has to arrive as an override
+CHOICES = {"qk_norm": 0}
 
 
 def train_flag_problems(out, lm_folder, monkeypatch) -> list[str]:
@@ -141,14 +144,16 @@ def train_flag_problems(out, lm_folder, monkeypatch) -> list[str]:
     for dest, action in options.items():
         if dest not in cli.TRAIN_FLAGS and dest not in params:
             problems.append(f"--{dest} is parsed but is neither a train_command argument nor in cli.TRAIN_FLAGS")
-        if action.choices:
+        if dest in CHOICES:
+            value = CHOICES[dest]
+        elif action.choices:
             value = next(c for c in action.choices if c != getattr(tiny, cli.TRAIN_FLAGS.get(dest, dest), None))
         else:
             value = str(lm_folder) if dest == "init_embeddings" else SAMPLE.get(dest)
         if dest != "out" and value is None:
             problems.append(f"no sample value for --{dest}: add one to SAMPLE")
         elif dest != "out":
-            argv += [action.option_strings[-1], value]
+            argv += [action.option_strings[-1], str(value)]
     if problems:
         return problems
     args = build_parser().parse_args(argv)

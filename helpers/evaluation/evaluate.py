@@ -12,6 +12,7 @@ computed, so they can be compared with published numbers.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 import warnings
@@ -45,7 +46,37 @@ class TranslateReport:
     sentences: int = 0
     empty: int = 0
     truncated: list[tuple[int, int, int]] = field(default_factory=list)  # (line number from 1, tokens, kept)
+    split: list[tuple[int, int, int]] = field(default_factory=list)  # (line number from 1, tokens, pieces)
     seconds: float = 0.0
+
+
+# Where a source too long for the model is split: after a sentence's end, then after a clause mark, then between
+# words. Every piece is translated, in order, and the translations joined: nothing is cut away.
+_SPLITS = (re.compile(r"(?<=[.!?…])\s+"), re.compile(r"(?<=[,;:])\s+"), re.compile(r"\s+"))
+
+
+def split_to_fit(text: str, encode, max_src: int) -> list[str]:
+    """``text`` as consecutive pieces of at most ``max_src`` tokens each, cut at sentence ends, then at commas,
+    semicolons and colons, then between words; neighbours are merged back while they fit, so the pieces are as
+    long as the budget allows. A single word longer than the budget stays one piece (then it is cut, and counted).
+    """
+    if len(encode(text)) <= max_src:
+        return [text]
+    for pattern in _SPLITS:
+        parts = [p for p in pattern.split(text) if p]
+        if len(parts) < 2:
+            continue
+        pieces, current = [], ""
+        for part in parts:
+            joined = f"{current} {part}" if current else part
+            if current and len(encode(joined)) > max_src:
+                pieces.append(current)
+                current = part
+            else:
+                current = joined
+        pieces.append(current)
+        return [q for piece in pieces for q in split_to_fit(piece, encode, max_src)]
+    return [text]
 
 
 def sources_to_decode(sources: list[str], encode, max_src: int, report: TranslateReport) -> list[tuple[int, str, list]]:
@@ -75,20 +106,35 @@ def translate(
     use_cache: bool = True,
     length_penalty: float = 1.0,
     report: TranslateReport | None = None,
+    split_long: bool = True,
 ) -> list[str]:
     """Translate French sentences; the output list matches ``sources`` line for line.
 
     An empty (or blank) source gives an empty translation without calling the model. A source too long
-    for the model is cut so that half of ``max_len`` stays free for the translation; the cut is recorded
-    in ``report.truncated`` (the caller decides how to warn). Characters the tokenizer has never seen
-    become its unknown token. Sentences are decoded in batches of similar length.
+    for the model (more than half of ``max_len``: the rest is for the translation) is split into pieces that fit
+    (:func:`split_to_fit`), each translated and the translations joined; the split is recorded in ``report.split``,
+    and a single word still too long is cut and recorded in ``report.truncated`` (the caller decides how to warn).
+    ``split_long=False`` cuts instead (how long sources were handled before; benchmarks compare the two).
+    Characters the tokenizer has never seen become its unknown token. Sentences are decoded in batches of similar length.
     """
     report = report if report is not None else TranslateReport()
     t0 = time.perf_counter()
     max_len = model.config.max_len
     max_src = max_source_tokens(max_len)
-    outputs = [""] * len(sources)
-    planned = sources_to_decode(sources, tokenizer.encode, max_src, report)
+    # a long source becomes pieces that fit (split_to_fit); each is translated, and the translations joined
+    pieces, owner = [], []
+    for i, text in enumerate(sources):
+        text = (text or "").strip()
+        parts = split_to_fit(text, tokenizer.encode, max_src) if text and split_long else [text]
+        if len(parts) > 1:
+            report.split.append((i + 1, len(tokenizer.encode(text)), len(parts)))
+        pieces += parts
+        owner += [i] * len(parts)
+    piece_report = TranslateReport()
+    planned = sources_to_decode(pieces, tokenizer.encode, max_src, piece_report)
+    report.empty += sum(1 for s in sources if not (s or "").strip())
+    report.truncated += [(owner[n - 1] + 1, tokens, kept) for n, tokens, kept in piece_report.truncated]
+    piece_out = [""] * len(pieces)
     todo = [(i, [tokenizer.bos_id, *ids, tokenizer.sep_id]) for i, _, ids in planned]
     todo.sort(key=lambda item: len(item[1]))  # similar lengths together: less padding per batch
     for start in range(0, len(todo), batch_size):
@@ -106,7 +152,12 @@ def translate(
                 length_penalty=length_penalty,
             )
         for (i, _), ids in zip(chunk, new):
-            outputs[i] = tokenizer.decode(ids)
+            piece_out[i] = tokenizer.decode(ids)
+    joined: list[list[str]] = [[] for _ in sources]
+    for i, text in zip(owner, piece_out):
+        if text:
+            joined[i].append(text)
+    outputs = [" ".join(parts) for parts in joined]
     report.sentences += len(sources)
     report.seconds += time.perf_counter() - t0
     return outputs
@@ -134,6 +185,9 @@ def translate_lines(
         if isinstance(model, torch.nn.Module)
         else f"source budget: {model.max_source_tokens} tokens"
     )
+    for number, n, parts in report.split:
+        print(f"note: line {number} has {n} tokens; translated in {parts} pieces, split at sentence ends, "
+              f"commas or words ({limit}).", file=err)  # fmt: skip
     for number, n, kept in report.truncated:
         print(f"warning: line {number} has {n} tokens; kept the first {kept} ({limit}).", file=err)
     if report.truncated:
@@ -315,6 +369,7 @@ def evaluate_pairs(
         "word_baseline": word_base,
         "slices": slices(sources, hyps, references, words=words),
         "truncated": len(report.truncated),
+        "split": len(report.split),  # long sources translated in pieces (split_to_fit), nothing cut away
         "empty_outputs": count_empty_outputs(sources, hyps),
         "seconds": round(report.seconds, 2),
         "sentences_per_s": round(len(sources) / max(report.seconds, 1e-9), 1),
@@ -361,6 +416,7 @@ def format_evaluation(ev: dict, checkpoint: str | Path | None = None) -> str:
     lines = [
         f"{ev['test_set']}: {n:,} sentences, {ev['decoding']} decoding, {ev['sentences_per_s']} sentences/s, "
         + (f"{ev['truncated']:,} sources longer than the source budget (cut)" if ev["truncated"] else "no source cut")
+        + (f", {ev['split']:,} long sources translated in pieces" if ev.get("split") else "")
         + ("" if empty is None else f", {empty:,} of {n:,} translations are empty"),
     ]
     if empty is not None and mostly_empty(ev):

@@ -24,6 +24,7 @@ from . import variants
 POSITIONAL_KINDS = ("learned", "sinusoidal", "rotary", "alibi", "none")  # the last three: notebook 05
 ATTENTION_KERNELS = ("sdpa", "explicit")  # the same attention, computed by a fused kernel or written out
 ATTENTION_KINDS = ("dot", "synthesizer")  # scaled dot product (notebook 02); synthesizer (notebook 05)
+ACTIVATIONS = ("gelu", "relu2")  # the feed-forward's non-linearity: GELU (GPT-2); ReLU squared (notebook 05)
 
 
 @dataclass
@@ -43,6 +44,11 @@ class ModelConfig:
     # notebook 05's variants (helpers.nn.variants): how scores are made, and an optional latent bottleneck
     attention: str = "dot"  # "dot" | "synthesizer"
     bottleneck_dim: int | None = None  # m latents between a down and an up cross-attention; None = plain model
+    # notebook 05's training-speed levers (the GPT-2 speedrun's, helpers.nn.variants): RMS-normalised queries and
+    # keys, ReLU squared, and output projections that start at zero (each block starts as the identity)
+    qk_norm: bool = False
+    activation: str = "gelu"
+    zero_init: bool = False
 
     def __post_init__(self):
         for name in ("vocab_size", "max_len", "n_layer", "n_head", "d_model"):
@@ -78,6 +84,8 @@ class ModelConfig:
             )
         if self.attention not in ATTENTION_KINDS:
             raise ValueError(f"attention={self.attention!r} is not known: choose one of {ATTENTION_KINDS}.")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation={self.activation!r} is not known: choose one of {ACTIVATIONS}.")
         if self.positional == "rotary" and self.head_dim % 2:
             raise ValueError(
                 f"rotary positions turn pairs of channels, so d_model / n_head must be even (got {self.head_dim}): "
@@ -209,6 +217,7 @@ class SelfAttention(nn.Module):
         self.resid_drop = nn.Dropout(config.dropout)
         self.kernel = config.attention_kernel  # "sdpa" or "explicit": the same function, computed two ways
         self.positional = config.positional  # "rotary" and "alibi" act in here (notebook 05)
+        self.qk_norm = config.qk_norm  # notebook 05: unit-RMS queries and keys bound every score
         if self.positional == "alibi":
             self.register_buffer("slopes", variants.alibi_slopes(config.n_head), persistent=False)
 
@@ -218,6 +227,8 @@ class SelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        if self.qk_norm:
+            q, k = variants.rms(q), variants.rms(k)
         if positions is None:
             positions = torch.arange(T, device=x.device)
         if self.positional == "rotary":  # rotate before caching: a key's angle is fixed by its own position
@@ -270,9 +281,10 @@ class FeedForward(nn.Module):
         self.fc = nn.Linear(config.d_model, config.d_ff)
         self.proj = nn.Linear(config.d_ff, config.d_model)
         self.drop = nn.Dropout(config.dropout)
+        self.act = F.gelu if config.activation == "gelu" else variants.relu2
 
     def forward(self, x):
-        return self.drop(self.proj(F.gelu(self.fc(x))))  # same MLP at every position
+        return self.drop(self.proj(self.act(self.fc(x))))  # same MLP at every position
 
 
 class Block(nn.Module):
@@ -321,6 +333,8 @@ class DecoderOnlyTransformer(nn.Module):
         for name, p in self.named_parameters():  # GPT-2: keep the residual stream's variance flat with depth
             if name.endswith(("attn.proj.weight", "ffn.proj.weight")):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+                if config.zero_init:  # notebook 05: every block starts as the identity
+                    nn.init.zeros_(p)
 
     @staticmethod
     def _init_weights(module):

@@ -244,6 +244,10 @@ def check_variant(config) -> None:
             f"attention='synthesizer' has no query-key dot product for positional={config.positional!r} to act "
             "on (its scores already index absolute positions): use positional='learned', 'sinusoidal' or 'none'."
         )
+    if config.attention == "synthesizer" and getattr(config, "qk_norm", False):
+        raise ValueError(
+            "qk_norm normalises queries and keys, and attention='synthesizer' has neither: use qk_norm=False with it."
+        )
     if config.bottleneck_dim is not None:
         m = config.bottleneck_dim
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= config.max_len:
@@ -260,6 +264,20 @@ def check_variant(config) -> None:
                 f"positional={config.positional!r} acts on distances between positions, and latents have none: use "
                 "positional='learned' or 'sinusoidal' with bottleneck_dim."
             )
+
+
+def rms(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """x scaled to unit root-mean-square over its last dimension (QK-norm: no parameters, as in the GPT-2 speedrun).
+
+    With unit-RMS queries and keys a score q.k / sqrt(hs) lies in [-sqrt(hs), sqrt(hs)]: no logit can grow
+    without bound, so a high learning rate cannot blow the softmax up into one-hot weights.
+    """
+    return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps).to(x.dtype)
+
+
+def relu2(x: torch.Tensor) -> torch.Tensor:
+    """ReLU squared (So et al., Primer 2021; the GPT-2 speedrun's MLP): sparse like ReLU, smooth at 0 like GELU."""
+    return F.relu(x).square()
 
 
 def scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

@@ -303,3 +303,118 @@ def load_public(name: str, *, data_files: str | Path | None = None):
         pairs.append((fr, en))
     report.kept = len(pairs)
     return pairs, report
+
+
+# ============================================================================ newer Tatoeba sentences
+
+# Sentences people typed into Tatoeba after the training file was made: the closest thing to what a user types.
+# The Tatoeba Translation Challenge's fra-eng test set (v2021-08-07, as packaged by Helsinki-NLP/OPUS-MT-testsets,
+# pinned to one commit), keeping the pairs whose French and English both never occur in the training file.
+NEWER = "tatoeba-newer-dev"
+NEWER_LABEL = "newer Tatoeba sentences (people typed; not in the training file)"
+NEWER_DEV_RELATIVE = "tatoeba-newer-fr-en/dev.fr-en.tsv"  # the development half, beside the repository
+CHALLENGE_BASE_URL = (
+    "https://raw.githubusercontent.com/Helsinki-NLP/OPUS-MT-testsets/"
+    "c0247d60f9221255bdb11fbfe73d5b33336278ea/testsets/fra-eng/tatoeba-test-v2021-08-07"
+)  # + ".fra" and ".eng": line i of one translates line i of the other
+
+
+def find_newer_dev() -> Path | None:
+    """The development half of the newer sentences on this machine (``$TATOEBA_NEWER_DEV``, or
+    ``../shared/data/tatoeba-newer-fr-en/dev.fr-en.tsv`` beside the repository), or None."""
+    from .sources import find_local_file
+
+    return find_local_file("TATOEBA_NEWER_DEV", NEWER_DEV_RELATIVE)
+
+
+def newer_pairs(candidates: Sequence[tuple[str, str]], training_pairs: Sequence[tuple[str, str]]):
+    """``(kept, counts)``: the candidate pairs whose French and whose English both never occur in ``training_pairs``.
+
+    Compared after stripping spaces, as whole sentences; a pair given twice is kept once. ``counts`` says how
+    many were dropped for each reason, so nothing leaves silently.
+    """
+    fr_seen = {fr.strip() for fr, _ in training_pairs}
+    en_seen = {en.strip() for _, en in training_pairs}
+    kept, seen, counts = [], set(), Counter()
+    for fr, en in candidates:
+        fr, en = fr.strip(), en.strip()
+        if fr in fr_seen:
+            counts["French sentence in the training file"] += 1
+        elif en in en_seen:
+            counts["English sentence in the training file"] += 1
+        elif (fr, en) in seen:
+            counts["the same pair again"] += 1
+        else:
+            seen.add((fr, en))
+            kept.append((fr, en))
+    return kept, dict(counts)
+
+
+def fetch_newer_sentences(
+    training_pairs: Sequence[tuple[str, str]],
+    cache_dir: str | Path | None = None,
+    base_url: str = CHALLENGE_BASE_URL,
+    *,
+    force: bool = False,
+):
+    """``(pairs, LoadReport)``: the newer Tatoeba sentences, downloaded (once, into the cache) and filtered
+    against ``training_pairs`` with :func:`newer_pairs`, as the development file was built.
+
+    Use it where the development file is not on the machine (Colab): it holds both halves, the one we tune on and
+    the one kept to score the project's models, so a learner's score on it is an honest test, never a choice.
+    ``base_url`` may be a ``file://`` address (the tests use one). Network errors say what to do.
+    """
+    import urllib.error
+
+    from .sources import DownloadError, _fetch, default_cache_dir, load_parallel
+
+    folder = (Path(cache_dir).expanduser() if cache_dir else default_cache_dir()) / "tatoeba-newer-fr-en"
+    files = {side: folder / f"tatoeba-test-v2021-08-07.{side}" for side in ("fra", "eng")}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for side, path in files.items():
+            if force or not path.is_file():
+                part = path.with_suffix(path.suffix + ".part")
+                _fetch(f"{base_url}.{side}", part)
+                part.replace(path)
+    except (OSError, urllib.error.URLError, ValueError) as err:
+        raise DownloadError(
+            f"Could not download the Tatoeba Challenge test set ({base_url}.fra/.eng): {err}. It needs the network once "
+            f"(then it is cached in {folder}). Offline, pass a French<TAB>English file by path instead, e.g. "
+            f"../shared/data/{NEWER_DEV_RELATIVE}."
+        ) from err
+    candidates, report = load_parallel(files["fra"], files["eng"])
+    kept, counts = newer_pairs(candidates, training_pairs)
+    for reason, n in counts.items():
+        report.skipped[reason] = report.skipped.get(reason, 0) + n
+    report.kept = len(kept)
+    report.source = NEWER
+    report.notes.append(f"{NEWER_LABEL}: both halves (a test: never choose anything on it)")
+    if not kept:
+        raise DataError(
+            f"None of the {len(candidates):,} downloaded pairs is new to the training file: was the training file itself "
+            "built from the same test set? Pass another test file by path."
+        )
+    return kept, report
+
+
+def load_newer_sentences(training_pairs: Sequence[tuple[str, str]] | None = None, cache_dir=None):
+    """``(pairs, LoadReport, label)``: the development file when it is on this machine, else the download.
+
+    The download needs ``training_pairs`` (the pairs the model was trained on: what "newer" is measured against);
+    without them and without the file, a :class:`DataError` says what to do.
+    """
+    from .sources import load_tsv
+
+    path = find_newer_dev()
+    if path is not None:
+        pairs, report = load_tsv(path, ("fr", "en"))
+        return pairs, report, f"{NEWER} ({NEWER_LABEL}, the development half)"
+    if training_pairs is None:
+        raise DataError(
+            f"The newer-sentence development file is not on this machine (looked for $TATOEBA_NEWER_DEV and "
+            f"../shared/data/{NEWER_DEV_RELATIVE}); downloading it needs the training pairs to filter against. "
+            "Pass the file by path, or call fetch_newer_sentences(training_pairs)."
+        )
+    pairs, report = fetch_newer_sentences(training_pairs, cache_dir)
+    return pairs, report, f"{NEWER} ({NEWER_LABEL}, downloaded: both halves)"

@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -156,6 +157,26 @@ class Tokenizer:
             )
         spm.set_random_generator_seed(seed)
         proto = io.BytesIO()
+        try:
+            cls._train_spm(spm, lines, proto, vocab_size, model_type, character_coverage, input_sentence_size, num_threads)
+        except RuntimeError as err:
+            needed = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(err))
+            if not needed:
+                raise
+            raise DataError(
+                f"vocab_size={vocab_size} is smaller than the {needed.group(2)} characters and special pieces this text "
+                f"needs: use vocab_size of at least {int(needed.group(2)) + 50} (4000-8000 for Tatoeba)."
+            ) from err
+        tok = cls(
+            proto.getvalue(),
+            {"model_type": model_type, "requested_vocab_size": vocab_size, "trained_on_sentences": len(lines)},
+        )
+        if out_dir is not None:
+            tok.save(out_dir)
+        return tok
+
+    @staticmethod
+    def _train_spm(spm, lines, proto, vocab_size, model_type, character_coverage, input_sentence_size, num_threads):
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(lines),
             model_writer=proto,
@@ -181,13 +202,6 @@ class Tokenizer:
             max_sentence_length=4192,
             minloglevel=2,
         )
-        tok = cls(
-            proto.getvalue(),
-            {"model_type": model_type, "requested_vocab_size": vocab_size, "trained_on_sentences": len(lines)},
-        )
-        if out_dir is not None:
-            tok.save(out_dir)
-        return tok
 
     # -- persistence
     def save(self, out_dir: str | os.PathLike) -> Path:

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, fields, replace
 import torch
 
 ATTENTION_KERNELS = ("auto", "sdpa", "explicit")
+OPTIMIZERS = ("adamw", "muon")
+SCHEDULES = ("cosine", "wsd")
 
 
 @dataclass
@@ -27,6 +29,11 @@ class TrainConfig:
     positional: str = "learned"  # also "sinusoidal"; notebook 05: "rotary", "alibi", "none"
     attention: str = "dot"  # notebook 05: "synthesizer"
     bottleneck_dim: int | None = None  # notebook 05: m latents (a Perceiver-style model)
+    # notebook 05's training-speed levers from the GPT-2 speedrun (helpers.nn.variants; issue 28 measured them)
+    qk_norm: bool = False  # unit-RMS queries and keys
+    activation: str = "gelu"  # or "relu2": ReLU squared
+    zero_init: bool = False  # output projections start at zero
+    tie_weights: bool = True  # False: an output head of its own instead of the token embedding matrix
     max_len: int = 64  # tokens per sequence: <bos> French <sep> English <eos>
     # "sdpa": F.scaled_dot_product_attention (fused kernels); "explicit": the softmax written out (notebook 02's
     # version); "auto": sdpa on a GPU, explicit on a CPU, where for sequences this short (<= 64 tokens) with a
@@ -38,9 +45,12 @@ class TrainConfig:
     # batches
     max_tokens: int = 4096  # tokens per batch, padding included: the knob to lower on out-of-memory
     # optimiser and schedule
+    optimizer: str = "adamw"  # or "muon": Muon for the blocks' matrices, AdamW for embeddings, head, norms, biases
     lr: float = 1e-3
     warmup_steps: int = 200
-    min_lr_ratio: float = 0.1  # the cosine ends at lr * min_lr_ratio
+    min_lr_ratio: float = 0.1  # the schedule ends at lr * min_lr_ratio
+    schedule: str = "cosine"  # or "wsd": warm-up, stable, then a linear cool-down over the last `cooldown` of the run
+    cooldown: float = 0.45  # wsd only: the share of the run spent cooling down (the speedrun record's 0.45)
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.98
@@ -72,6 +82,12 @@ class TrainConfig:
             raise ValueError(
                 f"attention_kernel={self.attention_kernel!r} is not known: use one of {ATTENTION_KERNELS}."
             )
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer={self.optimizer!r} is not known: use one of {OPTIMIZERS}.")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule={self.schedule!r} is not known: use one of {SCHEDULES}.")
+        if not 0.0 < self.cooldown <= 1.0:
+            raise ValueError(f"cooldown must be a share of the run in (0, 1], got {self.cooldown!r} (0.45 is typical).")
         if self.pretrain not in (None, "span"):
             raise ValueError(f"pretrain={self.pretrain!r} is not known: use None or 'span'.")
         if not 0.0 < self.pretrain_fraction < 1.0:
@@ -107,6 +123,10 @@ class TrainConfig:
             attention_kernel=kernel,
             attention=self.attention,
             bottleneck_dim=self.bottleneck_dim,
+            qk_norm=self.qk_norm,
+            activation=self.activation,
+            zero_init=self.zero_init,
+            tie_weights=self.tie_weights,
         )
 
     def to_dict(self) -> dict:
