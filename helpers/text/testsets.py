@@ -418,3 +418,26 @@ def load_newer_sentences(training_pairs: Sequence[tuple[str, str]] | None = None
         )
     pairs, report = fetch_newer_sentences(training_pairs, cache_dir)
     return pairs, report, f"{NEWER} ({NEWER_LABEL}, downloaded: both halves)"
+
+
+def newer_sentences_for(data: str, training_pairs, *, cache_dir=None, download: bool = True, limit: int | None = None):
+    """``(pairs or None, label, note)`` for a notebook: the newer sentences when they can be had, else None and a
+    note saying why and what would give them. ``data`` is what the model trains on (``"builtin"`` has no newer
+    sentences to download against); ``download=False`` (quick mode) never touches the network; ``limit`` keeps
+    the first pairs only (quick mode scores a sample)."""
+    from .sources import DownloadError
+
+    path = find_newer_dev()
+    if path is None and (data == "builtin" or not download):
+        why = "the model trains on the built-in corpus" if data == "builtin" else "quick mode does not download"
+        return None, NEWER_LABEL, (
+            f"Newer sentences: not scored ({why}, and the development file is not on this machine: set "
+            f"TATOEBA_NEWER_DEV to it, or run in full mode on the Tatoeba file to download them)."
+        )
+    try:
+        pairs, report, label = load_newer_sentences(None if path else training_pairs, cache_dir)
+    except (DownloadError, DataError) as err:
+        return None, NEWER_LABEL, f"Newer sentences: not scored: {err}"
+    shown = pairs if limit is None else pairs[:limit]
+    sample = "" if len(shown) == len(pairs) else f", the first {len(shown):,} scored here"
+    return shown, label, f"Newer sentences: {len(pairs):,} pairs from {report.path}{sample}."
