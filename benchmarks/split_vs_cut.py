@@ -27,7 +27,10 @@ def main(argv=None):
         out = {}
         for split in (False, True):
             report = TranslateReport()
-            out[split] = (translate(run.model, run.tokenizer, src, beams=args.beams, report=report, split_long=split), report)
+            out[split] = (
+                translate(run.model, run.tokenizer, src, beams=args.beams, report=report, split_long=split),
+                report,
+            )
         long_idx = [n - 1 for n, _, _ in out[False][1].truncated]
         for split, (hyps, report) in out.items():
             whole = score(hyps, refs)

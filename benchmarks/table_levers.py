@@ -14,7 +14,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import BLEU
 
 
 def paired_p(refs, base, system, resamples=1000, seed=12345):
@@ -56,7 +56,9 @@ def main(argv=None):
     base = runs.get(args.base, {})
     base_hyps = [h for s in sorted(base) for h in base[s]["hyps"]]
     base_mean = sum(r["bleu"] for r in base.values()) / max(1, len(base))
-    print("| lever | seeds | dev BLEU per seed | mean | Δ vs vanilla | p (paired bootstrap) | chrF mean | val loss | target tok/s (1 thread) |")
+    print(
+        "| lever | seeds | dev BLEU per seed | mean | Δ vs vanilla | p (paired bootstrap) | chrF mean | val loss | target tok/s (1 thread) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, seeds in sorted(runs.items(), key=lambda kv: kv[0] != args.base):
         mean = sum(r["bleu"] for r in seeds.values()) / len(seeds)
@@ -70,7 +72,9 @@ def main(argv=None):
         val = sum(r["val"] for r in seeds.values()) / len(seeds)
         tok = sum(r["tok_s"] for r in seeds.values()) / len(seeds)
         delta = "–" if name == args.base else f"{mean - base_mean:+.2f}"
-        print(f"| {name} | {len(seeds)} | {per} | {mean:.2f} | {delta} | {p_value} | {chrf:.2f} | {val:.3f} | {tok:,.0f} |")
+        print(
+            f"| {name} | {len(seeds)} | {per} | {mean:.2f} | {delta} | {p_value} | {chrf:.2f} | {val:.3f} | {tok:,.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -430,9 +430,13 @@ def newer_sentences_for(data: str, training_pairs, *, cache_dir=None, download: 
     path = find_newer_dev()
     if path is None and (data == "builtin" or not download):
         why = "the model trains on the built-in corpus" if data == "builtin" else "quick mode does not download"
-        return None, NEWER_LABEL, (
-            f"Newer sentences: not scored ({why}, and the development file is not on this machine: set "
-            f"TATOEBA_NEWER_DEV to it, or run in full mode on the Tatoeba file to download them)."
+        return (
+            None,
+            NEWER_LABEL,
+            (
+                f"Newer sentences: not scored ({why}, and the development file is not on this machine: set "
+                f"TATOEBA_NEWER_DEV to it, or run in full mode on the Tatoeba file to download them)."
+            ),
         )
     try:
         pairs, report, label = load_newer_sentences(None if path else training_pairs, cache_dir)

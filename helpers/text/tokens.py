@@ -158,7 +158,9 @@ class Tokenizer:
         spm.set_random_generator_seed(seed)
         proto = io.BytesIO()
         try:
-            cls._train_spm(spm, lines, proto, vocab_size, model_type, character_coverage, input_sentence_size, num_threads)
+            cls._train_spm(
+                spm, lines, proto, vocab_size, model_type, character_coverage, input_sentence_size, num_threads
+            )
         except RuntimeError as err:
             needed = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(err))
             if not needed:
