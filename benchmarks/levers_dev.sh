@@ -20,6 +20,7 @@ declare -A ARGS=(
   [relu2]="--activation relu2"
   [zeroinit]="--zero-init 1"
   [untied]="--tie-weights 0"
+  [subword]="--subword-alpha 0.5"
   [span-muon-wsd]="--pretrain span --optimizer muon --schedule wsd"
 )
 name=$1 seed=$2 steps=${3:-3000}

@@ -134,10 +134,11 @@ def train_command(
     of that many pairs. Prints what loading, cleaning and encoding dropped, and why; writes ``out/test.tsv`` (the
     held-out pairs, French<TAB>English, for ``evaluate``) and ``out/train_summary.json`` (the same counts included).
     With ``dev_score`` and the newer-sentence development file on this machine (not for the built-in data), the
-    trained model is scored on it at the end, greedy (:func:`_score_newer_dev`).
+    trained model is scored on it at the end, greedy (:func:`helpers.evaluation.evaluate.score_newer_dev`).
     """
     from . import pipeline, runtime
     from .nn.model import num_parameters
+    from .nn.variants import describe_variant
     from .text.data import TEST_FILES
     from .training.config import SHAPE_FIELDS, SIZED_PRESETS, preset_config
     from .training.sizing import size_for_run
@@ -204,7 +205,9 @@ def train_command(
         "torch": torch.__version__,
     }
     if dev_score and data != "builtin":
-        summary["newer_dev"] = _score_newer_dev(built.model, prepared.tokenizer, out, err if progress else None)
+        from .evaluation.evaluate import score_newer_dev
+
+        summary["newer_dev"] = score_newer_dev(built.model, prepared.tokenizer, out, err if progress else None)
     runtime.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", out / "train_summary.json")
     if progress:
         vl = (
@@ -219,66 +222,6 @@ def train_command(
             file=err,
         )
     return result
-
-
-def _score_newer_dev(model, tokenizer, out: Path, err: TextIO | None) -> dict | None:
-    """Greedy BLEU and chrF of a just-trained model on the newer-sentence development file, or None (with a line
-    saying so) when the file is not on this machine. Translations go to ``out/eval_dev.greedy.hyp.txt``."""
-    from .evaluation.evaluate import evaluate_pairs
-    from .runtime import atomic_write_text
-    from .text.sources import load_tsv
-    from .text.testsets import NEWER, NEWER_LABEL, WordTable, find_newer_dev
-
-    path = find_newer_dev()
-    if path is None:
-        if err is not None:
-            print(f"({NEWER} is not on this machine: no score on newer sentences; evaluate --test FILE scores any set.)",
-                  file=err)  # fmt: skip
-        return None
-    pairs, _ = load_tsv(path, ("fr", "en"))
-    words_path = out / WordTable.FILENAME
-    words = WordTable.load(words_path) if words_path.is_file() else None
-    was_training = model.training
-    model.eval()
-    try:
-        ev, hyps = evaluate_pairs(model, tokenizer, pairs, test_set=f"{NEWER} ({NEWER_LABEL})", words=words, beams=1)
-    finally:
-        model.train(was_training)
-    atomic_write_text("".join(h + "\n" for h in hyps), out / "eval_dev.greedy.hyp.txt")
-    result = {"test_file": str(path), "n": ev["n"], "beams": 1, "bleu": ev["bleu"], "chrf": ev["chrf"],
-              "truncated": ev["truncated"]}  # fmt: skip
-    if err is not None:
-        print(f"Newer sentences ({path.name}, {ev['n']:,} pairs, greedy): BLEU {ev['bleu']:.2f}, chrF {ev['chrf']:.2f}; "
-              f"beam search with evaluate --test {NEWER}.", file=err)  # fmt: skip
-    return result
-
-
-def _training_pairs_of(run):
-    """The pairs of the run's training file, which the newer-sentence download is filtered against, or None when
-    that file is not on this machine (then only the local development file can be used)."""
-    data = (run.config or {}).get("data", {}) if isinstance(run.config, dict) else {}
-    source = data.get("source")
-    if not source or source == "builtin" or not Path(source).is_file():
-        return None
-    from .text.sources import load_path
-
-    return load_path(source, tuple(data["columns"]) if data.get("columns") else None)[0]
-
-
-def describe_variant(model_cfg) -> str:
-    """', synthesizer attention, rotary positions' and the like: what differs from notebook 02's model."""
-    parts = []
-    if model_cfg.attention != "dot":
-        parts.append(f"{model_cfg.attention} attention")
-    if model_cfg.bottleneck_dim:
-        parts.append(f"a bottleneck of {model_cfg.bottleneck_dim} latents")
-    if model_cfg.positional != "learned":
-        parts.append(f"{model_cfg.positional} positions")
-    parts += [name for name, on in (("QK-norm", model_cfg.qk_norm), ("zero-initialised projections", model_cfg.zero_init),
-                                    ("an untied head", not model_cfg.tie_weights)) if on]  # fmt: skip
-    if model_cfg.activation != "gelu":
-        parts.append(f"{model_cfg.activation} activation")
-    return "".join(f", {p}" for p in parts)
 
 
 def translate_command(
@@ -364,9 +307,10 @@ def evaluate_command(
             pairs, load_report = load_public(str(test))
             label = f"{test}: {PUBLIC_TEST_SETS[str(test)][3]}"
         elif str(test) == NEWER:
+            from .pipeline import training_pairs_of
             from .text.testsets import find_newer_dev
 
-            pairs, load_report, label = load_newer_sentences(None if find_newer_dev() else _training_pairs_of(run))
+            pairs, load_report, label = load_newer_sentences(None if find_newer_dev() else training_pairs_of(run))
         else:
             pairs, load_report = load_path(test, own_columns)
             label = name or Path(test).name
@@ -480,26 +424,10 @@ def _train(args) -> int:
 
 
 # train's switches (the batch size, and notebook 05's variants), and the TrainConfig field each one sets
-TRAIN_FLAGS = {
-    "max_tokens": "max_tokens",
-    "precision": "precision",
-    "attention": "attention",
-    "bottleneck_dim": "bottleneck_dim",
-    "positions": "positional",
-    "pretrain": "pretrain",
-    "pretrain_fraction": "pretrain_fraction",
-    "parallel_pairs": "parallel_pairs",
-    "init_embeddings": "init_embeddings",
-    "optimizer": "optimizer",
-    "schedule": "schedule",
-    "cooldown": "cooldown",
-    "lr": "lr",
-    "qk_norm": "qk_norm",
-    "activation": "activation",
-    "zero_init": "zero_init",
-    "tie_weights": "tie_weights",
-    "vocab_size": "vocab_size",
-    "max_len": "max_len",
+TRAIN_FLAGS = {"positions": "positional"} | {
+    f: f
+    for f in "max_tokens precision attention bottleneck_dim pretrain pretrain_fraction parallel_pairs init_embeddings "
+    "optimizer schedule cooldown lr qk_norm activation zero_init tie_weights vocab_size subword_alpha max_len".split()
 }
 _SWITCHES = ("qk_norm", "zero_init", "tie_weights")  # given as 0/1, kept as booleans
 
@@ -620,6 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--zero-init", type=int, choices=[0, 1], help="1: output projections start at zero")
     s.add_argument("--tie-weights", type=int, choices=[0, 1], help="0: an output head of its own (untied)")
     s.add_argument("--vocab-size", type=int, help="sentencepiece pieces to learn")
+    s.add_argument("--subword-alpha", type=float, help="subword regularisation: sample segmentations (0.5 typical)")
     s.add_argument("--max-len", type=int, help="tokens per sequence: the source budget is about half")
     p.set_defaults(func=_train)
 

@@ -189,3 +189,15 @@ def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -
     model.load_state_dict(saved["model"])
     model.to(device).eval()
     return Run(model, Tokenizer.load(tok_dir), saved["config"], int(saved["step"]), folder, words)
+
+
+def training_pairs_of(run):
+    """The pairs of the run's training file, which the newer-sentence download is filtered against, or None when
+    that file is not on this machine (then only the local development file can be used)."""
+    data = (run.config or {}).get("data", {}) if isinstance(run.config, dict) else {}
+    source = data.get("source")
+    if not source or source == "builtin" or not Path(source).is_file():
+        return None
+    from .text.sources import load_path
+
+    return load_path(source, tuple(data["columns"]) if data.get("columns") else None)[0]

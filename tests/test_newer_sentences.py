@@ -260,3 +260,59 @@ def test_a_vocabulary_smaller_than_the_alphabet_is_a_message(tmp_path):
     texts = ["".join(chr(0x4E00 + i) for i in range(k, k + 20)) for k in range(0, 400, 20)]  # 400 distinct characters
     with pytest.raises(DataError, match=r"vocab_size=300 is smaller than .* use vocab_size of at least \d+"):
         Tokenizer.train(texts, vocab_size=300)
+
+
+# ---------------------------------------------------------------------------------------------- subword sampling
+
+
+@pytest.fixture(scope="module")
+def small_tokenizer():
+    from helpers.text.corpus import builtin_corpus
+    from helpers.text.tokens import Tokenizer
+
+    pairs = builtin_corpus(400, seed=3, difficulty=2)
+    return Tokenizer.train(pairs, vocab_size=500), pairs
+
+
+def _sampled(tok, pairs, seed=0):
+    from helpers.text.tokens import SampledBucketBatcher, encode_pairs
+
+    examples, _ = encode_pairs(tok, pairs, 64)
+    return SampledBucketBatcher(examples, pairs, tok, 64, 0.5, 400, seed=seed)
+
+
+def _epoch_ids(batcher):
+    return [b.input_ids.tolist() for b in batcher]
+
+
+def test_subword_sampling_draws_new_segmentations_each_epoch_reproducibly(small_tokenizer):
+    # a batcher that encoded once (no draw per epoch), or drew without the seed, fails one of these
+    tok, pairs = small_tokenizer
+    a, b = _sampled(tok, pairs), _sampled(tok, pairs)
+    e0 = _epoch_ids(a)
+    drawn0 = sorted(tuple(ex.input_ids) for ex in a.examples)
+    e1 = _epoch_ids(a)  # iterating to the end moved to the next epoch
+    drawn1 = sorted(tuple(ex.input_ids) for ex in a.examples)
+    assert _epoch_ids(b) == e0 and _epoch_ids(b) == e1  # same seed, same draws, epoch by epoch
+    assert drawn0 != drawn1  # another draw of the same sentences, not just another order of one encoding
+    assert drawn0 != sorted(tuple(ex.input_ids) for ex in a._plain[0])  # and not the plain encoding
+    # every draw decodes back to the same sentences: only the cut into pieces changes
+    texts = sorted(tok.decode(ex.input_ids[1 : ex.prefix_len - 1]) for ex in a.examples)
+    assert texts == sorted(tok.decode(tok.encode(fr)) for fr, _ in pairs)
+
+
+def test_subword_sampling_resumes_mid_epoch_exactly(small_tokenizer):
+    tok, pairs = small_tokenizer
+    whole = _sampled(tok, pairs)
+    _epoch_ids(whole)
+    it = iter(whole)
+    for _ in range(3):
+        next(it)
+    state = whole.state_dict()
+    rest = [b.input_ids.tolist() for b in it]
+    resumed = _sampled(tok, pairs)
+    resumed.load_state_dict(state)
+    assert [b.input_ids.tolist() for b in resumed] == rest  # the same epoch's draw, from the next batch
+    other = _sampled(tok, pairs[:-1])
+    with pytest.raises(Exception, match="cannot resume"):
+        other.load_state_dict(state)

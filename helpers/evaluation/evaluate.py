@@ -492,3 +492,34 @@ def bootstrap_bleu_difference(hyps_a: list[str], hyps_b: list[str], references: 
         "p": float((deltas <= 0).mean()),
         "resamples": resamples,
     }
+
+
+def score_newer_dev(model, tokenizer, out: Path, err: TextIO | None) -> dict | None:
+    """Greedy BLEU and chrF of a just-trained model on the newer-sentence development file, or None (with a line
+    saying so) when the file is not on this machine. Translations go to ``out/eval_dev.greedy.hyp.txt``."""
+    from ..runtime import atomic_write_text
+    from ..text.sources import load_tsv
+    from ..text.testsets import NEWER, NEWER_LABEL, WordTable, find_newer_dev
+
+    path = find_newer_dev()
+    if path is None:
+        if err is not None:
+            print(f"({NEWER} is not on this machine: no score on newer sentences; evaluate --test FILE scores any set.)",
+                  file=err)  # fmt: skip
+        return None
+    pairs, _ = load_tsv(path, ("fr", "en"))
+    words_path = out / WordTable.FILENAME
+    words = WordTable.load(words_path) if words_path.is_file() else None
+    was_training = model.training
+    model.eval()
+    try:
+        ev, hyps = evaluate_pairs(model, tokenizer, pairs, test_set=f"{NEWER} ({NEWER_LABEL})", words=words, beams=1)
+    finally:
+        model.train(was_training)
+    atomic_write_text("".join(h + "\n" for h in hyps), out / "eval_dev.greedy.hyp.txt")
+    result = {"test_file": str(path), "n": ev["n"], "beams": 1, "bleu": ev["bleu"], "chrf": ev["chrf"],
+              "truncated": ev["truncated"]}  # fmt: skip
+    if err is not None:
+        print(f"Newer sentences ({path.name}, {ev['n']:,} pairs, greedy): BLEU {ev['bleu']:.2f}, chrF {ev['chrf']:.2f}; "
+              f"beam search with evaluate --test {NEWER}.", file=err)  # fmt: skip
+    return result

@@ -24,7 +24,6 @@ from . import variants
 POSITIONAL_KINDS = ("learned", "sinusoidal", "rotary", "alibi", "none")  # the last three: notebook 05
 ATTENTION_KERNELS = ("sdpa", "explicit")  # the same attention, computed by a fused kernel or written out
 ATTENTION_KINDS = ("dot", "synthesizer")  # scaled dot product (notebook 02); synthesizer (notebook 05)
-ACTIVATIONS = ("gelu", "relu2")  # the feed-forward's non-linearity: GELU (GPT-2); ReLU squared (notebook 05)
 
 
 @dataclass
@@ -44,8 +43,7 @@ class ModelConfig:
     # notebook 05's variants (helpers.nn.variants): how scores are made, and an optional latent bottleneck
     attention: str = "dot"  # "dot" | "synthesizer"
     bottleneck_dim: int | None = None  # m latents between a down and an up cross-attention; None = plain model
-    # notebook 05's training-speed levers (the GPT-2 speedrun's, helpers.nn.variants): RMS-normalised queries and
-    # keys, ReLU squared, and output projections that start at zero (each block starts as the identity)
+    # notebook 05: the GPT-2 speedrun's levers (helpers.nn.variants): unit-RMS q and k, ReLU², zero-init projections
     qk_norm: bool = False
     activation: str = "gelu"
     zero_init: bool = False
@@ -84,8 +82,6 @@ class ModelConfig:
             )
         if self.attention not in ATTENTION_KINDS:
             raise ValueError(f"attention={self.attention!r} is not known: choose one of {ATTENTION_KINDS}.")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation={self.activation!r} is not known: choose one of {ACTIVATIONS}.")
         if self.positional == "rotary" and self.head_dim % 2:
             raise ValueError(
                 f"rotary positions turn pairs of channels, so d_model / n_head must be even (got {self.head_dim}): "
@@ -332,9 +328,8 @@ class DecoderOnlyTransformer(nn.Module):
         self.apply(self._init_weights)
         for name, p in self.named_parameters():  # GPT-2: keep the residual stream's variance flat with depth
             if name.endswith(("attn.proj.weight", "ffn.proj.weight")):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-                if config.zero_init:  # notebook 05: every block starts as the identity
-                    nn.init.zeros_(p)
+                # zero_init (notebook 05): the projections start at 0, so every block starts as the identity
+                nn.init.normal_(p, mean=0.0, std=0.0 if config.zero_init else 0.02 / math.sqrt(2 * config.n_layer))
 
     @staticmethod
     def _init_weights(module):

@@ -237,6 +237,9 @@ def attention_memory(config, T: int, batch: int = 1, bytes_per: int = 4) -> floa
     return float(batch * nh * cells * bytes_per)
 
 
+ACTIVATIONS = ("gelu", "relu2")  # the feed-forward's non-linearity: GELU (GPT-2); ReLU squared (the speedrun's)
+
+
 def check_variant(config) -> None:
     """Refuse combinations that have no meaning, saying why and what to use instead."""
     if config.attention == "synthesizer" and config.positional in ("rotary", "alibi"):
@@ -244,6 +247,8 @@ def check_variant(config) -> None:
             f"attention='synthesizer' has no query-key dot product for positional={config.positional!r} to act "
             "on (its scores already index absolute positions): use positional='learned', 'sinusoidal' or 'none'."
         )
+    if config.activation not in ACTIVATIONS:
+        raise ValueError(f"activation={config.activation!r} is not known: choose one of {ACTIVATIONS}.")
     if config.attention == "synthesizer" and getattr(config, "qk_norm", False):
         raise ValueError(
             "qk_norm normalises queries and keys, and attention='synthesizer' has neither: use qk_norm=False with it."
@@ -283,3 +288,19 @@ def relu2(x: torch.Tensor) -> torch.Tensor:
 def scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """q k^T / sqrt(hs): (B, nh, Tq, Tk)."""
     return (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+
+
+def describe_variant(model_cfg) -> str:
+    """', synthesizer attention, rotary positions' and the like: what differs from notebook 02's model."""
+    parts = []
+    if model_cfg.attention != "dot":
+        parts.append(f"{model_cfg.attention} attention")
+    if model_cfg.bottleneck_dim:
+        parts.append(f"a bottleneck of {model_cfg.bottleneck_dim} latents")
+    if model_cfg.positional != "learned":
+        parts.append(f"{model_cfg.positional} positions")
+    parts += [name for name, on in (("QK-norm", model_cfg.qk_norm), ("zero-initialised projections", model_cfg.zero_init),
+                                    ("an untied head", not model_cfg.tie_weights)) if on]  # fmt: skip
+    if model_cfg.activation != "gelu":
+        parts.append(f"{model_cfg.activation} activation")
+    return "".join(f", {p}" for p in parts)

@@ -23,7 +23,16 @@ import numpy as np
 from .. import runtime
 from .sources import file_sha256, load_path
 from .testsets import NewSentenceDesign, NewSentenceReport, WordTable, describe_test_set, select_new_sentences
-from .tokens import BucketBatcher, DataError, Tokenizer, encode_pairs, max_source_tokens, normalise_text
+from .tokens import (
+    BucketBatcher,
+    DataError,
+    SampledBucketBatcher,
+    Tokenizer,
+    encode_pairs,
+    make_example,
+    max_source_tokens,
+    normalise_text,
+)
 
 
 @dataclass
@@ -294,7 +303,12 @@ def batches_for(tokenizer: Tokenizer, splits: Splits, cfg, seed: int = 0) -> tup
     parallel = parallel_subset(splits.train, getattr(cfg, "parallel_pairs", None), seed)
     train_ex, enc_train = encode_pairs(tokenizer, parallel, cfg.max_len)
     valid_ex, enc_valid = encode_pairs(tokenizer, splits.valid[: cfg.valid_sentences], cfg.max_len)
-    batcher = BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
+    alpha = getattr(cfg, "subword_alpha", None)
+    if alpha:  # subword regularisation: each epoch's segmentations drawn anew (the validation set keeps the best)
+        kept = [p for p in parallel if make_example(tokenizer, *p, cfg.max_len) is not None]
+        batcher = SampledBucketBatcher(train_ex, kept, tokenizer, cfg.max_len, alpha, cfg.max_tokens, seed=seed)
+    else:
+        batcher = BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
     valid_batches = list(BucketBatcher(valid_ex, max_tokens=cfg.max_tokens, shuffle=False)) if valid_ex else []
     return batcher, valid_batches, {"encode_train": enc_train, "encode_valid": enc_valid}
 

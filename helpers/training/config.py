@@ -42,6 +42,7 @@ class TrainConfig:
     # tokenizer
     vocab_size: int = 8000
     tokenizer_type: str = "unigram"
+    subword_alpha: float | None = None  # subword regularisation: segmentations drawn anew each epoch (0.5 typical)
     # batches
     max_tokens: int = 4096  # tokens per batch, padding included: the knob to lower on out-of-memory
     # optimiser and schedule
@@ -88,6 +89,10 @@ class TrainConfig:
             raise ValueError(f"schedule={self.schedule!r} is not known: use one of {SCHEDULES}.")
         if not 0.0 < self.cooldown <= 1.0:
             raise ValueError(f"cooldown must be a share of the run in (0, 1], got {self.cooldown!r} (0.45 is typical).")
+        if self.subword_alpha is not None and not self.subword_alpha > 0:
+            raise ValueError(
+                f"subword_alpha must be positive or None (off), got {self.subword_alpha!r} (0.5 is typical)."
+            )
         if self.pretrain not in (None, "span"):
             raise ValueError(f"pretrain={self.pretrain!r} is not known: use None or 'span'.")
         if not 0.0 < self.pretrain_fraction < 1.0:

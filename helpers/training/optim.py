@@ -1,0 +1,124 @@
+"""The optimiser and the learning-rate schedule of a training run.
+
+AdamW with weight decay on matrices only (the default), or Muon for the blocks' matrices beside AdamW for the
+rest (:class:`MuonWithAdamW`, issue 28's lever); the schedule is a warm-up then a cosine, or warm-up, stable,
+decay (``wsd``). :class:`helpers.training.train.TrainingRun` builds both from a
+:class:`helpers.training.config.TrainConfig`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .config import TrainConfig
+
+
+def make_optimizer(
+    model: torch.nn.Module, cfg: TrainConfig, device: torch.device | str | None = None
+) -> torch.optim.Optimizer:
+    """AdamW; weight decay only on the matrices of linear layers (not biases, norms or embeddings).
+
+    Decaying an embedding pulls rare tokens' vectors to zero, and decaying a LayerNorm gain fights the
+    normalisation, so both are left alone. On CUDA the fused kernel does the update in one launch.
+    With ``cfg.optimizer == "muon"`` the blocks' matrices go to Muon instead (:class:`MuonWithAdamW`).
+    """
+    no_decay_ids = set()
+    for module in model.modules():
+        if isinstance(module, torch.nn.Embedding) or "Norm" in type(module).__name__:
+            no_decay_ids.update(id(p) for p in module.parameters(recurse=False))
+    decay, no_decay = [], []
+    for p in model.parameters():  # a tied head appears once, as the embedding
+        if not p.requires_grad:
+            continue
+        (no_decay if (id(p) in no_decay_ids or p.dim() < 2) else decay).append(p)
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    extra = {"fused": True} if device.type == "cuda" else {}
+    hidden = []
+    if cfg.optimizer == "muon":  # the blocks' 2-D weights; the head (tied or not) and embeddings stay with AdamW
+        head = getattr(model, "lm_head", None)
+        outside = {id(p) for p in head.parameters()} if head is not None else set()
+        hidden = [p for p in decay if id(p) not in outside and p.dim() == 2 and p is not getattr(head, "weight", None)]
+        hidden_ids = {id(p) for p in hidden}
+        decay = [p for p in decay if id(p) not in hidden_ids]
+    groups = [
+        {"params": decay, "weight_decay": cfg.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    adamw = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=1e-8, **extra)
+    if not hidden:
+        return adamw
+    # "match_rms_adamw" scales each update to AdamW's typical size, so one learning rate and schedule serve both
+    muon = torch.optim.Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay, adjust_lr_fn="match_rms_adamw")
+    return MuonWithAdamW(muon, adamw)
+
+
+class MuonWithAdamW(torch.optim.Optimizer):
+    """Muon for the hidden matrices and AdamW for the rest, stepped, saved and restored as one optimizer.
+
+    Muon (Jordan et al. 2024, ``torch.optim.Muon``) orthogonalises each matrix's momentum with a few Newton-Schulz
+    iterations, so every direction of the update moves at the same rate; it is defined for 2-D weights only.
+    ``param_groups`` is the two optimizers' groups, the same dictionaries, so the schedule and the gradient
+    scaler (which unscales ``param_groups``) reach both.
+    """
+
+    def __init__(self, muon: torch.optim.Optimizer, adamw: torch.optim.Optimizer):
+        self.optimizers = (muon, adamw)  # no super().__init__: the two inner optimizers hold the state
+        self.defaults = {}
+
+    @property
+    def param_groups(self):
+        return [g for opt in self.optimizers for g in opt.param_groups]
+
+    @property
+    def state(self):
+        return {k: v for opt in self.optimizers for k, v in opt.state.items()}
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is not None:
+            raise ValueError("MuonWithAdamW.step takes no closure.")
+        for opt in self.optimizers:
+            opt.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict:
+        return {"muon": self.optimizers[0].state_dict(), "adamw": self.optimizers[1].state_dict()}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        if set(state_dict) != {"muon", "adamw"}:
+            raise ValueError(
+                f"this optimizer state was saved by another optimizer (keys {sorted(state_dict)}), not Muon with AdamW."
+            )
+        self.optimizers[0].load_state_dict(state_dict["muon"])
+        self.optimizers[1].load_state_dict(state_dict["adamw"])
+
+    def __repr__(self) -> str:
+        return f"MuonWithAdamW({self.optimizers[0]!r}, {self.optimizers[1]!r})"
+
+
+def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
+    """Linear warm-up over ``cfg.warmup_steps``, then the decay to ``cfg.lr * cfg.min_lr_ratio`` at ``total_steps``.
+
+    ``cfg.schedule`` "cosine": a half cosine from the peak to the floor. "wsd" (warm-up, stable, decay): the peak
+    until the last ``cfg.cooldown`` share of the run, then a straight line to the floor; a fast learning rate for
+    longer, and a long cool-down where most of the loss is won (the GPT-2 speedrun's schedule).
+    ``step`` counts from 0 (the learning rate used by the first update). After ``total_steps`` the
+    rate stays at the floor.
+    """
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    floor = cfg.lr * cfg.min_lr_ratio
+    if cfg.schedule == "wsd":
+        cool_from = total_steps - cfg.cooldown * total_steps
+        if step < cool_from:
+            return cfg.lr
+        progress = min(1.0, (step - cool_from) / max(1.0, total_steps - cool_from))
+        return cfg.lr + (floor - cfg.lr) * progress
+    span = max(1, total_steps - cfg.warmup_steps)
+    progress = min(1.0, (step - cfg.warmup_steps) / span)
+    return floor + (cfg.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
