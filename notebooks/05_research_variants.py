@@ -1306,6 +1306,60 @@ print(order_disagreements(ROWS, SWEEP_LABELS))
 # you will report: validation BLEU, not validation loss.
 
 # %% [markdown]
+# ## 9. Levers from the speed records
+#
+# The fastest published small-model training runs (the GPT-2 speedrun, KellerJordan/modded-nanogpt, and
+# nanochat's smallest model) keep a handful of changes to the plain recipe. Each is one switch here, so you can
+# try it with `python -m helpers train ... --FLAG` and measure it as section 5 does:
+#
+# - **Muon** (`--optimizer muon`, `torch.optim.Muon`): the blocks' weight matrices are updated by an
+#   orthogonalised momentum (a few Newton–Schulz iterations), so every direction of a matrix moves at the same
+#   rate; embeddings, head, norms and biases stay with AdamW. The speedrun credits it with about 1.5× the sample
+#   efficiency; on two CPU cores its iterations cost time beside matrices this small.
+# - **Warm-up, stable, decay** (`--schedule wsd`): the peak learning rate until the last 45 % of the run, then a
+#   straight line down; most of the loss is won in the cool-down.
+# - **QK-norm** (`--qk-norm 1`): queries and keys scaled to unit RMS before the dot product, so no score can grow
+#   without bound at a high learning rate.
+# - **ReLU²** (`--activation relu2`): the feed-forward's non-linearity squared after the ReLU: sparse, and
+#   cheaper than GELU.
+# - **Zero-initialised projections** (`--zero-init 1`): every block starts as the identity and learns what to add.
+# - **An untied head** (`--tie-weights 0`): the output layer gets a matrix of its own instead of the token
+#   embeddings.
+# - **Subword regularisation** (`--subword-alpha 0.5`): each epoch draws new segmentations of the training
+#   sentences, so the model has seen words in pieces, as it will see words it never met.
+#
+# Each one was measured with two seeds on the newer-sentence development set (`benchmarks/RESULTS.md`, issue 28);
+# the cell below only shows what each switch changes in a tiny model: its parameter count and how far its first
+# output moves from the plain model's.
+
+# %%
+levers = {"plain": {}, "QK-norm": {"qk_norm": True}, "ReLU²": {"activation": "relu2"},
+          "zero-init": {"zero_init": True}, "untied head": {"tie_weights": False}}  # fmt: skip
+ids = torch.randint(4, 200, (2, 16))
+first = {}
+for name, switch in levers.items():
+    torch.manual_seed(0)  # the same starting weights wherever the switch leaves them alone
+    lever_model = M.DecoderOnlyTransformer(
+        M.ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32, **switch)
+    )
+    first[name] = lever_model(ids).detach()
+    moved = (first[name] - first["plain"]).abs().max()
+    print(f"{name:>12}: {M.num_parameters(lever_model.config):>7,} parameters, logits moved by {moved:.2e}")
+assert M.num_parameters(
+    M.ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32, tie_weights=False)
+) == (M.num_parameters(M.ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32)) + 200 * 32), (
+    "an untied head adds one vocabulary x width matrix, nothing else"
+)
+assert all((first[k] - first["plain"]).abs().max() > 0 for k in levers if k != "plain"), (
+    "every switch changes the model"
+)
+from helpers.training.optim import make_optimizer  # noqa: E402
+
+muon = make_optimizer(lever_model, C.preset_config("tiny", optimizer="muon"))
+print(f"Muon takes {sum(len(g['params']) for g in muon.optimizers[0].param_groups)} matrices of the blocks; AdamW "
+      f"{sum(len(g['params']) for g in muon.optimizers[1].param_groups)} tensors (embeddings, head, norms, biases).")  # fmt: skip
+
+# %% [markdown]
 # ## Every row, saved
 #
 # Every row above goes to `reports/metrics/05_variants.json` with its settings, budget, steps, validation loss

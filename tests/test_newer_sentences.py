@@ -316,3 +316,43 @@ def test_subword_sampling_resumes_mid_epoch_exactly(small_tokenizer):
     other = _sampled(tok, pairs[:-1])
     with pytest.raises(Exception, match="cannot resume"):
         other.load_state_dict(state)
+
+
+@pytest.mark.training
+def test_muon_wsd_fp16_run_resumes_to_the_same_weights(tmp_path):
+    """The T4's path (fp16 with a gradient scaler, here on the CPU) with Muon and WSD: a run stopped at step 6 and
+    resumed to 10 ends with exactly the weights of a run that went straight to 10 (a resume that lost Muon's
+    momentum, the scaler or the schedule's position would not)."""
+    from helpers.cli import train_command
+    from helpers.training.checkpoint import load_checkpoint
+
+    levers = {"optimizer": "muon", "schedule": "wsd", "precision": "fp16", "subword_alpha": 0.5}
+    train_command(
+        "builtin", steps=10, out=tmp_path / "straight", preset="tiny", overrides=levers, progress=False, limit=600
+    )
+    train_command(
+        "builtin", steps=6, out=tmp_path / "resumed", preset="tiny", overrides=levers, progress=False, limit=600
+    )
+    train_command(
+        "builtin", steps=10, out=tmp_path / "resumed", preset="tiny", overrides=levers, progress=False, limit=600
+    )
+    a = load_checkpoint(tmp_path / "straight" / "checkpoint.pt", map_location="cpu")
+    b = load_checkpoint(tmp_path / "resumed" / "checkpoint.pt", map_location="cpu")
+    assert set(a["optimizer"]) == {"muon", "adamw"} and a["step"] == b["step"] == 10
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+
+
+@pytest.mark.slow
+def test_the_shared_development_file_passes_our_filter_against_the_training_file():
+    """The download's filter is the one the shared file was built with: every development pair is new to fra.txt
+    (run where the shared data is beside the repository; skipped elsewhere)."""
+    from helpers.text.sources import find_local_file, find_local_tatoeba, load_path, load_tsv
+
+    # beside the repository only: conftest points $TATOEBA_NEWER_DEV at a stand-in
+    dev_path, train_path = find_local_file("NO_SUCH_VARIABLE", testsets.NEWER_DEV_RELATIVE), find_local_tatoeba()
+    if dev_path is None or train_path is None:
+        pytest.skip("the shared Tatoeba file and development set are not beside the repository")
+    dev, _ = load_tsv(dev_path)
+    kept, counts = testsets.newer_pairs(dev, load_path(train_path)[0])
+    assert len(kept) == len(dev) and counts == {}
