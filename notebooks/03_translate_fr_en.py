@@ -52,16 +52,16 @@
 # built-in synthetic corpus through every code path, in about a minute on two CPU cores. Figures go to
 # `reports/figures/03_*.pdf` and `.png`, metrics to `reports/metrics/03_scratch.json`.
 #
-# **What to expect.** Two scores, the honest one first. The **new-sentence** set is held out to look like
-# what people type (rarer words, longer sentences; section 1 says how); the **in-distribution** set is a
-# random split of Tatoeba, whose sentences resemble the training ones, so it scores higher. Measured so far
-# (`benchmarks/RESULTS.md`), the `cpu` preset after 15 minutes on two fp32-only CPU cores (width 128 there):
-# BLEU 27.8 on new sentences and 36.5 in-distribution (beam 4; greedy 25.9 and 34.8), against 11.6 for a
-# word-by-word dictionary and 0.4 for copying the source. On two cores with bf16 instructions the same 15
-# minutes carry three times the tokens, the preset picks width 192, and greedy BLEU reaches 31.3 on new
-# sentences and 41.6 in-distribution; on a T4
-# we aim for BLEU ≥ 45 in-distribution, not yet measured on a T4 (an H100 running the T4's fp16 code path
-# reached 53.4 in-distribution and 43.4 on new sentences in 5 minutes). Quick mode's numbers are on synthetic
+# **What to expect.** Three scores, the honest one first. The **newer sentences** were typed into Tatoeba after
+# the training file was made, and none of them is in it: the closest thing to what a user types (section 6 says
+# where they come from). Our **new-sentence** set is held out of the training file to look like them (rarer
+# words, longer sentences; section 1 says how); the **in-distribution** set is a random split of the file. Measured
+# so far (`benchmarks/RESULTS.md`, issue 28), the `cpu` preset after 15 minutes on two CPU cores with bf16
+# instructions: BLEU 27.7 on newer sentences (beam 4; greedy 26.5), 41.0 on our new-sentence split and 51.8
+# in-distribution, against 11.6 for a word-by-word dictionary. A split of the training file reads about 13 BLEU
+# higher than the newer sentences on the same model; section 8 asks why. On a T4 the figures are not yet
+# measured (an H100 running the T4's fp16 code path reached 53.4 in-distribution and 43.4 on our new-sentence
+# split in 5 minutes, before issue 28's levers). Quick mode's numbers are on synthetic
 # sentences from a model of 31,000 parameters: they say only that the code learns.
 #
 # **The same pipeline from a terminal.** `python -m helpers train --data fra.txt --minutes 45 --preset t4
@@ -997,10 +997,20 @@ print(
 # With a *time* budget the number of steps is not known in advance, so `Budget.total_steps` estimates it
 # from the pace so far, and the cosine ends when the time does. The rate this run actually used is
 # plotted after training, in section 4.
+#
+# **What the full-mode presets use instead.** The `cpu` and `t4` presets replace two of these pieces by what
+# won on newer Tatoeba sentences (`benchmarks/RESULTS.md`, issue 28; notebook 05, section 9): **Muon** for the
+# blocks' weight matrices (AdamW keeps the embeddings, norms and biases), and **warm-up, stable, decay**: the
+# peak rate until the last 45 % of the run, then a straight line down. Quick mode keeps AdamW and the cosine.
+# The cell says what this run uses.
 
 # %%
+OPTIMISER = "AdamW" if cfg.optimizer == "adamw" else "Muon for the blocks' matrices, AdamW for the rest"
+DECAY = (
+    "a cosine" if cfg.schedule == "cosine" else f"a stable phase, then a straight line over the last {cfg.cooldown:.0%}"
+)
 print(
-    f"peak lr {cfg.lr:g}, reached after {cfg.warmup_steps:,} warm-up steps; cosine down to "
+    f"{OPTIMISER}; peak lr {cfg.lr:g}, reached after {cfg.warmup_steps:,} warm-up steps; then {DECAY} down to "
     f"{cfg.min_lr_ratio:g} × {cfg.lr:g} = {cfg.lr * cfg.min_lr_ratio:g} at the end of the budget"
 )
 
@@ -1457,7 +1467,7 @@ zoom.axvline(cfg.warmup_steps, color="tab:red", ls=":")
 zoom.set_title(f"the first {len(first):,} steps", fontsize=8)
 zoom.tick_params(labelsize=7)
 ax.set_title(
-    f"Learning rate of this run: {cfg.warmup_steps:,} warm-up steps,\nthen cosine from {cfg.lr:g} "
+    f"Learning rate of this run: {cfg.warmup_steps:,} warm-up steps,\nthen {DECAY} from {cfg.lr:g} "
     f"to {cfg.lr * cfg.min_lr_ratio:g} at step {result.steps:,}",
     fontsize=9,
 )
@@ -1468,7 +1478,7 @@ save_figure(
     "03_lr_schedule",
     question="Did the learning rate follow the schedule?",
     caption=f"The learning rate the loop used (dots, every {cfg.log_interval} steps) and lr_at with the final step "
-    f"count known (dashed): {cfg.warmup_steps:,} warm-up steps, then a cosine to {cfg.min_lr_ratio:g} of the peak.",
+    f"count known (dashed): {cfg.warmup_steps:,} warm-up steps, then {DECAY} to {cfg.min_lr_ratio:g} of the peak.",
     numbers={"peak lr": cfg.lr, "warm-up steps": cfg.warmup_steps, "steps": result.steps},
 )
 plt.show()
