@@ -498,8 +498,7 @@ def score_newer_dev(model, tokenizer, out: Path, err: TextIO | None) -> dict | N
     """Greedy BLEU and chrF of a just-trained model on the newer-sentence development file, or None (with a line
     saying so) when the file is not on this machine. Translations go to ``out/eval_dev.greedy.hyp.txt``."""
     from ..runtime import atomic_write_text
-    from ..text.sources import load_tsv
-    from ..text.testsets import NEWER, NEWER_LABEL, WordTable, find_newer_dev
+    from ..text.testsets import NEWER, WordTable, find_newer_dev, load_newer_sentences
 
     path = find_newer_dev()
     if path is None:
@@ -507,13 +506,13 @@ def score_newer_dev(model, tokenizer, out: Path, err: TextIO | None) -> dict | N
             print(f"({NEWER} is not on this machine: no score on newer sentences; evaluate --test FILE scores any set.)",
                   file=err)  # fmt: skip
         return None
-    pairs, _ = load_tsv(path, ("fr", "en"))
+    pairs, _, label = load_newer_sentences()  # the local file: nothing is downloaded here
     words_path = out / WordTable.FILENAME
     words = WordTable.load(words_path) if words_path.is_file() else None
     was_training = model.training
     model.eval()
     try:
-        ev, hyps = evaluate_pairs(model, tokenizer, pairs, test_set=f"{NEWER} ({NEWER_LABEL})", words=words, beams=1)
+        ev, hyps = evaluate_pairs(model, tokenizer, pairs, test_set=label, words=words, beams=1)
     finally:
         model.train(was_training)
     atomic_write_text("".join(h + "\n" for h in hyps), out / "eval_dev.greedy.hyp.txt")

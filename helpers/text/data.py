@@ -29,7 +29,6 @@ from .tokens import (
     SampledBucketBatcher,
     Tokenizer,
     encode_pairs,
-    make_example,
     max_source_tokens,
     normalise_text,
 )
@@ -305,8 +304,8 @@ def batches_for(tokenizer: Tokenizer, splits: Splits, cfg, seed: int = 0) -> tup
     valid_ex, enc_valid = encode_pairs(tokenizer, splits.valid[: cfg.valid_sentences], cfg.max_len)
     alpha = getattr(cfg, "subword_alpha", None)
     if alpha:  # subword regularisation: each epoch's segmentations drawn anew (the validation set keeps the best)
-        kept = [p for p in parallel if make_example(tokenizer, *p, cfg.max_len) is not None]
-        batcher = SampledBucketBatcher(train_ex, kept, tokenizer, cfg.max_len, alpha, cfg.max_tokens, seed=seed)
+        # every pair is drawn each epoch; a draw too long for max_len is left out of that epoch (and counted)
+        batcher = SampledBucketBatcher(train_ex, parallel, tokenizer, cfg.max_len, alpha, cfg.max_tokens, seed=seed)
     else:
         batcher = BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
     valid_batches = list(BucketBatcher(valid_ex, max_tokens=cfg.max_tokens, shuffle=False)) if valid_ex else []
