@@ -21,6 +21,10 @@ declare -A ARGS=(
   [zeroinit]="--zero-init 1"
   [untied]="--tie-weights 0"
   [subword]="--subword-alpha 0.5"
+  [vocab2k]="--vocab-size 2000"
+  [vocab8k]="--vocab-size 8000"
+  [ema]="--ema-decay 0.998"
+  [concat]="--concat-pairs 0.25"
   [span-muon-wsd]="--pretrain span --optimizer muon --schedule wsd"
 )
 name=$1 seed=$2 steps=${3:-3000}

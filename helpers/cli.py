@@ -427,7 +427,8 @@ def _train(args) -> int:
 TRAIN_FLAGS = {"positions": "positional"} | {
     f: f
     for f in "max_tokens precision attention bottleneck_dim pretrain pretrain_fraction parallel_pairs init_embeddings "
-    "optimizer schedule cooldown lr qk_norm activation zero_init tie_weights vocab_size subword_alpha max_len".split()
+    "optimizer schedule cooldown lr qk_norm activation zero_init tie_weights vocab_size subword_alpha max_len "
+    "ema_decay concat_pairs".split()
 }
 _SWITCHES = ("qk_norm", "zero_init", "tie_weights")  # given as 0/1, kept as booleans
 
@@ -533,9 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--pretrain", choices=["span"], help="span-corruption pretraining on unpaired sentences first")
     v.add_argument("--pretrain-fraction", type=float, help="share of the budget spent pretraining (default 0.3)")
     v.add_argument("--parallel-pairs", type=int, help="train translation on only this many pairs (all by default)")
-    v.add_argument(
-        "--init-embeddings", help="start the token embeddings from a pretrained model's (hub name, folder, .gguf)"
-    )
+    v.add_argument("--init-embeddings", help="start token embeddings from a pretrained model's (hub, folder, .gguf)")
     s = p.add_argument_group("training levers (notebook 05; the GPT-2 speedrun's), sizes and the optimiser")
     s.add_argument(
         "--optimizer", choices=["adamw", "muon"], help="muon: Muon for the blocks' matrices, AdamW for the rest"
@@ -550,6 +549,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vocab-size", type=int, help="sentencepiece pieces to learn")
     s.add_argument("--subword-alpha", type=float, help="subword regularisation: sample segmentations (0.5 typical)")
     s.add_argument("--max-len", type=int, help="tokens per sequence: the source budget is about half")
+    s.add_argument("--ema-decay", type=float, help="translate with a moving average of the weights (0.998 typical)")
+    s.add_argument("--concat-pairs", type=float, help="add this share of examples made of two pairs joined (0.25)")
     p.set_defaults(func=_train)
 
     p = sub.add_parser("translate", help="French on stdin -> English on stdout")

@@ -186,7 +186,7 @@ def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -
     from .nn.model import ModelConfig
 
     model = DecoderOnlyTransformer(ModelConfig.from_dict(saved["config"]["model"]))
-    model.load_state_dict(saved["model"])
+    model.load_state_dict(ckpt_lib.inference_weights(saved))  # the moving average, when the run kept one
     model.to(device).eval()
     return Run(model, Tokenizer.load(tok_dir), saved["config"], int(saved["step"]), folder, words)
 

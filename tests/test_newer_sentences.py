@@ -318,6 +318,52 @@ def test_subword_sampling_resumes_mid_epoch_exactly(small_tokenizer):
         other.load_state_dict(state)
 
 
+def test_ema_moves_a_share_of_the_way_and_is_what_a_translator_loads(tmp_path):
+    # a decay applied the wrong way round (1 - d to the old weights), or a loader that ignores the average, fails
+    from helpers.training import checkpoint as ckpt_lib
+    from helpers.training.optim import make_ema
+
+    assert make_ema(torch.nn.Linear(2, 2), None) is None
+    layer = torch.nn.Linear(3, 2)
+    ema = make_ema(layer, 0.9)
+    ema.update_parameters(layer)  # the first update copies the weights
+    start = layer.weight.detach().clone()
+    with torch.no_grad():
+        layer.weight.add_(1.0)
+    ema.update_parameters(layer)
+    assert torch.allclose(ema.module.weight, start + 0.1)  # a tenth of the way to the new weights
+    ckpt_lib.save_checkpoint(tmp_path, model=layer, config={}, step=2, ema=ema)
+    saved = ckpt_lib.load_checkpoint(tmp_path)
+    assert torch.equal(ckpt_lib.inference_weights(saved)["weight"], ema.module.weight.detach())
+    assert torch.equal(saved["model"]["weight"], layer.weight.detach())  # training resumes from the raw weights
+    again = make_ema(torch.nn.Linear(3, 2), 0.9)
+    ckpt_lib.restore(saved, ema=again, rng=False)
+    assert torch.equal(again.module.weight, ema.module.weight) and int(again.n_averaged) == 2
+    ckpt_lib.save_checkpoint(tmp_path / "plain", model=layer, config={}, step=2)
+    plain = ckpt_lib.load_checkpoint(tmp_path / "plain")
+    assert ckpt_lib.inference_weights(plain) is plain["model"]
+    with pytest.raises(ValueError, match="no moving average"):
+        ckpt_lib.restore(plain, ema=again, rng=False)
+    with pytest.raises(ValueError, match="ema_decay"):
+        TrainConfig(ema_decay=1.0)
+
+
+def test_joined_pairs_add_long_examples_made_of_two_training_pairs():
+    # joining French of one pair to English of another, or drawing without the seed, fails here
+    from helpers.text.data import joined_pairs
+
+    pairs = [(f"fr{i}.", f"en{i}.") for i in range(40)]
+    joined = joined_pairs(pairs, 0.25, seed=3)
+    assert 8 <= len(joined) <= 10 and joined == joined_pairs(pairs, 0.25, seed=3)  # round(0.25 * 40), less i == j
+    assert joined != joined_pairs(pairs, 0.25, seed=4)
+    for fr, en in joined:
+        a, b = fr.split(" ")
+        assert en == f"{a.replace('fr', 'en')} {b.replace('fr', 'en')}" and a != b
+    assert joined_pairs(pairs, 0.0) == [] and joined_pairs(pairs[:1], 1.0) == []
+    with pytest.raises(ValueError, match="concat_pairs"):
+        TrainConfig(concat_pairs=1.5)
+
+
 @pytest.mark.training
 def test_muon_wsd_fp16_run_resumes_to_the_same_weights(tmp_path):
     """The T4's path (fp16 with a gradient scaler, here on the CPU) with Muon and WSD: a run stopped at step 6 and
@@ -326,7 +372,8 @@ def test_muon_wsd_fp16_run_resumes_to_the_same_weights(tmp_path):
     from helpers.cli import train_command
     from helpers.training.checkpoint import load_checkpoint
 
-    levers = {"optimizer": "muon", "schedule": "wsd", "precision": "fp16", "subword_alpha": 0.5}
+    levers = {"optimizer": "muon", "schedule": "wsd", "precision": "fp16", "subword_alpha": 0.5, "ema_decay": 0.9,
+              "concat_pairs": 0.25}  # fmt: skip
     train_command(
         "builtin", steps=10, out=tmp_path / "straight", preset="tiny", overrides=levers, progress=False, limit=600
     )
@@ -341,6 +388,9 @@ def test_muon_wsd_fp16_run_resumes_to_the_same_weights(tmp_path):
     assert set(a["optimizer"]) == {"muon", "adamw"} and a["step"] == b["step"] == 10
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
+        assert torch.equal(a["ema"]["weights"][name], b["ema"]["weights"][name]), name  # the average resumed too
+    assert a["ema"]["n_averaged"] == 10
+    assert not torch.equal(a["ema"]["weights"]["tok_emb.weight"], a["model"]["tok_emb.weight"])
 
 
 @pytest.mark.slow

@@ -300,6 +300,7 @@ def batches_for(tokenizer: Tokenizer, splits: Splits, cfg, seed: int = 0) -> tup
     """The training batcher (the first ``cfg.parallel_pairs`` training pairs, shuffled by ``seed``) and the
     validation batches (at most ``cfg.valid_sentences`` sentences), with what encoding dropped for each."""
     parallel = parallel_subset(splits.train, getattr(cfg, "parallel_pairs", None), seed)
+    parallel = parallel + joined_pairs(parallel, getattr(cfg, "concat_pairs", 0.0), seed)
     train_ex, enc_train = encode_pairs(tokenizer, parallel, cfg.max_len)
     valid_ex, enc_valid = encode_pairs(tokenizer, splits.valid[: cfg.valid_sentences], cfg.max_len)
     alpha = getattr(cfg, "subword_alpha", None)
@@ -345,6 +346,25 @@ def prepare_data(
     if out_dir is not None:
         words.save(Path(out_dir) / WordTable.FILENAME)
     return PreparedData(tokenizer, splits, batcher, valid_batches, info, reports, words)
+
+
+def joined_pairs(pairs: Sequence[tuple[str, str]], share: float, seed: int = 0) -> list[tuple[str, str]]:
+    """``round(share * len(pairs))`` extra examples, each two random pairs joined side by side ("A B" -> "a b").
+
+    Tatoeba's pairs are mostly short, so a model trained on them alone rarely sees a 20-word source and
+    translates long ones badly (issue 28); joined pairs make long inputs common without new data. Seeded, so a
+    resumed run joins the same pairs. A joined pair too long for ``max_len`` is dropped by encoding, and counted.
+    """
+    n = round(share * len(pairs))
+    if n == 0 or len(pairs) < 2:
+        return []
+    rng = np.random.default_rng([seed, 11])
+    first, second = rng.integers(0, len(pairs), n), rng.integers(0, len(pairs), n)
+    return [
+        (f"{pairs[i][0]} {pairs[j][0]}", f"{pairs[i][1]} {pairs[j][1]}")
+        for i, j in zip(first.tolist(), second.tolist())
+        if i != j
+    ]
 
 
 def parallel_subset(train: Sequence[tuple[str, str]], n: int | None, seed: int = 0) -> list[tuple[str, str]]:

@@ -43,6 +43,7 @@ class TrainConfig:
     vocab_size: int = 8000
     tokenizer_type: str = "unigram"
     subword_alpha: float | None = None  # subword regularisation: segmentations drawn anew each epoch (0.5 typical)
+    concat_pairs: float = 0.0  # this share of extra training examples, each two random pairs joined (long sentences)
     # batches
     max_tokens: int = 4096  # tokens per batch, padding included: the knob to lower on out-of-memory
     # optimiser and schedule
@@ -56,6 +57,7 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.98
     grad_clip: float = 1.0
+    ema_decay: float | None = None  # an exponential moving average of the weights, translated with (0.998 typical)
     label_smoothing: float = 0.1
     # auto: fp16 + GradScaler on a T4, bf16 on Ampere and later, fp32 on CPU; "bf16_if_native" also uses
     # bf16 on a CPU with bf16 instructions (AVX512-BF16/AMX: about twice fp32's speed); or fp32|bf16|fp16
@@ -93,6 +95,10 @@ class TrainConfig:
             raise ValueError(
                 f"subword_alpha must be positive or None (off), got {self.subword_alpha!r} (0.5 is typical)."
             )
+        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must lie strictly between 0 and 1, or be None (off), got {self.ema_decay!r}.")
+        if not 0.0 <= self.concat_pairs <= 1.0:
+            raise ValueError(f"concat_pairs is a share of the training pairs in [0, 1], got {self.concat_pairs!r}.")
         if self.pretrain not in (None, "span"):
             raise ValueError(f"pretrain={self.pretrain!r} is not known: use None or 'span'.")
         if not 0.0 < self.pretrain_fraction < 1.0:

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from ..runtime import resolve_precision
 from . import checkpoint as ckpt_lib
 from .config import RESUMABLE_FIELDS, TrainConfig
-from .optim import MuonWithAdamW, lr_at, make_optimizer  # noqa: F401  (notebook 03 and tests import them from here)
+from .optim import MuonWithAdamW, lr_at, make_ema, make_optimizer  # noqa: F401  (notebook 03 and tests import them from here)
 
 # ----------------------------------------------------------------------------------------------
 # building blocks of one step
@@ -296,6 +296,7 @@ class TrainingRun:
         self.precision = resolve_precision(self.device, cfg.precision)
         self.optimizer = make_optimizer(model, cfg, self.device)
         self.scaler = make_scaler(self.device, self.precision)
+        self.ema = make_ema(model, cfg.ema_decay)  # None unless cfg.ema_decay: the weights' moving average
         self.config = run_config(model, cfg, extra_config)
 
         self.step, self.tokens, self.train_seconds, self.skipped = 0, 0, 0.0, 0
@@ -333,7 +334,7 @@ class TrainingRun:
 
     # --- resuming: three pieces, so that tests can leave one out and watch the resume check fail
     def _restore_state(self, saved: dict) -> None:
-        ckpt_lib.restore(saved, model=self.model, optimizer=self.optimizer, scaler=self.scaler)  # RNG states too
+        ckpt_lib.restore(saved, model=self.model, optimizer=self.optimizer, scaler=self.scaler, ema=self.ema)  # RNGs too
 
     def _restore_counters(self, saved: dict) -> None:
         ts = saved["train_state"]
@@ -415,6 +416,8 @@ class TrainingRun:
                     "precision='fp32'."
                 )
         self._scale_before = None
+        if self.ema is not None:
+            self.ema.update_parameters(self.model)
         self.step += 1
         n_tok = int(batch.n_target_tokens)
         self.tokens += n_tok
@@ -443,7 +446,8 @@ class TrainingRun:
             record.update(loss=self._log[0] / max(self._log[1], 1), tok_s=self._log[1] / max(self._log[2], 1e-9))
             self._log = [0.0, 0, 0.0]
         if evaluating and self.valid_batches:  # validation loss and perplexity, without label smoothing
-            self.val_loss, self.val_ppl = evaluate_loss(self.model, self.valid_batches, self.device, self.precision)
+            scored = self.model if self.ema is None else self.ema.module  # the weights a translator will load
+            self.val_loss, self.val_ppl = evaluate_loss(scored, self.valid_batches, self.device, self.precision)
             record.update(val_loss=self.val_loss, val_ppl=self.val_ppl)
         if logging or "val_loss" in record:
             self.history.append(record)
@@ -477,6 +481,7 @@ class TrainingRun:
                 "precision": self.precision,
             },
             history=self.history,
+            ema=self.ema,
         )
         self.last_good = (path, self.step)
         return path
@@ -509,6 +514,8 @@ class TrainingRun:
         """Save the final checkpoint (unless the run had nothing left to do) and sum the run up."""
         self.close()
         final_path = self.save(final=True) if (self.ran or self.checkpoint is None) else self.checkpoint
+        if self.ema is not None:  # the caller goes on with the weights a translator loads from the checkpoint
+            self.model.load_state_dict(self.ema.module.state_dict())
         if not self.ran and self.progress:
             print(
                 f"Nothing to do: the run in {self.out_dir} already reached its budget (step {self.step}).",
