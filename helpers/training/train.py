@@ -334,7 +334,8 @@ class TrainingRun:
 
     # --- resuming: three pieces, so that tests can leave one out and watch the resume check fail
     def _restore_state(self, saved: dict) -> None:
-        ckpt_lib.restore(saved, model=self.model, optimizer=self.optimizer, scaler=self.scaler, ema=self.ema)  # RNGs too
+        # RNG states too; the moving average only when this run keeps one
+        ckpt_lib.restore(saved, model=self.model, optimizer=self.optimizer, scaler=self.scaler, ema=self.ema)
 
     def _restore_counters(self, saved: dict) -> None:
         ts = saved["train_state"]
