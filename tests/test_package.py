@@ -104,7 +104,10 @@ LAYERS = [
     ("evaluation", ("helpers.evaluation",)),
     ("Hugging Face", ("helpers.hf",)),
     ("pipeline", ("helpers.pipeline",)),
-    ("entry", ("helpers.cli", "helpers.experiments", "helpers.knowledge", "helpers.__main__", "helpers")),
+    (
+        "entry",
+        ("helpers.cli", "helpers.commands", "helpers.experiments", "helpers.knowledge", "helpers.__main__", "helpers"),
+    ),
 ]
 COURSE = "helpers.course"  # beside the stack: imports the ground and itself; imported only by the entry layer
 

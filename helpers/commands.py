@@ -1,0 +1,314 @@
+"""What ``train``, ``translate``, ``evaluate`` and ``finetune`` do: one function each, called by the command line
+(``helpers.cli``), the notebooks, the benchmarks and the tests alike.
+
+Each reads its inputs, runs the pipeline's stages (``helpers.pipeline``) and says what it did; none parses
+arguments (that is ``helpers.cli``'s job) and none keeps state between calls.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+import torch
+
+# ----------------------------------------------------------------------------------------------
+# train, translate, evaluate: each is one function, called by its subcommand and by the tests
+
+
+def train_command(
+    data: str,
+    columns: tuple[str, ...] | None = None,
+    minutes: float | None = None,
+    steps: int | None = None,
+    out: str | Path = "runs/fr-en",
+    preset: str = "cpu",
+    seed: int = 0,
+    *,
+    overrides: dict | None = None,
+    progress: bool = True,
+    device: str | None = None,
+    limit: int | None = None,
+    stderr: TextIO | None = None,
+    probe_seconds: float = 3.0,
+    dev_score: bool = True,
+):
+    """``python -m helpers train``: data, tokenizer and model from ``preset``, then ``helpers.training.train.train`` into ``out``.
+
+    With ``preset="cpu"`` and a time budget the model's size is chosen for this machine first
+    (``helpers.training.sizing.size_for_machine``: each size's training step measured for ``probe_seconds``), unless
+    ``overrides`` fix a shape field; a resumed run keeps the size it started with.
+
+    Rerunning with the same ``out`` resumes from its checkpoint (a different configuration is refused, naming
+    the field). ``steps`` makes the run exactly reproducible; ``minutes`` is what the notebook uses.
+    ``overrides`` changes preset fields (e.g. ``{"checkpoint_every_steps": 10}``); ``limit`` keeps a random sample
+    of that many pairs. Prints what loading, cleaning and encoding dropped, and why; writes ``out/test.tsv`` (the
+    held-out pairs, French<TAB>English, for ``evaluate``) and ``out/train_summary.json`` (the same counts included).
+    With ``dev_score`` and the newer-sentence development file on this machine (not for the built-in data), the
+    trained model is scored on it at the end, greedy (:func:`helpers.evaluation.evaluate.score_newer_dev`).
+    """
+    from . import pipeline, runtime
+    from .nn.model import num_parameters
+    from .nn.variants import describe_variant
+    from .text.data import TEST_FILES
+    from .training.config import SHAPE_FIELDS, SIZED_PRESETS, preset_config
+    from .training.sizing import size_for_run
+    from .training.train import Budget, training_summary
+
+    err = stderr if stderr is not None else sys.stderr
+    cfg = preset_config(preset, **{**(overrides or {}), "minutes": minutes, "steps": steps, "seed": seed})
+    Budget(minutes, steps)  # a missing or bad budget fails now, not after the data is prepared
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = runtime.pick_device(device)
+    precision = runtime.resolve_precision(dev, cfg.precision)
+    runtime.set_seed(seed)
+    prepared = pipeline.prepare(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress, stderr=err)
+    data_report = prepared.summary()
+    sizing = None
+    if preset in SIZED_PRESETS and not set(SHAPE_FIELDS) & set(overrides or {}):
+        cfg, sizing = size_for_run(
+            cfg,
+            prepared.train_batcher.examples,
+            prepared.tokenizer.vocab_size,
+            out,
+            dev,
+            probe_seconds,
+            err if progress else None,
+        )
+    model_cfg = cfg.model_config(prepared.tokenizer.vocab_size, dev)
+    n_params = num_parameters(model_cfg)
+    if progress:
+        parallel = len(prepared.train_batcher.examples)
+        of_all = "" if cfg.parallel_pairs is None else f" (of {prepared.info['pairs']['train']:,})"
+        print(
+            f"Model: {n_params / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}, "
+            f"vocabulary {prepared.tokenizer.vocab_size}{describe_variant(model_cfg)}); {parallel:,} training pairs"
+            f"{of_all}; "
+            f"device {dev}, precision {precision}.",
+            file=err,
+        )
+    built = pipeline.build_model(cfg, prepared, out, dev, progress=progress, stderr=err)
+    if progress and built.transfer is not None:
+        print("Embeddings:", built.transfer.describe(), file=err)
+    pretrained = built.pretrained
+    result = pipeline.fit(
+        built,
+        prepared.train_batcher,
+        prepared.valid_batches,
+        out,
+        dev,
+        extra_config={"data": {k: v for k, v in prepared.info.items() if k != "pairs"}},
+        progress=progress,
+    )
+    summary = {
+        **training_summary(result, cfg, preset=preset, precision=precision),
+        "parameters": n_params,
+        "device": str(dev),
+        "hardware": runtime.hardware_name(dev),
+        "model": model_cfg.to_dict(),
+        "data": {**prepared.info, "report": data_report},
+        "test_files": {name: str(out / f) for name, f in TEST_FILES.items()},
+        "sizing": sizing,
+        "pretraining": None
+        if pretrained is None
+        else {"steps": pretrained.steps, "minutes": pretrained.seconds / 60, "val_loss": pretrained.val_loss},
+        "torch": torch.__version__,
+    }
+    if dev_score and data != "builtin":
+        from .evaluation.evaluate import score_newer_dev
+
+        summary["newer_dev"] = score_newer_dev(built.model, prepared.tokenizer, out, err if progress else None)
+    runtime.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", out / "train_summary.json")
+    if progress:
+        vl = (
+            ""
+            if result.val_loss is None
+            else f", validation loss {result.val_loss:.3f} (perplexity {result.val_ppl:.1f})"
+        )
+        print(
+            f"Done: {result.steps} steps, {result.tokens:,} target tokens in {result.seconds / 60:.1f} min "
+            f"({result.tokens_per_s:,.0f} tokens/s){vl}.\nCheckpoint: {result.checkpoint}\n"
+            f"Evaluate on its two test sets: python -m helpers evaluate --checkpoint {out}",
+            file=err,
+        )
+    return result
+
+
+def translate_command(
+    checkpoint: str | Path,
+    beams: int = 1,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """``python -m helpers translate``: French lines on ``stdin``, English lines on ``stdout``, one for one.
+
+    Returns the number of lines translated. Warnings (sources cut to fit the model) go to ``stderr``.
+    """
+    from .evaluation.evaluate import translate_lines
+    from .pipeline import load_run
+
+    stdin = stdin if stdin is not None else sys.stdin
+    stdout = stdout if stdout is not None else sys.stdout
+    run = load_run(checkpoint)
+    out = translate_lines(run.model, run.tokenizer, stdin.read().splitlines(), beams=beams, err=stderr)
+    for line in out:
+        stdout.write(line + "\n")
+    stdout.flush()
+    return len(out)
+
+
+def evaluate_command(
+    checkpoint: str | Path,
+    tests: str | Path | list | None = None,
+    beams: int | None = None,
+    out_json: str | Path | None = None,
+    *,
+    columns: tuple[str, ...] | None = None,
+    length_penalty: float = 1.0,
+    stdout: TextIO | None = None,
+) -> dict:
+    """``python -m helpers evaluate``: score a run on test sets; print what was read and the scores; write JSON.
+
+    ``tests`` are files or public set names (``helpers.text.testsets.PUBLIC_TEST_SETS``); without any, the run's own
+    two test sets (new sentences first, then in-distribution). A file is read like ``train --data``
+    (French<TAB>English by default, ``columns`` for another order, the Tatoeba file recognised); lines it cannot
+    use are counted and named, never dropped silently. ``beams`` defaults to
+    :data:`helpers.evaluation.evaluate.DEFAULT_BEAMS`. The JSON (default ``<checkpoint>/eval.json``) has the layout of
+    :func:`helpers.evaluation.evaluate.metrics_record`, one evaluation per test set; the translations go beside it, one
+    file per set. Returns the record.
+    """
+    from .evaluation.evaluate import (
+        DEFAULT_BEAMS,
+        evaluate_pairs,
+        format_evaluation,
+        metrics_record,
+        write_json,
+    )
+    from .nn.model import num_parameters
+    from .pipeline import load_run
+    from .text.data import TEST_FILES, data_summary, format_data_summary
+    from .text.sources import load_path
+    from .text.testsets import NEWER, PUBLIC_TEST_SETS, load_newer_sentences, load_public
+    from .training.checkpoint import atomic_write_text
+
+    stdout = stdout if stdout is not None else sys.stdout
+    beams = DEFAULT_BEAMS if beams is None else beams
+    run = load_run(checkpoint)
+    if tests is None or tests == []:
+        named = [(name, run.path / f) for name, f in TEST_FILES.items()]
+        missing = [str(p) for _, p in named if not p.is_file()]
+        if missing:
+            raise FileNotFoundError(
+                f"{run.path} lacks {', '.join(missing)}: pass test files with --test (runs made before the "
+                "new-sentence set have only test.tsv)."
+            )
+        own_columns = ("fr", "en")
+    else:
+        named = [(None, t) for t in ([tests] if isinstance(tests, (str, Path)) else tests)]
+        own_columns = columns
+    if run.words is None:
+        print("note: no training word table in the run folder: no unseen-word slice, no word-by-word baseline.",
+              file=stdout)  # fmt: skip
+    evaluations, reports = [], {}
+    out_json = Path(out_json) if out_json is not None else Path(run.path) / "eval.json"
+    for name, test in named:
+        if str(test) in PUBLIC_TEST_SETS:
+            pairs, load_report = load_public(str(test))
+            label = f"{test}: {PUBLIC_TEST_SETS[str(test)][3]}"
+        elif str(test) == NEWER:
+            from .pipeline import training_pairs_of
+            from .text.testsets import find_newer_dev
+
+            pairs, load_report, label = load_newer_sentences(None if find_newer_dev() else training_pairs_of(run))
+        else:
+            pairs, load_report = load_path(test, own_columns)
+            label = name or Path(test).name
+        report = data_summary({"load": load_report})
+        print(format_data_summary(report), file=stdout)
+        evaluation, hyps = evaluate_pairs(
+            run.model, run.tokenizer, pairs, test_set=label, words=run.words, beams=beams, length_penalty=length_penalty
+        )
+        print(format_evaluation(evaluation, checkpoint=run.path), file=stdout)
+        evaluations.append(evaluation)
+        reports[label] = {"test_file": str(test), "report": report}
+        stem = Path(TEST_FILES.get(name, Path(str(test)).name)).stem
+        hyp_path = out_json.with_name(f"{out_json.stem}.{stem}.hyp.txt")
+        atomic_write_text("".join(h + "\n" for h in hyps), hyp_path)
+        print(f"translations: {hyp_path}", file=stdout)
+    ours = isinstance(run.model, torch.nn.Module)
+    record = metrics_record(
+        model={
+            "name": f"scratch ({run.path.name})" if ours else run.model.name,
+            "parameters": num_parameters(run.model.config) if ours else run.model.parameters(),
+            "checkpoint": str(run.path),
+            "step": run.step,
+        },
+        evaluations=evaluations,
+        data={"test_sets": reports},
+    )
+    write_json(record, out_json)
+    print(f"wrote {out_json}", file=stdout)
+    return record
+
+
+def finetune_command(
+    model: str,
+    data: str,
+    out: str | Path,
+    columns: tuple[str, ...] | None = None,
+    minutes: float | None = None,
+    steps: int | None = None,
+    seed: int = 0,
+    *,
+    limit: int | None = None,
+    lora: bool = False,
+    batch_size: int = 16,
+    lr: float | None = None,
+    device: str | None = None,
+    progress: bool = True,
+    stderr: TextIO | None = None,
+):
+    """``python -m helpers finetune``: the pairs of ``train`` (same loading, cleaning and leak-free split for the same
+    data, seed and limit, hence the same test sets), a pretrained model from ``model`` (hub name, local folder or
+    GGUF file), then :func:`helpers.hf.finetune.finetune` into ``out``. Rerunning with the same ``out`` resumes.
+    Writes ``out/test_new.tsv`` and ``out/test.tsv`` and the training words, so that ``evaluate --checkpoint out``
+    scores it exactly as it scores a scratch run. Returns the :class:`helpers.hf.finetune.FinetuneResult`."""
+    from . import pipeline, runtime
+    from .hf.finetune import FinetuneConfig, finetune
+    from .hf.pretrained import load_pretrained
+    from .text.data import data_info as describe_data
+    from .training import checkpoint as ckpt_lib
+    from .training.train import Budget
+
+    err = stderr if stderr is not None else sys.stderr
+    Budget(minutes, steps)  # a missing or bad budget fails before the model loads
+    out = Path(out)
+    if ckpt_lib.find_checkpoint(out) is not None:
+        raise ValueError(f"{out} holds a scratch-model run (from `train`): give finetune a folder of its own.")
+    out.mkdir(parents=True, exist_ok=True)
+    stage = pipeline.prepare_pairs(data, out, columns=columns, seed=seed, limit=limit, stderr=err)
+    splits = stage.splits
+    dev = runtime.pick_device(device)
+    runtime.set_seed(seed)
+    translator = load_pretrained(model, device=dev)
+    print(f"Model: {translator.describe()}; device {dev}.", file=err)
+    for note in translator.notes:
+        print(f"note: {note}", file=err)
+    data_info = {**describe_data(data, splits, None, None, columns=columns, limit=limit), "seed": seed}
+    cfg = FinetuneConfig(lr=lr, batch_size=batch_size, lora=lora, seed=seed)
+    result = finetune(translator, splits.train, out, minutes=minutes, steps=steps, cfg=cfg, base_model=str(model),
+                      data=data_info, monitor=splits.valid[:200], monitor_every_minutes=(minutes or 0) / 5 or None,
+                      progress=progress, stderr=err)  # fmt: skip
+    print(
+        f"Done: {result.steps} steps, {result.pairs:,} pairs, {result.tokens:,} target tokens in "
+        f"{result.seconds / 60:.1f} min ({result.precision}); {result.trainable:,} of {result.parameters:,} "
+        f"parameters trained; last loss {result.loss}.\nValidation BLEU along the way: "
+        + ", ".join(f"{m['minutes']:.1f} min {m['bleu']:.1f}" for m in result.monitor)
+        + f"\nEvaluate on its two test sets: python -m helpers evaluate --checkpoint {out}",
+        file=err,
+    )
+    return result
