@@ -124,11 +124,11 @@ def _train(args) -> int:
 
 
 # train's switches (the batch size, and notebook 05's variants), and the TrainConfig field each one sets
-TRAIN_FLAGS = {"positions": "positional"} | {
+TRAIN_FLAGS = {"positions": "positional", "checkpoint_every": "checkpoint_every_steps"} | {
     f: f
     for f in "max_tokens precision attention bottleneck_dim pretrain pretrain_fraction parallel_pairs init_embeddings "
     "optimizer schedule cooldown lr qk_norm activation zero_init tie_weights vocab_size subword_alpha max_len "
-    "ema_decay concat_pairs".split()
+    "ema_decay concat_pairs dropout".split()
 }
 _SWITCHES = ("qk_norm", "zero_init", "tie_weights")  # given as 0/1, kept as booleans
 
@@ -214,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
         "cpu-fixed (the cpu preset without sizing), t4 (about an hour on a T4)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint-every", type=int, help="also save a checkpoint every this many steps")
     p.add_argument(
         "--max-tokens",
         type=int,
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vocab-size", type=int, help="sentencepiece pieces to learn")
     s.add_argument("--subword-alpha", type=float, help="subword regularisation: sample segmentations (0.5 typical)")
     s.add_argument("--max-len", type=int, help="tokens per sequence: the source budget is about half")
+    s.add_argument("--dropout", type=float, help="dropout probability (0 for runs that must repeat across ranks)")
     s.add_argument("--ema-decay", type=float, help="translate with a moving average of the weights (0.998 typical)")
     s.add_argument("--concat-pairs", type=float, help="add this share of examples made of two pairs joined (0.25)")
     p.set_defaults(func=_train)

@@ -53,88 +53,97 @@ def train_command(
     from .nn.model import num_parameters
     from .nn.variants import describe_variant
     from .text.data import TEST_FILES
+    from .training import distributed
     from .training.config import SHAPE_FIELDS, SIZED_PRESETS, preset_config
     from .training.sizing import size_for_run
     from .training.train import Budget, training_summary
 
     err = stderr if stderr is not None else sys.stderr
-    cfg = preset_config(preset, **{**(overrides or {}), "minutes": minutes, "steps": steps, "seed": seed})
-    Budget(minutes, steps)  # a missing or bad budget fails now, not after the data is prepared
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    dev = runtime.pick_device(device)
-    precision = runtime.resolve_precision(dev, cfg.precision)
-    runtime.set_seed(seed)
-    prepared = pipeline.prepare(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress, stderr=err)
-    data_report = prepared.summary()
-    sizing = None
-    if preset in SIZED_PRESETS and not set(SHAPE_FIELDS) & set(overrides or {}):
-        cfg, sizing = size_for_run(
-            cfg,
-            prepared.train_batcher.examples,
-            prepared.tokenizer.vocab_size,
+    # under torchrun: join the other ranks; each says which it is, then only rank 0 speaks and writes
+    with distributed.process_group(device, "train", err, progress) as (ranks, dev, err, progress):
+        cfg = preset_config(preset, **{**(overrides or {}), "minutes": minutes, "steps": steps, "seed": seed})
+        Budget(minutes, steps)  # a missing or bad budget fails now, not after the data is prepared
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        precision = runtime.resolve_precision(dev, cfg.precision)
+        runtime.set_seed(seed)
+        with distributed.main_first(ranks):  # rank 0 trains and saves the tokenizer; the others load it
+            prepared = pipeline.prepare(
+                data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress, stderr=err, write=ranks.main
+            )
+        data_report = prepared.summary()
+        sizing = None
+        if preset in SIZED_PRESETS and not set(SHAPE_FIELDS) & set(overrides or {}):
+            cfg, sizing = size_for_run(
+                cfg,
+                prepared.train_batcher.examples,
+                prepared.tokenizer.vocab_size,
+                out,
+                dev,
+                probe_seconds,
+                err if progress else None,
+            )
+            if ranks.several:  # each rank measured its own step: rank 0's choice holds for all
+                cfg, sizing = distributed.object_from_main((cfg, sizing))
+        model_cfg = cfg.model_config(prepared.tokenizer.vocab_size, dev)
+        n_params = num_parameters(model_cfg)
+        if progress:
+            parallel = len(prepared.train_batcher.examples)
+            of_all = "" if cfg.parallel_pairs is None else f" (of {prepared.info['pairs']['train']:,})"
+            print(
+                f"Model: {n_params / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}, "
+                f"vocabulary {prepared.tokenizer.vocab_size}{describe_variant(model_cfg)}); {parallel:,} training pairs"
+                f"{of_all}; "
+                f"device {dev}, precision {precision}.",
+                file=err,
+            )
+        built = pipeline.build_model(cfg, prepared, out, dev, progress=progress, stderr=err)
+        if progress and built.transfer is not None:
+            print("Embeddings:", built.transfer.describe(), file=err)
+        pretrained = built.pretrained
+        result = pipeline.fit(
+            built,
+            prepared.train_batcher,
+            prepared.valid_batches,
             out,
             dev,
-            probe_seconds,
-            err if progress else None,
+            extra_config={"data": {k: v for k, v in prepared.info.items() if k != "pairs"}},
+            progress=progress,
         )
-    model_cfg = cfg.model_config(prepared.tokenizer.vocab_size, dev)
-    n_params = num_parameters(model_cfg)
-    if progress:
-        parallel = len(prepared.train_batcher.examples)
-        of_all = "" if cfg.parallel_pairs is None else f" (of {prepared.info['pairs']['train']:,})"
-        print(
-            f"Model: {n_params / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}, "
-            f"vocabulary {prepared.tokenizer.vocab_size}{describe_variant(model_cfg)}); {parallel:,} training pairs"
-            f"{of_all}; "
-            f"device {dev}, precision {precision}.",
-            file=err,
-        )
-    built = pipeline.build_model(cfg, prepared, out, dev, progress=progress, stderr=err)
-    if progress and built.transfer is not None:
-        print("Embeddings:", built.transfer.describe(), file=err)
-    pretrained = built.pretrained
-    result = pipeline.fit(
-        built,
-        prepared.train_batcher,
-        prepared.valid_batches,
-        out,
-        dev,
-        extra_config={"data": {k: v for k, v in prepared.info.items() if k != "pairs"}},
-        progress=progress,
-    )
-    summary = {
-        **training_summary(result, cfg, preset=preset, precision=precision),
-        "parameters": n_params,
-        "device": str(dev),
-        "hardware": runtime.hardware_name(dev),
-        "model": model_cfg.to_dict(),
-        "data": {**prepared.info, "report": data_report},
-        "test_files": {name: str(out / f) for name, f in TEST_FILES.items()},
-        "sizing": sizing,
-        "pretraining": None
-        if pretrained is None
-        else {"steps": pretrained.steps, "minutes": pretrained.seconds / 60, "val_loss": pretrained.val_loss},
-        "torch": torch.__version__,
-    }
-    if dev_score and data != "builtin":
-        from .evaluation.evaluate import score_newer_dev
+        if not ranks.main:  # the checkpoint, metrics and the dev score are rank 0's to write
+            return result
+        summary = {
+            **training_summary(result, cfg, preset=preset, precision=precision),
+            "parameters": n_params,
+            "device": str(dev),
+            "hardware": runtime.hardware_name(dev),
+            "model": model_cfg.to_dict(),
+            "data": {**prepared.info, "report": data_report},
+            "test_files": {name: str(out / f) for name, f in TEST_FILES.items()},
+            "sizing": sizing,
+            "pretraining": None
+            if pretrained is None
+            else {"steps": pretrained.steps, "minutes": pretrained.seconds / 60, "val_loss": pretrained.val_loss},
+            "torch": torch.__version__,
+        }
+        if dev_score and data != "builtin":
+            from .evaluation.evaluate import score_newer_dev
 
-        summary["newer_dev"] = score_newer_dev(built.model, prepared.tokenizer, out, err if progress else None)
-    runtime.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", out / "train_summary.json")
-    if progress:
-        vl = (
-            ""
-            if result.val_loss is None
-            else f", validation loss {result.val_loss:.3f} (perplexity {result.val_ppl:.1f})"
-        )
-        print(
-            f"Done: {result.steps} steps, {result.tokens:,} target tokens in {result.seconds / 60:.1f} min "
-            f"({result.tokens_per_s:,.0f} tokens/s){vl}.\nCheckpoint: {result.checkpoint}\n"
-            f"Evaluate on its two test sets: python -m helpers evaluate --checkpoint {out}",
-            file=err,
-        )
-    return result
+            summary["newer_dev"] = score_newer_dev(built.model, prepared.tokenizer, out, err if progress else None)
+        runtime.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", out / "train_summary.json")
+        if progress:
+            vl = (
+                ""
+                if result.val_loss is None
+                else f", validation loss {result.val_loss:.3f} (perplexity {result.val_ppl:.1f})"
+            )
+            print(
+                f"Done: {result.steps} steps, {result.tokens:,} target tokens in {result.seconds / 60:.1f} min "
+                f"({result.tokens_per_s:,.0f} tokens/s){vl}.\nCheckpoint: {result.checkpoint}\n"
+                f"Evaluate on its two test sets: python -m helpers evaluate --checkpoint {out}",
+                file=err,
+            )
+        return result
 
 
 def translate_command(
@@ -282,6 +291,7 @@ def finetune_command(
     from .hf.pretrained import load_pretrained
     from .text.data import data_info as describe_data
     from .training import checkpoint as ckpt_lib
+    from .training import distributed
     from .training.train import Budget
 
     err = stderr if stderr is not None else sys.stderr
@@ -290,25 +300,26 @@ def finetune_command(
     if ckpt_lib.find_checkpoint(out) is not None:
         raise ValueError(f"{out} holds a scratch-model run (from `train`): give finetune a folder of its own.")
     out.mkdir(parents=True, exist_ok=True)
-    stage = pipeline.prepare_pairs(data, out, columns=columns, seed=seed, limit=limit, stderr=err)
-    splits = stage.splits
-    dev = runtime.pick_device(device)
-    runtime.set_seed(seed)
-    translator = load_pretrained(model, device=dev)
-    print(f"Model: {translator.describe()}; device {dev}.", file=err)
-    for note in translator.notes:
-        print(f"note: {note}", file=err)
-    data_info = {**describe_data(data, splits, None, None, columns=columns, limit=limit), "seed": seed}
-    cfg = FinetuneConfig(lr=lr, batch_size=batch_size, lora=lora, seed=seed)
-    result = finetune(translator, splits.train, out, minutes=minutes, steps=steps, cfg=cfg, base_model=str(model),
-                      data=data_info, monitor=splits.valid[:200], monitor_every_minutes=(minutes or 0) / 5 or None,
-                      progress=progress, stderr=err)  # fmt: skip
-    print(
-        f"Done: {result.steps} steps, {result.pairs:,} pairs, {result.tokens:,} target tokens in "
-        f"{result.seconds / 60:.1f} min ({result.precision}); {result.trainable:,} of {result.parameters:,} "
-        f"parameters trained; last loss {result.loss}.\nValidation BLEU along the way: "
-        + ", ".join(f"{m['minutes']:.1f} min {m['bleu']:.1f}" for m in result.monitor)
-        + f"\nEvaluate on its two test sets: python -m helpers evaluate --checkpoint {out}",
-        file=err,
-    )
-    return result
+    # under torchrun: Trainer runs DDP in the group joined here; rank 0 writes the test sets, checkpoints and model
+    with distributed.process_group(device, "finetune", err, progress) as (ranks, dev, err, progress):
+        stage = pipeline.prepare_pairs(data, out, columns=columns, seed=seed, limit=limit, stderr=err, write=ranks.main)
+        splits = stage.splits
+        runtime.set_seed(seed)
+        translator = load_pretrained(model, device=dev)
+        print(f"Model: {translator.describe()}; device {dev}.", file=err)
+        for note in translator.notes:
+            print(f"note: {note}", file=err)
+        data_info = {**describe_data(data, splits, None, None, columns=columns, limit=limit), "seed": seed}
+        cfg = FinetuneConfig(lr=lr, batch_size=batch_size, lora=lora, seed=seed)
+        result = finetune(translator, splits.train, out, minutes=minutes, steps=steps, cfg=cfg, base_model=str(model),
+                          data=data_info, monitor=splits.valid[:200], monitor_every_minutes=(minutes or 0) / 5 or None,
+                          progress=progress, stderr=err)  # fmt: skip
+        print(
+            f"Done: {result.steps} steps, {result.pairs:,} pairs, {result.tokens:,} target tokens in "
+            f"{result.seconds / 60:.1f} min ({result.precision}); {result.trainable:,} of {result.parameters:,} "
+            f"parameters trained; last loss {result.loss}.\nValidation BLEU along the way: "
+            + ", ".join(f"{m['minutes']:.1f} min {m['bleu']:.1f}" for m in result.monitor)
+            + f"\nEvaluate on its two test sets: python -m helpers evaluate --checkpoint {out}",
+            file=err,
+        )
+        return result

@@ -49,12 +49,15 @@ def prepare(
     limit: int | None = None,
     progress: bool = True,
     stderr: TextIO | None = None,
+    write: bool = True,
 ) -> PreparedData:
     """Data, tokenizer and batches for our model (:func:`helpers.text.data.prepare_data`), what was dropped
-    printed (nothing goes unsaid), and the run's test sets written to ``out``."""
+    printed (nothing goes unsaid), and the run's test sets written to ``out`` (unless ``write`` is False: the
+    ranks after the first under torchrun, which read the tokenizer rank 0 wrote)."""
     prepared = prepare_data(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress)
     print(prepared.describe(), file=stderr if stderr is not None else sys.stderr)
-    write_test_sets(prepared.test_sets(), out)
+    if write:
+        write_test_sets(prepared.test_sets(), out)
     return prepared
 
 
@@ -66,13 +69,16 @@ def prepare_pairs(
     seed: int = 0,
     limit: int | None = None,
     stderr: TextIO | None = None,
+    write: bool = True,
 ) -> SplitData:
     """The data stage of a pretrained model, which brings its own tokenizer: the same load, clean and split
-    as :func:`prepare` (hence the same test sets), the test sets and the training words written to ``out``."""
+    as :func:`prepare` (hence the same test sets), the test sets and the training words written to ``out``
+    (unless ``write`` is False: the ranks after the first under torchrun)."""
     stage = load_clean_split(data, columns, limit=limit, seed=seed)
     print(stage.describe(), file=stderr if stderr is not None else sys.stderr)
-    write_test_sets(test_sets_of(stage.splits), out)
-    WordTable.from_pairs(stage.splits.train).save(Path(out) / WordTable.FILENAME)
+    if write:
+        write_test_sets(test_sets_of(stage.splits), out)
+        WordTable.from_pairs(stage.splits.train).save(Path(out) / WordTable.FILENAME)
     return stage
 
 

@@ -119,7 +119,7 @@ SAMPLE = {
     "data": "builtin", "columns": "fr,en", "steps": "4", "preset": "tiny", "seed": "1", "max_tokens": "300",
     "bottleneck_dim": "8", "pretrain_fraction": "0.5", "parallel_pairs": "100", "cooldown": "0.3", "lr": "0.002",
     "vocab_size": "500", "max_len": "40", "subword_alpha": "0.5",
-    "ema_decay": "0.99", "concat_pairs": "0.25",
+    "ema_decay": "0.99", "concat_pairs": "0.25", "checkpoint_every": "2", "dropout": "0.05",
 }  # fmt: skip
 # qk_norm=1 with --attention synthesizer is refused (test_newer_sentences); 0 still has to arrive as an override
 CHOICES = {"qk_norm": 0}

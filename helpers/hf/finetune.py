@@ -67,6 +67,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from .. import runtime
 from ..training import checkpoint as ckpt_lib
+from ..training import distributed
 from ..training.train import Budget, NonFiniteLossError, OutOfMemoryError, _fmt_time, _is_oom
 from .pretrained import CAUSAL, CHECKPOINT_DIR, FINETUNE_FILE, SEQ2SEQ, HFTranslator, too_large_message
 
@@ -195,9 +196,12 @@ class TimeBudget(TrainerCallback, ExportableState):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.elapsed = self.budget.elapsed()
-        if self.budget.done(state.global_step):
+        stop, save = self.budget.done(state.global_step), self.elapsed - self.last_save >= self.every
+        if distributed.ranks().several:  # under torchrun rank 0's clock decides for all: they stop at one step
+            stop, save = map(bool, distributed.from_main([stop, save], args.device))
+        if stop:
             control.should_training_stop = control.should_save = True
-        elif self.elapsed - self.last_save >= self.every:
+        elif save:
             control.should_save = True
         self._draw(state.global_step, force=control.should_training_stop)
 
@@ -251,11 +255,13 @@ class MonitorBLEU(TrainerCallback, ExportableState):
                             "bleu": s["bleu"], "chrf": s["chrf"]})  # fmt: skip
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if self.pairs and not self.points:
+        if self.pairs and not self.points and state.is_world_process_zero:  # rank 0 scores, the others train on
             self.score(state.global_step)  # before any fine-tuning: the curve's first point
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.pairs and self.every and self.clock.minutes() >= self.points[-1]["minutes"] + self.every:
+        if not (self.pairs and self.every and self.points and state.is_world_process_zero):
+            return
+        if self.clock.minutes() >= self.points[-1]["minutes"] + self.every:
             self.score(state.global_step)
 
 
@@ -291,8 +297,11 @@ class _Steps:
     def training_step(self, model, inputs, num_items_in_batch=None):
         labels = inputs["labels"]
         loss = super().training_step(model, inputs, num_items_in_batch)  # forward and backward; the update follows
-        self.clock.pairs += len(labels)
-        self.clock.tokens += int((labels != -100).sum())
+        counts = torch.tensor([len(labels), int((labels != -100).sum())], device=labels.device)
+        if distributed.ranks().several:  # every rank's pairs and tokens: the run's, as one process would count
+            torch.distributed.all_reduce(counts)
+        self.clock.pairs += int(counts[0])
+        self.clock.tokens += int(counts[1])
         value = float(loss)  # waits for the GPU, once a step: the price of stopping before a bad update
         if math.isfinite(value):
             self.bad_in_a_row = 0
@@ -437,7 +446,12 @@ def build_trainer(
         elif old.get("format") != FORMAT and (out_dir / CHECKPOINT_DIR).is_dir():
             print(f"note: {out_dir} holds a run of an earlier finetune ({old.get('format')}), which Trainer cannot "
                   "resume: starting afresh (its model is replaced at the end).", file=err)  # fmt: skip
-    _write_info(out_dir, info)
+    ranks = distributed.ranks()
+    if ranks.main:
+        _write_info(out_dir, info)
+    if cfg.batch_size % ranks.world:
+        raise ValueError(f"batch_size={cfg.batch_size} cannot be shared by {ranks.world} processes: use a multiple of "
+                         f"{ranks.world} (each process trains on batch_size / {ranks.world} pairs a step).")  # fmt: skip
 
     precision = finetune_precision(translator, cfg.precision)
     on_cpu = translator.device.type == "cpu"
@@ -451,7 +465,8 @@ def build_trainer(
     )
     args = Arguments(
         output_dir=str(out_dir / TRAINER_DIR),
-        per_device_train_batch_size=cfg.batch_size,
+        per_device_train_batch_size=cfg.batch_size // ranks.world,  # the same batch per step on any number of ranks
+        ddp_find_unused_parameters=False,  # under torchrun: every parameter gets a gradient (no extra graph walk)
         learning_rate=cfg.learning_rate(translator.kind),
         lr_scheduler_type="constant_with_warmup",
         warmup_steps=cfg.warmup_steps,
@@ -515,26 +530,33 @@ def _save_model(translator: HFTranslator, out_dir: Path) -> Path:
 def finish(trainer: Trainer) -> FinetuneResult:
     """After ``trainer.train``: the last monitor point, the model saved to ``out/checkpoint/``, the result recorded
     in ``out/finetune.json`` and returned."""
-    run, clock = trainer.run, trainer.clock
+    run = trainer.run
     translator = run.translator
     step = max(trainer.state.global_step, run.resumed_from or 0)
     # the model without the autocast wrapper accelerate put on its forward: it translates as the saved one does
     translator.model = trainer.accelerator.unwrap_model(trainer.model, keep_fp32_wrapper=False)
+    if not trainer.is_world_process_zero():  # under torchrun rank 0 scores and saves
+        return _result(trainer, step)
     if run.monitor.pairs and (not run.monitor.points or run.monitor.points[-1]["step"] != step):
         run.monitor.score(step)
     _save_model(translator, run.out_dir)
+    result = _result(trainer, step)
+    hardware = runtime.hardware_name(translator.device)
+    _write_info(run.out_dir, {**run.info, "result": result.summary(), "hardware": hardware})
+    return result
+
+
+def _result(trainer: Trainer, step: int) -> FinetuneResult:
+    run, clock, translator = trainer.run, trainer.clock, trainer.run.translator
     translator.model.eval()
     recent = [h["loss"] for h in clock.history if h["step"] > step - 50]
-    result = FinetuneResult(
+    return FinetuneResult(
         steps=step, pairs=clock.pairs, tokens=clock.tokens, seconds=clock.elapsed,
         loss=round(sum(recent) / len(recent), 4) if recent else None, precision=run.precision,
         trainable=translator.trainable_parameters(), parameters=translator.parameters(),
         skipped_long=run.skipped_long, history=clock.history, monitor=run.monitor.points,
         resumed_from=run.resumed_from, skipped_steps=clock.skipped_steps,
     )  # fmt: skip
-    hardware = runtime.hardware_name(translator.device)
-    _write_info(run.out_dir, {**run.info, "result": result.summary(), "hardware": hardware})
-    return result
 
 
 def finetune(

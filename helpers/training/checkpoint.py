@@ -149,6 +149,7 @@ def save_checkpoint(
     train_state: dict | None = None,
     history: list[dict] | None = None,
     ema=None,
+    rng_ranks: list | None = None,
 ) -> Path:
     """Write ``out_dir/checkpoint.pt`` atomically, then ``checkpoint.json`` for people.
 
@@ -164,6 +165,7 @@ def save_checkpoint(
         "ema": _ema_state(ema),
         "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
         "rng": rng_state(),
+        "rng_ranks": rng_ranks,  # under torchrun: every rank's generators, in rank order
         # JSON keeps the batcher's state loadable under weights_only whatever types it uses
         "data_state": json.dumps(_plain(data_state)) if data_state is not None else None,
         "train_state": json.dumps(_plain(train_state or {})),

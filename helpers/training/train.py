@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from ..runtime import resolve_precision
 from . import checkpoint as ckpt_lib
+from . import distributed
 from .config import RESUMABLE_FIELDS, TrainConfig
 from .optim import MuonWithAdamW, lr_at, make_ema, make_optimizer  # noqa: F401  (notebook 03 and tests import them from here)
 
@@ -286,6 +287,10 @@ class TrainingRun:
         callback: Callable[[dict, list[dict]], None] | None = None,
     ):
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        self.ranks = distributed.ranks()  # under torchrun: this process's rank; else rank 0 of 1
+        if self.ranks.several:  # every rank walks the same batches and keeps its own rows of each
+            train_batcher = distributed.ShardedBatcher(train_batcher, self.ranks)
+        progress = progress and self.ranks.main
         self.model, self.batcher, self.valid_batches, self.cfg = (
             model.to(self.device),
             train_batcher,
@@ -322,6 +327,11 @@ class TrainingRun:
             self.stream = _epoch_stream(train_batcher, self.data_state)
             self.budget = Budget(cfg.minutes, cfg.steps)
         self.last_good = (self.checkpoint, self.step) if self.checkpoint is not None else (None, None)
+        self.net, self._share, self._plan = model, None, None  # the module a step calls; rank 0's plan (several)
+        if self.ranks.several:
+            if self.checkpoint is None and not self.ranks.main:
+                torch.manual_seed(torch.initial_seed() + self.ranks.rank)  # each rank its own dropout masks
+            self.net, self._share = distributed.wrap(model, self.device)
         vals = [h for h in self.history if "val_loss" in h]
         self.val_loss, self.val_ppl = (vals[-1]["val_loss"], vals[-1]["val_ppl"]) if vals else (None, None)
         self.bar = self._make_bar() if progress else None
@@ -336,6 +346,9 @@ class TrainingRun:
     def _restore_state(self, saved: dict) -> None:
         # RNG states too; the moving average only when this run keeps one
         ckpt_lib.restore(saved, model=self.model, optimizer=self.optimizer, scaler=self.scaler, ema=self.ema)
+        per_rank = saved.get("rng_ranks") or []
+        if self.ranks.several and len(per_rank) == self.ranks.world:  # each rank's own generators (dropout)
+            ckpt_lib.set_rng_state(per_rank[self.ranks.rank])
 
     def _restore_counters(self, saved: dict) -> None:
         ts = saved["train_state"]
@@ -369,16 +382,31 @@ class TrainingRun:
     # --- the loop's side of a step
     def done(self) -> bool:
         """True once the budget is spent; checked between steps, so a run always ends on a whole step."""
-        return self.budget.done(self.step)
+        if not self.ranks.several:
+            return self.budget.done(self.step)
+        if self._plan is None:
+            self._agree(False)
+        return self._plan[0]
+
+    def _agree(self, save_due: bool) -> tuple[bool, bool]:
+        """Several ranks: rank 0's (stop now?, steps in the run, save now?) for all, so all stop at the same step."""
+        b = self.budget
+        done, total, save = distributed.from_main([b.done(self.step), b.total_steps(self.step), save_due], self.device)
+        self._plan = (bool(done), int(total))
+        return bool(done), bool(save)
 
     def next_batch(self):
         """The next training batch; after a resume, the batch an uninterrupted run would have drawn."""
         self.ran = True
-        return next(self.stream)
+        batch = next(self.stream)
+        if self._share is not None:  # this rank's share of the batch's target tokens weighs its gradients
+            self._share["weight"] = batch.n_target_tokens / max(1, batch.global_target_tokens)
+        return batch
 
     def set_lr(self) -> float:
         """Warm-up then cosine for the current step, written into the optimizer; returns the rate."""
-        lr = lr_at(self.step, self.cfg, self.budget.total_steps(self.step))
+        total = self._plan[1] if self._plan is not None else self.budget.total_steps(self.step)
+        lr = lr_at(self.step, self.cfg, total)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
@@ -420,7 +448,7 @@ class TrainingRun:
         if self.ema is not None:
             self.ema.update_parameters(self.model)
         self.step += 1
-        n_tok = int(batch.n_target_tokens)
+        n_tok = int(getattr(batch, "global_target_tokens", batch.n_target_tokens))  # all ranks' tokens
         self.tokens += n_tok
         self.train_seconds += seconds
         if math.isfinite(loss_value):  # a skipped fp16 step must not poison the average
@@ -441,12 +469,17 @@ class TrainingRun:
                 self.bar.refresh()
 
         finishing = budget.done(step)
+        due_time = time.monotonic() - self._last_save >= cfg.checkpoint_minutes * 60
+        if self.ranks.several:
+            finishing, due_time = self._agree(due_time)
         logging, evaluating = step % cfg.log_interval == 0 or finishing, step % cfg.eval_interval == 0 or finishing
         record = {"step": step, "minutes": budget.elapsed() / 60, "tokens": self.tokens, "lr": lr}
         if logging:
             record.update(loss=self._log[0] / max(self._log[1], 1), tok_s=self._log[1] / max(self._log[2], 1e-9))
             self._log = [0.0, 0, 0.0]
-        if evaluating and self.valid_batches:  # validation loss and perplexity, without label smoothing
+        if (
+            evaluating and self.valid_batches and self.ranks.main
+        ):  # validation loss and perplexity, without label smoothing
             scored = self.model if self.ema is None else self.ema.module  # the weights a translator will load
             self.val_loss, self.val_ppl = evaluate_loss(scored, self.valid_batches, self.device, self.precision)
             record.update(val_loss=self.val_loss, val_ppl=self.val_ppl)
@@ -456,7 +489,6 @@ class TrainingRun:
                 self.callback(record, self.history)
 
         due_steps = cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0
-        due_time = time.monotonic() - self._last_save >= cfg.checkpoint_minutes * 60
         if self.out_dir is not None and not finishing and (due_steps or due_time):
             self.save()
             self._last_save = time.monotonic()
@@ -464,6 +496,9 @@ class TrainingRun:
     # --- checkpoints and the end
     def save(self, final: bool = False) -> Path | None:
         if self.out_dir is None:
+            return None
+        rng_ranks = distributed.gather(ckpt_lib.rng_state()) if self.ranks.several else None
+        if not self.ranks.main:
             return None
         path = ckpt_lib.save_checkpoint(
             self.out_dir,
@@ -483,6 +518,7 @@ class TrainingRun:
             },
             history=self.history,
             ema=self.ema,
+            rng_ranks=rng_ranks,
         )
         self.last_good = (path, self.step)
         return path
@@ -558,7 +594,8 @@ def train(
     is called for every new history record (the notebook redraws its loss plot there).
     Checkpoints go to ``out_dir`` every ``cfg.checkpoint_minutes`` (and ``cfg.checkpoint_every_steps``) and at the end.
     The step below is notebook 03's loop, line for line (tests/test_notebook03.py checks both give the same
-    weights); only the out-of-memory message is added.
+    weights); only the out-of-memory message is added, and the forward pass calls ``run.net``: the model itself, or
+    under ``torchrun`` the model in DistributedDataParallel (``helpers.training.distributed``).
     """
     run = TrainingRun(
         model,
@@ -582,7 +619,7 @@ def train(
             )
             try:
                 with autocast_context(run.device, run.precision):
-                    logits = model(ids, plen)  # (B, T, vocab)
+                    logits = run.net(ids, plen)  # (B, T, vocab); under torchrun the model in DDP
                 loss = loss_fn(logits, labels, cfg.label_smoothing)
                 run.scaler.scale(loss).backward()
                 run.scaler.unscale_(run.optimizer)
