@@ -95,6 +95,18 @@ def test_size_for_machine_measures_largest_first_and_stops_at_the_first_that_qua
         S.size_for_machine(C.preset_config("cpu", steps=10), [], 4000, "cpu")
 
 
+def test_a_probe_that_reads_a_smaller_model_slower_takes_the_larger_ones_speed(monkeypatch):
+    # issue 28's run: width 192 measured 5.1k tok/s, width 256 5.4k. Taken at its word, the slower reading can push the
+    # choice below a size the faster one qualifies; the rule must treat the larger model's speed as the floor
+    noisy = {320: 1500.0, 256: 5400.0, 192: 5100.0, 128: 9000.0}
+    monkeypatch.setattr(S, "measure_speed", lambda cfg, *a, **k: noisy[cfg.d_model])
+    params = MACHINE_B_PARAMS
+    minutes = 2.0 * params[1] / (5250.0 * 60)  # 5,250 tok/s would give width 192 exactly 2 tokens per parameter
+    choice = S.size_for_machine(C.preset_config("cpu", minutes=minutes), [], 4000, "cpu")
+    assert choice.cfg.d_model == 192  # with 5.1k it would have fallen to 128
+    assert choice.sizes[1]["tokens_per_s"] == 5400.0 and choice.sizes[1]["measured_tokens_per_s"] == 5100.0
+
+
 def test_measure_speed_times_the_real_training_step():
     cfg = C.preset_config("tiny")
     # <bos> source <sep> target <eos>, sources and targets of 2 to 8 tokens

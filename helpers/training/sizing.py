@@ -242,17 +242,27 @@ def size_for_machine(
     candidates = [sized(plain, n_layer, d_model) for n_layer, d_model in sizes]
     params = [num_parameters(c.model_config(vocab_size)) for c in candidates]
     speeds: list[float | None] = [None] * len(sizes)
+    measured: list[float | None] = [None] * len(sizes)
     t0 = time.perf_counter()
     for i in reversed(range(len(sizes))):
-        speeds[i] = measure_speed(candidates[i], examples, vocab_size, device, probe_seconds)
+        measured[i] = measure_speed(candidates[i], examples, vocab_size, device, probe_seconds)
+        # a smaller model is never slower than a larger one: a probe that says so measured noise (issue 28 saw width
+        # 192 read 5.1k tok/s and width 256 5.4k in one run), so the larger one's speed is the floor
+        speeds[i] = max(measured[i], speeds[i + 1] or 0.0) if i + 1 < len(sizes) else measured[i]
         if speeds[i] * seconds >= ratio * params[i]:
             break
     chosen = choose_size(params, speeds, seconds, ratio)
     return SizeChoice(
         cfg=sized(cfg, *sizes[chosen]),
         sizes=[
-            {"n_layer": n, "d_model": d, "parameters": p, "tokens_per_s": None if v is None else round(v, 1)}
-            for (n, d), p, v in zip(sizes, params, speeds)
+            {
+                "n_layer": n,
+                "d_model": d,
+                "parameters": p,
+                "tokens_per_s": None if v is None else round(v, 1),
+                "measured_tokens_per_s": None if m is None else round(m, 1),
+            }
+            for (n, d), p, v, m in zip(sizes, params, speeds, measured)
         ],
         chosen=chosen,
         seconds=seconds,
