@@ -128,9 +128,9 @@ TRAIN_FLAGS = {"positions": "positional", "checkpoint_every": "checkpoint_every_
     f: f
     for f in "max_tokens precision attention bottleneck_dim pretrain pretrain_fraction parallel_pairs init_embeddings "
     "optimizer schedule cooldown lr qk_norm activation zero_init tie_weights vocab_size subword_alpha max_len "
-    "ema_decay concat_pairs dropout".split()
+    "ema_decay concat_pairs dropout compile".split()
 }
-_SWITCHES = ("qk_norm", "zero_init", "tie_weights")  # given as 0/1, kept as booleans
+_SWITCHES = ("qk_norm", "zero_init", "tie_weights", "compile")  # given as 0/1, kept as booleans
 
 
 def _train_overrides(args) -> dict:
@@ -250,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vocab-size", type=int, help="sentencepiece pieces to learn")
     s.add_argument("--subword-alpha", type=float, help="subword regularisation: sample segmentations (0.5 typical)")
     s.add_argument("--max-len", type=int, help="tokens per sequence: the source budget is about half")
+    s.add_argument("--compile", type=int, choices=[0, 1], help="1: static batch shapes, torch.compile'd step (GPU)")
     s.add_argument("--dropout", type=float, help="dropout probability (0 for runs that must repeat across ranks)")
     s.add_argument("--ema-decay", type=float, help="translate with a moving average of the weights (0.998 typical)")
     s.add_argument("--concat-pairs", type=float, help="add this share of examples made of two pairs joined (0.25)")

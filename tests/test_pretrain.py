@@ -122,7 +122,7 @@ SAMPLE = {
     "ema_decay": "0.99", "concat_pairs": "0.25", "checkpoint_every": "2", "dropout": "0.05",
 }  # fmt: skip
 # qk_norm=1 with --attention synthesizer is refused (test_newer_sentences); 0 still has to arrive as an override
-CHOICES = {"qk_norm": 0}
+CHOICES = {"qk_norm": 0, "compile": 0}  # compile=1 would build C++ kernels for minutes: tests/test_distributed.py
 
 
 def train_flag_problems(out, lm_folder, monkeypatch) -> list[str]:

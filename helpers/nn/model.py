@@ -155,16 +155,15 @@ def _check_prefix_len(prefix_len, T: int, batch: int | None = None) -> torch.Ten
             "Use torch.tensor(lengths) or torch.full((B,), n)."
         )
     if prefix_len.dtype.is_floating_point or prefix_len.dtype == torch.bool or prefix_len.is_complex():
-        raise TypeError(
-            f"prefix_len must hold whole numbers (torch.long), got {prefix_len.dtype}: use prefix_len.long()."
-        )
+        raise TypeError(f"prefix_len must hold whole numbers (torch.long), got {prefix_len.dtype}: prefix_len.long()")
     if prefix_len.dim() != 1 or (batch is not None and prefix_len.shape[0] != batch):
         want = f"({batch},)" if batch is not None else "(B,)"
         raise ValueError(
             f"prefix_len must have shape {want}, one prefix length per row of input_ids; got {tuple(prefix_len.shape)}. "
             "Flatten it with prefix_len.view(-1) or give one length per sentence."
         )
-    if prefix_len.numel() and (int(prefix_len.min()) < 1 or int(prefix_len.max()) > T):
+    checked = prefix_len.numel() and not torch.compiler.is_compiling()  # compiled: no syncs, no graph breaks
+    if checked and (int(prefix_len.min()) < 1 or int(prefix_len.max()) > T):
         raise ValueError(
             f"prefix_len values must lie in [1, {T}] (the sequence length), got min {int(prefix_len.min())}, "
             f"max {int(prefix_len.max())}: the prefix is <bos> French <sep>, so count those tokens, and pass the "
@@ -361,7 +360,7 @@ class DecoderOnlyTransformer(nn.Module):
                 f"sequence length {T} exceeds max_len={self.config.max_len}: truncate or filter long sentences, "
                 "or build the model with a larger max_len."
             )
-        if input_ids.numel():
+        if input_ids.numel() and not torch.compiler.is_compiling():  # value checks sync: eager mode only
             lo, hi = int(input_ids.min()), int(input_ids.max())
             if lo < 0 or hi >= self.config.vocab_size:
                 raise ValueError(

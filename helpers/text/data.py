@@ -27,6 +27,7 @@ from .tokens import (
     BucketBatcher,
     DataError,
     SampledBucketBatcher,
+    StaticBucketBatcher,
     Tokenizer,
     encode_pairs,
     max_source_tokens,
@@ -307,6 +308,8 @@ def batches_for(tokenizer: Tokenizer, splits: Splits, cfg, seed: int = 0) -> tup
     if alpha:  # subword regularisation: each epoch's segmentations drawn anew (the validation set keeps the best)
         # every pair is drawn each epoch; a draw too long for max_len is left out of that epoch (and counted)
         batcher = SampledBucketBatcher(train_ex, parallel, tokenizer, cfg.max_len, alpha, cfg.max_tokens, seed=seed)
+    elif getattr(cfg, "compile", False):  # a compiled step: a fixed set of batch shapes, each compiled once
+        batcher = StaticBucketBatcher(train_ex, cfg.max_tokens, step=cfg.static_step, max_len=cfg.max_len, seed=seed)
     else:
         batcher = BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
     valid_batches = list(BucketBatcher(valid_ex, max_tokens=cfg.max_tokens, shuffle=False)) if valid_ex else []

@@ -439,8 +439,11 @@ class BucketBatcher:
         while self.position < len(plan):
             idx = plan[self.position]
             self.position += 1  # counted before yielding: a checkpoint taken now resumes after this batch
-            yield collate([self.examples[i] for i in idx], self.pad_id)
+            yield self._collate(idx)
         self.epoch, self.position = self.epoch + 1, 0
+
+    def _collate(self, idx: list[int]) -> Batch:
+        return collate([self.examples[i] for i in idx], self.pad_id)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch, self.position = int(epoch), 0
@@ -496,6 +499,64 @@ class BucketBatcher:
     @property
     def padding_fraction(self) -> float:
         return self.stats()["padding_fraction"]
+
+
+class StaticBucketBatcher(BucketBatcher):
+    """A :class:`BucketBatcher` with a fixed set of batch shapes, for a compiled training step (``train --compile``).
+
+    Every example is padded up to a multiple of ``step`` tokens (at most ``max_len``), and every batch of length T
+    holds exactly ``max_tokens // T`` rows: the last batch of each length is filled up with empty rows, which carry
+    no target tokens. A compiled model then meets one shape per length (:meth:`shapes`: 6 for the cpu preset), each
+    compiled once, where today's batches bring a new shape, and a new compilation, with almost every batch. The
+    price is padding: tokens computed that teach nothing (``stats()["padding_fraction"]``).
+    """
+
+    def __init__(self, examples, max_tokens: int, *, step: int = 16, max_len: int | None = None, **kw):
+        super().__init__(examples, max_tokens, **kw)
+        if step < 1:
+            raise DataError(f"step must be a positive number of tokens, got {step!r} (16 is typical).")
+        top = max_len if max_len is not None else int(self.lengths.max())
+        self.step = int(step)
+        self.padded = np.minimum(np.maximum(self.step, -(-self.lengths // self.step) * self.step), max(top, 1))
+        self.padded = np.maximum(self.padded, self.lengths)
+
+    def rows(self, length: int) -> int:
+        return max(1, self.max_tokens // int(length))
+
+    def shapes(self) -> list[tuple[int, int]]:
+        """Every (rows, length) a batch can have: what a compiled step compiles for."""
+        return [(self.rows(T), int(T)) for T in np.unique(self.padded)]
+
+    def _plan(self, epoch: int) -> list[list[int]]:
+        if self._plan_cache and self._plan_cache[0] == epoch:
+            return self._plan_cache[1]
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(len(self.examples)) if self.shuffle else np.arange(len(self.examples))
+        batches = []
+        for T in np.unique(self.padded):
+            same = order[self.padded[order] == T].tolist()
+            n = self.rows(T)
+            batches += [same[i : i + n] for i in range(0, len(same), n)]
+        if self.shuffle:
+            batches = [batches[j] for j in rng.permutation(len(batches))]
+        self._plan_cache = (epoch, batches)
+        return batches
+
+    def _collate(self, idx: list[int]) -> Batch:
+        T = int(self.padded[idx[0]])
+        b = collate([self.examples[i] for i in idx], self.pad_id)
+        ids = torch.full((self.rows(T), T), self.pad_id, dtype=torch.long)
+        labels = torch.full((self.rows(T), T), IGNORE_INDEX, dtype=torch.long)
+        plen = torch.ones(self.rows(T), dtype=torch.long)  # an empty row: one position of "source", nothing to learn
+        B, L = b.input_ids.shape
+        ids[:B, :L], labels[:B, :L], plen[:B] = b.input_ids, b.labels, b.prefix_len
+        return Batch(ids, labels, plen, b.n_target_tokens)
+
+    def stats(self, epoch: int | None = None) -> dict:
+        plan = self._plan(self.epoch if epoch is None else epoch)
+        out = super().stats(epoch)
+        padded = sum(self.rows(self.padded[idx[0]]) * int(self.padded[idx[0]]) for idx in plan)
+        return {**out, "padded_tokens": padded, "padding_fraction": 1 - out["tokens"] / padded, "shapes": self.shapes()}
 
 
 def pair_lengths(pairs: Sequence[tuple[str, str]], tok: Tokenizer | None = None) -> dict[str, np.ndarray]:

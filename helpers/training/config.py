@@ -46,6 +46,11 @@ class TrainConfig:
     concat_pairs: float = 0.0  # this share of extra training examples, each two random pairs joined (long sentences)
     # batches
     max_tokens: int = 4096  # tokens per batch, padding included: the knob to lower on out-of-memory
+    # a compiled step (issue 29): static batch shapes (StaticBucketBatcher: lengths padded up to multiples of
+    # static_step, a fixed number of rows per length), each compiled once by torch.compile with compile_backend
+    compile: bool = False
+    compile_backend: str = "inductor"  # tests use "aot_eager": the same tracing, no C++ or GPU kernels to build
+    static_step: int = 16
     # optimiser and schedule
     optimizer: str = "adamw"  # or "muon": Muon for the blocks' matrices, AdamW for embeddings, head, norms, biases
     lr: float = 1e-3
@@ -99,6 +104,11 @@ class TrainConfig:
             raise ValueError(f"ema_decay must lie strictly between 0 and 1, or be None (off), got {self.ema_decay!r}.")
         if not 0.0 <= self.concat_pairs <= 1.0:
             raise ValueError(f"concat_pairs is a share of the training pairs in [0, 1], got {self.concat_pairs!r}.")
+        if self.compile and (self.subword_alpha or self.pretrain):
+            raise ValueError(
+                "compile=True needs the static batches of translation training: it cannot be combined with "
+                "subword_alpha or pretrain (their batches bring new shapes). Turn one of them off."
+            )
         if self.pretrain not in (None, "span"):
             raise ValueError(f"pretrain={self.pretrain!r} is not known: use None or 'span'.")
         if not 0.0 < self.pretrain_fraction < 1.0:

@@ -141,6 +141,16 @@ class Budget:
         return max(0.0, min(left)) if left else None
 
 
+def compiled(net: torch.nn.Module, backend: str = "inductor") -> torch.nn.Module:
+    """``torch.compile`` for static shapes: one graph per batch shape (StaticBucketBatcher's few), none recompiled."""
+    import torch._dynamo
+
+    for name in ("recompile_limit", "cache_size_limit"):  # default 8: too few for a shape per bucket length
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(64, getattr(torch._dynamo.config, name)))
+    return torch.compile(net, dynamic=False, backend=backend)
+
+
 class NonFiniteLossError(RuntimeError):
     """The loss or the gradients became NaN or infinite; the weights were not updated with them."""
 
@@ -332,6 +342,8 @@ class TrainingRun:
             if self.checkpoint is None and not self.ranks.main:
                 torch.manual_seed(torch.initial_seed() + self.ranks.rank)  # each rank its own dropout masks
             self.net, self._share = distributed.wrap(model, self.device)
+        if cfg.compile:  # each of the static batch shapes compiles once, at its first batch
+            self.net = compiled(self.net, cfg.compile_backend)
         vals = [h for h in self.history if "val_loss" in h]
         self.val_loss, self.val_ppl = (vals[-1]["val_loss"], vals[-1]["val_ppl"]) if vals else (None, None)
         self.bar = self._make_bar() if progress else None
