@@ -29,6 +29,10 @@ honest yardstick for that run.
     python benchmarks/bench_train.py                            # CPU, 2 threads, preset cpu, Tatoeba if present
     python benchmarks/bench_train.py --preset t4 --steps 50     # on a GPU
     python benchmarks/bench_train.py --data builtin             # no Tatoeba file
+    python benchmarks/bench_train.py --compile --skip-naive     # also the compiled step (train --compile 1)
+
+``--compile`` adds ``compiled``: the same model through ``torch.compile`` on static batch shapes
+(``StaticBucketBatcher``), each shape compiled once before the clock starts (the compile time is printed apart).
 
 Numbers from a shared or busy machine are low and noisy: run it on a quiet one.
 """
@@ -129,6 +133,22 @@ def run(model, batches, cfg, device, steps: int, warmup: int, precision: str) ->
     }
 
 
+def precompile(net, batches, cfg, device, precision) -> tuple[float, int]:
+    """One forward and backward pass per batch shape, so the timed steps meet no compilation: (seconds, shapes)."""
+    t0, seen = time.perf_counter(), set()
+    for batch in batches:
+        if tuple(batch.input_ids.shape) in seen:
+            continue
+        seen.add(tuple(batch.input_ids.shape))
+        b = batch.to(device)
+        with T.autocast_context(device, precision):
+            T.loss_fn(net(b.input_ids, b.prefix_len), b.labels, cfg.label_smoothing).backward()
+        net.zero_grad(set_to_none=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0, len(seen)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -146,6 +166,8 @@ def main(argv=None) -> int:
     parser.add_argument("--precision", default=None, help="fp32 | bf16 | fp16 | auto (default: the preset's)")
     parser.add_argument("--peak-gflops", type=float, default=None, help="skip the matmul measurement and use this peak")
     parser.add_argument("--skip-naive", action="store_true")
+    parser.add_argument("--compile", action="store_true", help="also time the compiled step on static shapes")
+    parser.add_argument("--backend", default="inductor", help="torch.compile backend for --compile")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
 
@@ -218,6 +240,14 @@ def main(argv=None) -> int:
             device
         )
         results["ours_sdpa"] = run(sdpa_model, ours_batches, cfg, device, args.steps, args.warmup, precision)
+    if args.compile:
+        static = TK.StaticBucketBatcher(examples, cfg.max_tokens, step=cfg.static_step, max_len=cfg.max_len, seed=0)
+        torch.manual_seed(0)
+        net = T.compiled(DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, device)).to(device), args.backend)
+        seconds, shapes = precompile(net, static, cfg, device, precision)
+        print(f"compiled ({args.backend}): {shapes} batch shapes compiled in {seconds:.0f} s before timing")
+        results["compile"] = {"backend": args.backend, "shapes": shapes, "compile_seconds": round(seconds, 1)}
+        results["compiled"] = run(net, static, cfg, device, args.steps, args.warmup, precision)
     if not args.skip_naive:
         torch.manual_seed(0)
         # the explicit softmax attention of notebook 02
@@ -225,7 +255,7 @@ def main(argv=None) -> int:
             device
         )
         results["naive"] = run(naive_model, naive, cfg, device, args.steps, args.warmup, precision)
-    for name in ("ours", "ours_sdpa", "naive"):
+    for name in ("ours", "ours_sdpa", "compiled", "naive"):
         if name in results:
             r = results[name]
             r["mfu"] = round(r["model_gflops_per_s"] / peak, 3)
@@ -240,6 +270,11 @@ def main(argv=None) -> int:
     if "naive" in results:
         results["speedup"] = round(results["ours"]["target_tokens_per_s"] / results["naive"]["target_tokens_per_s"], 2)
         print(f"speed-up (target tokens/s, ours / naive): {results['speedup']:.2f}x")
+    if "compiled" in results:
+        results["compile"]["speedup"] = round(
+            results["compiled"]["target_tokens_per_s"] / results["ours"]["target_tokens_per_s"], 2
+        )
+        print(f"speed-up (target tokens/s, compiled / ours): {results['compile']['speedup']:.2f}x")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0

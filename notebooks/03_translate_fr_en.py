@@ -150,6 +150,7 @@ print(
 )
 
 # %%
+import json
 import math
 import tempfile
 import textwrap
@@ -1516,6 +1517,39 @@ again = train_loop(
     progress=False,
 )
 print(f"still step {again.steps:,}")
+
+# %% [markdown]
+# ### On several GPUs
+#
+# A Kaggle notebook offers two T4s, a lab machine several GPUs. `torchrun --nproc_per_node N -m helpers train …`
+# starts the same command once per GPU (`helpers.training.distributed`). Every process builds the same batches
+# in the same order and keeps its own rows of each, so together they train on exactly the batch one GPU would;
+# `DistributedDataParallel` adds the processes' gradients after each backward pass, each weighted by its share of
+# the batch's English tokens, so the update is the one-GPU update (a test checks two CPU processes against one, to
+# 1e-4). What depends on the clock, when to stop and how long the schedule is, process 0 decides for all, so they
+# stop at the same step; only process 0 writes checkpoints, and a rerun after a disconnect resumes as before.
+# With N GPUs each step takes about 1/N of the time, so the same minutes hold N times the steps.
+#
+# The cell below runs it from the notebook when this machine has more than one GPU: in new processes (a notebook
+# that has used its GPU cannot hand it to forked copies of itself), into a run folder of its own. Elsewhere it
+# says why it is skipped, and what to type on a machine that has the GPUs.
+
+# %%
+from helpers.training import distributed
+
+N_GPUS, SKIP = distributed.several_gpus(QUICK)
+SEVERAL_DIR = RUN_DIR.parent / f"{RUN_DIR.name}-{max(N_GPUS, 2)}gpus"
+several_args = ["train", "--data", DATA, "--preset", PRESET, "--minutes", f"{TRAIN_MINUTES:g}", "--seed", str(SEED),
+                "--out", str(SEVERAL_DIR)]  # fmt: skip
+print("the same run on every GPU of a machine:", distributed.command_line(max(N_GPUS, 2), several_args))
+if SKIP:
+    print("skipped here:", SKIP)
+else:
+    status = distributed.launch(N_GPUS, several_args)  # its progress prints here; rerun the cell to resume
+    assert status == 0, f"torchrun stopped with status {status}: its last lines above say why"
+    several = json.loads((SEVERAL_DIR / "train_summary.json").read_text())
+    print(f"{N_GPUS} GPUs: {several['steps']:,} steps at {several['tokens_per_s']:,.0f} target tokens/s in "
+          f"{several['minutes']:.1f} min; one GPU above: {result.steps:,} steps at {result.tokens_per_s:,.0f}")  # fmt: skip
 
 # %% [markdown]
 # ## 5. Translating

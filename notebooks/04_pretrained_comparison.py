@@ -539,6 +539,33 @@ for kind, translator in finetuned.items():
 print("✓ both fine-tuned folders reload to the same translations")
 
 # %% [markdown]
+# **On several GPUs.** Trainer runs under `torchrun` as it is (PyTorch's `DistributedDataParallel`, set up by
+# accelerate): `torchrun --nproc_per_node N -m helpers finetune …` starts one process per GPU, each takes its share
+# of every batch (the batch per step stays `--batch-size`), process 0's clock stops all of them at the same step, and
+# only process 0 scores, saves and writes `finetune.json` (`helpers.training.distributed`; a test runs it with two
+# CPU processes). The cell runs opus-mt's fine-tuning that way when this machine has more than one GPU, else says why
+# not and what to type where there are.
+
+# %%
+from helpers.training import distributed
+
+N_GPUS, SKIP = distributed.several_gpus(QUICK)
+several_args = ["finetune", "--model", SEQ2SEQ_MODEL, "--data", DATA, "--minutes", f"{MINUTES['seq2seq']:g}",
+                "--seed", str(SEED), "--batch-size", str(BATCH_SIZE),
+                "--out", str(RUNS / f"04_finetune-seq2seq-{max(N_GPUS, 2)}gpus")]  # fmt: skip
+several_args += ["--limit", str(LIMIT)] if LIMIT else []
+several_args += ["--columns", ",".join(COLUMNS)] if COLUMNS else []
+print("the same fine-tuning on every GPU of a machine:", distributed.command_line(max(N_GPUS, 2), several_args))
+if SKIP:
+    print("skipped here:", SKIP)
+else:
+    status = distributed.launch(N_GPUS, several_args)  # its progress prints here; rerun the cell to resume
+    assert status == 0, f"torchrun stopped with status {status}: its last lines above say why"
+    done = FT.load_finetuned_info(several_args[several_args.index("--out") + 1])["result"]
+    print(f"{N_GPUS} GPUs: {done['steps']:,} steps, {done['pairs']:,} pairs in {done['minutes']:.1f} min; one GPU "
+          f"above: {results['seq2seq'].steps:,} steps, {results['seq2seq'].pairs:,} pairs")  # fmt: skip
+
+# %% [markdown]
 # ## 6. The comparison
 #
 # Every model, every test set, greedy and beam 4, through `evaluate_pairs`. The table puts the costs beside

@@ -914,3 +914,46 @@ def test_no_cell_outside_the_model_answers_reads_a_name_only_they_define(nb):
     assert only_in_answers and not (only_in_answers & used_elsewhere), only_in_answers & used_elsewhere
     numbers = [q.number for q in exercises.find_questions(NB._read_py(NOTEBOOK))]
     assert numbers == [f"3.{k}" for k in range(1, 7)]
+
+
+# ---------------------------------------------------------------------------------------------
+# several GPUs (issue 29)
+
+
+def test_the_several_gpu_cell_is_skipped_with_its_reason_in_quick_mode(ns):
+    # a cell that launched anyway, or skipped without saying why, fails here
+    assert ns["N_GPUS"] == 0 and "quick mode" in ns["SKIP"] and "no GPU" in ns["SKIP"]
+    assert "several" not in ns  # it did not launch
+
+
+def test_the_several_gpu_cell_launches_this_runs_training_on_every_gpu(nb, monkeypatch):
+    """On a machine with 2 GPUs the cell hands torchrun this run's data, preset, budget and seed, and reads its result
+    (launch is recorded here, not run: tests/test_distributed.py runs the command itself under torchrun)."""
+    from helpers import cli
+    from helpers.training import distributed
+
+    cells, ns = nb
+    calls = []
+
+    def fake_launch(nproc, args):
+        calls.append((nproc, args))
+        out = Path(args[args.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "train_summary.json").write_text(json.dumps({"steps": 9, "tokens_per_s": 1.0, "minutes": 0.1}))
+        return 0
+
+    monkeypatch.setattr(distributed, "several_gpus", lambda quick: (2, None))
+    monkeypatch.setattr(distributed, "launch", fake_launch)
+    env = dict(ns)
+    exec(compile(cell_calling(cells, "distributed.several_gpus(QUICK)").source, "<several GPUs>", "exec"), env)
+    ((nproc, args),) = calls
+    parsed = cli.build_parser().parse_args(args)
+    assert nproc == 2 and parsed.func is cli._train
+    assert (parsed.data, parsed.preset, parsed.minutes, parsed.seed) == (
+        ns["DATA"],
+        ns["PRESET"],
+        ns["TRAIN_MINUTES"],
+        0,
+    )
+    assert Path(parsed.out) != ns["RUN_DIR"]  # a run folder of its own: the one-GPU checkpoint is not resumed
+    assert env["several"]["steps"] == 9

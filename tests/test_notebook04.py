@@ -414,3 +414,26 @@ if __name__ == "__main__":
     written = write_bootstrap_reference()
     p, tol, not_paired = written["p_value"], written["p_tolerance"], written["not_paired_p_value"]
     print(f"wrote {BOOTSTRAP_REFERENCE}: p = {p} ± {tol} (not paired: {not_paired}), interval {written['interval']}")
+
+
+def test_the_several_gpu_cell_is_skipped_in_quick_mode_and_launches_this_fine_tuning_elsewhere(nb, monkeypatch):
+    # skipped without a reason, or launching another model, data or budget than the one-GPU run, fails here
+    from helpers import cli
+    from helpers.training import distributed
+
+    cells, ns = nb
+    assert "quick mode" in ns["SKIP"] and ns["N_GPUS"] == 0
+    calls = []
+    monkeypatch.setattr(distributed, "several_gpus", lambda quick: (2, None))
+    monkeypatch.setattr(distributed, "launch", lambda n, args: calls.append((n, args)) or 0)
+    monkeypatch.setattr(
+        ns["FT"], "load_finetuned_info", lambda out: {"result": {"steps": 3, "pairs": 48, "minutes": 0.1}}
+    )
+    (cell,) = [c for c in cells if "distributed.several_gpus(QUICK)" in c.source]
+    exec(compile(cell.source, "<several GPUs>", "exec"), dict(ns))
+    ((n, args),) = calls
+    parsed = cli.build_parser().parse_args(args)
+    assert n == 2 and parsed.func is cli._finetune
+    assert (parsed.model, parsed.data, parsed.minutes, parsed.batch_size) == (
+        ns["SEQ2SEQ_MODEL"], ns["DATA"], ns["MINUTES"]["seq2seq"], ns["BATCH_SIZE"])  # fmt: skip
+    assert parsed.limit == ns["LIMIT"] and Path(parsed.out).name.endswith("2gpus")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -212,10 +213,33 @@ def torchrun_command(nproc: int, args: list[str]) -> list[str]:
     return cmd + list(args)
 
 
-def launch(nproc: int, args: list[str], **popen) -> int:
-    """Run ``python -m helpers ARGS`` in ``nproc`` processes under torchrun and wait; returns the exit status.
+def command_line(nproc: int, args: list[str]) -> str:
+    """What to type in a terminal for the same run: ``torchrun --nproc_per_node N -m helpers ARGS``."""
+    return shlex.join(["torchrun", f"--nproc_per_node={nproc}", "-m", "helpers", *map(str, args)])
 
-    Notebook 03's several-GPU cell uses it: a new process per GPU, started fresh, so a notebook that has already used
-    its GPU can still launch (a fork of it could not). The budget, checkpoints and resume are the command's own.
+
+def several_gpus(quick: bool) -> tuple[int, str | None]:
+    """(GPUs on this machine, why a several-GPU run is skipped here, or None when it runs): notebooks 03 and 04."""
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    why = []
+    if quick:
+        why.append("quick mode (the run would train a second model for the whole budget)")
+    if n < 2:
+        why.append(f"this runtime has {'one GPU' if n == 1 else 'no GPU'}; a Kaggle notebook with two T4s, or a lab "
+                   "machine, runs it")  # fmt: skip
+    return n, "; ".join(why) or None
+
+
+def launch(nproc: int, args: list[str], out=None) -> int:
+    """Run ``python -m helpers ARGS`` in ``nproc`` processes under torchrun; its output goes to ``out`` (this cell).
+
+    Notebooks 03 and 04 use it: new processes, one per GPU, started fresh, so a notebook that has already used its
+    GPU can still launch (a fork of it could not). The budget, checkpoints and resume are the command's own: after a
+    disconnect, running the cell again resumes. Returns torchrun's exit status.
     """
-    return subprocess.run(torchrun_command(nproc, args), check=False, **popen).returncode
+    out = out if out is not None else sys.stdout
+    proc = subprocess.Popen(torchrun_command(nproc, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    while chunk := proc.stdout.read1(4096) if hasattr(proc.stdout, "read1") else proc.stdout.read(4096):
+        out.write(chunk.decode(errors="replace"))
+        out.flush()
+    return proc.wait()
