@@ -139,7 +139,7 @@ def _train_overrides(args) -> dict:
 
 
 def _translate(args) -> int:
-    translate_command(args.checkpoint, beams=args.beams, stdin=sys.stdin, stdout=sys.stdout)
+    translate_command(args.checkpoint, beams=args.beams, stdin=sys.stdin, stdout=sys.stdout, explain=args.explain)
     return 0
 
 
@@ -256,9 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--concat-pairs", type=float, help="add this share of examples made of two pairs joined (0.25)")
     p.set_defaults(func=_train)
 
-    p = sub.add_parser("translate", help="French on stdin -> English on stdout")
+    p = sub.add_parser("translate", help="French on stdin -> English on stdout; at a terminal, a prompt")
     p.add_argument("--checkpoint", required=True, help="a run folder written by train")
     p.add_argument("--beams", type=int, default=1, help="1 = greedy")
+    p.add_argument("--explain", action="store_true", help="also the candidates, unseen words and any cut")
     p.set_defaults(func=_translate)
 
     p = sub.add_parser("evaluate", help="BLEU and chrF, with slices and baselines, on each test set")

@@ -152,22 +152,81 @@ def translate_command(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    *,
+    explain: bool = False,
+    interactive: bool | None = None,
 ) -> int:
     """``python -m helpers translate``: French lines on ``stdin``, English lines on ``stdout``, one for one.
 
-    Returns the number of lines translated. Warnings (sources cut to fit the model) go to ``stderr``.
+    With a terminal on ``stdin`` (or ``interactive=True``) it is a prompt instead: one French line in, its translation
+    out at once, history with the arrow keys, Ctrl-D to leave; ``explain`` adds the beam's candidates, the words no
+    training pair holds and any cut (:func:`helpers.evaluation.explain.explain_translation`). Returns the number of
+    lines translated. Warnings (long sources translated in pieces) go to ``stderr``.
     """
     from .evaluation.evaluate import translate_lines
     from .pipeline import load_run
 
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
     run = load_run(checkpoint)
-    out = translate_lines(run.model, run.tokenizer, stdin.read().splitlines(), beams=beams, err=stderr)
+    if interactive if interactive is not None else stdin.isatty():
+        return _prompt(run, beams, explain, stdin, stdout, err)
+    lines = stdin.read().splitlines()
+    if explain:
+        out = [_explained(run, line, beams) for line in lines]
+    else:
+        out = translate_lines(run.model, run.tokenizer, lines, beams=beams, err=err)
     for line in out:
         stdout.write(line + "\n")
     stdout.flush()
     return len(out)
+
+
+def _explained(run, line: str, beams: int) -> str:
+    from .evaluation.explain import explain_translation
+
+    if not isinstance(run.model, torch.nn.Module):  # a fine-tuned Hugging Face model: its translation only
+        return run.model.translate([line], beams=beams)[0] + "\n  note: --explain takes apart models made by `train`"
+    return explain_translation(run.model, run.tokenizer, line, beams=beams, word_table=run.words).to_text()
+
+
+def _prompt(run, beams: int, explain: bool, stdin, stdout, err) -> int:
+    """The terminal prompt of ``translate``: ``fr>`` reads a line, ``en>`` answers; an empty line gets a hint."""
+    from .evaluation.evaluate import translate_lines
+
+    try:
+        import readline  # noqa: F401  (input() then keeps a history: the arrow keys recall earlier lines)
+    except ImportError:  # Windows: no history, the rest works
+        pass
+    print(f"Translating French with {run.path} ({'beam ' + str(beams) if beams > 1 else 'greedy'}). Type a sentence "
+          "and press Enter; Ctrl-D (Ctrl-Z Enter on Windows) to leave.", file=err, flush=True)  # fmt: skip
+    done = 0
+    while True:
+        try:
+            line = input("fr> ") if stdin is sys.stdin else _read_line(stdin, stdout, "fr> ")
+        except EOFError:
+            print(file=stdout)
+            return done
+        except KeyboardInterrupt:  # Ctrl-C: a fresh line, not a traceback
+            print("\n(Ctrl-D to leave)", file=stdout)
+            continue
+        if not line.strip():
+            print("   (an empty line: type a French sentence, or Ctrl-D to leave)", file=stdout, flush=True)
+            continue
+        answer = _explained(run, line, beams) if explain else translate_lines(run.model, run.tokenizer, [line],
+                                                                                beams=beams, err=err)[0]  # fmt: skip
+        print("en> " + answer, file=stdout, flush=True)
+        done += 1
+
+
+def _read_line(stdin, stdout, prompt: str) -> str:
+    stdout.write(prompt)
+    stdout.flush()
+    line = stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\r\n")
 
 
 def evaluate_command(

@@ -646,4 +646,5 @@ def _beam_search(decoder, budgets: list[int], eos_id: int, beams: int, length_pe
         tokens = torch.tensor([toks[r] for r in keep_rows], device=logits.device)
         live = [(s, n, sc, t) for n, (s, _, sc, t) in enumerate(new_live)]
         logits = decoder.step(index, tokens)
-    return [max(f, key=lambda h: h[0])[1] if f else [] for f in finished]
+    decoder.finished = [sorted(f, key=lambda h: -h[0]) for f in finished]  # every finished hypothesis, best first
+    return [f[0][1] if f else [] for f in decoder.finished]

@@ -1,0 +1,140 @@
+"""One sentence of your own, translated and taken apart: the function behind notebook 03's text box, notebook 04's
+side-by-side row and ``translate --explain`` at the terminal.
+
+:func:`explain_translation` returns what a learner needs to see why an output is wrong: the source as the model's
+pieces, the translation, the beam's other candidates with their log-probabilities, the source words no training
+pair holds, whether the source was cut to the model's budget (and after which word), the attention of every layer
+and head from each output piece to each source piece, and the time it took.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..text.testsets import words as french_words
+from ..text.tokens import max_source_tokens
+from .evaluate import DEFAULT_BEAMS, TranslateReport, max_new_tokens_for, translate
+
+
+@dataclass
+class Explanation:
+    source: str
+    translation: str  # what translate() returns for the whole source (pieces of a long one joined)
+    pieces: list[str]  # the source as the model read it (after a cut: the part it read)
+    alternatives: list[dict]  # the beam's finished candidates, best first: text, tokens, logprob (sum), score
+    words: list[tuple[str, bool]]  # each French word of the source, True when no training pair holds it
+    cut: dict | None  # None, or tokens (of the whole source), kept, after (the last word read whole)
+    output_pieces: list[str]  # the best candidate's pieces, then <eos>
+    attention: list[np.ndarray] = field(repr=False)  # per layer (n_head, output pieces, source pieces); rows sum <= 1
+    seconds: float = 0.0
+    note: str = ""  # what to tell the user about the input (empty, nothing in the vocabulary...)
+
+    @property
+    def unseen(self) -> list[str]:
+        return [w for w, new in self.words if new]
+
+    def to_text(self) -> str:
+        """The explanation in a few lines, for the terminal (``translate --explain``)."""
+        lines = [self.translation or "(no translation)"]
+        if self.note:
+            lines.append(f"  note: {self.note}")
+        for i, alt in enumerate(self.alternatives[:5]):
+            lines.append(f"  {i + 1}. {alt['text']}   (log-prob {alt['logprob']:.2f}, score {alt['score']:.2f})")
+        if self.words:
+            lines.append("  unseen in training: " + (", ".join(self.unseen) if self.unseen else "none"))
+        if self.cut:
+            lines.append(f"  cut: {self.cut['tokens']} pieces, the model read {self.cut['kept']} (up to "
+                         f"\"{self.cut['after']}\"); the translation covers the rest in pieces")  # fmt: skip
+        lines.append(f"  {len(self.pieces)} source pieces: {' '.join(self.pieces)}   ({self.seconds * 1000:.0f} ms)")
+        return "\n".join(lines)
+
+
+def _candidates(model, prefix: list[int], eos_id: int, beams: int, length_penalty: float) -> list[list[int]]:
+    from ..nn.model import _beam_search, _CachedDecoder, _FullRecompute
+
+    budget = max_new_tokens_for(len(prefix), model.config.max_len)
+    decoder = (_CachedDecoder if model.supports_cache else _FullRecompute)(model, [prefix])
+    _beam_search(decoder, [budget], eos_id, beams, length_penalty)
+    return [tokens for _, tokens in decoder.finished[0]]
+
+
+@torch.no_grad()
+def _logprob(model, prefix: list[int], tokens: list[int], eos_id: int) -> float:
+    """log p(tokens, <eos> | prefix): what the model gives this candidate, token by token."""
+    device = next(model.parameters()).device
+    seq = torch.tensor([prefix + tokens + [eos_id]], device=device)[:, : model.config.max_len]
+    logits = model(seq, torch.tensor([len(prefix)], device=device))  # (1, T, V)
+    logp = F.log_softmax(logits[0, len(prefix) - 1 : -1].float(), dim=-1)  # predicts seq[len(prefix):]
+    return float(logp.gather(1, seq[0, len(prefix) :, None]).sum())
+
+
+@torch.no_grad()
+def explain_translation(
+    model, tokenizer, text: str, beams: int = DEFAULT_BEAMS, word_table=None, length_penalty: float = 1.0
+) -> Explanation:
+    """Translate ``text`` and say how: pieces, candidates, unseen words (``word_table``: the run's
+    :class:`helpers.text.testsets.WordTable`), the cut, attention per layer and head, time. Never raises on text."""
+    t0 = time.perf_counter()
+    text = (text or "").strip()
+    was_training = model.training
+    model.eval()
+    try:
+        flagged = [(w, word_table is not None and w not in word_table) for w in french_words(text)]
+        if not text:
+            return Explanation("", "", [], [], [], None, [], [], 0.0, note="an empty line: type a French sentence")
+        ids = tokenizer.encode(text)
+        keep = max_source_tokens(model.config.max_len)
+        cut = None
+        if len(ids) > keep:  # the analysis reads what fits; translate() below covers the rest in pieces
+            read = tokenizer.decode(ids[:keep])
+            whole = [w for w in french_words(read)][:-1] or french_words(read)
+            cut = {"tokens": len(ids), "kept": keep, "after": whole[-1] if whole else read[-10:]}
+            ids = ids[:keep]
+        prefix = [tokenizer.bos_id, *ids, tokenizer.sep_id]
+        eos = tokenizer.eos_id
+        found = _candidates(model, prefix, eos, max(1, beams), length_penalty)
+        alts = []
+        for tokens in found or [[]]:
+            lp = _logprob(model, prefix, tokens, eos)
+            alts.append({"text": tokenizer.decode(tokens), "tokens": tokens, "logprob": lp,
+                         "score": lp / (len(tokens) + 1) ** length_penalty})  # fmt: skip
+        alts.sort(key=lambda a: -a["score"])
+        best = alts[0]["tokens"]
+        seq = torch.tensor([prefix + best + [eos]], device=next(model.parameters()).device)[:, : model.config.max_len]
+        rows = slice(len(prefix) - 1, seq.shape[1] - 1)  # the positions that predict each output piece
+        cols = slice(1, 1 + len(ids))  # the source pieces (not <bos>, not <sep>)
+        attention = []
+        if getattr(model, "bottleneck", None) is None:  # a bottleneck model's tokens attend to latents, not tokens
+            maps = model.attention_maps(seq, torch.tensor([len(prefix)], device=seq.device))  # each (1, nh, T, T)
+            attention = [m[0, :, rows, cols].float().cpu().numpy() for m in maps]
+        report = TranslateReport()
+        translation = translate(model, tokenizer, [text], beams=max(1, beams), length_penalty=length_penalty,
+                                report=report)[0]  # fmt: skip
+        return Explanation(
+            source=text, translation=translation, pieces=[tokenizer.id_to_piece(i) for i in ids],
+            alternatives=alts, words=flagged, cut=cut,
+            output_pieces=[tokenizer.id_to_piece(i) for i in best] + ["<eos>"], attention=attention,
+            seconds=time.perf_counter() - t0, note=_note(text, ids, flagged, tokenizer),
+        )  # fmt: skip
+    finally:
+        model.train(was_training)
+
+
+def _note(text: str, ids: list[int], flagged: list[tuple[str, bool]], tokenizer) -> str:
+    """What to tell the user about an input the model was not trained for (it is translated all the same)."""
+    unknown = sum(1 for i in ids if i == getattr(tokenizer, "unk_id", -1))
+    if unknown:
+        return f"{unknown} of {len(ids)} source pieces are characters the tokenizer never saw (<unk>)"
+    if not flagged:
+        return "no French word in this line (only digits, symbols or emoji): the model translates it as it can"
+    if re.search(r"<[^<>]+>|&\w+;", text):
+        return "this looks like markup (tags or entities): the model never saw any; translate the text alone"
+    if all(new for _, new in flagged):
+        return "no word of this sentence occurs in the training pairs: is it French?"
+    return ""
