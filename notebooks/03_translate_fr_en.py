@@ -2131,6 +2131,68 @@ for key, name in (("new", D.NEW_SENTENCES), ("test", D.IN_DISTRIBUTION)):
 # sets come from one synthetic grammar, and their difference is noise.
 
 # %% [markdown]
+# ### Your own sentences
+#
+# **What does the model make of a sentence you type, and why?** `explain_translation` (in
+# `helpers.evaluation.explain`; `python -m helpers translate --explain` at a terminal prints the same) translates
+# one sentence and takes it apart: the pieces the model read, the beam's candidates with their log-probabilities,
+# the words no training pair holds (in red under the map), whether the source was cut to the model's budget, and
+# the attention of every layer and head from each written piece to each source piece. Below, one fixed sentence is
+# drawn and saved for the report; in a live notebook the box under it translates whatever you type, with the layer
+# and head chosen from the drop-downs.
+
+# %%
+from helpers.course.plotting import text_box  # noqa: E402
+from helpers.evaluation.explain import draw_explanation, explain_translation  # noqa: E402
+
+MY_SENTENCE = TEST_SETS[D.NEW_SENTENCES][0][0] if QUICK else "Je ne sais pas si elle viendra demain matin."
+
+
+def show_explanation(text, layer=-1, head="mean"):
+    e = explain_translation(model, tok, text, beams=BEAMS, word_table=words)
+    print(e.to_text())
+    fig = draw_explanation(e, layer, head)
+    plt.show()
+    return e, fig
+
+
+explained, fig = show_explanation(MY_SENTENCE)
+save_figure(
+    fig,
+    "03_your_sentence",
+    question="What does the model make of one sentence, and where does it look while writing each piece?",
+    caption=f"“{MY_SENTENCE}” → “{explained.translation}”: attention of the last layer (mean of heads) from each "
+    f"written piece to each source piece; beam {BEAMS}, candidates and unseen words in the title."
+    + (QUICK_NOTE if QUICK else ""),
+    numbers={"candidates": len(explained.alternatives), "unseen words": len(explained.unseen)},
+)
+layers = list(range(cfg.n_layer - 1, -1, -1))
+box = text_box(show_explanation, MY_SENTENCE, layer=layers, head=["mean", *range(cfg.n_head)])  # live kernels only
+
+# %% [markdown] tags=["question"]
+# **Question 3.7.** Find a sentence this model translates wrongly (the box above in a live notebook, or
+# `explain_translation` in the cell below). Say what is wrong, and from the attention map and the candidates why:
+# a source word it never saw, a piece it did not look at while writing, a better candidate that lost the beam.
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** *Write your answer here: your sentence, its translation, and what the map shows.*
+
+# %%
+# Compute here what supports your answer: replace the sentence with yours.
+print(explain_translation(model, tok, MY_SENTENCE, beams=BEAMS, word_table=words).to_text())
+
+# %% [markdown] tags=["answer"]
+# **Model answer.** Wrong translations come in a few kinds, and the view tells them apart. A word no training pair
+# holds (red under the map) is spelt from pieces the model has seen elsewhere, and it writes the English word
+# those pieces most often went with, or copies it: "Il a acheté un ordinateur portable" may come out with
+# "portable" as "phone" (the pieces of "portable" went with "phone" in training). A written piece whose attention
+# row puts little weight on the source word it should translate (a pale column) shows the model writing from the
+# English so far instead: typical at the end of a long sentence, where the rows fade. And when the second candidate
+# is the right one with a score close to the first, the model knew it and the length penalty or one early piece
+# decided: the beam's log-probabilities show how close it was. In quick mode the tiny model translates little right,
+# and its attention means little.
+
+# %% [markdown]
 # ## 7. The checkpoint is the model
 #
 # `python -m helpers translate` and `evaluate` load the run folder with `helpers.pipeline.load_run`. The

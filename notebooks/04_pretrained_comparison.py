@@ -908,6 +908,35 @@ for _, i in sorted(spread, reverse=True)[:6]:
     print(f"     (words unseen in training: {', '.join(unseen) if unseen else 'none'})\n")
 
 # %% [markdown]
+# **On a sentence of your own.** The table above is chosen by the test set; type your own below (in a live notebook)
+# and every model translates it, one row each, with the time it took: what pretraining buys, on your sentence.
+# The fixed sentence is drawn and saved for the report.
+
+# %%
+from helpers.course.plotting import text_box  # noqa: E402
+from helpers.evaluation.explain import draw_side_by_side, side_by_side  # noqa: E402
+
+MY_SENTENCE = new[0][0] if QUICK else "Je ne sais pas si elle viendra demain matin."
+ROWS_OF = {label: CONTESTANTS[label] for label in (SCRATCH_NAME, "opus-mt fine-tuned", "SmolLM2 fine-tuned")}
+
+
+def show_side_by_side(text):
+    rows = side_by_side(ROWS_OF, text, beams=1)
+    for r in rows:
+        print(f"{r['model']:<28} {r['seconds'] * 1000:6.0f} ms  {r['translation']}")
+    fig = draw_side_by_side(text, rows)
+    plt.show()
+    return rows, fig
+
+
+mine, fig = show_side_by_side(MY_SENTENCE)
+save_figure(fig, "04_your_sentence", question="What does each model make of one sentence, and how fast?",
+            caption=f"Greedy translations of “{MY_SENTENCE}” by our scratch model and the two fine-tuned models, with "
+            "the time each took on " + runtime.hardware_name(DEVICE) + "." + (QUICK_NOTE if QUICK else ""),
+            numbers={f"ms, {r['model']}": round(r["seconds"] * 1000, 1) for r in mine})  # fmt: skip
+box = text_box(show_side_by_side, MY_SENTENCE)  # live kernels only
+
+# %% [markdown]
 # ## 8. What pretraining buys, and what it costs
 #
 # **Where does each model score, by slice?** The new sentences split in two: those holding a French word that

@@ -957,3 +957,36 @@ def test_the_several_gpu_cell_launches_this_runs_training_on_every_gpu(nb, monke
     )
     assert Path(parsed.out) != ns["RUN_DIR"]  # a run folder of its own: the one-GPU checkpoint is not resumed
     assert env["several"]["steps"] == 9
+
+
+# ---------------------------------------------------------------------------------------------
+# your own sentences (issue 30)
+
+
+def test_the_static_view_is_the_explanation_of_the_fixed_sentence(ns):
+    # a view drawn for another sentence, or a translation that is not the model's, fails here
+    e = ns["explained"]
+    assert (
+        e.source == ns["MY_SENTENCE"]
+        and e.translation == E.translate(ns["model"], ns["tok"], [e.source], beams=ns["BEAMS"])[0]
+    )
+    assert ns["box"] is None  # headless: the static view only
+
+
+def test_the_text_box_drives_the_explanation_with_the_chosen_layer_and_head(ns, monkeypatch):
+    from helpers.course.plotting import text_box
+
+    seen = []
+
+    def recording(text, layer, head):
+        e, fig = ns["show_explanation"](text, layer, head)
+        seen.append((text, layer, head, e.translation, fig.axes[0].get_title()))
+
+    monkeypatch.setattr("matplotlib.pyplot.show", lambda *a, **k: None)
+    box = text_box(recording, "Il dort.", live=True, layer=[1, 0], head=["mean", 0, 1])
+    text, layer, head, button, _ = box.children
+    text.value, layer.value, head.value = "Elle mange une pomme.", 0, 1  # the text's change runs it too
+    button.click()
+    assert seen[-1][:3] == ("Elle mange une pomme.", 0, 1)
+    assert seen[-1][3] == E.translate(ns["model"], ns["tok"], ["Elle mange une pomme."], beams=ns["BEAMS"])[0]
+    assert "layer 0 of" in seen[-1][4] and "head 1" in seen[-1][4]

@@ -437,3 +437,16 @@ def test_the_several_gpu_cell_is_skipped_in_quick_mode_and_launches_this_fine_tu
     assert (parsed.model, parsed.data, parsed.minutes, parsed.batch_size) == (
         ns["SEQ2SEQ_MODEL"], ns["DATA"], ns["MINUTES"]["seq2seq"], ns["BATCH_SIZE"])  # fmt: skip
     assert parsed.limit == ns["LIMIT"] and Path(parsed.out).name.endswith("2gpus")
+
+
+def test_your_sentence_is_translated_by_every_model_side_by_side(nb):
+    # a row missing, or a row whose translation is not its model's, fails here
+    from helpers.evaluation.evaluate import translate_any
+
+    _, ns = nb
+    rows = ns["mine"]
+    assert [r["model"] for r in rows] == list(ns["ROWS_OF"]) and all(r["seconds"] > 0 for r in rows)
+    for r in rows:
+        model, tok = ns["ROWS_OF"][r["model"]]
+        assert r["translation"] == translate_any(model, tok, [ns["MY_SENTENCE"]], beams=1)[0]
+    assert ns["box"] is None

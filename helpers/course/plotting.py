@@ -146,6 +146,38 @@ def interactive(fn: Callable, **sliders):
     return fn(**defaults)
 
 
+def text_box(show: Callable, default: str, *, live: bool | None = None, description: str = "French:", **choices):
+    """A text box, a button and a drop-down per entry of ``choices`` (ipywidgets): pressing the button (or Enter)
+    calls ``show(text, **chosen)`` and shows what it prints and draws below. Like the sliders of
+    :func:`save_then_explore`, it comes under a static view the caller has drawn and saved for ``default``: without a
+    live kernel there is nothing to type into, and it returns None. ``live=True`` builds it anyway, undisplayed
+    (tests drive it through ``box.children``: the text, the drop-downs, the button, the output area)."""
+    if not (in_live_kernel() if live is None else live):
+        return None
+    import ipywidgets as widgets
+
+    # continuous_update=False: the value changes on Enter (or leaving the box), not at every key
+    text = widgets.Text(value=default, description=description, continuous_update=False,
+                        layout=widgets.Layout(width="70%"))  # fmt: skip
+    menus = {key: widgets.Dropdown(options=values, value=values[0], description=key) for key, values in choices.items()}
+    button = widgets.Button(description="Translate", button_style="primary")
+    out = widgets.Output()
+
+    def run(_=None):
+        out.clear_output(wait=True)
+        with out:
+            show(text.value, **{key: menu.value for key, menu in menus.items()})
+
+    button.on_click(run)
+    text.observe(run, names="value")
+    box = widgets.VBox([text, *menus.values(), button, out])
+    if live is None:
+        from IPython.display import display
+
+        display(box)
+    return box
+
+
 def save_then_explore(plot: Callable, name: str, *, caption: str = "", question: str = "", **sliders):
     """Save and show ``plot(**defaults)`` for the report, then put sliders under it to explore.
 

@@ -138,3 +138,71 @@ def _note(text: str, ids: list[int], flagged: list[tuple[str, bool]], tokenizer)
     if all(new for _, new in flagged):
         return "no word of this sentence occurs in the training pairs: is it French?"
     return ""
+
+
+def draw_explanation(e: Explanation, layer: int = -1, head: int | str = "mean"):
+    """The attention of one layer (one head, or their mean) from each output piece to each source piece, with the
+    translation, its best alternative and the unseen words in the title: the figure of notebook 03's text box."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.42 * len(e.pieces) + 1.5), max(2.6, 0.3 * len(e.output_pieces) + 1.6)))
+    if not e.attention:
+        ax.text(0.5, 0.5, e.note or "no attention to show for this model", ha="center", va="center", wrap=True)
+        ax.set_axis_off()
+        return fig
+    maps = e.attention[layer]  # (heads, output pieces, source pieces)
+    w = maps.mean(0) if head == "mean" else maps[int(head)]
+    ax.imshow(w, cmap="Blues", vmin=0, aspect="auto")
+    unseen = {w for w, new in e.words if new}
+    ax.set_xticks(range(len(e.pieces)), e.pieces, rotation=90, fontsize=8)
+    for label in ax.get_xticklabels():  # a piece of a word no training pair holds: in red
+        if label.get_text().lstrip("▁").lower() and any(label.get_text().lstrip("▁").lower() in u for u in unseen):
+            label.set_color("tab:red")
+    ax.set_yticks(range(len(e.output_pieces)), e.output_pieces, fontsize=8)
+    n_layer = len(e.attention)
+    which = "mean of heads" if head == "mean" else f"head {int(head)}"
+    title = f"“{e.translation}”\nlayer {layer % n_layer} of {n_layer}, {which}"
+    if len(e.alternatives) > 1:
+        title += f"; next candidate: “{e.alternatives[1]['text']}”"
+    if unseen:
+        title += f"\nunseen in training (red): {', '.join(sorted(unseen))}"
+    if e.cut:
+        title += f"\ncut after “{e.cut['after']}”: the model read {e.cut['kept']} of {e.cut['tokens']} pieces"
+    ax.set_title(title, fontsize=8)
+    ax.set_xlabel("source pieces")
+    ax.set_ylabel("written pieces")
+    fig.tight_layout()
+    return fig
+
+
+def side_by_side(models: dict, text: str, beams: int = DEFAULT_BEAMS) -> list[dict]:
+    """One row per model (``name -> (model, tokenizer)``; ours or a Hugging Face translator): its translation of
+    ``text`` and the seconds it took. Notebook 04's text box: what pretraining buys, on your own sentence."""
+    from .evaluate import translate_any
+
+    rows = []
+    for name, (model, tokenizer) in models.items():
+        t0 = time.perf_counter()
+        out = translate_any(model, tokenizer, [text], beams=beams)[0] if (text or "").strip() else ""
+        rows.append({"model": name, "translation": out, "seconds": time.perf_counter() - t0})
+    return rows
+
+
+def draw_side_by_side(text: str, rows: list[dict]):
+    """``side_by_side``'s rows as a figure: one line per model, its translation and its time (notebook 04)."""
+    import textwrap
+
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(rows) + 1.2))
+    ax.set_axis_off()
+    cells = [[r["model"], textwrap.fill(r["translation"] or "(empty)", 70), f"{r['seconds'] * 1000:.0f} ms"]
+             for r in rows]  # fmt: skip
+    table = ax.table(cellText=cells, colLabels=["model", "translation", "time"], loc="center", cellLoc="left",
+                     colWidths=[0.22, 0.66, 0.12])  # fmt: skip
+    table.auto_set_font_size(False)
+    table.set_fontsize(8)
+    table.scale(1, 1.6)
+    ax.set_title(textwrap.fill(f"“{text}”", 100), fontsize=9)
+    fig.tight_layout()
+    return fig
