@@ -73,6 +73,8 @@ def test_unseen_words_are_flagged_against_the_training_pairs(tiny):
     known = pairs[0][0].rstrip(".")
     e = explain_translation(model, tok, f"{known} zorglub.", beams=1, word_table=words)
     assert e.unseen == ["zorglub"] and all(not new for w, new in e.words if w != "zorglub")
+    # the pieces that spell it, and only those (matching pieces by substring would also flag an "s" or an "o")
+    assert "".join(p for p, new in zip(e.pieces, e.piece_unseen) if new).replace("▁", "") == "zorglub"
     assert "unseen in training: zorglub" in e.to_text()
     assert explain_translation(model, tok, known, beams=1).unseen == []  # no table: nothing claimed
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..text.testsets import WORD
 from ..text.testsets import words as french_words
 from ..text.tokens import max_source_tokens
 from .evaluate import DEFAULT_BEAMS, TranslateReport, max_new_tokens_for, translate
@@ -33,7 +34,10 @@ class Explanation:
     output_pieces: list[str]  # the best candidate's pieces, then <eos>
     attention: list[np.ndarray] = field(repr=False)  # per layer (n_head, output pieces, source pieces); rows sum <= 1
     seconds: float = 0.0
-    note: str = ""  # what to tell the user about the input (empty, nothing in the vocabulary...)
+    note: str = ""
+    piece_unseen: list[bool] = field(
+        default_factory=list
+    )  # per source piece: part of a word no training pair holds  # what to tell the user about the input (empty, nothing in the vocabulary...)
 
     @property
     def unseen(self) -> list[str]:
@@ -121,9 +125,23 @@ def explain_translation(
             alternatives=alts, words=flagged, cut=cut,
             output_pieces=[tokenizer.id_to_piece(i) for i in best] + ["<eos>"], attention=attention,
             seconds=time.perf_counter() - t0, note=_note(text, ids, flagged, tokenizer),
+            piece_unseen=_pieces_of_unseen_words([tokenizer.id_to_piece(i) for i in ids], flagged),
         )  # fmt: skip
     finally:
         model.train(was_training)
+
+
+def _pieces_of_unseen_words(pieces: list[str], flagged: list[tuple[str, bool]]) -> list[bool]:
+    """Which pieces spell an unseen word: the pieces laid end to end give the text back, and a piece belongs to the
+    word whose letters it overlaps (matching by substring would flag every "s" of a sentence)."""
+    text, spans = "", []
+    for p in pieces:
+        chunk = p.replace("▁", " ")
+        spans.append((len(text), len(text) + len(chunk)))
+        text += chunk
+    unseen = {w for w, new in flagged if new}
+    hits = [(m.start(), m.end()) for m in WORD.finditer(text.lower()) if m.group() in unseen]
+    return [any(a < e and s < b for s, e in hits) for a, b in spans]
 
 
 def _note(text: str, ids: list[int], flagged: list[tuple[str, bool]], tokenizer) -> str:
@@ -155,8 +173,8 @@ def draw_explanation(e: Explanation, layer: int = -1, head: int | str = "mean"):
     ax.imshow(w, cmap="Blues", vmin=0, aspect="auto")
     unseen = {w for w, new in e.words if new}
     ax.set_xticks(range(len(e.pieces)), e.pieces, rotation=90, fontsize=8)
-    for label in ax.get_xticklabels():  # a piece of a word no training pair holds: in red
-        if label.get_text().lstrip("▁").lower() and any(label.get_text().lstrip("▁").lower() in u for u in unseen):
+    for label, new in zip(ax.get_xticklabels(), e.piece_unseen):  # a piece of a word no training pair holds: red
+        if new:
             label.set_color("tab:red")
     ax.set_yticks(range(len(e.output_pieces)), e.output_pieces, fontsize=8)
     n_layer = len(e.attention)
