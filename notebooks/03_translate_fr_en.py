@@ -1541,12 +1541,8 @@ N_GPUS, SKIP = distributed.several_gpus(QUICK)
 SEVERAL_DIR = RUN_DIR.parent / f"{RUN_DIR.name}-{max(N_GPUS, 2)}gpus"
 several_args = ["train", "--data", DATA, "--preset", PRESET, "--minutes", f"{TRAIN_MINUTES:g}", "--seed", str(SEED),
                 "--out", str(SEVERAL_DIR)]  # fmt: skip
-print("the same run on every GPU of a machine:", distributed.command_line(max(N_GPUS, 2), several_args))
-if SKIP:
-    print("skipped here:", SKIP)
-else:
-    status = distributed.launch(N_GPUS, several_args)  # its progress prints here; rerun the cell to resume
-    assert status == 0, f"torchrun stopped with status {status}: its last lines above say why"
+# prints the command to type; then runs it here (its progress prints below; rerun the cell to resume) or says why not
+if distributed.launch_or_say_why(N_GPUS, SKIP, several_args):
     several = json.loads((SEVERAL_DIR / "train_summary.json").read_text())
     print(f"{N_GPUS} GPUs: {several['steps']:,} steps at {several['tokens_per_s']:,.0f} target tokens/s in "
           f"{several['minutes']:.1f} min; one GPU above: {result.steps:,} steps at {result.tokens_per_s:,.0f}")  # fmt: skip

@@ -555,12 +555,7 @@ several_args = ["finetune", "--model", SEQ2SEQ_MODEL, "--data", DATA, "--minutes
                 "--out", str(RUNS / f"04_finetune-seq2seq-{max(N_GPUS, 2)}gpus")]  # fmt: skip
 several_args += ["--limit", str(LIMIT)] if LIMIT else []
 several_args += ["--columns", ",".join(COLUMNS)] if COLUMNS else []
-print("the same fine-tuning on every GPU of a machine:", distributed.command_line(max(N_GPUS, 2), several_args))
-if SKIP:
-    print("skipped here:", SKIP)
-else:
-    status = distributed.launch(N_GPUS, several_args)  # its progress prints here; rerun the cell to resume
-    assert status == 0, f"torchrun stopped with status {status}: its last lines above say why"
+if distributed.launch_or_say_why(N_GPUS, SKIP, several_args):  # the command to type; then run here, or why not
     done = FT.load_finetuned_info(several_args[several_args.index("--out") + 1])["result"]
     print(f"{N_GPUS} GPUs: {done['steps']:,} steps, {done['pairs']:,} pairs in {done['minutes']:.1f} min; one GPU "
           f"above: {results['seq2seq'].steps:,} steps, {results['seq2seq'].pairs:,} pairs")  # fmt: skip

@@ -198,3 +198,19 @@ def test_finetune_under_torchrun_trains_and_writes_one_checkpoint(tmp_path):
     assert result["steps"] == 5 and result["pairs"] == 5 * 16  # the global batch: 8 pairs on each of 2 ranks
     assert [p.name for p in (out / "trainer").iterdir()] == ["checkpoint-5"]
     assert (out / "checkpoint" / "model.safetensors").is_file()
+
+
+def test_the_notebook_cell_says_why_it_skips_and_stops_on_a_failed_run(monkeypatch):
+    import io
+
+    calls = []
+    monkeypatch.setattr(distributed, "launch", lambda n, args, out=None: calls.append(n) or 1)
+    out = io.StringIO()
+    assert distributed.launch_or_say_why(0, "no GPU", ["train", "--data", "x y"], out) is False and calls == []
+    assert "torchrun --nproc_per_node=2 -m helpers train --data 'x y'" in out.getvalue()  # quoted, ready to paste
+    assert "skipped here: no GPU" in out.getvalue()
+    with pytest.raises(RuntimeError, match="status 1"):
+        distributed.launch_or_say_why(2, None, ["train"], out)
+    assert calls == [2]
+    n, why = distributed.several_gpus(quick=False)
+    assert n == torch.cuda.device_count() and (why is None) == (n >= 2)

@@ -935,7 +935,7 @@ def test_the_several_gpu_cell_launches_this_runs_training_on_every_gpu(nb, monke
     cells, ns = nb
     calls = []
 
-    def fake_launch(nproc, args):
+    def fake_launch(nproc, args, out=None):
         calls.append((nproc, args))
         out = Path(args[args.index("--out") + 1])
         out.mkdir(parents=True, exist_ok=True)

@@ -425,7 +425,7 @@ def test_the_several_gpu_cell_is_skipped_in_quick_mode_and_launches_this_fine_tu
     assert "quick mode" in ns["SKIP"] and ns["N_GPUS"] == 0
     calls = []
     monkeypatch.setattr(distributed, "several_gpus", lambda quick: (2, None))
-    monkeypatch.setattr(distributed, "launch", lambda n, args: calls.append((n, args)) or 0)
+    monkeypatch.setattr(distributed, "launch", lambda n, args, out=None: calls.append((n, args)) or 0)
     monkeypatch.setattr(
         ns["FT"], "load_finetuned_info", lambda out: {"result": {"steps": 3, "pairs": 48, "minutes": 0.1}}
     )

@@ -243,3 +243,16 @@ def launch(nproc: int, args: list[str], out=None) -> int:
         out.write(chunk.decode(errors="replace"))
         out.flush()
     return proc.wait()
+
+
+def launch_or_say_why(n: int, why: str | None, args: list[str], out=None) -> bool:
+    """The several-GPU cell of notebooks 03 and 04: print the torchrun command for ``args``, then run it on the ``n``
+    GPUs, or say ``why`` it is skipped here. True when it ran; a failed run raises, pointing at its output."""
+    print("the same run on every GPU of a machine:", command_line(max(n, 2), args), file=out)
+    if why:
+        print("skipped here:", why, file=out)
+        return False
+    status = launch(n, args, out)
+    if status != 0:
+        raise RuntimeError(f"torchrun stopped with status {status}: its last lines above say why.")
+    return True
