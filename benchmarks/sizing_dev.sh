@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Issue 28: the sizing rule re-checked on the newer-sentence development set. The cpu preset (Muon + WSD, bf16 where
+# native) for 15 minutes at a fixed width, one run at a time on an otherwise idle machine (a time budget: the
+# speed is the point), then the dev set scored with evaluate's default (beam 4); train prints greedy at the end.
+#   bash benchmarks/sizing_dev.sh 128 256        the widths to run (192 is runs/final/bf16, the sized run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA=${DATA:-../shared/data/tatoeba-fra-eng/fra.txt}
+PY=${PY:-.venv/bin/python}
+for width in "$@"; do
+  out=runs/size/w$width
+  echo "=== width $width: train ($(date -u +%H:%M:%S))"
+  $PY -c "from helpers.commands import train_command
+train_command('$DATA', minutes=15, out='$out', preset='cpu', overrides={'n_layer': 4, 'd_model': $width, 'd_ff': 4 * $width},
+              progress=False)" 2>&1 | tail -n 4
+  echo "=== width $width: evaluate, beam 4 ($(date -u +%H:%M:%S))"
+  $PY -m helpers evaluate --checkpoint "$out" --test tatoeba-newer-dev --json "$out/eval_dev.json" 2>&1 | grep -m1 "BLEU ="
+done
