@@ -172,3 +172,19 @@ def test_the_terminal_prompt_through_a_pseudo_terminal(run_dir):
         if proc.poll() is None:
             proc.kill()
         os.close(master)
+
+
+def test_side_by_side_gives_each_model_its_own_translation_and_time(tiny):
+    # every row translated by the first model, or a blank line sent to the models, fails here
+    from helpers.evaluation.explain import draw_side_by_side, side_by_side
+
+    model, tok, _, pairs = tiny
+    torch.manual_seed(1)
+    other = DecoderOnlyTransformer(preset_config("tiny").model_config(tok.vocab_size)).eval()
+    text = pairs[1][0]
+    rows = side_by_side({"a": (model, tok), "b": (other, tok)}, text, beams=1)
+    assert [r["model"] for r in rows] == ["a", "b"] and all(r["seconds"] > 0 for r in rows)
+    assert [r["translation"] for r in rows] == [translate(m, tok, [text])[0] for m in (model, other)]
+    assert rows[0]["translation"] != rows[1]["translation"]
+    assert [r["translation"] for r in side_by_side({"a": (model, tok)}, "  ")] == [""]
+    assert draw_side_by_side(text, rows).axes

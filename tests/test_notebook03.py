@@ -42,6 +42,7 @@ FIGURES = [
     "03_model_size_budget",
     "03_loss",
     "03_attention_heatmaps",
+    "03_your_sentence",
     "03_slices",
 ]
 SEED = 0
@@ -913,7 +914,7 @@ def test_no_cell_outside_the_model_answers_reads_a_name_only_they_define(nb):
     only_in_answers = defined_in_answers - defined_elsewhere
     assert only_in_answers and not (only_in_answers & used_elsewhere), only_in_answers & used_elsewhere
     numbers = [q.number for q in exercises.find_questions(NB._read_py(NOTEBOOK))]
-    assert numbers == [f"3.{k}" for k in range(1, 7)]
+    assert numbers == [f"3.{k}" for k in range(1, 8)]
 
 
 # ---------------------------------------------------------------------------------------------
