@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 DATA=${DATA:-../shared/data/tatoeba-fra-eng/fra.txt}
 PY=${PY:-.venv/bin/python}
 preset=${1:-cpu-fixed} steps=${2:-300}
-args=(train --data "$DATA" --preset "$preset" --steps "$steps")
+args=(train --data "$DATA" --preset "$preset" --steps "$steps")  # DATA=builtin: no dev scoring at the end
 rm -rf runs/ranks
 $PY -m helpers "${args[@]}" --out runs/ranks/one >/dev/null 2>&1
 $PY -m torch.distributed.run --standalone --nproc_per_node=2 -m helpers "${args[@]}" --out runs/ranks/two >/dev/null 2>&1
