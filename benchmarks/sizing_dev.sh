@@ -14,5 +14,7 @@ for width in "$@"; do
 train_command('$DATA', minutes=15, out='$out', preset='cpu', overrides={'n_layer': 4, 'd_model': $width, 'd_ff': 4 * $width},
               progress=False)" 2>&1 | tail -n 4
   echo "=== width $width: evaluate, beam 4 ($(date -u +%H:%M:%S))"
-  $PY -m helpers evaluate --checkpoint "$out" --test tatoeba-newer-dev --json "$out/eval_dev.json" 2>&1 | grep -m1 "BLEU ="
+  # the whole output to a file first: grep -m1 on a pipe would stop evaluate before it writes its JSON
+  $PY -m helpers evaluate --checkpoint "$out" --test tatoeba-newer-dev --json "$out/eval_dev.json" >"$out.eval.log" 2>&1
+  grep -m1 "BLEU =" "$out.eval.log"
 done

@@ -489,9 +489,8 @@ class TrainingRun:
         if logging:
             record.update(loss=self._log[0] / max(self._log[1], 1), tok_s=self._log[1] / max(self._log[2], 1e-9))
             self._log = [0.0, 0, 0.0]
-        if (
-            evaluating and self.valid_batches and self.ranks.main
-        ):  # validation loss and perplexity, without label smoothing
+        # validation loss and perplexity, without label smoothing; under torchrun rank 0 alone evaluates
+        if evaluating and self.valid_batches and self.ranks.main:
             scored = self.model if self.ema is None else self.ema.module  # the weights a translator will load
             self.val_loss, self.val_ppl = evaluate_loss(scored, self.valid_batches, self.device, self.precision)
             record.update(val_loss=self.val_loss, val_ppl=self.val_ppl)
