@@ -170,7 +170,8 @@ def translate_command(
     stdout = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
     run = load_run(checkpoint)
-    if interactive if interactive is not None else stdin.isatty():
+    interactive = stdin.isatty() if interactive is None else interactive
+    if interactive:
         return _prompt(run, beams, explain, stdin, stdout, err)
     lines = stdin.read().splitlines()
     if explain:

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from ..text.testsets import WORD
 from ..text.testsets import words as french_words
 from ..text.tokens import max_source_tokens
-from .evaluate import DEFAULT_BEAMS, TranslateReport, max_new_tokens_for, translate
+from .evaluate import DEFAULT_BEAMS, max_new_tokens_for, translate
 
 
 @dataclass
@@ -97,7 +97,7 @@ def explain_translation(
         cut = None
         if len(ids) > keep:  # the analysis reads what fits; translate() below covers the rest in pieces
             read = tokenizer.decode(ids[:keep])
-            whole = [w for w in french_words(read)][:-1] or french_words(read)
+            whole = french_words(read)[:-1] or french_words(read)  # the last word may be cut in two
             cut = {"tokens": len(ids), "kept": keep, "after": whole[-1] if whole else read[-10:]}
             ids = ids[:keep]
         prefix = [tokenizer.bos_id, *ids, tokenizer.sep_id]
@@ -117,15 +117,17 @@ def explain_translation(
         if getattr(model, "bottleneck", None) is None:  # a bottleneck model's tokens attend to latents, not tokens
             maps = model.attention_maps(seq, torch.tensor([len(prefix)], device=seq.device))  # each (1, nh, T, T)
             attention = [m[0, :, rows, cols].float().cpu().numpy() for m in maps]
-        report = TranslateReport()
-        translation = translate(model, tokenizer, [text], beams=max(1, beams), length_penalty=length_penalty,
-                                report=report)[0]  # fmt: skip
+        # a source that fits is what the beam above decoded (translate() would run the same search again); a cut one
+        # is translated whole, in pieces
+        translation = (tokenizer.decode(found[0]) if found else "") if cut is None else translate(
+            model, tokenizer, [text], beams=max(1, beams), length_penalty=length_penalty)[0]  # fmt: skip
+        pieces = [tokenizer.id_to_piece(i) for i in ids]
         return Explanation(
-            source=text, translation=translation, pieces=[tokenizer.id_to_piece(i) for i in ids],
+            source=text, translation=translation, pieces=pieces,
             alternatives=alts, words=flagged, cut=cut,
             output_pieces=[tokenizer.id_to_piece(i) for i in best] + ["<eos>"], attention=attention,
             seconds=time.perf_counter() - t0, note=_note(text, ids, flagged, tokenizer),
-            piece_unseen=_pieces_of_unseen_words([tokenizer.id_to_piece(i) for i in ids], flagged),
+            piece_unseen=_pieces_of_unseen_words(pieces, flagged),
         )  # fmt: skip
     finally:
         model.train(was_training)

@@ -447,11 +447,11 @@ def build_trainer(
             print(f"note: {out_dir} holds a run of an earlier finetune ({old.get('format')}), which Trainer cannot "
                   "resume: starting afresh (its model is replaced at the end).", file=err)  # fmt: skip
     ranks = distributed.ranks()
-    if ranks.main:
-        _write_info(out_dir, info)
-    if cfg.batch_size % ranks.world:
+    if cfg.batch_size % ranks.world:  # refused before anything is written
         raise ValueError(f"batch_size={cfg.batch_size} cannot be shared by {ranks.world} processes: use a multiple of "
                          f"{ranks.world} (each process trains on batch_size / {ranks.world} pairs a step).")  # fmt: skip
+    if ranks.main:
+        _write_info(out_dir, info)
 
     precision = finetune_precision(translator, cfg.precision)
     on_cpu = translator.device.type == "cpu"

@@ -73,7 +73,7 @@ def setup(prefer: str | None = None) -> tuple[Ranks, torch.device, bool]:
         if local >= torch.cuda.device_count():
             raise RuntimeError(
                 f"torchrun started {world} processes but this machine has {torch.cuda.device_count()} GPU(s): "
-                "use --nproc_per_node at most the number of GPUs (or --device cpu for CPU processes)."
+                "use --nproc_per_node at most the number of GPUs."
             )
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
@@ -239,7 +239,7 @@ def launch(nproc: int, args: list[str], out=None) -> int:
     """
     out = out if out is not None else sys.stdout
     proc = subprocess.Popen(torchrun_command(nproc, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    while chunk := proc.stdout.read1(4096) if hasattr(proc.stdout, "read1") else proc.stdout.read(4096):
+    while chunk := proc.stdout.read1(4096):  # what arrives, as it arrives (progress bars included)
         out.write(chunk.decode(errors="replace"))
         out.flush()
     return proc.wait()
