@@ -177,15 +177,14 @@ RESUMABLE_FIELDS = (
 )
 
 PRESETS: dict[str, TrainConfig] = {
-    # 2 CPU cores, 15 minutes. The gain over a plain run comes from speed: bf16 matmuls where the CPU
-    # has bf16 instructions (about 2x fp32), the written-out attention (faster than the fused kernel
-    # for <= 64 tokens on CPU), the softmax only at target positions, length-bucketed batches (<1 %
-    # padding), and a 4k vocabulary (short sequences, a cheap LM head). Then Muon with a high peak learning
-    # rate, a short warm-up, a stable phase and a linear cool-down to 5 % (WSD), and no dropout: 15 minutes is
-    # two to three passes over Tatoeba, too few to overfit. max_len 96 lets translate read sources of up to 46
-    # tokens whole (longer ones are translated in pieces, split at sentence ends or commas). Width 192: 15 minutes are too short for width 256
-    # (4.2 M parameters) to learn what it could; the 2.6 M-parameter model sees 1.6x the tokens and scores
-    # 3.7 BLEU higher on new sentences on an fp32 CPU (width 128 ties it). Measured in benchmarks/RESULTS.md.
+    # 2 CPU cores, 15 minutes. The gain over a plain run comes from speed: bf16 matmuls where the CPU has bf16
+    # instructions (about 2x fp32), the written-out attention (faster than the fused kernel for <= 64 tokens on
+    # CPU), the softmax only at target positions, length-bucketed batches (<1 % padding). Then Muon with a high
+    # peak learning rate, a short warm-up, a stable phase and a linear cool-down to 5 % (WSD), and no dropout:
+    # 15 minutes is two to three passes over Tatoeba, too few to overfit. max_len 96 lets translate read sources
+    # of up to 46 tokens whole (longer ones are translated in pieces, split at sentence ends or commas). Width 192
+    # is the starting size; `train --preset cpu` sizes it for the machine (training/sizing.py): 15 minutes are too
+    # short for width 256 to learn what it could. Measured in benchmarks/RESULTS.md.
     "cpu": TrainConfig(
         n_layer=4,
         n_head=4,
@@ -193,10 +192,13 @@ PRESETS: dict[str, TrainConfig] = {
         d_ff=768,
         dropout=0.0,
         max_len=96,
-        vocab_size=4000,
         max_tokens=2048,  # 4096 -> 2048: twice the updates in 15 minutes, more tokens/s on CPU (RESULTS.md)
         # issue 28, chosen on the newer-sentence development set (two seeds each, RESULTS.md): Muon for the blocks'
-        # matrices (+6.1 BLEU at 3,000 steps, 18 % fewer tokens/s on 2 bf16 cores) and warm-up-stable-decay (+0.6)
+        # matrices (+6.1 BLEU at 3,000 steps, 18 % fewer tokens/s on 2 bf16 cores), warm-up-stable-decay (+0.6),
+        # ReLU^2 (+0.6) and 8,000 pieces instead of 4,000 (+2.0: fewer pieces per sentence, whole words for the
+        # rarer ones); the last two together +2.0 at 15 minutes (29.75 against 27.74 with beam 4)
+        vocab_size=8000,
+        activation="relu2",
         optimizer="muon",
         schedule="wsd",
         lr=2e-3,
@@ -219,7 +221,8 @@ PRESETS: dict[str, TrainConfig] = {
         max_len=96,
         vocab_size=8000,
         max_tokens=16384,
-        optimizer="muon",  # issue 28's CPU winners, kept here too; the T4 figures are still to be measured
+        activation="relu2",  # issue 28's CPU winners (ReLU^2, Muon, WSD), kept here too; T4 figures still to be measured
+        optimizer="muon",
         schedule="wsd",
         lr=1e-3,
         warmup_steps=1000,

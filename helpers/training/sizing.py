@@ -25,17 +25,29 @@ from .train import evaluate_loss, train
 
 # `train --preset cpu` sizes the model for the machine it runs on (size_for_machine below): it measures the
 # training step of each size below for a few seconds, then keeps the LARGEST that will see at least
-# MIN_TOKENS_PER_PARAMETER target tokens per parameter in the time budget. The threshold was chosen on the
-# VALIDATION loss of five 15-minute runs on Tatoeba (benchmarks/RESULTS.md), never on a test set:
-#   2-core fp32 CPU (machine B): width 256 at 0.40 tokens per parameter 1.433, 192 at 1.08 1.253, 128 at 2.92 1.212
-#   2-core bf16 CPU (machine C): width 256 at 1.59 1.034, 192 at 3.34 0.990
-# The lowest loss on each machine came at about 3 tokens per parameter; 2 leaves room for the probe, which
-# under-estimates a 15-minute run's speed by 10-15 % (a 3 would have sent machine C to width 128). A first
-# threshold of 0.8 picked width 256 on machine C and lost to the fixed width 192 there. A larger budget or a
-# faster machine moves the choice up the list. Taking the largest size that qualifies makes the choice
-# monotone: a slower machine never gets a larger model.
+# MIN_TOKENS_PER_PARAMETER target tokens per NON-EMBEDDING parameter in the time budget (the blocks' weights: the
+# token and position tables are left out, since a row of a table is trained only by the tokens that use it, and a
+# larger vocabulary should not shrink the model around it). Runs of 15 minutes on Tatoeba (benchmarks/RESULTS.md),
+# in tokens per non-embedding parameter, then the validation loss (dev BLEU where measured):
+#   2-core fp32 CPU (machine B), AdamW: width 256 at 0.54 1.433, 192 at 1.57 1.253, 128 at 4.86 1.212
+#   2-core bf16 CPU (machine C), AdamW: width 256 at 2.13 1.034, 192 at 4.87 0.990
+#   machine C, Muon + WSD: width 256 at 1.53 (dev 26.61), 192 at 3.57 (dev 27.74)
+#   machine C, Muon + WSD, 8,000 pieces, ReLU^2: width 192 at 2.88 (dev 29.75, the best run so far)
+# The best size of each machine needs a threshold above 2.13 (reject width 256 on machine C) and at most 2.45
+# (keep width 192 with 8,000 pieces when the few-second probe reads 15 % slow, as it does: 6.3k against a run's
+# 7.1k tok/s); 2.25 sits in the middle. Counting every parameter (the first version of the rule, at 2) would send
+# the 8,000-piece model to width 128 and leaves no threshold that fits all four rows. A larger budget or a faster
+# machine moves the choice up the list. Taking the largest size that qualifies makes the choice monotone: a
+# slower machine never gets a larger model.
 CPU_SIZES = ((4, 128), (4, 192), (4, 256), (6, 320))  # (n_layer, d_model); 4 heads, d_ff = 4 * d_model
-MIN_TOKENS_PER_PARAMETER = 2.0
+MIN_TOKENS_PER_PARAMETER = 2.25  # target tokens per non-embedding parameter
+
+
+def non_embedding_parameters(config) -> int:
+    """The parameters the sizing rule counts: all but the token table (and an untied head) and learned positions."""
+    tables = config.vocab_size * config.d_model * (1 if config.tie_weights else 2)
+    positions = config.max_len * config.d_model if config.positional == "learned" else 0
+    return num_parameters(config) - tables - positions
 
 
 def sized(cfg: TrainConfig, n_layer: int, d_model: int) -> TrainConfig:
@@ -51,7 +63,7 @@ def choose_size(
 ) -> int:
     """The index of the largest model that sees at least ``min_tokens_per_parameter`` target tokens per parameter.
 
-    ``parameters`` are in increasing order; ``tokens_per_s[i]`` is model i's measured training speed (target
+    ``parameters`` (the non-embedding ones, as :func:`size_for_machine` passes them) are in increasing order; ``tokens_per_s[i]`` is model i's measured training speed (target
     tokens per second), or None where it was not measured (a model known not to qualify). When none
     qualifies, the smallest (index 0) is the best there is.
     """
@@ -69,7 +81,7 @@ class SizeChoice:
     """Which model size :func:`size_for_machine` picked, from what it measured."""
 
     cfg: TrainConfig  # the configuration to train, with the chosen shape
-    sizes: list[dict]  # per candidate: n_layer, d_model, parameters, tokens_per_s (None: not measured)
+    sizes: list[dict]  # per candidate: n_layer, d_model, parameters, non_embedding, tokens_per_s (None: not measured)
     chosen: int
     seconds: float  # the time budget the choice is for
     precision: str
@@ -79,7 +91,7 @@ class SizeChoice:
 
     def tokens_per_parameter(self, i: int) -> float | None:
         s = self.sizes[i]
-        return None if s["tokens_per_s"] is None else s["tokens_per_s"] * self.seconds / s["parameters"]
+        return None if s["tokens_per_s"] is None else s["tokens_per_s"] * self.seconds / s["non_embedding"]
 
     def describe(self) -> str:
         """One line: what was measured, what was chosen, and why."""
@@ -89,8 +101,8 @@ class SizeChoice:
         line = (
             f"Sized for this machine: {where}, {speed}, {self.seconds / 60:g} min -> "
             f"{c['tokens_per_s'] * self.seconds / 1e6:.1f} M target tokens: {c['parameters'] / 1e6:.2f} M parameters "
-            f"({c['n_layer']} layers, width {c['d_model']}), {self.tokens_per_parameter(self.chosen):.1f} tokens per "
-            f"parameter"
+            f"({c['n_layer']} layers, width {c['d_model']}; {c['non_embedding'] / 1e6:.2f} M outside the embeddings), "
+            f"{self.tokens_per_parameter(self.chosen):.1f} tokens per non-embedding parameter"
         )
         bigger = [i for i in range(self.chosen + 1, len(self.sizes)) if self.sizes[i]["tokens_per_s"] is not None]
         if bigger:
@@ -241,6 +253,7 @@ def size_for_machine(
     plain = replace(cfg, attention="dot", bottleneck_dim=None, positional="learned", pretrain=None)
     candidates = [sized(plain, n_layer, d_model) for n_layer, d_model in sizes]
     params = [num_parameters(c.model_config(vocab_size)) for c in candidates]
+    counted = [non_embedding_parameters(c.model_config(vocab_size)) for c in candidates]
     speeds: list[float | None] = [None] * len(sizes)
     measured: list[float | None] = [None] * len(sizes)
     t0 = time.perf_counter()
@@ -249,9 +262,9 @@ def size_for_machine(
         # a smaller model is never slower than a larger one: a probe that says so measured noise (issue 28 saw width
         # 192 read 5.1k tok/s and width 256 5.4k in one run), so the larger one's speed is the floor
         speeds[i] = max(measured[i], speeds[i + 1] or 0.0) if i + 1 < len(sizes) else measured[i]
-        if speeds[i] * seconds >= ratio * params[i]:
+        if speeds[i] * seconds >= ratio * counted[i]:
             break
-    chosen = choose_size(params, speeds, seconds, ratio)
+    chosen = choose_size(counted, speeds, seconds, ratio)
     return SizeChoice(
         cfg=sized(cfg, *sizes[chosen]),
         sizes=[
@@ -259,10 +272,11 @@ def size_for_machine(
                 "n_layer": n,
                 "d_model": d,
                 "parameters": p,
+                "non_embedding": q,
                 "tokens_per_s": None if v is None else round(v, 1),
                 "measured_tokens_per_s": None if m is None else round(m, 1),
             }
-            for (n, d), p, v, m in zip(sizes, params, speeds, measured)
+            for (n, d), p, q, v, m in zip(sizes, params, counted, speeds, measured)
         ],
         chosen=chosen,
         seconds=seconds,
