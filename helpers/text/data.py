@@ -518,7 +518,7 @@ def format_data_summary(summary: dict) -> str:
             f"  {_TEST_SET_NAMES.get(name, name)} test set: median {t['median_words']} words, {t['share_long']:.1%} above 15 words"
             + (f", {t['share_unseen_word']:.1%} with a word unseen in training" if "share_unseen_word" in t else "")
             + (
-                f", {t['sources_too_long']:,} sources longer than the {t['max_src_tokens']}-token source budget (cut when translated)"
+                f", {t['sources_too_long']:,} sources longer than the {t['max_src_tokens']}-token source budget (translated in pieces)"
                 if "sources_too_long" in t
                 else ""
             )
