@@ -32,13 +32,13 @@ from .train import evaluate_loss, train
 #   2-core fp32 CPU (machine B), AdamW: width 256 at 0.54 1.433, 192 at 1.57 1.253, 128 at 4.86 1.212
 #   2-core bf16 CPU (machine C), AdamW: width 256 at 2.13 1.034, 192 at 4.87 0.990
 #   machine C, Muon + WSD: width 256 at 1.53 (dev 26.61), 192 at 3.57 (dev 27.74)
-#   machine C, Muon + WSD, 8,000 pieces, ReLU^2: width 192 at 2.88 (dev 29.75, the best run so far)
+#   machine C, Muon + WSD, 8,000 pieces, ReLU^2: width 192 at 2.88 (dev 29.75; as the preset, 29.90)
 # The best size of each machine needs a threshold above 2.13 (reject width 256 on machine C) and at most 2.45
 # (keep width 192 with 8,000 pieces even if the few-second probe reads 15 % slow, as it did when it timed the
-# run's setup too: 4.8k against a run's 5.7k tok/s); 2.25 sits in the middle. Counting every parameter (the first version of the rule, at 2) would send
-# the 8,000-piece model to width 128 and leaves no threshold that fits all four rows. A larger budget or a faster
-# machine moves the choice up the list. Taking the largest size that qualifies makes the choice monotone: a
-# slower machine never gets a larger model.
+# run's setup too: 4.8k against a run's 5.55k tok/s); 2.25 sits in the middle. Counting every parameter (the first
+# version of the rule, at 2) would send the 8,000-piece model to width 128 and leaves no threshold that fits all
+# four rows. A larger budget or a faster machine moves the choice up the list. Taking the largest size that
+# qualifies makes the choice monotone: a slower machine never gets a larger model.
 CPU_SIZES = ((4, 128), (4, 192), (4, 256), (6, 320))  # (n_layer, d_model); 4 heads, d_ff = 4 * d_model
 MIN_TOKENS_PER_PARAMETER = 2.25  # target tokens per non-embedding parameter
 
@@ -132,7 +132,8 @@ def measure_speed(cfg: TrainConfig, examples, vocab_size: int, device, seconds: 
     of steps. The batches come from a batcher of their own with ``cfg.seed``, so every size sees the same ones.
     The time is that of the training steps, the measure of the runs the threshold was chosen on: the wall time of
     the whole call also holds the run's setup (a new optimizer, a new epoch's batches), which in a few seconds
-    read 10-15 % slower than a 15-minute run (issue 28: 4.8k against a run's 5.7k target tok/s).
+    read 13 % below a 15-minute run (issue 28: 4.8k against the run's 5.55k target tok/s; the steps alone 5.0k,
+    the rest being each batch shape's first use, which a long run pays once).
     """
     result = _probe(cfg, examples, vocab_size, device, seconds)
     return result.tokens / max(result.train_seconds, 1e-9)
