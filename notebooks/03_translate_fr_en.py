@@ -833,10 +833,12 @@ else:
     sizing.write_curves(curves_file, SIZE_KEY, size_curves)
 for row in size_curves:
     end = row["curve"][-1]
+    shape = sizing.sized(cfg, row["n_layer"], row["d_model"]).model_config(tok.vocab_size)
     print(
         f"{row['n_layer']} layers, width {row['d_model']:>3}: {row['parameters'] / 1e6:5.2f} M parameters, "
         f"{row['tokens_per_s']:8,.0f} target tok/s, {row['steps']:>5} steps, validation loss {end['val_loss']:.3f} "
-        f"after {end['tokens'] / 1e3:,.0f}k tokens ({end['tokens'] / row['parameters']:.2f} per parameter)"
+        f"after {end['tokens'] / 1e3:,.0f}k tokens "
+        f"({end['tokens'] / sizing.non_embedding_parameters(shape):.2f} per non-embedding parameter)"
     )
 
 # %%
@@ -940,27 +942,28 @@ for row in size_curves:
 # per token wins. A few seconds on a tiny model in quick mode can go either way. Our 15-minute runs on Tatoeba
 # (`benchmarks/RESULTS.md`) put numbers on it, in target tokens per parameter outside the embeddings. On a two-core
 # CPU in fp32, width 256 saw only 0.5 and ended far behind (validation loss 1.43, against 1.25 for width 192 at 1.6
-# and 1.21 for width 128 at 4.9). On a two-core CPU with bf16 instructions the same minutes carry more than twice
-# the tokens: width 256 saw 2.1 (1.03) and width 192 4.9 (0.99). Too few tokens per parameter costs a lot; three to
-# five is enough. So a size is chosen for a budget *and* a machine, by the tokens each size will see, which is the
-# rule below.
+# and 1.21 for width 128 at 4.9). On a two-core CPU with bf16 instructions the same minutes carry three times the
+# tokens: width 256 saw 2.1 (1.03) and width 192 4.9 (0.99). Too few tokens per parameter costs a lot; three to five
+# is enough (the rule below sets its floor lower, at 2.25, to leave room for the few seconds of measuring that
+# predict a size's speed). So a size is chosen for a budget *and* a machine, by the tokens each size will see, which
+# is the rule below.
 
 # %% [markdown]
 # **The rule.** `python -m helpers train --preset cpu` (and this notebook on a CPU) measures the real training step
 # of each of its four candidate sizes (`sizing.CPU_SIZES`) for a few seconds, largest first, and keeps the **largest
 # size that will see at least 2.25 target tokens per non-embedding parameter in the budget**. Taking the largest
 # that qualifies means a slower machine never gets a larger model. The count leaves out the token and position
-# tables: a row of a table is trained only by the tokens that use it, and a larger vocabulary (8,000 pieces helped
-# by 2 BLEU) should not shrink the model around it. The threshold is our own, chosen on 15-minute runs on two
-# machines (`benchmarks/RESULTS.md`: validation loss, then BLEU on the newer-sentence development set, never on a
-# test set): on every machine measured, a threshold above 2.13 turns down the larger size that lost, and one of at
-# most 2.45 keeps the size that won even if the few-second measurement came out 15 % slower than a whole run (it
-# did, while it timed the run's setup as well as its steps); 2.25 sits between. The compute-optimal scaling study of
-# Hoffmann et al. (2022) found about 20 tokens per parameter for large language models trained once over their data;
-# our models are a thousand times smaller, count only target tokens and pass over the same pairs several times, so
-# their number does not carry over, only the trade-off does. A run that resumes keeps the size it started with;
-# `--preset cpu-fixed` turns the sizing off. On a GPU or in quick mode the preset's own size is kept, and the line
-# below shows what the rule would pick among the three sizes above.
+# tables: what a larger vocabulary costs per token (a wider output layer) is already in the measured speed, and
+# counting its table as well would shrink the model twice (8,000 pieces helped by 2 BLEU). The threshold is our own,
+# chosen on 15-minute runs on two machines and three training recipes (`benchmarks/RESULTS.md`: validation loss,
+# then BLEU on the newer-sentence development set, never on a test set): on every machine measured, a threshold
+# above 2.13 turns down the larger size that lost, and one of at most 2.45 keeps the size that won even if the
+# few-second measurement came out 15 % slower than a whole run; 2.25 sits between. The compute-optimal scaling study
+# of Hoffmann et al. (2022) found about 20 tokens per parameter for large language models trained once over their
+# data; our models are a thousand times smaller, count only target tokens and pass over the same pairs several
+# times, so their number does not carry over, only the trade-off does. A run that resumes keeps the size it started
+# with; `--preset cpu-fixed` turns the sizing off. On a GPU or in quick mode the preset's own size is kept, and the
+# line below shows what the rule would pick among the three sizes above.
 
 # %%
 if PRESET == "cpu":
@@ -1008,8 +1011,8 @@ print(
 # won on newer Tatoeba sentences (`benchmarks/RESULTS.md`, issue 28; notebook 05, section 9): **Muon** for the
 # blocks' weight matrices (AdamW keeps the embeddings, norms and biases), and **warm-up, stable, decay**: the
 # peak rate until the last 45 % of the run, then a straight line down. They also won with a squared ReLU in the
-# feed-forward (ReLU², notebook 05) and 8,000 vocabulary pieces. Quick mode keeps AdamW, the cosine and GELU.
-# The cell says what this run uses.
+# feed-forward (ReLU², notebook 05: the helpers' model has the switch; notebook 02 built GELU) and 8,000 vocabulary
+# pieces. Quick mode keeps AdamW, the cosine and GELU. The cell says what this run uses.
 
 # %%
 OPTIMISER = "AdamW" if cfg.optimizer == "adamw" else "Muon for the blocks' matrices, AdamW for the rest"
@@ -1018,7 +1021,8 @@ DECAY = (
 )
 print(
     f"{OPTIMISER}; peak lr {cfg.lr:g}, reached after {cfg.warmup_steps:,} warm-up steps; then {DECAY} down to "
-    f"{cfg.min_lr_ratio:g} × {cfg.lr:g} = {cfg.lr * cfg.min_lr_ratio:g} at the end of the budget"
+    f"{cfg.min_lr_ratio:g} × {cfg.lr:g} = {cfg.lr * cfg.min_lr_ratio:g} at the end of the budget; "
+    f"{'ReLU²' if cfg.activation == 'relu2' else 'GELU'} in the feed-forward, {tok.vocab_size:,} vocabulary pieces"
 )
 
 # %% [markdown]
@@ -1426,7 +1430,7 @@ print(f"a uniform guess over {tok.vocab_size} pieces: loss {math.log(tok.vocab_s
 # **Model answer.** A perplexity of $e^{L}$ means the model is, on average per English token, as unsure as if it
 # chose uniformly among $e^{L}$ equally likely pieces: a loss of 1.21 nats (the `cpu` preset's width 128 after
 # 15 minutes on two fp32 cores, `benchmarks/RESULTS.md`) is a perplexity of 3.4, against the vocabulary size
-# (4,000 there, 400 in quick mode) for a uniform guess, whose loss is $\log V$. The smoothed loss cannot fall
+# (4,000 there, 8,000 in today's `cpu` preset, 400 in quick mode) for a uniform guess, whose loss is $\log V$. The smoothed loss cannot fall
 # below the entropy of its target $q$ (Question 3.3): $H(q) = -p^*\log p^* - (V-1)\frac{\varepsilon}{V}\log\frac{\varepsilon}{V}$
 # with $p^* = 1-\varepsilon+\varepsilon/V$, about 1.15 nats for ε = 0.1 and V = 4,000 (the cell below computes it for
 # this run). So a smoothed training curve lying above the validation curve says nothing about over- or

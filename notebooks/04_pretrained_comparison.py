@@ -1135,12 +1135,12 @@ for label in CONTESTANTS:
     print(f"{label[:30]:<30}", "  ".join(f"{k} words: {v:5.1f}" for k, v in lengths.items()))
 
 # %% [markdown] tags=["answer"]
-# **Model answer.** Measured on two CPU cores (`benchmarks/RESULTS.md`: SmolLM2-135M-*Instruct* from a 4-bit
-# GGUF file turned back into fp32 weights, fine-tuned for 15 minutes, against our `cpu` preset trained for 15
-# minutes; the same new-sentence set, greedy, one run each). SmolLM2 scored BLEU 27.7 against our 26.4 overall
-# (sacreBLEU's paired bootstrap there: p = 0.008), **18.7 against 12.2 on sentences with a word unseen in our
-# training pairs** (+6.5), 20.5 against 12.0 on sentences of 16-25 words (+8.5), but **29.0 against 35.2 on
-# sentences of 1-5 words** (-6.2).
+# **Model answer.** Measured on two CPU cores (`benchmarks/RESULTS.md`: SmolLM2-135M-*Instruct* from a 4-bit GGUF
+# file turned back into fp32 weights, fine-tuned for 15 minutes, against our `cpu` preset trained for 15 minutes,
+# before issue 28 gave the preset Muon, WSD, ReLU² and 8,000 pieces; the same new-sentence set, greedy, one run
+# each). SmolLM2 scored BLEU 27.7 against our 26.4 overall (sacreBLEU's paired bootstrap there: p = 0.008), **18.7
+# against 12.2 on sentences with a word unseen in our training pairs** (+6.5), 20.5 against 12.0 on sentences of
+# 16-25 words (+8.5), but **29.0 against 35.2 on sentences of 1-5 words** (-6.2).
 #
 # Why there. Our model learned French from about 150,000 short sentences; a word outside them is, for it, a
 # sequence of sub-word pieces it never saw in context, and a long sentence is a context longer than most it

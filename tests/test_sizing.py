@@ -147,6 +147,35 @@ def test_a_probe_that_reads_a_smaller_model_slower_takes_the_larger_ones_speed(m
     assert choice.sizes[1]["tokens_per_s"] == 5400.0 and choice.sizes[1]["measured_tokens_per_s"] == 5100.0
 
 
+def test_with_8000_pieces_width_192_is_kept_and_nothing_smaller_is_measured(monkeypatch):
+    # today's preset on machine C (5,552 target tok/s at width 192 in its 15-minute run): 2.8 tokens per non-embedding
+    # parameter qualifies it, while every parameter counted (1.5) would not; a rule that counted the tables anywhere,
+    # in the early stop or in the choice, would measure width 128 or pick it
+    measured = []
+    speeds = {320: 1500.0, 256: 4000.0, 192: 5552.0, 128: 9000.0}
+
+    def fake_speed(cfg, examples, vocab_size, device, seconds=3.0):
+        measured.append(cfg.d_model)
+        return speeds[cfg.d_model]
+
+    monkeypatch.setattr(S, "measure_speed", fake_speed)
+    cfg = C.preset_config("cpu", minutes=15.0)
+    assert cfg.vocab_size == 8000 and cfg.activation == "relu2"  # the preset holds issue 28's winners
+    choice = S.size_for_machine(cfg, [], cfg.vocab_size, "cpu")
+    assert measured == [320, 256, 192] and choice.cfg.d_model == 192
+    assert choice.sizes[1]["parameters"] == 3_334_272 and choice.sizes[1]["non_embedding"] == 1_779_840
+
+
+def test_the_probe_divides_by_the_time_of_the_steps_not_of_the_whole_call(monkeypatch):
+    # a run reports target tokens per second of its training steps, and the threshold was chosen on those figures;
+    # the probe's wall time also holds the run's setup, which in a few seconds read 13 % slow
+    class Probe:
+        tokens, seconds, train_seconds = 5000, 1.25, 1.0
+
+    monkeypatch.setattr(S, "_probe", lambda *a, **k: Probe())
+    assert S.measure_speed(C.preset_config("tiny"), [], 60, "cpu", seconds=1.0) == 5000.0
+
+
 def test_measure_speed_times_the_real_training_step():
     cfg = C.preset_config("tiny")
     # <bos> source <sep> target <eos>, sources and targets of 2 to 8 tokens
