@@ -27,17 +27,19 @@ from .train import evaluate_loss, train
 # training step of each size below for a few seconds, then keeps the LARGEST that will see at least
 # MIN_TOKENS_PER_PARAMETER target tokens per NON-EMBEDDING parameter in the time budget (the blocks' weights: the
 # token and position tables are left out; what a larger vocabulary costs per token, a wider output layer, is
-# already in the measured speed, and counting its table too would shrink the model twice). Runs of 15 minutes on Tatoeba (benchmarks/RESULTS.md),
-# in tokens per non-embedding parameter, then the validation loss (dev BLEU where measured):
+# already in the measured speed, and counting its table too would shrink the model twice). Runs of 15 minutes on
+# Tatoeba (benchmarks/RESULTS.md), in tokens per non-embedding parameter, then the validation loss (dev BLEU where
+# measured):
 #   2-core fp32 CPU (machine B), AdamW: width 256 at 0.54 1.433, 192 at 1.57 1.253, 128 at 4.86 1.212
 #   2-core bf16 CPU (machine C), AdamW: width 256 at 2.13 1.034, 192 at 4.87 0.990
 #   machine C, Muon + WSD: width 256 at 1.53 (dev 26.61), 192 at 3.57 (dev 27.74)
-#   machine C, Muon + WSD, 8,000 pieces, ReLU^2: width 192 at 2.88 (dev 29.75; as the preset, 29.90)
+#   machine C, Muon + WSD, 8,000 pieces, ReLU^2: width 256 at 1.13 (dev 27.55), 192 at 2.88 (dev 29.75; as the
+#   preset, 29.90)
 # The best size of each machine needs a threshold above 2.13 (reject width 256 on machine C) and at most 2.45
 # (keep width 192 with 8,000 pieces even if the few-second probe reads 15 % slow; it read 13 % slow when it timed
-# the run's setup too: 4.8k against a run's 5.55k tok/s); 2.25 sits in the middle. Counting every parameter (the first
-# version of the rule, at 2) would send the 8,000-piece model to width 128 and leaves no threshold that fits all
-# four rows. A larger budget or a faster machine moves the choice up the list. Taking the largest size that
+# the run's setup too: 4.8k against a run's 5.55k tok/s); 2.25 sits in the middle. Counting every parameter (the
+# first version of the rule, at 2) would send the 8,000-piece model to width 128 and leaves no threshold that fits
+# all four rows. A larger budget or a faster machine moves the choice up the list. Taking the largest size that
 # qualifies makes the choice monotone: a slower machine never gets a larger model.
 CPU_SIZES = ((4, 128), (4, 192), (4, 256), (6, 320))  # (n_layer, d_model); 4 heads, d_ff = 4 * d_model
 MIN_TOKENS_PER_PARAMETER = 2.25  # target tokens per non-embedding parameter
@@ -63,9 +65,9 @@ def choose_size(
 ) -> int:
     """The index of the largest model that sees at least ``min_tokens_per_parameter`` target tokens per parameter.
 
-    ``parameters`` (the non-embedding ones, as :func:`size_for_machine` passes them) are in increasing order; ``tokens_per_s[i]`` is model i's measured training speed (target
-    tokens per second), or None where it was not measured (a model known not to qualify). When none
-    qualifies, the smallest (index 0) is the best there is.
+    ``parameters`` (the non-embedding ones, as :func:`size_for_machine` passes them) are in increasing order;
+    ``tokens_per_s[i]`` is model i's measured training speed (target tokens per second), or None where it was not
+    measured (a model known not to qualify). When none qualifies, the smallest (index 0) is the best there is.
     """
     if list(parameters) != sorted(parameters) or len(parameters) != len(tokens_per_s) or not parameters:
         raise ValueError("choose_size needs sizes in increasing order of parameters, one speed per size.")
