@@ -258,8 +258,9 @@ def size_for_machine(
     seconds = cfg.minutes * 60
     plain = replace(cfg, attention="dot", bottleneck_dim=None, positional="learned", pretrain=None)
     candidates = [sized(plain, n_layer, d_model) for n_layer, d_model in sizes]
-    params = [num_parameters(c.model_config(vocab_size)) for c in candidates]
-    counted = [non_embedding_parameters(c.model_config(vocab_size)) for c in candidates]
+    shapes = [c.model_config(vocab_size) for c in candidates]
+    params = [num_parameters(m) for m in shapes]
+    counted = [non_embedding_parameters(m) for m in shapes]  # what the rule counts
     speeds: list[float | None] = [None] * len(sizes)
     measured: list[float | None] = [None] * len(sizes)
     t0 = time.perf_counter()
