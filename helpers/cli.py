@@ -81,16 +81,35 @@ def _notebook_path(name: str) -> Path:
 
 
 def _grade(args) -> int:
-    from .course import exercises
+    from .course import exercises, written
 
     path = _notebook_path(args.notebook)
+    graded = exercises.read_notebook(path)
+    reference_path = exercises.reference_for(path)
+    reference = exercises.read_notebook(reference_path) if reference_path else graded
+    # the reference's questions (and points) decide: a student's copy cannot change what a question is worth
+    manual = written.read_sheet(args.manual, exercises.find_questions(reference)) if args.manual else None
     print(f"Grading {path} in quick mode; one line per exercise as it ends.", flush=True)
     executor = exercises.InProcess() if args.in_process else None
     result = exercises.grade(path, args.hidden, executor=executor, echo=lambda line: print(" ", line, flush=True))
+    result.written = manual
     print(result.table())
     if args.json:
         Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
         print("wrote", args.json)
+    rows = written.sheet_rows(graded, reference, path.name)
+    if rows and manual is None:
+        default = Path(args.json).parent if args.json else Path(".")
+        sheet = Path(args.sheet) if args.sheet else default / f"{path.stem}.manual.csv"
+        if written.filled(sheet):
+            print(f"{sheet} already holds points: left as it is (give --sheet another path for a fresh one).")
+        else:
+            csv_path, md_path = written.write_sheet(rows, sheet)
+            print(
+                f"wrote the manual grading sheet {csv_path} (and {md_path.name} to read): {len(rows)} written "
+                f"questions, {result.written_possible} points. Fill in its points column, then run grade again "
+                f"with --manual {csv_path}."
+            )
     return 0
 
 
@@ -313,6 +332,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden", default=None, help="a folder of hidden checks: NN_*.py, cut at '# %%%% Exercise N.M'")
     p.add_argument("--json", default=None, help="also write the result as JSON to this file")
     p.add_argument("--in-process", action="store_true", help="run the cells in this process instead of a kernel")
+    p.add_argument(
+        "--sheet", default=None, help="where to write the manual grading sheet (default NOTEBOOK.manual.csv)"
+    )
+    p.add_argument(
+        "--manual", default=None, help="a filled manual grading sheet (.csv): its written points join the total"
+    )
     p.set_defaults(func=_grade)
 
     p = sub.add_parser("report", help="gather figures, metrics and index.md into reports/report.zip")

@@ -128,7 +128,12 @@ def test_the_points_table_changes_when_an_exercise_does(tmp_path):
     )
     before = report.points_table([py])
     py.write_text(py.read_text().replace("(2 points)", "(3 points)"))
-    assert before != report.points_table([py]) and "| 09 | 3 | 9.1 One (3) | 0 |" in report.points_table([py])
+    assert before != report.points_table([py]) and "| 09 | 3 | 0 | 9.1 One (3) | none |" in report.points_table([py])
+    py.write_text(
+        py.read_text() + "\n# %% [markdown] tags=['question']\n# **Question 9.1 (4 points).** Why?\n\n"
+        "# %% [markdown] tags=['your-answer']\n# **Your answer.**\n"
+    )
+    assert "| 09 | 3 | 4 | 9.1 One (3) | 9.1 (4) |" in report.points_table([py])
 
 
 # ---------------------------------------------------------------------------------------------

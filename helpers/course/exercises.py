@@ -38,8 +38,10 @@ _EXERCISE = re.compile(
     r"^#{1,6}\s+(?P<head>.*?)\bExercise\s+(?P<number>\d+\.\d+)\b(?P<tail>.*?)\((?P<points>\d+)\s+points?\)\s*$"
 )
 _TITLE_EDGES = " ·:.-–—"
-ANSWER, YOUR_ANSWER, QUESTION, CHECK = "answer", "your-answer", "question", "check"
-_QUESTION = re.compile(r"^\*\*Question\s+(?P<number>\d+\.\d+)\.?\*\*")
+ANSWER, YOUR_ANSWER, QUESTION, CHECK, RUBRIC = "answer", "your-answer", "question", "check", "rubric"
+# "**Question 1.3 (2 points).**" (the points are what the manual grading sheet gives it; a question without them
+# is refused in the course's notebooks by the tests, and counts 0 elsewhere)
+_QUESTION = re.compile(r"^\*\*Question\s+(?P<number>\d+\.\d+)(?:\s*\((?P<points>\d+)\s+points?\))?\.?\*\*")
 YOUR_ANSWER_PLACEHOLDER = "*Write your answer here: what you found, with the numbers from the cell below.*"
 _HIDDEN_HEADER = re.compile(r"^# %%\s*Exercise\s+(?P<number>\d+\.\d+)\b")
 STUDENT_NOTE = (
@@ -48,7 +50,9 @@ STUDENT_NOTE = (
     "> fails says what is wrong. *Run all* stops at the first exercise not yet done, with its number.\n"
     "> Grading: `python -m helpers grade NOTEBOOK` (the points are in each exercise's heading).\n"
     "> Each **Question** has a *Your answer* cell: write there, support it with numbers from the code cell under\n"
-    "> it, and `helpers.course.report.export()` (the last cell) puts your answers into `reports/report.tex`."
+    "> it, and `helpers.course.report.export()` (the last cell) puts your answers into `reports/report.tex`.\n"
+    "> Written answers earn the points in their question's first line, graded by hand with a rubric: say what you\n"
+    "> found and why, with the numbers that show it."
 )
 
 
@@ -79,6 +83,12 @@ class Question:
     cell: int  # the markdown cell tagged 'question'
     your_answer: int  # the markdown cell tagged 'your-answer' that follows it
     answers: list[int] = field(default_factory=list)  # cells tagged 'answer' before the next question
+    points: int = 0  # from "(N points)" in the question's first line: graded by hand, by its rubric
+    rubric: int = -1  # the cell tagged 'answer' and 'rubric' that grades it (-1: none)
+
+    @property
+    def label(self) -> str:
+        return f"Question {self.number}"
 
 
 def find_questions(nb) -> list[Question]:
@@ -101,12 +111,24 @@ def find_questions(nb) -> list[Question]:
                 )
             if pending is not None and pending.your_answer < 0:
                 raise ExerciseMarkupError(f"Question {pending.number} has no '{YOUR_ANSWER}' cell after it.")
-            pending = Question(match["number"], index, -1)
+            pending = Question(match["number"], index, -1, points=int(match["points"] or 0))
             found.append(pending)
         elif YOUR_ANSWER in cell_tags:
             if pending is None or pending.your_answer >= 0:
                 raise ExerciseMarkupError(f"cell {index} is tagged '{YOUR_ANSWER}' but follows no question.")
             pending.your_answer = index
+        elif RUBRIC in cell_tags:
+            if ANSWER not in cell_tags or cell.cell_type != "markdown":
+                raise ExerciseMarkupError(
+                    f"cell {index} is tagged '{RUBRIC}': a rubric is a markdown cell tagged '{ANSWER}' too, so that "
+                    "the student copy leaves it out."
+                )
+            if pending is None or pending.your_answer < 0:
+                raise ExerciseMarkupError(f"cell {index} is a rubric but follows no question and its answer cell.")
+            if pending.rubric >= 0:
+                raise ExerciseMarkupError(f"{pending.label} has two rubric cells: keep one.")
+            pending.rubric = index
+            pending.answers.append(index)
         elif ANSWER in cell_tags and pending is not None:
             pending.answers.append(index)
     if pending is not None and pending.your_answer < 0:
@@ -316,14 +338,21 @@ class Grade:
     notebook: str
     results: list[Result]
     stopped: str = ""  # why the run stopped early, when it did
+    written_possible: int = 0  # the written questions' points, graded by hand (helpers.course.written)
+    written: list | None = None  # their scores from a filled manual sheet (written.ManualScore), once read
 
     @property
     def total(self) -> int:
+        """The auto-graded points earned (the exercises)."""
         return sum(r.earned for r in self.results)
 
     @property
     def possible(self) -> int:
         return sum(r.points for r in self.results)
+
+    @property
+    def written_total(self) -> float | None:
+        return None if self.written is None else sum(s.earned for s in self.written)
 
     def status_of(self, number: str) -> str:
         return next(r.status for r in self.results if r.number == number)
@@ -338,17 +367,40 @@ class Grade:
             lines.append(line)
         if self.stopped:
             lines.append(f"  (stopped: {self.stopped})")
-        lines.append(f"Total: {self.total}/{self.possible} points")
+        for score in self.written or []:
+            lines.append(
+                f"  ----  Question {score.question:<5} {score.earned:>2g}/{score.possible:<2}  (graded by hand)"
+            )
+        if self.written is not None:
+            overall = self.total + self.written_total
+            lines.append(
+                f"Total: {overall:g}/{self.possible + self.written_possible} points "
+                f"({self.total}/{self.possible} auto-graded + {self.written_total:g}/{self.written_possible} written)"
+            )
+        else:
+            lines.append(f"Total: {self.total}/{self.possible} points")
+            if self.written_possible:
+                lines.append(
+                    f"Written questions: {self.written_possible} more points, graded by hand: fill in the manual "
+                    "sheet's points column and run grade again with --manual SHEET.csv"
+                )
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "notebook": self.notebook,
             "total": self.total,
             "possible": self.possible,
             "stopped": self.stopped,
             "exercises": [{**r.__dict__, "earned": r.earned} for r in self.results],
+            "written_possible": self.written_possible,
         }
+        if self.written is not None:
+            out["written"] = [s.__dict__ for s in self.written]
+            out["written_total"] = self.written_total
+            out["overall_total"] = self.total + self.written_total
+            out["overall_possible"] = self.possible + self.written_possible
+        return out
 
 
 def hidden_checks(hidden: str | Path | None, notebook_stem: str) -> dict[str, list[str]]:
@@ -404,14 +456,17 @@ class InProcess:
         with _quick_env():
             yield self
 
-    def run(self, source: str, label: str) -> tuple[str, str] | None:
+    def run(self, source: str, label: str, *, student: bool = False) -> tuple[str, str] | None:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
+        from .guard import STUDENT_FILE
+
+        filename = f"{STUDENT_FILE} {label}>" if student else f"<{label}>"
         try:
-            exec(compile(source, f"<{label}>", "exec"), self.namespace)
+            exec(compile(source, filename, "exec"), self.namespace)
         except (Exception, SystemExit) as err:  # a student's error is a result, not a crash
             return type(err).__name__, str(err)
         finally:
@@ -450,11 +505,13 @@ class Kernel:
         finally:
             runtime.restore_environment(env)
 
-    def run(self, source: str, label: str) -> tuple[str, str] | None:
+    def run(self, source: str, label: str, *, student: bool = False) -> tuple[str, str] | None:
         import nbformat
         from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-        cell = nbformat.v4.new_code_cell(source)
+        from .guard import student_source
+
+        cell = nbformat.v4.new_code_cell(student_source(source, label) if student else source)
         self._nb.cells.append(cell)
         try:
             self._client.execute_cell(cell, len(self._nb.cells) - 1)
@@ -484,7 +541,19 @@ class _Step:
     source: str
     label: str
     exercise: Exercise | None = None
-    kind: str = "cell"  # "cell", "end" (the exercise is done) or "restore" (reference solution, after a failure)
+    kind: str = "cell"  # "cell", "guard", "end" (the exercise is done) or "restore" (reference, after a failure)
+    student: bool = False  # the student's own code: run under the guard's file name (see helpers.course.guard)
+
+
+_GUARD = "import helpers.course.guard as _tbb_guard\n_tbb_guard."
+
+
+def _guarded(steps: list[_Step], ex: Exercise) -> list[_Step]:
+    """An exercise's cells with the guard around them: begin, a check after each cell, end (see course.guard)."""
+    out = [_Step(f"{_GUARD}begin({ex.number!r})", f"guard of {ex.label}", ex, "guard")]
+    for step in steps:
+        out += [step, _Step(f"{_GUARD}verify()", f"guard of {ex.label}", ex, "guard")]
+    return out
 
 
 def _exercise_steps(ex, graded_nb, graded_ex, ref_nb, ref_ex, stem, extra) -> list[_Step]:
@@ -495,12 +564,12 @@ def _exercise_steps(ex, graded_nb, graded_ex, ref_nb, ref_ex, stem, extra) -> li
     if len(mine) == len(ref_cells):  # the student kept the exercise's cells: swap in their solution cells only
         for g, r in zip(mine, ref_cells):
             if solution_lines(ref_nb.cells[r].source):
-                steps.append(_Step(graded_nb.cells[g].source, f"{stem} cell {g}", ex))
+                steps.append(_Step(graded_nb.cells[g].source, f"{stem} cell {g}", ex, student=True))
             else:
                 steps.append(_Step(ref_nb.cells[r].source, f"{stem} cell {g}", ex))
     else:  # cells added or removed: the student's own cells, then every check of the reference
         steps += [
-            _Step(graded_nb.cells[g].source, f"{stem} cell {g}", ex)
+            _Step(graded_nb.cells[g].source, f"{stem} cell {g}", ex, student=True)
             for g in mine
             if CHECK not in tags(graded_nb.cells[g])
         ]
@@ -510,6 +579,8 @@ def _exercise_steps(ex, graded_nb, graded_ex, ref_nb, ref_ex, stem, extra) -> li
             if CHECK in tags(ref_nb.cells[r])
         ]
     steps += [_Step(src, f"hidden check of {ex.label}", ex) for src in extra.get(ex.number, [])]
+    steps = _guarded(steps, ex)
+    steps.append(_Step(f"{_GUARD}end()", f"guard of {ex.label}", ex, "guard"))
     steps.append(_Step("", "end", ex, "end"))
     if ref_nb is not graded_nb:
         # after a failure the whole reference exercise runs again: its solution, and what its later cells define
@@ -580,7 +651,10 @@ def grade(
             plan += _exercise_steps(ex, nb, by_number[ex.number], ref_nb, ex, path.stem, extra)
     executor = executor if executor is not None else Kernel(path.parent)
     stopped, failing = "", None
-    with executor.session():
+    from . import guard
+
+    with executor.session(), contextlib.ExitStack() as stack:
+        stack.callback(guard.end)  # in-process: nothing stays out of reach after an interrupted run
         for step in plan:
             ex = step.exercise
             if step.kind == "end":
@@ -592,6 +666,9 @@ def grade(
                     break
                 if stop_after == ex.number:
                     break
+                continue
+            if step.kind == "guard" and (failing is ex or step.source.endswith("end()")):
+                executor.run(step.source, step.label)  # after a failure: only end(), which puts everything back
                 continue
             if step.kind == "restore":
                 if failing is None:
@@ -605,7 +682,7 @@ def grade(
                 continue  # the rest of a failed exercise is skipped
             if ex is not None and failing is not None and failing is not ex:
                 failing = None  # a new exercise starts afresh
-            error = executor.run(step.source, step.label) if step.source.strip() else None
+            error = executor.run(step.source, step.label, student=step.student) if step.source.strip() else None
             if error is None:
                 continue
             ename, evalue = error
@@ -627,7 +704,8 @@ def grade(
             if echo is not None:
                 echo(f"{note}: {message}" + ("" if ref_nb is nb else " (the reference solution takes its place)"))
     results = [Result(ex.number, ex.title, ex.points, *status[ex.number]) for ex in exercises]
-    return Grade(path.name, results, stopped)
+    written_possible = sum(q.points for q in find_questions(ref_nb))
+    return Grade(path.name, results, stopped, written_possible)
 
 
 def run_solved(notebook: str | Path, executor=None) -> dict:

@@ -413,14 +413,20 @@ def compile_pdf(tex: Path) -> Path | None:
 
 
 def points_table(sources: list[Path] | None = None) -> str:
-    """The README's table of exercises and points, one row per notebook (a test holds the README to it)."""
+    """The README's table of points, one row per notebook: exercises (auto-graded) and written questions (graded
+    by hand with their rubrics). A test holds the README to it."""
     from .exercises import find_exercises, find_questions
     from .notebooks import _read_py, notebook_sources
 
-    rows = ["| notebook | points | exercises (points) | written questions |", "|---|---|---|---|"]
+    rows = [
+        "| notebook | auto-graded points | written points | exercises (points) | written questions (points) |",
+        "|---|---|---|---|---|",
+    ]
     for py in sources or notebook_sources():
         nb = _read_py(py)
-        found = find_exercises(nb)
+        found, questions = find_exercises(nb), find_questions(nb)
         listed = ", ".join(f"{e.number} {re.sub(r'^[0-9]+[.] ', '', e.title)} ({e.points})" for e in found)
-        rows.append(f"| {py.stem[:2]} | {sum(e.points for e in found)} | {listed} | {len(find_questions(nb))} |")
+        asked = ", ".join(f"{q.number} ({q.points})" for q in questions) or "none"
+        auto, written = sum(e.points for e in found), sum(q.points for q in questions)
+        rows.append(f"| {py.stem[:2]} | {auto} | {written} | {listed} | {asked} |")
     return "\n".join(rows)
