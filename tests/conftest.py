@@ -55,13 +55,13 @@ class _Snapshotting(exercises.InProcess):
         self.starts = sorted(starts.items())  # (heading cell index, exercise number)
         self.snapshots: dict[str, dict] = {}
 
-    def run(self, source: str, label: str):
+    def run(self, source: str, label: str, *, student: bool = False):
         index = label.rsplit(" cell ", 1)[-1]
         if index.isdigit():
             for heading, number in self.starts:
                 if heading < int(index) and number not in self.snapshots:
                     self.snapshots[number] = dict(self.namespace)
-        return super().run(source, label)
+        return super().run(source, label, student=student)
 
 
 class SolvedRun:

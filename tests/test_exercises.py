@@ -504,3 +504,43 @@ def test_the_no_other_half_fails_when_the_grader_does_not_restore_the_reference(
     steps = exercises._exercise_steps
     monkeypatch.setattr(exercises, "_exercise_steps", lambda *a: [s for s in steps(*a) if s.kind != "restore"])
     assert _grade_alone(number, exercise, wrong, tmp_path, through=following).status_of(following) == "failed"
+
+
+TRICKS = [entry for entry in CATALOGUE if entry[2].startswith("trick:")]
+
+
+def test_the_tricks_are_catalogued_for_three_exercises_each_both_ways():
+    """Calling what computes the answer, and patching what the checks use: both, for three exercises or more."""
+    by_exercise = {}
+    for _, number, _, _, error in TRICKS:
+        by_exercise.setdefault(number, set()).add(error)
+    both = [n for n, errors in by_exercise.items() if errors == {"ReferenceOutOfReach", "TamperError"}]
+    assert len(both) >= 3, by_exercise
+
+
+@pytest.mark.grading
+@pytest.mark.parametrize("number, exercise, name, replacements, error", TRICKS, ids=[f"{e[1]}-{e[2]}" for e in TRICKS])
+def test_each_trick_passes_its_exercise_when_the_grader_has_no_guard(
+    number, exercise, name, replacements, error, tmp_path, monkeypatch
+):
+    """The control for the tricks above: without the guard they earn the points, so their failure is the guard's."""
+    from helpers.course import guard
+
+    source = notebooks.notebook_sources([number])[0].read_text()
+    for old, new in replacements:
+        source = source.replace(old, new)
+    import builtins
+    import math
+
+    import torch
+
+    patched = [(builtins, "abs"), (math, "isclose"), (torch, "allclose")]  # what the tricks replace
+    originals = [getattr(owner, name) for owner, name in patched]
+    monkeypatch.setattr(guard, "REFERENCES", {})
+    monkeypatch.setattr(guard, "verify", lambda: None)
+    try:
+        result = _grade_alone(number, exercise, source, tmp_path)
+    finally:  # nothing guards this run: put back what the trick patched, for the tests after this one
+        for (owner, name), original in zip(patched, originals):
+            setattr(owner, name, original)
+    assert result.status_of(exercise) == "passed", f"{name} no longer passes unguarded:\n{result.table()}"

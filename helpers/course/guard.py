@@ -23,18 +23,32 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import sys
+import sysconfig
 import types
+from pathlib import Path
 
 STUDENT_FILE = "<student"  # the file name the grader compiles a student's solution cell under
 
-# exercise -> the package functions that implement it (module path, attribute)
+# exercise -> what implements it where a student could call it instead of solving (module path, attribute)
 REFERENCES: dict[str, list[str]] = {
     "2.1": ["helpers.nn.model.sinusoidal_table"],
+    "3.5": [
+        "sacrebleu.metrics.bleu.BLEU.corpus_score",
+        "sacrebleu.metrics.bleu.BLEU.compute_bleu",
+        "sacrebleu.metrics.bleu.BLEU._extract_corpus_statistics",
+        "helpers.evaluation.evaluate.score",
+        "helpers.evaluation.evaluate.sentence_bleu_counts",
+        "helpers.evaluation.evaluate.corpus_bleu_from_counts",
+    ],
+    "5.3": ["helpers.nn.variants.rotary"],
 }
 
 _WATCHED_MODULES = ("builtins", "math", "operator", "random", "torch", "torch.nn.functional", "torch.testing", "numpy")
 _IGNORED_NAMES = {"_", "__", "___", "input", "raw_input"}  # what an interactive prompt (ipykernel) rebinds per cell
+_MISSING = object()
+_HELPERS_DIR = str(Path(__file__).resolve().parents[1])
 
 
 class ReferenceOutOfReach(RuntimeError):
@@ -45,34 +59,34 @@ class TamperError(RuntimeError):
     """A solution replaced, added or deleted a function of Python, torch, numpy or the course package."""
 
 
-def _is_code(value) -> bool:
-    return callable(value) and not isinstance(value, types.ModuleType)
+class _State:
+    exercise: str | None = None
+    saved: dict[str, dict[str, object]] = {}
+    poisoned: list[tuple[object, str, object]] = []  # (owner, attribute, what to put back or _MISSING)
 
 
-def _namespaces() -> dict[str, dict]:
-    spaces = {}
-    for name in _WATCHED_MODULES:
-        module = sys.modules.get(name)
-        if module is not None:
-            spaces[name] = vars(module)
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        spaces["torch.Tensor"] = torch.Tensor.__dict__
-    for name, module in list(sys.modules.items()):
-        if (name == "helpers" or name.startswith("helpers.")) and module is not None:
-            spaces[name] = vars(module)
-    return spaces
+# ----------------------------------------------------------------------------------------------
+# the reference out of reach
 
 
-def _snapshot() -> dict[str, dict[str, object]]:
-    return {
-        where: {k: v for k, v in space.items() if _is_code(v) and k not in _IGNORED_NAMES}
-        for where, space in _namespaces().items()
-    }
+def _library_dirs() -> tuple[str, ...]:
+    """Where installed libraries and the standard library live (the course package is told apart below)."""
+    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return tuple(str(p) for p in paths if p)
 
 
 def _called_from_student(frame) -> bool:
-    return frame is not None and frame.f_code.co_filename.startswith(STUDENT_FILE)
+    """Whether the code that called is the student's: library frames (torch's ``Module.__call__``, sacreBLEU's
+    wrappers) are looked through; the first frame of anything else (a student's cell, a check, the package) decides."""
+    libraries = _library_dirs()
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(STUDENT_FILE):
+            return True
+        if not name.startswith(libraries) or name.startswith(_HELPERS_DIR):
+            return False
+        frame = frame.f_back
+    return False
 
 
 def _out_of_reach(original, exercise: str, dotted: str):
@@ -80,7 +94,7 @@ def _out_of_reach(original, exercise: str, dotted: str):
     def stand_in(*args, **kwargs):
         if _called_from_student(sys._getframe(1)):
             raise ReferenceOutOfReach(
-                f"Exercise {exercise}: {dotted} is the course's own implementation and is out of reach while your "
+                f"Exercise {exercise}: {dotted} computes what the exercise asks and is out of reach while your "
                 "solution is graded. Write the code yourself."
             )
         return original(*args, **kwargs)
@@ -89,15 +103,53 @@ def _out_of_reach(original, exercise: str, dotted: str):
     return stand_in
 
 
-class _State:
-    exercise: str | None = None
-    saved: dict[str, dict[str, object]] = {}
-    poisoned: list[tuple[object, str, object]] = []
-
-
 def _resolve(dotted: str) -> tuple[object, str]:
-    module_name, attribute = dotted.rsplit(".", 1)
-    return importlib.import_module(module_name), attribute
+    """``"helpers.nn.model.sinusoidal_table"`` or ``"sacrebleu.metrics.bleu.BLEU.corpus_score"``: (owner, name)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:-1]:
+            owner = getattr(owner, name)
+        return owner, parts[-1]
+    raise ImportError(f"{dotted}: no such module")
+
+
+def _put_out_of_reach(owner, attribute: str, exercise: str, dotted: str) -> None:
+    raw = inspect.getattr_static(owner, attribute)
+    _State.poisoned.append((owner, attribute, raw if attribute in vars(owner) else _MISSING))
+    if isinstance(raw, staticmethod | classmethod):  # keep the descriptor: bound as before
+        setattr(owner, attribute, type(raw)(_out_of_reach(raw.__func__, exercise, dotted)))
+    else:
+        setattr(owner, attribute, _out_of_reach(getattr(owner, attribute), exercise, dotted))
+
+
+# ----------------------------------------------------------------------------------------------
+# nothing patched
+
+
+def _is_code(value) -> bool:
+    return callable(value) and not isinstance(value, types.ModuleType)
+
+
+def _namespaces() -> dict[str, object]:
+    """What is watched, by name: the modules above, ``torch.Tensor`` and every loaded module of the package."""
+    owners = {name: sys.modules[name] for name in _WATCHED_MODULES if sys.modules.get(name) is not None}
+    if "torch" in owners:
+        owners["torch.Tensor"] = owners["torch"].Tensor
+    for name, module in list(sys.modules.items()):
+        if (name == "helpers" or name.startswith("helpers.")) and module is not None:
+            owners[name] = module
+    return owners
+
+
+def _snapshot() -> dict[str, dict[str, object]]:
+    return {
+        where: {k: v for k, v in vars(owner).items() if _is_code(v) and k not in _IGNORED_NAMES}
+        for where, owner in _namespaces().items()
+    }
 
 
 def begin(exercise: str) -> None:
@@ -105,54 +157,41 @@ def begin(exercise: str) -> None:
     end()
     for dotted in REFERENCES.get(exercise, []):
         owner, attribute = _resolve(dotted)
-        original = getattr(owner, attribute)
-        _State.poisoned.append((owner, attribute, original))
-        setattr(owner, attribute, _out_of_reach(original, exercise, dotted))
+        _put_out_of_reach(owner, attribute, exercise, dotted)
     _State.exercise = exercise
     _State.saved = _snapshot()
-
-
-def _restore(changes: list[tuple[str, str, object]]) -> None:
-    spaces = _namespaces()
-    for where, name, value in changes:
-        owner = sys.modules.get(where) if where != "torch.Tensor" else sys.modules["torch"].Tensor
-        if owner is None:
-            continue
-        if value is _MISSING:
-            if name in spaces.get(where, {}):
-                delattr(owner, name)
-        else:
-            setattr(owner, name, value)
-
-
-_MISSING = object()
 
 
 def verify() -> None:
     """After each cell of the exercise: anything watched that changed is put back, and the exercise fails."""
     if _State.exercise is None:
         return
-    now = _snapshot()
-    changes = []  # (namespace, name, the value to put back)
+    owners, now = _namespaces(), _snapshot()
+    changed = []
     for where, before in _State.saved.items():
         after = now.get(where, {})
-        changes += [(where, k, v) for k, v in before.items() if after.get(k, _MISSING) is not v]
-        changes += [(where, k, _MISSING) for k in after if k not in before]
-    if not changes:
-        return
-    _restore(changes)
-    names = [f"{where}.{name}" for where, name, _ in changes]
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    raise TamperError(
-        f"Exercise {_State.exercise}: the solution changed {shown}. A solution may not replace functions of Python, "
-        "torch, numpy or the course package (they are put back); compute the answer instead."
-    )
+        for name, value in before.items():
+            if after.get(name, _MISSING) is not value:
+                setattr(owners[where], name, value)
+                changed.append(f"{where}.{name}")
+        for name in after.keys() - before.keys():
+            delattr(owners[where], name)
+            changed.append(f"{where}.{name}")
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        raise TamperError(
+            f"Exercise {_State.exercise}: the solution changed {shown}. A solution may not replace functions of "
+            "Python, torch, numpy or the course package (they are put back); compute the answer instead."
+        )
 
 
 def end() -> None:
     """After an exercise: its references are the package's own again."""
     for owner, attribute, original in reversed(_State.poisoned):
-        setattr(owner, attribute, original)
+        if original is _MISSING:
+            delattr(owner, attribute)  # it was inherited: the base class's own shows again
+        else:
+            setattr(owner, attribute, original)
     _State.poisoned, _State.exercise, _State.saved = [], None, {}
 
 

@@ -1,0 +1,105 @@
+"""The grader's guard: the reference out of the student's reach, and nothing patched (helpers.course.guard)."""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import pytest
+import torch
+
+from helpers.course import guard
+from helpers.nn import model as M
+
+
+def _as_student(source: str, namespace: dict) -> None:
+    exec(compile(source, guard.STUDENT_FILE + " test cell>", "exec"), namespace)
+
+
+@pytest.fixture
+def guarded(monkeypatch):
+    monkeypatch.setattr(guard, "REFERENCES", {"9.1": ["helpers.nn.model.sinusoidal_table"]})
+    guard.begin("9.1")
+    yield
+    guard.end()
+
+
+def test_the_reference_raises_for_the_students_code_and_answers_everyone_else(guarded):
+    namespace = {}
+    _as_student(
+        "from helpers.nn.model import sinusoidal_table\ndef mine(n, d):\n    return sinusoidal_table(n, d)", namespace
+    )
+    with pytest.raises(guard.ReferenceOutOfReach, match="Exercise 9.1: helpers.nn.model.sinusoidal_table"):
+        namespace["mine"](4, 6)
+    assert M.sinusoidal_table(4, 6).shape == (4, 6)  # a check (or this test) still reaches it
+    # through a library frame (a module's __call__), the first frame that is not a library's decides
+    _as_student(
+        "import torch\nclass Wrap(torch.nn.Module):\n    def forward(self, n):\n        return sinusoidal_table(n, 6)\n"
+        "from helpers.nn.model import sinusoidal_table\n",
+        namespace,
+    )
+    with pytest.raises(guard.ReferenceOutOfReach):
+        namespace["Wrap"]()(4)
+
+
+def test_after_the_exercise_the_reference_is_the_packages_own_again(guarded):
+    before_end = M.sinusoidal_table
+    guard.end()
+    assert M.sinusoidal_table is not before_end and M.sinusoidal_table.__module__ == "helpers.nn.model"
+    namespace = {}
+    _as_student("from helpers.nn.model import sinusoidal_table\nout = sinusoidal_table(3, 4)", namespace)
+    assert namespace["out"].shape == (3, 4)
+
+
+def test_a_patched_builtin_or_torch_function_is_put_back_and_named(guarded):
+    original_abs, original_allclose = builtins.abs, torch.allclose
+    _as_student("import builtins, torch\nbuiltins.abs = lambda x: 0.0\ntorch.allclose = lambda *a, **k: True", {})
+    with pytest.raises(guard.TamperError, match=r"changed builtins\.abs, torch\.allclose"):
+        guard.verify()
+    assert builtins.abs is original_abs and torch.allclose is original_allclose
+    guard.verify()  # put back: nothing left to report
+
+
+def test_a_method_added_to_tensor_or_a_package_function_replaced_is_caught(guarded):
+    torch.Tensor.sub_anything = lambda self, other: self  # added
+    original = M.build_attention_mask
+    M.build_attention_mask = lambda *a, **k: None  # replaced
+    with pytest.raises(guard.TamperError) as err:
+        guard.verify()
+    assert "torch.Tensor.sub_anything" in str(err.value) and "helpers.nn.model.build_attention_mask" in str(err.value)
+    assert not hasattr(torch.Tensor, "sub_anything") and M.build_attention_mask is original
+
+
+def test_an_honest_cell_changes_nothing_the_guard_watches(guarded):
+    namespace = {}
+    _as_student(
+        "import math, torch\nimport helpers.text.tokens\ntorch.manual_seed(0)\nx = math.sqrt(2) * torch.ones(3)\n"
+        "def f(t):\n    return abs(t).sum()\ny = f(x)",
+        namespace,
+    )
+    guard.verify()
+    assert math.isclose(namespace["y"].item(), 3 * math.sqrt(2), rel_tol=1e-6)
+
+
+def test_a_static_method_put_out_of_reach_is_still_bound_as_one(monkeypatch):
+    from sacrebleu.metrics import BLEU
+
+    monkeypatch.setattr(guard, "REFERENCES", {"9.2": ["sacrebleu.metrics.bleu.BLEU.compute_bleu"]})
+    guard.begin("9.2")
+    try:
+        score = BLEU().compute_bleu([4, 3, 2, 1], [4, 3, 2, 1], 4, 4, smooth_method="exp").score  # via an instance
+        assert score == pytest.approx(100.0)
+        namespace = {"BLEU": BLEU}
+        with pytest.raises(guard.ReferenceOutOfReach):
+            _as_student("BLEU.compute_bleu([2, 1, 0, 0], [3, 2, 1, 0], 3, 3)", namespace)
+    finally:
+        guard.end()
+    assert isinstance(BLEU.__dict__["compute_bleu"], staticmethod)
+
+
+def test_every_listed_reference_exists():
+    """A name that moved would guard nothing: each must resolve to something callable."""
+    for exercise, names in guard.REFERENCES.items():
+        for dotted in names:
+            owner, attribute = guard._resolve(dotted)
+            assert callable(getattr(owner, attribute)), f"{exercise}: {dotted}"
