@@ -196,5 +196,10 @@ def end() -> None:
 
 
 def student_source(source: str, label: str) -> str:
-    """A student's cell wrapped to run under a file name the guard recognises (in a kernel: a cell of its own)."""
-    return f"exec(compile({source!r}, {(STUDENT_FILE + ' ' + label + '>')!r}, 'exec'), globals())"
+    """A student's cell wrapped to run under a file name the guard recognises (in a kernel: a cell of its own).
+
+    IPython's own transformation runs first, so a magic (``%time``) or shell line works as it does in Jupyter."""
+    return (
+        f"exec(compile(get_ipython().transform_cell({source!r}), {(STUDENT_FILE + ' ' + label + '>')!r}, 'exec'), "
+        "globals())"
+    )
