@@ -192,17 +192,36 @@ print("ids", tuple(ids.shape), "-> vectors", tuple(x.shape))
 # vector a vector that depends on its position. Two common choices:
 #
 # * **learned**: another embedding table, indexed by position (GPT-2 does this);
-# * **sinusoidal**: a fixed table (Vaswani et al., 2017), column pair $(2i, 2i+1)$ holding
-#   $\sin(p / 10000^{2i/d})$ and $\cos(p / 10000^{2i/d})$: fast-turning pairs tell neighbours apart,
-#   slow ones far-apart positions.
+# * **sinusoidal**: a fixed table (Vaswani et al., 2017), which you construct here from what it must do.
 #
 # `POSITIONAL` in the parameters cell switches between them.
+#
+# **What the fixed table must do.** Its $d$ columns come in $d/2$ pairs: pair $i$ is columns $2i$ and
+# $2i+1$. Write $e_i(p) = (a, b)$ for pair $i$'s two numbers in row $p$ (column $2i$ first).
+#
+# 1. **Start.** Row 0 holds $e_i(0) = (0, 1)$ for every pair.
+# 2. **A shift is one fixed linear map.** Moving $k$ positions along turns every pair by its own angle, the
+#    same from every starting row: $e_i(p + k) = R(k\,\omega_i)\, e_i(p)$ for all $p$ and $k$, where
+#    $R(\theta)$ sends $(a, b)$ to $(a\cos\theta + b\sin\theta,\; b\cos\theta - a\sin\theta)$. So
+#    "the word $k$ places back" is the same linear map of the table at every position, something attention's
+#    projections can learn once. $\omega_i$ is pair $i$'s speed in radians per position; $2\pi/\omega_i$
+#    positions is its wavelength.
+# 3. **Wavelengths from $2\pi$ towards $10000 \cdot 2\pi$, evenly on a log scale.** Pair 0 turns one
+#    radian per position. Each pair turns slower than the one before by the same factor, and that factor,
+#    applied $d/2$ times, slows a pair down exactly 10000 times (so a pair $d/2$, one past the last, would
+#    have wavelength $10000 \cdot 2\pi$). Fast pairs tell neighbours apart, slow ones far-apart positions.
+#
+# Work out from these three what row $p$, column $c$ holds: what does $R$ do to $(0, 1)$, and what is
+# $\omega_i$? Then build the whole table with tensor operations. The check tests the three properties on
+# your table, not a formula.
 
 
 # %%
 def sinusoidal_positions(max_len, d_model):
-    """(max_len, d_model): column 2i holds sin(p / 10000^(2i/d)), column 2i + 1 the cosine of the same angle."""
+    """(max_len, d_model) float32: the table with the three properties above, for positions 0 .. max_len - 1."""
     # BEGIN SOLUTION
+    # R(theta) turns (0, 1) into (sin theta, cos theta), so e_i(p) = (sin(p w_i), cos(p w_i)); the speeds are
+    # w_i = r^i with r^(d/2) = 1/10000, i.e. w_i = exp(-2i ln(10000) / d)
     pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
     freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))  # (d/2,)
     table = torch.zeros(max_len, d_model)
@@ -217,23 +236,41 @@ print(sinusoidal_positions(MAX_LEN, D_MODEL)[:4, :6])
 
 # %% tags=["check"]
 def check_sinusoidal(positions_fn):
-    """Compare with the formula evaluated number by number with Python's math module."""
-    max_len, d = 7, 6
-    table = positions_fn(max_len, d)
-    assert tuple(table.shape) == (max_len, d), f"expected shape {(max_len, d)}, got {tuple(table.shape)}"
-    for p in range(max_len):
-        for i in range(d // 2):
-            angle = p / 10000 ** (2 * i / d)
-            assert abs(table[p, 2 * i].item() - math.sin(angle)) < 1e-5, (
-                f"column {2 * i} should be sin(p / 10000^(2i/d))"
+    """Test the three properties on the table itself: the start row, the same turn of each pair from every row,
+    and the pairs' speeds (read off the table as the angle each pair turns from row 0 to row 1)."""
+    for max_len, d in [(7, 6), (40, 16)]:
+        table = positions_fn(max_len, d)
+        assert tuple(table.shape) == (max_len, d), f"expected shape {(max_len, d)}, got {tuple(table.shape)}"
+        t = table.double()
+        a, b = t[:, 0::2], t[:, 1::2]  # (max_len, d/2) each: the two numbers of every pair, in every row
+        start = torch.tensor([0.0, 1.0], dtype=torch.float64).repeat(d // 2)
+        assert torch.allclose(t[0], start, atol=1e-6), (
+            f"property 1 (start): row 0 of a ({max_len}, {d}) table is {t[0]}"
+        )
+        # the angle that takes row 0 to row 1 under R, pair by pair (R(theta) (a, b) = (a c + b s, b c - a s))
+        turn = torch.atan2(a[1] * b[0] - b[1] * a[0], a[1] * a[0] + b[1] * b[0])  # (d/2,)
+        for k in (1, 2, 5):
+            c, s = torch.cos(k * turn), torch.sin(k * turn)
+            moved = torch.stack((a[:-k] * c + b[:-k] * s, b[:-k] * c - a[:-k] * s))  # R(k w_i) e_i(p), every p
+            assert torch.allclose(moved, torch.stack((a[k:], b[k:])), atol=1e-5), (
+                f"property 2 (a shift is one fixed map): moving {k} positions along is not R(k w_i) "
+                f"in every row of a ({max_len}, {d}) table, with w_i the turn from row 0 to row 1"
             )
-            assert abs(table[p, 2 * i + 1].item() - math.cos(angle)) < 1e-5, (
-                f"column {2 * i + 1} should be cos(p / 10000^(2i/d))"
-            )
+        assert abs(turn[0].item() - 1.0) < 1e-5, (
+            f"property 3: pair 0 should turn by +1 radian per position, it turns by {turn[0].item():.6f}"
+        )
+        factor = turn[1:] / turn[:-1]  # how much slower each pair turns than the one before
+        assert torch.allclose(factor, factor.mean().expand_as(factor), rtol=1e-4), (
+            f"property 3: each pair should be slower than the one before by the same factor; the factors are {factor}"
+        )
+        slowdown = (1.0 / factor.mean()) ** (d // 2)
+        assert abs(slowdown.item() / 10000 - 1) < 1e-4, (
+            f"property 3: the factor applied d/2 = {d // 2} times slows a pair {slowdown.item():.2f} times, not 10000"
+        )
 
 
 check_sinusoidal(sinusoidal_positions)
-print("✓ sinusoidal table matches the formula")
+print("✓ the table has the three properties")
 
 # %% [markdown]
 # ## Exercise 2.2 · Scaled dot-product attention, one head (3 points)
@@ -300,15 +337,15 @@ def check_attention(attention_fn):
         "output (B, T, d_v), weights (B, T, S)"
     )
     assert torch.allclose(weights.sum(-1), torch.ones(B, T), atol=1e-5), (
-        "each query's weights must sum to 1: softmax over the keys (dim=-1), with the mask applied before it"
+        "each query's weights over the keys should sum to 1"
     )
     for b in range(B):
         ref_out, ref_w = reference_attention(q[b].tolist(), k[b].tolist(), v[b].tolist(), mask[b].tolist())
         assert torch.allclose(weights[b], torch.tensor(ref_w), atol=1e-5), (
-            "weights differ from softmax(q·k / sqrt(d_k)) over allowed keys"
+            "weights differ from the loop-by-loop reference"
         )
         assert torch.allclose(out[b], torch.tensor(ref_out), atol=1e-5), (
-            "output differs from the weighted sum of values"
+            "output differs from the loop-by-loop reference"
         )
 
 
@@ -398,8 +435,8 @@ def check_multi_head(mha_cls):
                 heads.append(torch.tensor(reference_attention(qh.tolist(), kh.tolist(), vh.tolist(), mask.tolist())[0]))
             expected = layer.proj(torch.cat(heads, dim=-1))  # heads side by side, in order
             assert torch.allclose(out[r], expected, atol=1e-5), (
-                "multi-head output differs from head-by-head attention: check how heads are split and merged "
-                "(transpose (B, nh, T, hs) back to (B, T, nh, hs) before reshaping to (B, T, C))"
+                "multi-head output differs from the head-by-head reference (each head attending on its own slice, "
+                "the heads' outputs side by side in order, then the output projection)"
             )
 
 
@@ -579,7 +616,9 @@ def check_feed_forward(ffn_cls):
                     z * 0.5 * (1 + math.erf(z / math.sqrt(2))) for z in (ffn.fc.weight @ x[b, t] + ffn.fc.bias).tolist()
                 ]
                 expected = ffn.proj.weight @ torch.tensor(hidden) + ffn.proj.bias
-                assert torch.allclose(out[b, t], expected, atol=1e-5), "expected proj(gelu(fc(x))) at every position"
+                assert torch.allclose(out[b, t], expected, atol=1e-5), (
+                    f"differs from the reference at row {b}, position {t}"
+                )
 
 
 check_feed_forward(FeedForward)
@@ -588,14 +627,21 @@ print("✓ feed-forward network")
 # %% [markdown]
 # ## Exercise 2.7 · The residual block, with LayerNorm first (pre-LN) (2 points)
 #
-# A block is attention then feed-forward, each wrapped the same way: **normalise a copy** of the
-# running vector (the *residual stream*), compute an update from it, **add** the update back.
+# A block runs attention (which moves information between positions) and then the feed-forward network
+# (which transforms each position on its own). Both work on a running vector per position, the
+# **residual stream**, and each has its own LayerNorm: `ln1` belongs to attention, `ln2` to the
+# feed-forward. The arrangement GPT-2 uses, *pre-LN*, is defined by what it guarantees:
 #
-# `x = x + attn(ln1(x))`, then `x = x + ffn(ln2(x))`.
+# 1. **The stream is never normalised or rescaled inside a block.** What leaves the block is exactly what
+#    came in plus what the two sub-layers returned. So a block whose sub-layers return zero is the identity,
+#    and the gradient reaches earlier blocks through a plain sum, however deep the stack.
+# 2. **Each sub-layer reads a normalised copy of the stream as it stands when that sub-layer runs**, made by
+#    its own LayerNorm. The feed-forward therefore sees what attention contributed.
+# 3. **Attention gets the mask**, so no position reads one it may not see.
 #
-# The addition lets gradients flow straight through many blocks; normalising only the branch input
-# (pre-LN, as in GPT-2) instead of the sum (post-LN, the 2017 original) keeps deep stacks stable without
-# a warm-up. Forgetting the residual, or normalising the sum, are the two mistakes the check catches.
+# The 2017 original (post-LN) normalised the stream itself after each addition, which breaks guarantee 1;
+# deep post-LN stacks need a learning-rate warm-up to train at all. Write `forward` so that all three
+# guarantees hold. The check watches what each sub-layer receives and returns.
 
 
 # %%
@@ -608,6 +654,7 @@ class Block(nn.Module):
         self.ffn = FeedForward(d_model, d_ff)
 
     def forward(self, x, mask=None):
+        """x (B, T, C) -> (B, T, C): attention, then the feed-forward, with the three guarantees above."""
         # BEGIN SOLUTION
         x = x + self.attn(self.ln1(x), mask)  # look around, add what was found
         return x + self.ffn(self.ln2(x))  # think per position, add that too
@@ -625,36 +672,64 @@ def layer_norm_by_hand(x, ln):
 
 
 def check_block(block_cls):
+    """Watch what attention and the feed-forward receive and return in one call, test each guarantee on that,
+    then change the last position only: with a causal mask, no other position's output may move."""
     torch.manual_seed(6)
     block = block_cls(8, 2, 16)
-    with torch.no_grad():
-        for ln in (block.ln1, block.ln2):  # non-trivial scales and shifts, so a misplaced LayerNorm shows
-            ln.weight.uniform_(0.5, 1.5)
-            ln.bias.uniform_(-0.5, 0.5)
-        x = torch.randn(2, 5, 8) * 3 + 1
-        mask = torch.tril(torch.ones(5, 5, dtype=torch.bool))
-        out = block(x, mask)
-        h = x + block.attn(layer_norm_by_hand(x, block.ln1), mask)
-        expected = h + block.ffn(layer_norm_by_hand(h, block.ln2))
-    assert tuple(out.shape) == (2, 5, 8)
-    assert torch.allclose(out, expected, atol=1e-5), (
-        "expected x + attn(ln1(x)) followed by x + ffn(ln2(x)): a residual add around each sub-layer, "
-        "LayerNorm on the sub-layer's input only"
+    seen = []  # (sub-layer, what it received, what it returned), in the order they ran
+
+    def watch(name):
+        def hook(module, args, kwargs, output):
+            seen.append((name, args[0] if args else kwargs.get("x"), output))
+
+        return hook
+
+    hooks = [getattr(block, name).register_forward_hook(watch(name), with_kwargs=True) for name in ("attn", "ffn")]
+    try:
+        with torch.no_grad():
+            for ln in (block.ln1, block.ln2):  # non-trivial scales and shifts, so a misplaced LayerNorm shows
+                ln.weight.uniform_(0.5, 1.5)
+                ln.bias.uniform_(-0.5, 0.5)
+            x = torch.randn(2, 5, 8) * 3 + 1
+            mask = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+            out = block(x, mask)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert tuple(out.shape) == (2, 5, 8), f"the block should return (B, T, C) = (2, 5, 8), got {tuple(out.shape)}"
+    order = [name for name, _, _ in seen]
+    assert order == ["attn", "ffn"], (
+        f"expected self.attn(...) then self.ffn(...), each called once as a module; the calls were {order}"
     )
+    (_, attn_in, attn_out), (_, ffn_in, ffn_out) = seen
+    assert torch.allclose(out, x + attn_out + ffn_out, atol=1e-5), (
+        "guarantee 1: the block's output is not its input plus what the two sub-layers returned"
+    )
+    assert attn_in is not None and torch.allclose(attn_in, layer_norm_by_hand(x, block.ln1), atol=1e-5), (
+        "guarantee 2: what attention received is not the stream as it entered, normalised by ln1"
+    )
+    assert ffn_in is not None and torch.allclose(ffn_in, layer_norm_by_hand(x + attn_out, block.ln2), atol=1e-5), (
+        "guarantee 2: what the feed-forward received is not the stream as it stood after attention, normalised by ln2"
+    )
+    later = x.clone()
+    later[:, -1] = torch.randn(2, 8) * 3  # a new last token (not a shift: LayerNorm would remove that)
+    with torch.no_grad():
+        moved = (block(later, mask) - out)[:, :-1].abs().max().item()
+    assert moved < 1e-5, f"guarantee 3: changing only the last position moved earlier outputs by {moved:.2e}"
 
 
 check_block(Block)
-print("✓ pre-LN residual block")
+print("✓ pre-LN residual block: the three guarantees hold")
 
 # %% [markdown]
 # ## Exercise 2.8 · The whole model (3 points)
 #
 # Token embedding (times $\sqrt{d_\text{model}}$ with sinusoidal positions, as in Vaswani et al., so the
-# unit-size sines do not drown the small initial embeddings) plus positions, `n_layer` blocks, a final
+# table's unit-size numbers do not drown the small initial embeddings) plus positions, `n_layer` blocks, a final
 # LayerNorm, and a linear **LM head** that turns each vector into one score per vocabulary word.
 #
 # **Weight tying:** the head reuses the token-embedding matrix. A word's input vector and the vector
-# that scores it as output are the same, which saves `vocab × d_model` parameters and tends to help
+# that scores it as output are the same, which saves a whole matrix of parameters and tends to help
 # small models. `forward` takes an optional `prefix_len`: with it the prefix-LM mask, without it the
 # causal mask. Sizes come from `helpers.nn.model.ModelConfig`, the dataclass the package uses as well.
 
@@ -754,18 +829,23 @@ with torch.no_grad():
 # %% [markdown]
 # ## Exercise 2.9 · How many parameters? (2 points)
 #
-# Counting by hand is a good test of understanding. With vocabulary $V$, width $C$, feed-forward width
-# $F$, $L$ blocks and `max_len` $P$:
+# Counting by hand is a good test of understanding, and it is how model sizes are planned before anything
+# is built. Derive the number of parameters of `Transformer(cfg)` as a formula in the sizes alone: the
+# vocabulary $V$ (`cfg.vocab_size`), the width $C$ (`cfg.d_model`), the feed-forward width $F$ (`cfg.d_ff`),
+# the number of blocks $L$ (`cfg.n_layer`), the longest sequence $P$ (`cfg.max_len`) and the kind of
+# positions (`cfg.positional`).
 #
-# * token embedding $VC$ (the tied head adds nothing); learned positions $PC$ (sinusoidal: none);
-# * per block: fused q/k/v $3C^2 + 3C$, output projection $C^2 + C$, feed-forward $CF + F + FC + C$,
-#   two LayerNorms $2 \cdot 2C$ (a scale and a shift each);
-# * final LayerNorm $2C$.
+# Go through the classes you wrote above (`MultiHeadAttention`, `FeedForward`, `Block`, `Transformer`)
+# and, for every `nn.Linear`, `nn.Embedding` and `nn.LayerNorm` in them, work out which tensors it holds
+# and their sizes (PyTorch's documentation of each class lists them). Watch for what is learned and what
+# is fixed, for biases, and for a tensor that two modules share: it counts once. Does the number of heads
+# matter? Your function must not build the model or any module: the check runs it on the sizes only, and
+# compares it with the model's own count for several configurations.
 
 
 # %%
 def count_parameters(cfg):
-    """The number of parameters of Transformer(cfg), from the sizes alone (a tied weight counts once)."""
+    """The number of parameters of Transformer(cfg), from the sizes in cfg alone, building nothing."""
     # BEGIN SOLUTION
     V, C, F_, L = cfg.vocab_size, cfg.d_model, cfg.d_ff, cfg.n_layer
     per_block = (3 * C * C + 3 * C) + (C * C + C) + (C * F_ + F_ + F_ * C + C) + 2 * 2 * C
@@ -778,11 +858,44 @@ print(f"formula: {count_parameters(cfg):,}   counted: {sum(p.numel() for p in mo
 
 
 # %% tags=["check"]
+def count_without_building(count_fn, cfg):
+    """count_fn(cfg), and whether it built a module while it ran (nn.Module.__init__ called)."""
+    import sys
+
+    built, init = [], nn.Module.__init__.__code__
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code is init:
+            built.append(frame.f_code.co_name)
+
+    before = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        n = count_fn(cfg)
+    finally:
+        sys.setprofile(before)
+    return n, bool(built)
+
+
 def check_parameter_count(count_fn):
-    for kw in [dict(), dict(positional="sinusoidal"), dict(d_ff=24, n_layer=3), dict(vocab_size=50, n_head=1)]:
-        c = ModelConfig(**{**dict(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=16), **kw})
+    """Against the model's own count (a shared tensor counted once), for sizes varied one or two at a time."""
+    base = dict(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=16)
+    variations = [
+        dict(),
+        dict(positional="sinusoidal"),
+        dict(d_ff=24, n_layer=3),
+        dict(vocab_size=50, n_head=1),
+        dict(d_model=8, max_len=5),
+        dict(d_model=24, n_head=3, d_ff=40, n_layer=1, max_len=11),
+        dict(d_model=12, n_head=4, vocab_size=7, positional="sinusoidal"),
+        dict(vocab_size=1000, max_len=64, n_layer=4, n_head=4, d_model=64, d_ff=200),
+    ]
+    for kw in variations:
+        c = ModelConfig(**{**base, **kw})
         actual = sum(p.numel() for p in Transformer(c).parameters())  # a tied weight is counted once
-        assert count_fn(c) == actual, f"formula gives {count_fn(c)}, the model has {actual} parameters ({kw})"
+        n, built = count_without_building(count_fn, c)
+        assert not built, "count_parameters built a module: the count must come from the sizes in cfg alone"
+        assert n == actual, f"formula gives {n}, the model has {actual} parameters ({kw})"
 
 
 check_parameter_count(count_parameters)
@@ -826,7 +939,7 @@ def check_labels(make_labels_fn):
     ids = torch.tensor([[BOS, 10, 11, SEP, 20, 21, EOS, PAD]])
     got = make_labels_fn(ids, torch.tensor([4]), PAD).tolist()[0]
     assert got == [-100, -100, -100, 20, 21, EOS, -100, -100], (
-        f"got {got}: labels are the next token (shifted by one), -100 where the next token is source or padding"
+        f"got {got} for the worked example (prefix of 4, one <pad> at the end)"
     )
     # and by loops on a random batch
     torch.manual_seed(8)
@@ -1016,7 +1129,7 @@ def check_kv_cache(forward_cached_fn, model):
             full = model(torch.tensor([seq]), torch.tensor([len(prefix)]))[0, -1]
             assert torch.allclose(logits[0, -1], full, atol=1e-4), (
                 f"step {step}: cached logits drift from full recomputation (max diff "
-                f"{(logits[0, -1] - full).abs().max():.2e}): check the new token's position and that the cache grows"
+                f"{(logits[0, -1] - full).abs().max():.2e})"
             )
     assert greedy_translate(model, prefix, 8) == greedy_translate(model, prefix, 8, use_cache=False)
 

@@ -12,6 +12,21 @@ CATALOGUE = [
     ),
     ("02", "2.1", "frequencies over max_len", [("(-math.log(10000.0) / d_model)", "(-math.log(10000.0) / max_len)")]),
     ("02", "2.1", "positions counted from 1", [("torch.arange(max_len, dtype", "torch.arange(1, max_len + 1, dtype")]),
+    (
+        "02",
+        "2.1",
+        "wavelengths only up to 100 times 2 pi (exponent i/d)",
+        [("(-math.log(10000.0) / d_model)", "(-math.log(10000.0) / (2 * d_model))")],
+    ),
+    (
+        "02",
+        "2.1",
+        "sines and cosines side by side, not in pairs",
+        [
+            ("table[:, 0::2] = torch.sin(pos * freq)", "table[:, : d_model // 2] = torch.sin(pos * freq)"),
+            ("table[:, 1::2] = torch.cos(pos * freq)", "table[:, d_model // 2 :] = torch.cos(pos * freq)"),
+        ],
+    ),
     ("02", "2.2", "no 1/sqrt(d_k)", [("k.transpose(-2, -1) / math.sqrt(q.size(-1))", "k.transpose(-2, -1)")]),
     ("02", "2.2", "softmax over the wrong axis", [("scores.softmax(dim=-1)", "scores.softmax(dim=-2)")]),
     (
@@ -126,6 +141,21 @@ CATALOGUE = [
     ("02", "2.7", "ln1 used twice", [("return x + self.ffn(self.ln2(x))", "return x + self.ffn(self.ln1(x))")]),
     (
         "02",
+        "2.7",
+        "parallel sub-layers: the feed-forward reads the stream from before attention",
+        [
+            ("x = x + self.attn(self.ln1(x), mask)", "h = x + self.attn(self.ln1(x), mask)"),
+            ("return x + self.ffn(self.ln2(x))", "return h + self.ffn(self.ln2(x))"),
+        ],
+    ),
+    (
+        "02",
+        "2.7",
+        "mask not passed to attention",
+        [("x = x + self.attn(self.ln1(x), mask)", "x = x + self.attn(self.ln1(x))")],
+    ),
+    (
+        "02",
         "2.8",
         "head not tied",
         [("self.lm_head.weight = self.tok_emb.weight  # weight tying", "pass  # weight tying")],
@@ -145,6 +175,23 @@ CATALOGUE = [
     ("02", "2.9", "biases forgotten", [("(3 * C * C + 3 * C) + (C * C + C)", "(3 * C * C) + (C * C)")]),
     ("02", "2.9", "tied head counted twice", [("return V * C + positions", "return 2 * V * C + positions")]),
     ("02", "2.9", "final LayerNorm forgotten", [("L * per_block + 2 * C", "L * per_block")]),
+    (
+        "02",
+        "2.9",
+        "learned positions counted for sinusoidal too",
+        [('positions = cfg.max_len * C if cfg.positional == "learned" else 0', "positions = cfg.max_len * C")],
+    ),
+    (
+        "02",
+        "2.9",
+        "the model built and counted, not derived",
+        [
+            (
+                "    V, C, F_, L = cfg.vocab_size, cfg.d_model, cfg.d_ff, cfg.n_layer",
+                "    return sum(p.numel() for p in Transformer(cfg).parameters())",
+            )
+        ],
+    ),
     ("02", "2.10", "labels not shifted", [("labels[:, :-1] = ids[:, 1:]", "labels[:, :] = ids")]),
     ("02", "2.10", "loss on source tokens", [("labels[next_pos[None, :] < prefix_len[:, None]] = -100", "pass")]),
     ("02", "2.10", "padding kept as a target", [("labels[labels == pad_id] = -100", "pass")]),

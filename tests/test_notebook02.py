@@ -17,7 +17,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from conftest import solved
 
-from helpers.course.notebooks import code_cells, exec_cells
+from helpers.course import exercises
+from helpers.course.notebooks import _read_py, code_cells, exec_cells
 from helpers.nn import model as pkg
 
 pytestmark = pytest.mark.notebook  # every test here reads the solved notebook's run
@@ -90,6 +91,38 @@ def sinusoidal_sin_cos_swapped(max_len, d_model):
     return table
 
 
+def _table(max_len, d_model, *, exponent=1.0, start=0, sign=1.0, interleaved=True):
+    """The sinusoidal table with one thing changed (the defaults give the right table)."""
+    pos = torch.arange(start, start + max_len, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-exponent * math.log(10000.0) / d_model))
+    sin, cos = torch.sin(sign * pos * freq), torch.cos(sign * pos * freq)
+    if interleaved:
+        return torch.stack((sin, cos), dim=-1).flatten(-2)
+    return torch.cat((sin, cos), dim=-1)
+
+
+def sinusoidal_exponent_halved(max_len, d_model):  # wavelengths only up to 100 * 2 pi
+    return _table(max_len, d_model, exponent=0.5)
+
+
+def sinusoidal_from_position_one(max_len, d_model):
+    return _table(max_len, d_model, start=1)
+
+
+def sinusoidal_turning_backwards(max_len, d_model):
+    return _table(max_len, d_model, sign=-1.0)
+
+
+def sinusoidal_side_by_side(max_len, d_model):
+    return _table(max_len, d_model, interleaved=False)
+
+
+def sinusoidal_speeds_over_max_len(max_len, d_model):
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / max_len))
+    return torch.stack((torch.sin(pos * freq), torch.cos(pos * freq)), dim=-1).flatten(-2)
+
+
 def causal_mask_transposed(T):
     return torch.triu(torch.ones(T, T, dtype=torch.bool))
 
@@ -142,6 +175,26 @@ def count_with_untied_head(cfg):
     return 2 * V * C + positions + L * per_block + 2 * C
 
 
+def count_positions_always(cfg):
+    V, C, F_, L = cfg.vocab_size, cfg.d_model, cfg.d_ff, cfg.n_layer
+    per_block = (3 * C * C + 3 * C) + (C * C + C) + (C * F_ + F_ + F_ * C + C) + 4 * C
+    return V * C + cfg.max_len * C + L * per_block + 2 * C
+
+
+def count_one_qkv_per_head(cfg):  # heads counted as if each had its own full-width q/k/v
+    V, C, F_, L, H = cfg.vocab_size, cfg.d_model, cfg.d_ff, cfg.n_layer, cfg.n_head
+    per_block = H * (3 * C * C + 3 * C) + (C * C + C) + (C * F_ + F_ + F_ * C + C) + 4 * C
+    positions = cfg.max_len * C if cfg.positional == "learned" else 0
+    return V * C + positions + L * per_block + 2 * C
+
+
+def count_d_ff_assumed_4c(cfg):
+    V, C, L = cfg.vocab_size, cfg.d_model, cfg.n_layer
+    per_block = (3 * C * C + 3 * C) + (C * C + C) + (8 * C * C + 5 * C) + 4 * C
+    positions = cfg.max_len * C if cfg.positional == "learned" else 0
+    return V * C + positions + L * per_block + 2 * C
+
+
 def make_buggy_classes(ns):
     """Subclasses of the notebook's own modules, each with one mistake."""
     MHA, FFN, Block, Transformer = ns["MultiHeadAttention"], ns["FeedForward"], ns["Block"], ns["Transformer"]
@@ -178,6 +231,25 @@ def make_buggy_classes(ns):
         def forward(self, x, mask=None):
             x = x + self.ln1(self.attn(x, mask))
             return x + self.ln2(self.ffn(x))
+
+    class Parallel(Block):  # the feed-forward reads the stream from before attention's update
+        def forward(self, x, mask=None):
+            return x + self.attn(self.ln1(x), mask) + self.ffn(self.ln2(x))
+
+    class MaskDropped(Block):
+        def forward(self, x, mask=None):
+            x = x + self.attn(self.ln1(x))
+            return x + self.ffn(self.ln2(x))
+
+    class FeedForwardFirst(Block):
+        def forward(self, x, mask=None):
+            x = x + self.ffn(self.ln2(x))
+            return x + self.attn(self.ln1(x), mask)
+
+    class FinalNorm(Block):  # a LayerNorm on the stream on the way out
+        def forward(self, x, mask=None):
+            x = x + self.attn(self.ln1(x), mask)
+            return self.ln2(x + self.ffn(self.ln2(x)))
 
     class NoPositions(Transformer):
         def embed(self, ids, start=0):
@@ -249,6 +321,11 @@ def test_every_check_cell_passes_as_written(nb):
         ("check_attention", "attention", attention_mask_after_softmax),
         ("check_attention", "attention", attention_mask_zero_not_minus_inf),
         ("check_sinusoidal", "sinusoidal_positions", sinusoidal_sin_cos_swapped),
+        ("check_sinusoidal", "sinusoidal_positions", sinusoidal_exponent_halved),
+        ("check_sinusoidal", "sinusoidal_positions", sinusoidal_from_position_one),
+        ("check_sinusoidal", "sinusoidal_positions", sinusoidal_turning_backwards),
+        ("check_sinusoidal", "sinusoidal_positions", sinusoidal_side_by_side),
+        ("check_sinusoidal", "sinusoidal_positions", sinusoidal_speeds_over_max_len),
         ("check_causal_mask", "causal_mask", causal_mask_transposed),
         ("check_causal_mask", "causal_mask", causal_mask_without_self),
         ("check_prefix_lm_mask", "prefix_lm_mask", prefix_mask_on_queries),
@@ -258,6 +335,9 @@ def test_every_check_cell_passes_as_written(nb):
         ("check_labels", "make_labels", labels_keep_padding),
         ("check_parameter_count", "count_parameters", count_without_biases),
         ("check_parameter_count", "count_parameters", count_with_untied_head),
+        ("check_parameter_count", "count_parameters", count_positions_always),
+        ("check_parameter_count", "count_parameters", count_one_qkv_per_head),
+        ("check_parameter_count", "count_parameters", count_d_ff_assumed_4c),
     ],
     ids=lambda v: v.__name__ if callable(v) else None,
 )
@@ -276,6 +356,10 @@ def test_check_catches_buggy_function(nb, check, name, buggy):
         ("check_block", "Block", "NoResidual"),
         ("check_block", "Block", "PostLN"),
         ("check_block", "Block", "NormOnOutput"),
+        ("check_block", "Block", "Parallel"),
+        ("check_block", "Block", "MaskDropped"),
+        ("check_block", "Block", "FeedForwardFirst"),
+        ("check_block", "Block", "FinalNorm"),
         ("check_model", "Transformer", "NoPositions"),
         ("check_model", "Transformer", "Untied"),
     ],
@@ -284,6 +368,65 @@ def test_check_catches_buggy_module(nb, check, name, bug):
     buggy = make_buggy_classes(nb[1])[bug]
     with pytest.raises(AssertionError):
         rerun_check(nb, check, **{name: buggy})
+
+
+def test_the_parameter_count_check_refuses_a_count_that_builds_the_model(nb):
+    """Building the model and summing its tensors gives the right number, and still fails: it derives nothing."""
+
+    def count_by_building(cfg):
+        return sum(p.numel() for p in nb[1]["Transformer"](cfg).parameters())
+
+    cfg = pkg.ModelConfig(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=16)
+    assert count_by_building(cfg) == nb[1]["count_parameters"](cfg)  # the right number
+    with pytest.raises(AssertionError, match="built a module"):
+        rerun_check(nb, "check_parameter_count", count_parameters=count_by_building)
+
+
+def test_the_checks_of_the_derivation_exercises_accept_other_correct_solutions(nb):
+    """2.1 and 2.7 are checked by their properties, not by one way of writing them: other correct code passes."""
+
+    def table_by_rotation(max_len, d_model):  # row by row, turning each pair as property 2 says
+        speeds = [10000.0 ** (-2 * i / d_model) for i in range(d_model // 2)]
+        rows = [[0.0, 1.0] * (d_model // 2)]
+        for _ in range(max_len - 1):
+            row = []
+            for i, w in enumerate(speeds):
+                a, b = rows[-1][2 * i], rows[-1][2 * i + 1]
+                row += [a * math.cos(w) + b * math.sin(w), b * math.cos(w) - a * math.sin(w)]
+            rows.append(row)
+        return torch.tensor(rows)
+
+    rerun_check(nb, "check_sinusoidal", sinusoidal_positions=table_by_rotation)
+
+    class KeywordBlock(nb[1]["Block"]):  # sub-layers called with keyword arguments
+        def forward(self, x, mask=None):
+            h = x + self.attn(x=self.ln1(x), mask=mask)
+            return h + self.ffn(x=self.ln2(h))
+
+    rerun_check(nb, "check_block", Block=KeywordBlock)
+
+
+def test_the_derivation_exercises_do_not_show_what_they_ask_for():
+    """Issue 37, "no retyping": the student copy of 2.1, 2.7 and 2.9 states properties, not the formula or the lines."""
+    copy = exercises.student_notebook(_read_py(NOTEBOOK))
+    text = "\n".join(cell.source for cell in copy.cells)
+    shown = [
+        "10000^{2i/d}",  # 2.1: the angle's formula, as LaTeX, as a docstring or as code
+        "10000^(2i/d)",
+        "10000 ** (2 * i / d)",
+        "sin(p /",
+        "\\sin(p",
+        "x + attn(ln1(x))",  # 2.7: the two lines
+        "x + ffn(ln2(x))",
+        "self.attn(self.ln1(",
+        "3C^2",  # 2.9: the counts, term by term
+        "CF + F",
+        "3 * C * C",
+        "2 \\cdot 2C",
+    ]
+    found = [s for s in shown if s in text]
+    assert not found, f"the student copy of notebook 02 shows {found}"
+    assert "Exercise 2.1" in text and "Exercise 2.7" in text and "Exercise 2.9" in text  # the search has its target
 
 
 @pytest.mark.parametrize(
