@@ -251,3 +251,68 @@ class ResultsCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(json.dumps(self.rows, default=str) + "\n", self.path)
         return row
+
+
+# --- the student's hyperparameter study: the settings chosen, checked before anything trains ----------------
+
+STUDY_FIELDS = (*SWEEP_FIELDS, "seed")  # a second seed of a setting measures the spread between runs
+
+
+def choose_settings(
+    chosen, menu: dict[str, dict], budget: int, *, at_least: int = 2, reference: str = "vanilla"
+) -> dict[str, dict]:
+    """The settings a student chose for a study, checked against ``menu`` and the budget: {name: changes}.
+
+    ``chosen`` is a list of names from ``menu`` (name -> the fields it changes); the reference row is not one of
+    them (it is trained anyway and costs nothing). Everything wrong is refused at once, with what to do, before
+    anything trains, and nothing is dropped or cut silently: a name not on the menu, a name chosen twice, fewer
+    than ``at_least`` settings, more than ``budget`` (runs of the same length), or a menu entry that changes a
+    field outside :data:`STUDY_FIELDS` (the budget itself, say).
+    """
+    import difflib
+
+    if isinstance(chosen, (str, dict)) or not isinstance(chosen, (list, tuple)):
+        raise ValueError(
+            f"the settings to try must be a list of names from the menu, like {list(menu)[:2]}; got "
+            f"{type(chosen).__name__} {chosen!r}."
+        )
+    problems = []
+    not_text = [c for c in chosen if not isinstance(c, str)]
+    if not_text:
+        problems.append(f"{not_text} are not names: write each setting as its name in quotes, as the menu prints it")
+    names = [c for c in chosen if isinstance(c, str)]
+    repeated = sorted({c for c in names if names.count(c) > 1})
+    if repeated:
+        problems.append(f"{repeated} chosen more than once: each setting runs once, so remove the repeats")
+    unknown = [c for c in dict.fromkeys(names) if c not in menu]
+    for name in unknown:
+        if name == reference:
+            problems.append(f"{name!r} is the reference row: it is trained anyway and compared with every setting")
+            continue
+        close = difflib.get_close_matches(name, list(menu), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        problems.append(f"{name!r} is not on the menu{hint}")
+    if any(name != reference for name in unknown):
+        problems.append(f"the menu's names are {list(menu)}; add a new setting to the menu first if you want one")
+    for name in dict.fromkeys(names):
+        if name in menu:
+            bad = sorted(set(menu[name]) - set(STUDY_FIELDS))
+            if bad:
+                problems.append(
+                    f"menu entry {name!r} changes {bad}: a study compares settings at the same budget, so a setting "
+                    f"may change only {list(STUDY_FIELDS)}"
+                )
+    count = len(dict.fromkeys(names))
+    if count < at_least:
+        problems.append(
+            f"{count} setting{'s' if count != 1 else ''} chosen: choose at least {at_least}, so that the study "
+            "compares settings with each other and not one run with the reference alone"
+        )
+    if len(chosen) > budget:
+        problems.append(
+            f"{len(chosen)} settings chosen but the budget is {budget} runs: remove {len(chosen) - budget} "
+            "(the reference row is already trained and does not count)"
+        )
+    if problems:
+        raise ValueError("The study's settings cannot run:\n- " + "\n- ".join(problems) + ".")
+    return {name: dict(menu[name]) for name in names}

@@ -29,7 +29,8 @@
 # 6. **Positions and embeddings trained**: none, learned, sinusoidal, rotary, ALiBi; token embeddings started
 #    from a pretrained language model's.
 # 7. **Span-corruption pretraining** on unpaired sentences, then translation from 1k, 5k, 20k or all pairs.
-# 8. **A hyperparameter study** (not "train longer": every setting gets the same minutes).
+# 8. **A hyperparameter study** that you design within a budget of runs (not "train longer": every setting gets
+#    the same minutes), and the paragraph that reports it, which you write.
 #
 # Each **Question 5.N** has a *Your answer* cell for your report, and a code cell under it where you compute
 # what supports your answer.
@@ -45,12 +46,11 @@
 # are *chosen* on the validation split (`BLEU valid`); the new-sentence test set (`BLEU new`, sentences unlike
 # the training file, the score that says what a user meets) is reported beside it and never used to choose.
 #
-# **How to run.** On Colab with a T4, *Run all* (about 80 minutes, an estimate not yet measured on a T4: 23
-# runs of 3 minutes plus scoring); say yes to Google Drive and each finished row is kept there, so a
+# **How to run.** On Colab with a T4, *Run all* (about 60 to 75 minutes, an estimate not yet measured on a T4:
+# 15 runs of 3 minutes, plus the 3 to 6 of your study in section 8, plus scoring); say yes to Google Drive and each finished row is kept there, so a
 # disconnect costs at most the row in progress. Quick mode (`python -m helpers run-notebooks --only 05`, the
 # tests) runs every code path on the synthetic built-in corpus with tiny models in a few minutes on two CPU
-# cores: its numbers say that the code runs and learns, not which variant is better. Measured 15-minute
-# CPU runs of each variant on Tatoeba are in `benchmarks/RESULTS.md`.
+# cores: its numbers say that the code runs and learns, not which variant is better.
 #
 # Figures go to `reports/figures/05_*.pdf` and `.png`, every row to `reports/metrics/05_variants.json`.
 
@@ -169,7 +169,7 @@ ROWS: dict[str, dict] = {}  # every row of every table, for 05_variants.json
 
 def run_row(label: str, **changes) -> dict:
     """Train BASE with `changes` for the same budget and score it (helpers.experiments.run_variant)."""
-    cfg = C.preset_config(PRESET, seed=SEED, **BUDGET, **changes)
+    cfg = C.preset_config(PRESET, **{"seed": SEED, **BUDGET, **changes})  # a setting may change the seed
     row = CACHE.run(
         label,
         {**FINGERPRINT, "changes": changes},
@@ -224,7 +224,7 @@ mine = synthesizer_weights(x, layer.w1, layer.w2, layer.b2, 2, mask)
 _, theirs = layer(x, mask, return_weights=True)
 assert torch.allclose(mine, theirs, atol=1e-6), "the notebook's synthesizer and helpers.nn.variants disagree"
 assert torch.allclose(mine.sum(-1), torch.ones(2, 2, 9)) and (mine.masked_select(~mask.expand_as(mine)) == 0).all()
-# where query t looks does not depend on the other tokens: change token 2, rows 3.. keep their weights
+# which tokens a row of weights is computed from: change token 2, then compare row 2 and the rows after it
 y = x.clone()
 y[:, 2] += 1.0
 moved = synthesizer_weights(y, layer.w1, layer.w2, layer.b2, 2, mask)
@@ -245,7 +245,7 @@ print(
 # ### What a synthesizer head can learn
 
 # %% [markdown] tags=["question"]
-# **Question 5.1.** A synthesizer head computes where query *t* looks from $x_t$ alone. Can it learn (a) to
+# **Question 5.1 (2 points).** A synthesizer head computes where query *t* looks from $x_t$ alone. Can it learn (a) to
 # read the previous token, (b) to read the earlier position that holds the same word as the query (to copy a
 # name, say)? For (a), what must $x_t$ contain? Support your answer with the cell below.
 
@@ -288,10 +288,23 @@ for name, weights_of in heads.items():
 # attention (paired bootstrap p = 0.001; `benchmarks/RESULTS.md`, "Notebook 05's variants"), presumably
 # because short sentences with an English-like word order rarely need (b).
 
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 5.1 (2 points).**
+# - **2 points:** (a) yes, given a position in $x_t$ (learned or sinusoidal): one learned lookup per position, column
+#   *t* − 1; without positions not in the first layer. (b) no: column *j*'s score does not depend on $x_j$, so it can
+#   copy only from a position fixed in advance; cites the swap (synthesizer weights unchanged, dot-product weights
+#   move).
+# - **1 point:** one part right, or both answers without the reason (what $x_t$ must contain, or that the score of key
+#   *j* ignores $x_j$).
+# - **0 points:** says the synthesizer finds a word by its content as a dot-product head does, or that it cannot read
+#   the previous token at all.
+#
+# *Key phrases:* "fixed in advance", "lookup per position"
+
 # %% [markdown]
 # ## 2. A Perceiver-style bottleneck, kept causal · Exercise 5.2 (2 points)
 #
-# Self-attention over ℓ positions costs ℓ² per layer. A **bottleneck** (Jaegle et al., 2021) cross-attends from
+# Self-attention compares every position with every other, in every layer. A **bottleneck** (Jaegle et al., 2021) cross-attends from
 # the ℓ inputs *down* to *m* learned latent vectors, runs the middle layers on the *m* latents only, and
 # cross-attends back *up* to the ℓ positions (whose queries are the inputs themselves, so each position keeps its
 # own token through the residual).
@@ -302,20 +315,45 @@ for name, weights_of in heads.items():
 # sentence is invisible to every later position.
 #
 # **One rule for every mask.** Give each vector a *horizon*, the last input position it may have read: position
-# *t* has horizon *t*; latent *i* gets horizon ⌊*i*·ℓ/*m*⌋, spread over the whole block. A query may read a key if
-# everything the key has read is visible to the query: key horizon ≤ query horizon, *or* the key has read only
-# the French source (which every position may see). With positions only, this is exactly notebook 02's prefix
-# mask; applied to latents it keeps the bottleneck causal. Write the rule as a mask below; the cell checks it
-# against notebook 02's mask and against the masks the model uses.
+# *t* has horizon *t*; latent *i* gets horizon ⌊*i*·ℓ/*m*⌋, spread over the whole block. A vector with horizon
+# *h* may have read the inputs at positions ≤ *h*, and, like every position, the whole French source (the first
+# *P* positions of its sequence, `<sep>` included; *P* differs from sentence to sentence). The rule: **a query
+# may read a key when everything the key may have read is visible to the query.**
+#
+# Your task has two parts; the text gives neither the comparison nor the masks, so work them out on paper first.
+#
+# 1. `may_read`: turn the rule into a comparison of the two horizons and *P* (write both sets of inputs down;
+#    the rule is an inclusion between them, and it holds in two cases).
+# 2. `bottleneck_masks`: the bottleneck's three masks for a block of ℓ positions and *m* latents, built from
+#    the horizons with your rule: **down** (the latents read the inputs), **middle** (latents read latents) and
+#    **up** (the positions read the latents); each mask is (queries, keys).
+#
+# The cell checks that with positions alone your rule gives notebook 02's prefix mask, and that your three masks
+# are the ones the model uses (for *m* dividing ℓ and not).
 
 
 # %%
 def may_read(q_horizon, k_horizon, prefix_len):
-    """(B, 1, Tq, Tk) bool: a query may read a key iff key horizon <= query horizon or key horizon < prefix_len."""
+    """q_horizon (Tq,), k_horizon (Tk,), prefix_len (B,): P of each sequence -> (B, 1, Tq, Tk) bool, True where
+    the query (its horizon) may read the key (its horizon) under the rule above."""
     # BEGIN SOLUTION
     ok = k_horizon[None, None, :] <= q_horizon[None, :, None]  # (1, Tq, Tk)
     source_only = k_horizon[None, None, :] < prefix_len[:, None, None]  # (B, 1, Tk): the key read only French
     return (ok | source_only)[:, None]
+    # END SOLUTION
+
+
+def bottleneck_masks(m, ell, prefix_len):
+    """m latents over a block of ell positions, prefix_len (B,) -> {"down": (B, 1, m, ell), "middle": (B, 1, m, m),
+    "up": (B, 1, ell, m)} bool, each mask (queries, keys), built with may_read."""
+    # BEGIN SOLUTION
+    latents = torch.arange(m) * ell // m  # latent i: horizon floor(i * ell / m)
+    positions = torch.arange(ell)
+    return {
+        "down": may_read(latents, positions, prefix_len),
+        "middle": may_read(latents, latents, prefix_len),
+        "up": may_read(positions, latents, prefix_len),
+    }
     # END SOLUTION
 
 
@@ -331,17 +369,26 @@ pos = torch.arange(6)
 assert torch.equal(may_read(pos, pos, plens), M.build_attention_mask(6, plens)), "positions: notebook 02's mask"
 # the bottleneck's three masks on a small block (12 positions, 4 latents), saved from the model's own masks
 saved = reference("05_bottleneck_masks.json")
-lat, pos12, plen12 = (torch.tensor(saved[k]) for k in ("latent_horizons", "positions", "prefix_len"))
-for name, (q_h, k_h) in {"down": (lat, pos12), "middle": (lat, lat), "up": (pos12, lat)}.items():
-    got, want = may_read(q_h, k_h, plen12), torch.tensor(saved[name], dtype=torch.bool)
-    assert got.shape == want.shape, f"{name}: shape {tuple(got.shape)}, expected (B, 1, Tq, Tk) = {tuple(want.shape)}"
-    assert torch.equal(got, want), f"{name} (queries {q_h.tolist()}, keys {k_h.tolist()}): not the model's mask"
+plen12 = torch.tensor(saved["prefix_len"])
+mine = bottleneck_masks(4, 12, plen12)
+assert isinstance(mine, dict) and set(mine) == {"down", "middle", "up"}, "return a dict with 'down', 'middle', 'up'"
+for name in ("down", "middle", "up"):
+    got, want = mine[name], torch.tensor(saved[name], dtype=torch.bool)
+    assert got.shape == want.shape, f"{name}: shape {tuple(got.shape)}, expected (B, 1, queries, keys) = {tuple(want.shape)}"  # fmt: skip
+    assert torch.equal(got, want), f"{name} (m = 4, ℓ = 12, P = {plen12.tolist()}): not the model's mask"
+# the same for blocks the saved file does not hold, against the model's masks computed now: m divides ℓ, or not
+for m_, ell_ in ((16, 96), (5, 12), (3, 10)):
+    plen_ = torch.tensor([1, ell_ // 3, ell_ - 1])
+    lat_, pos_ = VAR.latent_horizons(m_, ell_), torch.arange(ell_)
+    mine = bottleneck_masks(m_, ell_, plen_)
+    for name, (q_h, k_h) in {"down": (lat_, pos_), "middle": (lat_, lat_), "up": (pos_, lat_)}.items():
+        assert torch.equal(mine[name], VAR.read_mask(q_h, k_h, plen_)), f"{name} (m = {m_}, ℓ = {ell_}): not the model's mask"  # fmt: skip
 
 # %% [markdown]
 # ### The price of causality
 
 # %% [markdown] tags=["question"]
-# **Question 5.2.** Position *t* reads the English written so far only through the latents it may read
+# **Question 5.2 (2 points).** Position *t* reads the English written so far only through the latents it may read
 # (horizon ≤ *t*), and its own token through the residual. With ℓ = 96 and *m* = 16, how many of the most
 # recent inputs up to *t*, at worst, reach position *t* through no latent? Derive it in ℓ and *m*, count it
 # from the horizons, and say what you expect it to do to the bottleneck's translations.
@@ -358,13 +405,25 @@ print(f"position {t}: the last input it reads through a latent is {int(ours[ours
 # %% [markdown] tags=["answer"]
 # **Model answer.** The horizons are the multiples of ℓ/*m* = 6 (0, 6, …, 90). Position *t* = 6*k* + *r*
 # reads latents up to horizon 6*k*, so the inputs 6*k* + 1, …, *t* reach it through no latent: *r* of them, at
-# worst ℓ/*m* − 1 = **5** (at *t* = 6*k* + 5; ⌈ℓ/*m*⌉ − 1 when *m* does not divide ℓ). The last of them is *t*
+# worst ℓ/m − 1 = **5** (at *t* = 6*k* + 5; ⌈ℓ/*m*⌉ − 1 when *m* does not divide ℓ). The last of them is *t*
 # itself, carried by the residual; the four before it are not read at all. In code,
 # `max(t - int(ours[ours <= t].max()) for t in range(96))` gives 5. A translator that cannot see the last
 # words it wrote repeats or drops words, so expect the bottleneck's BLEU to show this more than the compression
 # of the past into *m* vectors. Measured (`benchmarks/RESULTS.md`, "Notebook 05's variants", 15 CPU minutes on
 # Tatoeba): the 16-latent bottleneck lost 9.6 BLEU on new sentences (21.65 against 31.28, p = 0.001), and
 # its validation loss stayed at 1.430 against 0.990.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 5.2 (2 points).**
+# - **2 points:** horizons are the multiples of ℓ/m = 6; at worst ℓ/m − 1 = 5 recent inputs reach *t* through no
+#   latent (the newest is *t* itself, by the residual, so the four before it are not read at all); counted from the
+#   horizons; expects repeated or dropped words, a BLEU loss.
+# - **1 point:** the right count without the derivation in ℓ and *m* (or the derivation with an off-by-one), or no
+#   expectation for the translations.
+# - **0 points:** says every input reaches *t* through some latent, or counts the 80 inputs past *m* − 1 (the course's
+#   version, not the spread horizons).
+#
+# *Key phrases:* "ℓ/m − 1", "not read at all"
 
 # %% [markdown]
 # ### The leakage tests, live
@@ -417,7 +476,7 @@ assert all(all(r.values()) for r in checks.values()), "a variant leaks the futur
 # ### What the bottleneck saves: derived, then measured
 
 # %% [markdown] tags=["question"]
-# **Question 5.3.** Count the multiply-adds of one forward pass (×2 for FLOPs) with *L* layers, width *d*,
+# **Question 5.3 (3 points).** Count the multiply-adds of one forward pass (×2 for FLOPs) with *L* layers, width *d*,
 # feed-forward width *F* = 4*d*, *h* heads and sequence length ℓ: for the plain model, and for the bottleneck
 # with *m* latents (down, *L* − 2 middle layers, up). How do the time and the memory of the attention weights
 # kept for the backward pass grow with ℓ, for each? The cells after your answer measure both.
@@ -455,6 +514,18 @@ print(f"growth when ℓ doubles: plain ×{weights_kept(512) / weights_kept(256):
 # the ℓ² term is about 3 % of a layer's work, which is why the bottleneck saved no time there
 # (`benchmarks/RESULTS.md`: it ran 20 % slower than the plain model).
 
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 5.3 (3 points).**
+# - **3 points:** plain: $4\ell d^2 + 2\ell^2 d + 2\ell dF$ per layer, $L h \ell^2$ attention weights kept;
+#   bottleneck: down and up linear in ℓ, the $L-2$ middle layers independent of ℓ, weights $h(2m\ell + (L-2)m^2)$; so
+#   time and memory grow as ℓ² for the plain model against ℓ for the bottleneck (×4 against about ×2 per doubling).
+# - **2 points:** both growth rates right, with a count that misses a term (the projections, the feed-forward, or the
+#   middle layers' $m^2$).
+# - **1 point:** the plain model's ℓ² only, or the growth rates stated without any count.
+# - **0 points:** says the bottleneck removes the dependence on ℓ altogether, or that both grow alike.
+#
+# *Key phrases:* "ℓ² for the plain", "independent of ℓ"
+
 # %% [markdown]
 # The measurement: one training-mode forward pass at each length (median of 3), and the bytes of activations
 # autograd keeps for the backward pass, the weights left out (`helpers.experiments.saved_bytes`: the same on
@@ -491,14 +562,16 @@ for name, rows in complexity.items():
     print(growth_verdict(name, "memory (measured: all saved tensors; derived: the attention weights)", slopes["bytes"], slopes["attention_bytes"]))  # fmt: skip
 if QUICK:
     print("Quick mode: a small model on a shared CPU, so the times include fixed overheads and move from run to run; "
-          "the bytes are exact. The attention weights are derived alone; the other activations grow as ℓ.")  # fmt: skip
+          "the bytes are exact. Only the attention weights are derived; the measured bytes hold every saved tensor.")  # fmt: skip
 plain_mem = X.local_slopes(LENGTHS, [r["bytes"] for r in complexity["plain"]])[-1]
 neck_mem = X.local_slopes(LENGTHS, [r["bytes"] for r in complexity["bottleneck m=16"]])[-1]
-assert plain_mem > 1.4 and neck_mem < 1.25, "memory should grow ~quadratically (plain) and ~linearly (bottleneck)"
+assert plain_mem > 1.4 and neck_mem < 1.25, (
+    f"measured memory growth per doubling of ℓ out of range: plain 2^{plain_mem:.2f}, bottleneck 2^{neck_mem:.2f}"
+)
 
 # %% [markdown]
 # **Does the measured growth follow the derivation?** On log-log axes a power law is a straight line whose
-# slope is the power: 2 for the plain model's attention, 1 for the bottleneck.
+# slope is the power; the grey lines have slopes 1 and 2.
 
 # %%
 fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -528,7 +601,7 @@ fig.tight_layout()
 plotting.save_figure(
     fig,
     "05_complexity",
-    question="Does the time and memory of a forward pass grow as the derivation says, ℓ² for the plain model and ℓ for the bottleneck?",
+    question="Do the time and memory of a forward pass grow with ℓ as derived in Question 5.3, for the plain model and for the bottleneck?",
     caption=f"Measured points and derived lines against sequence length, log-log; grey lines have slopes 1 and 2. Memory growth from ℓ={LENGTHS[-2]} to {LENGTHS[-1]}: 2^{plain_mem:.2f} (plain), 2^{neck_mem:.2f} (bottleneck).",
     numbers={"memory_slope_plain": round(plain_mem, 2), "memory_slope_bottleneck": round(neck_mem, 2)},
 )  # fmt: skip
@@ -619,7 +692,7 @@ for i, j in ((5, 2), (25, 22), (60, 57), (5, 3), (5, 5)):
 # ### Why the score is relative
 
 # %% [markdown] tags=["question"]
-# **Question 5.4.** Show that turning *q* by its position *i* and *k* by its position *j* makes $q \cdot k$
+# **Question 5.4 (2 points).** Show that turning *q* by its position *i* and *k* by its position *j* makes $q \cdot k$
 # depend on *i* − *j* only, whatever the two vectors are. Which property of rotations does it use, and why does
 # it let generation keep a cache of rotated keys?
 
@@ -643,19 +716,36 @@ for shift in (0, 10, 100):
 # stays valid as generation moves on: each new query is rotated by its own position and meets the old keys
 # at the right relative angles.
 
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 5.4 (2 points).**
+# - **2 points:** $(R(i\theta)q)^\top R(j\theta)k = q^\top R((j-i)\theta)k$, pair by pair: a rotation's transpose is
+#   its inverse and rotations in a plane add their angles; a key's rotation depends only on its own position, so
+#   cached rotated keys stay valid.
+# - **1 point:** the algebra without naming the property, or no reason for the cache.
+# - **0 points:** argues from the cell's numbers alone, or says the score depends on *i* and *j* separately.
+#
+# *Key phrases:* "transpose is its inverse", "add their angles"
+
 # %% [markdown]
 # ### Exercise 5.4 · ALiBi's distance penalty (2 points)
 #
-# ALiBi (Press et al., 2022) adds nothing to the tokens. Head *h* adds $-m_h\,(i - j)$ to the score of query
-# *i* for key *j*: nothing for itself, $-m_h$ for the previous token, $-2m_h$ for the one before. The slopes
-# $m_h$ form a geometric sequence that starts at $2^{-8/n_h}$ with that same ratio (for 8 heads:
-# 1/2, 1/4, …, 1/256), so some heads look far and some near. Write the bias of the paper's decoder for every
-# pair (*i*, *j*), keys after the query included (there the bias is positive; the causal mask removes them).
+# ALiBi (Press et al., 2022) adds nothing to the tokens. Head *h* adds to the score of query *i* for key *j* a
+# bias that is **linear in the signed distance** *i* − *j*, one expression for every pair: 0 for the query
+# itself and $-m_h$ for the previous token. Each head has its own slope $m_h$, so some heads look far and some
+# near. The paper fixes the slopes by three facts, for any number of heads $n_h$:
+#
+# - they form a geometric sequence, largest first, and its **first term equals its ratio**;
+# - the **last** slope is always $2^{-8} = 1/256$ (for 8 heads: 1/2, 1/4, …, 1/256).
+#
+# Derive $m_h$ for any $n_h$ from these facts (for 12 heads the slopes are not powers of ½), then write the
+# bias of the paper's decoder for every pair (*i*, *j*), **keys after the query included**: work out from the
+# linear form what it is there (the causal mask removes those keys, but your function must not).
 
 
 # %%
 def alibi_causal_bias(n_head: int, T: int) -> torch.Tensor:
-    """(nh, T, T): entry [h, i, j] is -m_h * (i - j), with m_h = 2 ** (-8 (h + 1) / nh) for h = 0 .. nh-1."""
+    """(nh, T, T): entry [h, i, j] is head h's bias for query i and key j, for every i and j (heads 0 .. nh-1,
+    largest slope first)."""
     # BEGIN SOLUTION
     slopes = 2.0 ** (-8.0 * torch.arange(1, n_head + 1) / n_head)  # (nh,): m_1 .. m_nh
     distance = torch.arange(T)[:, None] - torch.arange(T)[None, :]  # (T, T): i - j, negative above the diagonal
@@ -667,18 +757,22 @@ def alibi_causal_bias(n_head: int, T: int) -> torch.Tensor:
 two = alibi_causal_bias(2, 3)
 assert two.shape == (2, 3, 3), f"alibi_causal_bias(2, 3) has shape {tuple(two.shape)}, expected (nh, T, T) = (2, 3, 3)"
 assert torch.allclose(two.diagonal(dim1=1, dim2=2), torch.zeros(2, 3)), "a query's bias for itself must be 0"
-assert (two[:, 1, 0] < 0).all(), "the previous token must get a penalty −m_h, not a bonus: the bias is −m_h (i − j)"
-hand = torch.tensor([[0.0, 1, 2], [-1, 0, 1], [-2, -1, 0]])  # -(i - j), derived by hand
-assert torch.allclose(two[0], hand / 16) and torch.allclose(two[1], hand / 256), (
-    "two heads: slopes 2^(-8/2) = 1/16 and 2^(-16/2) = 1/256, and bias[h, i, j] = −m_h (i − j) for every (i, j), "
-    "keys after the query included (not the distance |i − j|)"
-)
+assert (two[:, 1, 0] < 0).all(), "the previous token must get a penalty −m_h, not a bonus"
 eight = alibi_causal_bias(8, 4)
 assert torch.allclose(-eight[:, 1, 0], 2.0 ** -torch.arange(1.0, 9.0)), "eight heads: slopes 1/2, 1/4, ..., 1/256"
-twelve = alibi_causal_bias(12, 5)
-slopes12 = -twelve[:, 1, 0]
-assert torch.allclose(slopes12[0], torch.tensor(2 ** (-8 / 12))), "the first slope is 2^(-8/nh)"
-assert torch.allclose(slopes12[1:] / slopes12[:-1], torch.full((11,), 2 ** (-8 / 12))), "the ratio is 2^(-8/nh)"
+for n_heads in (1, 2, 3, 12):  # the three facts, for numbers of heads the text gives no slopes for
+    slopes_n = -alibi_causal_bias(n_heads, 2)[:, 1, 0]
+    ratios = slopes_n[1:] / slopes_n[:-1]
+    assert torch.allclose(slopes_n[-1], torch.tensor(2.0**-8)), f"{n_heads} heads: the last slope must be 1/256"
+    assert torch.allclose(ratios, slopes_n[0].expand_as(ratios)), f"{n_heads} heads: a geometric sequence whose ratio is its first slope"  # fmt: skip
+for n_heads, T in ((2, 3), (12, 5)):  # every pair (i, j), keys after the query included
+    bias = alibi_causal_bias(n_heads, T)
+    step = bias[:, :, 1:] - bias[:, :, :-1]  # (nh, T, T - 1): the change one key further right, in every row
+    same_step = torch.allclose(step, step[:, :1, :1].expand_as(step), atol=1e-6)
+    assert same_step and torch.allclose(step[:, 0, 0], -bias[:, 1, 0]), (
+        f"{n_heads} heads, T = {T}: bias[h, i, j] must be one linear expression in i − j for every (i, j), keys after "
+        "the query included"
+    )
 print("ALiBi slopes for 8 heads:", [round(s, 4) for s in (-eight[:, 1, 0]).tolist()])
 print("head 0 of 8, the bias of query 3 for keys 0..3:", eight[0, 3].tolist())
 
@@ -686,7 +780,7 @@ print("head 0 of 8, the bias of query 3 for keys 0..3:", eight[0, 3].tolist())
 # ### What the model uses, and the paper's shortcut
 
 # %% [markdown] tags=["question"]
-# **Question 5.5.** The ALiBi paper's code adds $m_h\,j$ (the key's position only) to the scores instead of
+# **Question 5.5 (2 points).** The ALiBi paper's code adds $m_h\,j$ (the key's position only) to the scores instead of
 # $-m_h(i - j)$. Why does that give the same attention weights in a decoder? Our model's French source is read
 # in both directions, and the package (`helpers.nn.variants.alibi_bias`) uses $-m_h\,|i - j|$: would the paper's
 # shortcut, or your signed bias, give the same weights there?
@@ -717,6 +811,17 @@ for mask_name, allowed in (
 # toward the end of the sentence. So the package uses $-m_h|i - j|$, a penalty both ways, which is not a row
 # constant plus $m_h j$, and no key-only shortcut reproduces it; on the target (keys $j \le i$) it equals your
 # signed bias (`tests/test_notebook05.py` checks that).
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 5.5 (2 points).**
+# - **2 points:** $-m_h(i-j) = m_h j - m_h i$ and $m_h i$ is the same for every key of query *i*: a constant added to
+#   a whole row leaves softmax unchanged, under any mask; in the source the signed bias is a bonus that grows with the
+#   distance for later keys, so the package's $-m_h|i-j|$ is needed and no key-only shortcut gives it.
+# - **1 point:** the row-constant argument for the decoder, but no (or a wrong) answer for the bidirectional source.
+# - **0 points:** says the two biases give different weights in a decoder, or that $|i-j|$ equals the signed bias
+#   everywhere.
+#
+# *Key phrases:* "whole row", "bonus that grows"
 
 
 # %% [markdown]
@@ -848,9 +953,7 @@ for fr, _en in prepared.splits.train[:3]:
 # The training runs of section 7 cut their examples with the package's `helpers.training.pretrain.corrupt_span`, the
 # same recipe drawn from Python's `random` (`tests/test_notebook05.py` checks that your function and the
 # package's cut the same examples from the same draws), afresh each epoch. The sentences are both sides of
-# *all* the training pairs, unpaired. That flatters pretraining a little: a model given 1,000 pairs has still
-# read, unpaired, the French and the English of every other pair, from the same domain. Real monolingual text
-# would come from elsewhere (news, Wikipedia) and help less.
+# *all* the training pairs, unpaired, whatever the number of pairs the translation phase is given.
 
 # %% [markdown]
 # ## 5. The attention variants trained, at the same budget
@@ -889,12 +992,11 @@ def noise_note(quick: bool = QUICK) -> str:
             f"Quick mode: tiny models, {BUDGET_TEXT} each on the synthetic corpus, {EVAL_SENTENCES} test sentences and "
             "one seed, so these differences are noise, not a ranking, and there is nothing to explain yet. Telling "
             "two rows apart would take a paired bootstrap on the same sentences giving p < 0.05 (sacreBLEU's "
-            "--paired-bs, as benchmarks/RESULTS.md does for the 15-minute runs) and a gap larger than the spread "
-            "over a few seeds; this notebook computes neither."
+            "--paired-bs) and a gap larger than the spread over a few seeds; this notebook computes neither."
         )
     return (
-        "One seed each: a gap under about a BLEU point is within what a second seed could move (benchmarks/"
-        "RESULTS.md); check a gap with a paired bootstrap on the same sentences before explaining it."
+        f"One seed each, {EVAL_SENTENCES} sentences per score: check a gap with a paired bootstrap on the same "
+        "sentences, and against a second seed, before explaining it."
     )
 
 
@@ -947,7 +1049,7 @@ plotting.save_figure(
 plt.show()
 
 # %% [markdown] tags=["question"]
-# **Question 5.6.** At the same budget, what does each attention variant cost or gain against dot-product
+# **Question 5.6 (1 point).** At the same budget, what does each attention variant cost or gain against dot-product
 # attention, in validation loss and in BLEU? Is the difference larger than what this run can resolve? Relate
 # it to what you derived in Questions 5.1 and 5.2.
 
@@ -969,6 +1071,17 @@ print(compare_rows(ROWS, VARIANT_LABELS[1:], key="bleu_valid"))
 # ran 20 % slower: at about 30 tokens there is almost no ℓ² to save (Question 5.3), and each position reads
 # its last few words through no latent (Question 5.2). The 3-minute rows of this notebook's full mode have not
 # been recorded in `benchmarks/RESULTS.md`.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 5.6 (1 point).**
+# - **1 point:** reads loss and BLEU of both variants against vanilla with the numbers; in quick mode says the gaps
+#   are noise and cannot be ranked; relates the synthesizer to content-based lookup (5.1) and the bottleneck to the
+#   few late inputs and tiny ℓ² (5.2, 5.3); at full length the synthesizer did not lose (32.63 against 31.28) and the
+#   bottleneck lost 9.6 BLEU.
+# - **0.5 points:** the numbers, but explains an order quick mode cannot resolve, or no link to 5.1–5.3.
+# - **0 points:** ranks the variants from a quick-mode run as if it were a finding.
+#
+# *Key phrases:* "content-based lookup", "32.63"
 
 # %% [markdown]
 # ## 6. Positions and embeddings, trained
@@ -1032,7 +1145,7 @@ plt.show()
 print(compare_rows(ROWS, POSITION_LABELS[1:], key="bleu_new"))
 
 # %% [markdown] tags=["question"]
-# **Question 5.7.** Which way of giving the model word order, and which start for the token embeddings, learns
+# **Question 5.7 (1 point).** Which way of giving the model word order, and which start for the token embeddings, learns
 # best within the same budget, on BLEU and on validation perplexity? Does "none" do as badly as a model blind
 # to the order of the French should? What would you need to trust the ranking?
 
@@ -1053,6 +1166,16 @@ print(compare_rows(ROWS, POSITION_LABELS[1:], key="val_ppl"))
 # full length there. A model with no positions still orders the English through the causal mask but sees the
 # French as a bag of words, so a clear loss for "none" is what to expect; to trust any ranking you need the
 # paired bootstrap on the same sentences and a second seed.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 5.7 (1 point).**
+# - **1 point:** ranks with the numbers on BLEU and perplexity, says what this run can resolve (quick mode: nothing;
+#   the pretrained row is a random stand-in); 'none' sees the French as a bag of words, so it should lose clearly;
+#   trust needs a paired bootstrap and a second seed.
+# - **0.5 points:** the ranking without saying what it would take to trust it, or without the 'none' argument.
+# - **0 points:** says positions do not matter because 'none' came close in a quick run.
+#
+# *Key phrases:* "bag of words"
 
 # %% [markdown]
 # ## 7. Span-corruption pretraining, when pairs are scarce
@@ -1096,7 +1219,23 @@ plt.show()
 assert all(study[(n, "span")]["pretrain_steps"] > 0 and study[(n, None)]["pretrain_steps"] == 0 for n in PAIR_COUNTS)
 
 
+# %% [markdown] tags=["question"]
+# **Question 5.8 (1 point).** How much does span-corruption pretraining help when pairs are scarce, at equal total
+# compute? Does the gain grow as the pairs get fewer, as you would expect if pretraining teaches the languages
+# that the pairs alone cannot? Which comparison in this study flatters pretraining?
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
+
 # %%
+# Compute here what supports your answer: the gain (pretrained minus scratch) at each pair count.
+for n in PAIR_COUNTS:
+    gain = study[(n, "span")]["bleu_new"] - study[(n, None)]["bleu_new"]
+    print(f"{'all' if n is None else n:>6} pairs: gain {gain:+.2f} BLEU on new sentences")
+
+
+# %% tags=["answer"]
+# The solved notebook's verdict, computed from the rows (the student copy prints only the gains above).
 def pretraining_verdict(study: dict, counts: list, quick: bool = QUICK) -> str:
     """One sentence per pair count: did pretraining help, hurt or change nothing, computed from the rows."""
     parts = []
@@ -1112,20 +1251,6 @@ def pretraining_verdict(study: dict, counts: list, quick: bool = QUICK) -> str:
 
 print(pretraining_verdict(study, PAIR_COUNTS))
 
-# %% [markdown] tags=["question"]
-# **Question 5.8.** How much does span-corruption pretraining help when pairs are scarce, at equal total
-# compute? Does the gain grow as the pairs get fewer, as you would expect if pretraining teaches the languages
-# that the pairs alone cannot? Which comparison in this study flatters pretraining?
-
-# %% [markdown] tags=["your-answer"]
-# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
-
-# %%
-# Compute here what supports your answer: the gain (pretrained minus scratch) at each pair count.
-for n in PAIR_COUNTS:
-    gain = study[(n, "span")]["bleu_new"] - study[(n, None)]["bleu_new"]
-    print(f"{'all' if n is None else n:>6} pairs: gain {gain:+.2f} BLEU on new sentences")
-
 # %% [markdown] tags=["answer"]
 # **Model answer.** Quick mode cannot answer it: its two points differ by noise. At full length, with every
 # pair (`benchmarks/RESULTS.md`, "Notebook 05's variants", 15 CPU minutes on Tatoeba), span pretraining gave
@@ -1138,26 +1263,58 @@ for n in PAIR_COUNTS:
 # pairs, from the same domain as the test sets, so with 1,000 pairs the model has still read the other pairs'
 # French and English; real monolingual text would come from elsewhere and help less.
 
-# %% [markdown]
-# ## 8. A hyperparameter study
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 5.8 (1 point).**
+# - **1 point:** the gain per pair count with the numbers (quick mode: noise); whether it grows as pairs get fewer is
+#   what the curve tests; what flatters pretraining: its unpaired sentences are both sides of all the training pairs,
+#   from the same domain as the test sets, whereas real monolingual text would come from elsewhere.
+# - **0.5 points:** the gains without the flattering comparison, or the comparison without numbers.
+# - **0 points:** says pretraining adds compute, or gives no flattering comparison.
 #
-# "Train for more epochs" is not a finding: every setting below gets the same budget. Each row changes one
-# field of the preset; the best row is chosen on the **validation** split, and its new-sentence score is only
-# reported. `helpers.experiments.sweep` refuses fields that would change the budget itself.
+# *Key phrases:* "same domain", "monolingual text"
+
+# %% [markdown]
+# ## 8. A hyperparameter study, designed by you
+#
+# "Train for more epochs" is not a finding: every setting below gets the same budget per run. Each setting
+# changes one field of the preset (or the seed, which measures how far two runs of the *same* setting land
+# apart); the best row is chosen on the **validation** split, and its new-sentence score is only reported.
+#
+# **Your budget is `STUDY_RUNS` runs** (3 in quick mode, 6 in full mode, each run as long as every other row of
+# this notebook; the vanilla row is trained already and costs nothing). The menu below lists the settings
+# you may try; add one to the menu if you want another field (`helpers.experiments.STUDY_FIELDS` lists the
+# fields a setting may change: not the budget itself). Then choose in the marked cell. Decide before you run:
+# what do you expect each setting to do, and how will you tell a real gain from the spread between runs?
 
 # %%
-SETTINGS = {"lr ×2": {"lr": BASE.lr * 2}, "half the batch tokens": {"max_tokens": BASE.max_tokens // 2}}
-if not QUICK:  # quick mode runs two settings: every code path, in seconds
-    SETTINGS.update(
-        {
-            "lr ×0.5": {"lr": BASE.lr * 0.5},
-            "no label smoothing": {"label_smoothing": 0.0},
-            "warm-up ×4": {"warmup_steps": BASE.warmup_steps * 4},
-            "dropout 0.2": {"dropout": 0.2},
-            "one layer fewer": {"n_layer": BASE.n_layer - 1},
-            "twice the heads": {"n_head": BASE.n_head * 2},
-        }
-    )
+STUDY_RUNS = 3 if QUICK else 6  # runs of BUDGET_TEXT each, on top of the vanilla row
+STUDY_MENU = {  # name -> the fields of the preset it changes
+    "lr ×2": {"lr": BASE.lr * 2},
+    "lr ×0.5": {"lr": BASE.lr * 0.5},
+    "half the batch tokens": {"max_tokens": BASE.max_tokens // 2},
+    "no label smoothing": {"label_smoothing": 0.0},
+    "warm-up ×4": {"warmup_steps": BASE.warmup_steps * 4},
+    "dropout 0.2": {"dropout": 0.2},
+    "one layer fewer": {"n_layer": BASE.n_layer - 1},
+    "twice the heads": {"n_head": BASE.n_head * 2},
+    "vanilla, seed 1": {"seed": SEED + 1},  # the vanilla setting again, another seed: the spread between runs
+}
+print(f"budget: {STUDY_RUNS} runs of {BUDGET_TEXT}; the vanilla row ({BASE.lr=}, {BASE.max_tokens=}) is trained")
+for name, change in STUDY_MENU.items():
+    print(f"  {name!r:<26} {change}")
+
+# %% [markdown]
+# ### ✏️ Your choice: the settings to try
+#
+# Edit the list below: names from the menu, at least 2, at most `STUDY_RUNS`. The cell refuses a list it cannot
+# run (a name not on the menu, a repeat, too few, over the budget) and says what to change; it never drops a
+# setting for you. The list given is a starting point that fits quick mode's budget: in full mode you have
+# three runs more.
+
+# %%
+MY_SETTINGS = ["lr ×2", "half the batch tokens", "vanilla, seed 1"]  # ✏️ edit: your settings, within the budget
+
+SETTINGS = X.choose_settings(MY_SETTINGS, STUDY_MENU, budget=STUDY_RUNS)
 for label, setting in SETTINGS.items():
     run_row(label, **setting)
 SWEEP_LABELS = ["vanilla", *SETTINGS]
@@ -1185,18 +1342,140 @@ ax_p.set_xlabel("validation perplexity")
 ax_p.set_title("Perplexity")
 fig.suptitle(f"One change at a time, {BUDGET_TEXT} each ({PRESET} preset)")
 fig.tight_layout()
-best = X.best_row(sweep_rows)
 plotting.save_figure(
     fig,
     "05_sweep",
     question="Which single hyperparameter change helps most within the same budget?",
-    caption=f"BLEU (validation, filled; new sentences, outlined) and validation perplexity per setting; chosen on validation: {best['label']}." + (" Quick mode: the differences are noise." if QUICK else ""),
+    caption="BLEU (validation, filled; new sentences, outlined) and validation perplexity per setting, each "
+    f"trained for {BUDGET_TEXT}." + (" Quick mode: tiny models on the synthetic corpus." if QUICK else ""),
     numbers={k: ROWS[k]["bleu_valid"] for k in SWEEP_LABELS},
-)  # fmt: skip
+)
 plt.show()
 
+# %% [markdown] tags=["question"]
+# **Question 5.9 (1 point).** Why is the setting chosen on the validation split and not on the new sentences?
+# What happens to the score of the best of several settings on the split that chose it?
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
 
 # %%
+# Compute here what supports your answer: the rows ordered by validation BLEU, with their new-sentence BLEU.
+for r in sorted(sweep_rows, key=lambda r: -r["bleu_valid"]):
+    print(f"{r['label']:<24} BLEU valid {r['bleu_valid']:5.2f}   BLEU new {r['bleu_new']:5.2f}")
+
+# %% [markdown] tags=["answer"]
+# **Model answer.** The split that chooses must not be the split that reports. With several settings, the best
+# of them on a given split is biased upward by chance alone: part of its lead is luck on those sentences.
+# Choosing on the new sentences would make their score a tuned number rather than a measurement of what a user
+# meets; chosen on validation, the new-sentence score of the winner stays an honest estimate (and usually comes
+# out lower than its validation lead suggested).
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 5.9 (1 point).**
+# - **1 point:** choose on validation, report on new sentences: the best of several settings is biased upward
+#   by chance on the split that chose it, so choosing on the new sentences would make their score a tuned
+#   number, not a measurement.
+# - **0.5 points:** says the test set must stay unseen, without the selection bias of taking the best of several.
+# - **0 points:** says either split would do, or chooses on the new sentences.
+#
+# *Key phrases:* "biased upward", "tuned number"
+
+# %% [markdown]
+# ### Perplexity against BLEU
+
+# %% [markdown] tags=["question"]
+# **Question 5.10 (1 point).** The validation perplexity is $e$ to the validation loss (the mean cross-entropy
+# per target token under teacher forcing, without label smoothing); check it on your table. Can a setting have
+# the lower perplexity and still the lower BLEU? Find such a pair of rows if there is one, and explain how it can
+# happen.
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
+
+# %%
+# Compute here what supports your answer: exp(loss) against the perplexity, and each row's perplexity and BLEU
+# side by side (every row of this notebook: compare them in pairs).
+for k in ROWS:
+    r = ROWS[k]
+    print(f"{k:<24} loss {r['val_loss']:.3f}  exp(loss) {math.exp(r['val_loss']):7.2f}  perplexity {r['val_ppl']:7.2f}  BLEU valid {r['bleu_valid']:5.2f}")  # fmt: skip
+
+
+# %% tags=["answer"]
+# The solved notebook's list of such pairs, computed from the rows (the student copy prints only the numbers).
+def order_disagreements(rows: dict, labels: list[str]) -> str:
+    """The pairs of rows that validation perplexity and validation BLEU order differently, from the numbers."""
+    pairs = []
+    for i, a in enumerate(labels):
+        for b in labels[i + 1 :]:
+            lo, hi = (a, b) if rows[a]["val_ppl"] <= rows[b]["val_ppl"] else (b, a)  # lo: the lower perplexity
+            if rows[lo]["val_ppl"] < rows[hi]["val_ppl"] and rows[lo]["bleu_valid"] < rows[hi]["bleu_valid"]:
+                pairs.append((lo, hi))
+    total = len(labels) * (len(labels) - 1) // 2
+    if not pairs:
+        return f"Perplexity and BLEU order all {total} pairs of rows the same way (ties aside)."
+    shown = "; ".join(
+        f"'{lo}' has the lower perplexity ({rows[lo]['val_ppl']} against {rows[hi]['val_ppl']}) but the lower "
+        f"BLEU ({rows[lo]['bleu_valid']:.2f} against {rows[hi]['bleu_valid']:.2f}) than '{hi}'"
+        for lo, hi in pairs[:3]
+    )
+    return f"{len(pairs)} of {total} pairs of rows are ordered differently by perplexity and BLEU: {shown}."
+
+
+print(order_disagreements(ROWS, SWEEP_LABELS))
+
+# %% [markdown] tags=["answer"]
+# **Model answer.** exp(loss) equals the perplexity to rounding: perplexity is the loss on another scale, "as
+# unsure as a uniform choice among that many tokens". Yes, the two can disagree. Perplexity scores the
+# probability the model gives to each *reference* token, with the *correct* history fed in; BLEU scores what
+# greedy decoding writes from its own history, and counts only the most likely token at each step. A model can
+# spread probability more evenly (lower loss on rare references) yet pick worse top tokens, or make one early
+# mistake that derails the rest of a sentence, which teacher forcing never shows. Label smoothing is the classic
+# case: it raises perplexity and often improves BLEU. Measured at full length (`benchmarks/RESULTS.md`,
+# "Notebook 05's variants"): span pretraining had the *higher* validation loss (1.036 against 0.990) and the
+# higher BLEU (34.57 against 31.28 on new sentences, 43.40 against 41.96 on validation). So choose on the measure
+# you will report: validation BLEU, not validation loss.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 5.10 (1 point).**
+# - **1 point:** exp(loss) equals the perplexity to rounding; yes, they can disagree (a pair from the table, or the
+#   measured span row: higher loss, higher BLEU); perplexity scores the reference tokens with the correct history fed
+#   in, BLEU what greedy decoding writes from its own history, counting only the most likely token.
+# - **0.5 points:** the check of exp(loss) and a pair, with no mechanism (or a mechanism with no pair).
+# - **0 points:** says a lower perplexity always means a higher BLEU.
+#
+# *Key phrases:* "own history", "most likely token"
+
+# %% [markdown]
+# ### The study's paragraph, written by you
+
+# %% [markdown] tags=["question"]
+# **Question 5.11 (4 points).** Write the paragraph that reports your study, as it would stand in your report:
+# which settings you tried and why; which one wins on the validation split, and by how much against the vanilla
+# row, set against the spread between runs (the two seeds, if you spent a run on them; what a paired bootstrap
+# would add); what the winner scored on the new sentences; and whether you expect its win to hold at full length
+# (15 minutes or an hour instead of one short run), with your reason and the run that would test it.
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
+
+# %%
+# Compute here what supports your answer: each setting's gap to the vanilla row (validation, then new sentences)
+# and, when both seeds of the vanilla setting ran, how far apart they landed.
+ref_row = ROWS["vanilla"]
+for k in SETTINGS:
+    r = ROWS[k]
+    print(f"{k:<24} BLEU valid {r['bleu_valid'] - ref_row['bleu_valid']:+6.2f}   BLEU new {r['bleu_new'] - ref_row['bleu_new']:+6.2f}   val loss {r['val_loss'] - ref_row['val_loss']:+.3f}  (against vanilla)")  # fmt: skip
+seeds = [k for k in SETTINGS if STUDY_MENU[k] == {"seed": SEED + 1}]
+if seeds:
+    print(f"two seeds of the vanilla setting: BLEU valid {ref_row['bleu_valid']:.2f} and {ROWS[seeds[0]]['bleu_valid']:.2f}, "
+          f"{abs(ref_row['bleu_valid'] - ROWS[seeds[0]]['bleu_valid']):.2f} apart")  # fmt: skip
+else:
+    print("no second seed in your study: nothing here measures the spread between runs")
+
+
+# %% tags=["answer"]
+# The solved notebook's paragraph, computed from the rows (the student copy prints only the numbers above).
 def sweep_paragraph(rows: list[dict], budget: str, quick: bool = QUICK, reference: str = "vanilla") -> str:
     """A paragraph for the report, every comparison computed from the rows; in quick mode, no reasons invited."""
     best, ref = X.best_row(rows), next(r for r in rows if r["label"] == reference)
@@ -1227,83 +1506,37 @@ def sweep_paragraph(rows: list[dict], budget: str, quick: bool = QUICK, referenc
     )
 
 
-# %% [markdown] tags=["question"]
-# **Question 5.9.** Which single change would you adopt for the preset, on what evidence, and what would make
-# you trust it? Why is the setting chosen on the validation split and not on the new sentences?
-
-# %% [markdown] tags=["your-answer"]
-# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
-
-# %%
-# Compute here what supports your answer. A paragraph for your report, every comparison computed from the
-# table (in full mode, replace the bracket with your reason):
 print(sweep_paragraph(sweep_rows, BUDGET_TEXT))
+best = X.best_row(sweep_rows)
 if best["label"] != "vanilla":
     print(f"\nTo try it in the {PRESET} preset: C.preset_config({PRESET!r}, **{best['changed']}); adopt it only if it "
           "also wins a full-length run on the validation split (benchmarks/RESULTS.md records such runs).")  # fmt: skip
 
 # %% [markdown] tags=["answer"]
-# **Model answer.** In quick mode: none, because the rows differ by noise; the paragraph says so. In full mode:
-# the setting with the best validation BLEU, and only if its gap over the vanilla row survives a paired
-# bootstrap on the same validation sentences and a second seed, and it also wins at the length you will train
-# for (a change that wins at 3 minutes can lose at 60: a higher learning rate, say, helps early and then
-# stalls). Choosing on the new sentences would make their score a tuned number rather than a measurement: with
-# several settings, the best of them is biased upward by chance alone. The sweep has not been run at full
-# length in `benchmarks/RESULTS.md` ("Notebook 05's variants" lists it as not run), so there is no measured
-# answer to quote yet; nothing was fed back into the `cpu` preset.
+# **Model answer.** In quick mode: no setting can be said to win. The rows differ by less than, or about as much
+# as, the two seeds of the vanilla setting, so every gap is within the spread: the paragraph reports the numbers
+# and says that they rank nothing. In full mode the paragraph names the setting with the best validation BLEU
+# and its gap over the vanilla row, and calls it a gain only if the gap is clearly larger than the two seeds'
+# distance (and survives a paired bootstrap on the same validation sentences); it reports the winner's
+# new-sentence BLEU, never used to choose. Whether it holds at full length is a separate question: a change
+# that wins in a few minutes can lose at an hour (a higher learning rate, say, helps early and then stalls; a
+# smaller batch takes more steps early but noisier ones), so the test is the winner and the vanilla row rerun
+# at the length you will train for, with two seeds each. The sweep has not been run at full length in
+# `benchmarks/RESULTS.md` ("Notebook 05's variants" lists it as not run), so there is no measured answer to
+# quote yet; nothing was fed back into the `cpu` preset.
 
-# %% [markdown]
-# ### Perplexity against BLEU
-
-
-# %%
-def order_disagreements(rows: dict, labels: list[str]) -> str:
-    """The pairs of rows that validation perplexity and validation BLEU order differently, from the numbers."""
-    pairs = []
-    for i, a in enumerate(labels):
-        for b in labels[i + 1 :]:
-            lo, hi = (a, b) if rows[a]["val_ppl"] <= rows[b]["val_ppl"] else (b, a)  # lo: the lower perplexity
-            if rows[lo]["val_ppl"] < rows[hi]["val_ppl"] and rows[lo]["bleu_valid"] < rows[hi]["bleu_valid"]:
-                pairs.append((lo, hi))
-    total = len(labels) * (len(labels) - 1) // 2
-    if not pairs:
-        return f"Perplexity and BLEU order all {total} pairs of rows the same way (ties aside)."
-    shown = "; ".join(
-        f"'{lo}' has the lower perplexity ({rows[lo]['val_ppl']} against {rows[hi]['val_ppl']}) but the lower "
-        f"BLEU ({rows[lo]['bleu_valid']:.2f} against {rows[hi]['bleu_valid']:.2f}) than '{hi}'"
-        for lo, hi in pairs[:3]
-    )
-    return f"{len(pairs)} of {total} pairs of rows are ordered differently by perplexity and BLEU: {shown}."
-
-
-# %% [markdown] tags=["question"]
-# **Question 5.10.** The validation perplexity is $e$ to the validation loss (the mean cross-entropy per
-# target token under teacher forcing, without label smoothing); check it on your table. Can a setting have the
-# lower perplexity and still the lower BLEU? Find such a pair of rows if there is one, and explain how it can
-# happen.
-
-# %% [markdown] tags=["your-answer"]
-# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
-
-# %%
-# Compute here what supports your answer: exp(loss) against the perplexity, and the pairs the two measures order
-# differently (computed from the rows).
-for k in SWEEP_LABELS:
-    r = ROWS[k]
-    print(f"{k:<22} loss {r['val_loss']:.3f}  exp(loss) {math.exp(r['val_loss']):7.2f}  perplexity {r['val_ppl']:7.2f}  BLEU valid {r['bleu_valid']:5.2f}")  # fmt: skip
-print(order_disagreements(ROWS, SWEEP_LABELS))
-
-# %% [markdown] tags=["answer"]
-# **Model answer.** exp(loss) equals the perplexity to rounding: perplexity is the loss on another scale, "as
-# unsure as a uniform choice among that many tokens". Yes, the two can disagree. Perplexity scores the
-# probability the model gives to each *reference* token, with the *correct* history fed in; BLEU scores what
-# greedy decoding writes from its *own* history, and counts only the most likely token at each step. A model can
-# spread probability more evenly (lower loss on rare references) yet pick worse top tokens, or make one early
-# mistake that derails the rest of a sentence, which teacher forcing never shows. Label smoothing is the classic
-# case: it raises perplexity and often improves BLEU. Measured at full length (`benchmarks/RESULTS.md`,
-# "Notebook 05's variants"): span pretraining had the *higher* validation loss (1.036 against 0.990) and the
-# higher BLEU (34.57 against 31.28 on new sentences, 43.40 against 41.96 on validation). So choose on the measure
-# you will report: validation BLEU, not validation loss.
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 5.11 (4 points).**
+# - **4 points:** names the settings and why; the validation winner with its gap to vanilla in BLEU, set against
+#   the measured spread (the two seeds) and called a gain only if it is clearly larger, otherwise within the
+#   spread (quick mode: no winner); the winner's new-sentence score, reported not used to choose; whether it
+#   would hold at full length, with a reason (a change that helps early can stall later) and the run that tests it.
+# - **3 points:** all of that but one part thin: no spread measured or discussed, or no test run proposed.
+# - **2 points:** the winner and its gap with numbers, but no spread and no judgement of full length.
+# - **1 point:** a ranking read off the table without numbers, or a reason invented for a quick-mode order.
+# - **0 points:** picks the winner on the new sentences, or reports no numbers.
+#
+# *Key phrases:* "within the spread", "helps early"
 
 # %% [markdown]
 # ## 9. Levers from the speed records
@@ -1332,7 +1565,7 @@ print(order_disagreements(ROWS, SWEEP_LABELS))
 # - **Joined pairs** (`--concat-pairs 0.25`): a quarter more examples, each two training pairs joined, so that
 #   long sources, rare in Tatoeba, are not rare in training.
 #
-# Each one was measured with two seeds on the newer-sentence development set (`benchmarks/RESULTS.md`, issue 28);
+# Each one was measured with two seeds on the newer-sentence development set (the course's benchmark runs, issue 28);
 # Muon, WSD and ReLU² won there and are in the `cpu` and `t4` presets (with 8,000 vocabulary pieces), the others
 # lost or tied at our budget. The cell below only shows what each switch changes in a tiny model: its parameter count and how far its first
 # output moves from the plain model's.

@@ -38,6 +38,30 @@ CATALOGUE = [
             )
         ],
     ),
+    (
+        "05",
+        "5.2",
+        "the course's latent horizons (i, not spread over the block)",
+        [("latents = torch.arange(m) * ell // m", "latents = torch.arange(m)")],
+    ),
+    (
+        "05",
+        "5.2",
+        "latent horizons rounded up",
+        [("latents = torch.arange(m) * ell // m", "latents = (torch.arange(m) * ell + m - 1) // m")],
+    ),
+    (
+        "05",
+        "5.2",
+        "down and up swapped",
+        [
+            (
+                '"down": may_read(latents, positions, prefix_len),',
+                '"down": may_read(positions, latents, prefix_len),',
+            ),
+            ('"up": may_read(positions, latents, prefix_len),', '"up": may_read(latents, positions, prefix_len),'),
+        ],
+    ),
     # 5.3 rotary positions
     (
         "05",

@@ -6,13 +6,16 @@ The notebook runs once in-process in quick mode (tiny models, the built-in corpu
 marks. The functions the student writes are checked here against the package's, which the model and the CLI
 use (defined once); the reference outputs the checks load (data/reference/05_*.json) are written from the
 package by :func:`build_references` and must still equal what it computes. The sentences that compare this
-run's numbers are fed numbers that flip, and must flip. Wrong answers: tests/catalogue_05.py.
+run's numbers are fed numbers that flip, and must flip (they run in answer-tagged cells: the student copy prints
+the numbers, never the verdict). The student copy states no rubric key phrase and points to no benchmark results,
+and section 8's study refuses a choice of settings it cannot run. Wrong answers: tests/catalogue_05.py.
 
 Rewrite the reference files after a deliberate change to the package: ``python tests/test_notebook05.py``.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 from pathlib import Path
@@ -22,8 +25,9 @@ import pytest
 import torch
 from conftest import solved
 
+from helpers import experiments as X
 from helpers import runtime
-from helpers.course import exercises, notebooks
+from helpers.course import exercises, notebooks, written
 from helpers.nn import variants as VAR
 from helpers.training import pretrain as P
 
@@ -307,11 +311,119 @@ def test_the_growth_verdict_and_the_order_disagreements_flip(nb):
 def test_every_question_has_its_answer_and_the_student_copy_leaves_the_answers_out():
     nb = notebooks._read_py(NOTEBOOK)
     questions = exercises.find_questions(nb)
-    assert [q.number for q in questions] == [f"5.{i}" for i in range(1, 11)]
-    assert all(q.answers and nb.cells[q.answers[0]].source.startswith("**Model answer.**") for q in questions)
+    assert [q.number for q in questions] == [f"5.{i}" for i in range(1, 12)]
+    for q in questions:
+        prose = [nb.cells[i].source for i in q.answers if nb.cells[i].cell_type == "markdown" and i != q.rubric]
+        assert prose and prose[0].startswith("**Model answer.**"), q.label
     student = exercises.student_notebook(nb)
     kept = {line for cell in student.cells for line in cell.source.splitlines()}
     unique = set(exercises.answer_lines(nb)) - {
         line for c in nb.cells if "answer" not in c.metadata.get("tags", []) for line in c.source.splitlines()
     }
     assert unique and not unique & kept
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the student copy asks and never tells
+
+
+def test_every_key_phrase_is_in_the_answers_and_none_in_the_student_copy():
+    nb = notebooks._read_py(NOTEBOOK)
+    found = written.rubrics(nb)
+    assert set(found) == {f"5.{i}" for i in range(1, 12)}
+    assert sum(r.points for r in found.values()) == 20 and found["5.11"].points == 4
+    answers = "\n".join(nb.cells[i].source for q in exercises.find_questions(nb) for i in q.answers).lower()
+    copy = "\n".join(cell.source for cell in exercises.student_notebook(nb).cells).lower()
+    for number, rubric in found.items():
+        for phrase in rubric.key_phrases:
+            assert phrase.lower() in answers, f"Question {number}: {phrase!r} is in no answer cell"
+            assert phrase.lower() not in copy, f"Question {number}: the student copy states {phrase!r}"
+    assert written.leaked_key_phrases(nb) == [] and written.unanchored_key_phrases(nb) == []
+
+
+def test_the_key_phrase_check_catches_a_phrase_planted_in_a_non_answer_cell():
+    """Control: the same search finds a key phrase put into a markdown cell and into a code comment."""
+    nb = notebooks._read_py(NOTEBOOK)
+    phrase = written.rubrics(nb)["5.8"].key_phrases[0]
+    for kind in ("markdown", "code"):
+        planted = copy.deepcopy(nb)
+        index = next(
+            i
+            for i, c in enumerate(planted.cells)
+            if c.cell_type == kind and "answer" not in c.metadata.get("tags", []) and "check" not in c.metadata.get("tags", [])
+            and i > 5
+        )  # fmt: skip
+        planted.cells[index].source += f"\n# It reads sentences from the {phrase.upper()}."
+        leaks = written.leaked_key_phrases(planted)
+        assert len(leaks) == 1 and leaks[0].startswith(f"Question 5.8: {phrase!r}"), (kind, leaks)
+
+
+def test_the_student_copy_sends_no_one_to_the_results_and_prints_no_verdict():
+    nb = notebooks._read_py(NOTEBOOK)
+    copy = "\n".join(cell.source for cell in exercises.student_notebook(nb).cells)
+    assert "RESULTS.md" not in copy
+    for verdict in ("order_disagreements", "pretraining_verdict", "sweep_paragraph"):
+        assert verdict not in copy, verdict
+        cells = [c for c in nb.cells if verdict in c.source]
+        assert cells and all("answer" in c.metadata.get("tags", []) for c in cells), verdict
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# section 8: the student chooses the study's settings, within a budget; the package refuses what cannot run
+
+MENU = {"lr ×2": {"lr": 0.004}, "dropout 0.2": {"dropout": 0.2}, "seed 1": {"seed": 1}, "longer": {"steps": 600}}
+
+
+def test_the_study_runs_the_settings_chosen_in_order():
+    assert X.choose_settings(["dropout 0.2", "lr ×2"], MENU, budget=3) == {
+        "dropout 0.2": {"dropout": 0.2},
+        "lr ×2": {"lr": 0.004},
+    }
+    chosen = X.choose_settings(("lr ×2", "seed 1", "dropout 0.2"), MENU, budget=3)  # exactly the budget
+    assert list(chosen) == ["lr ×2", "seed 1", "dropout 0.2"]
+
+
+@pytest.mark.parametrize(
+    "chosen, says",
+    [
+        (["lr ×2", "lr x3"], "'lr x3' is not on the menu"),
+        (["lr ×2", "dropout 0.3"], "did you mean 'dropout 0.2'?"),
+        (["lr ×2", "dropout 0.2", "seed 1", "lr ×2"], "chosen more than once"),
+        (["lr ×2", "dropout 0.2", "seed 1", "vanilla"], "'vanilla' is the reference row"),
+        (["lr ×2"], "choose at least 2"),
+        ([], "0 settings chosen: choose at least 2"),
+        (["lr ×2", "dropout 0.2", "seed 1", "dropout 0.2"], "the budget is 3 runs: remove 1"),
+        (["lr ×2", "longer"], "changes ['steps']"),
+        ("lr ×2", "must be a list of names"),
+        ({"lr ×2": {}}, "must be a list of names"),
+        (["lr ×2", 2], "are not names"),
+    ],
+)
+def test_the_study_refuses_a_choice_it_cannot_run(chosen, says):
+    with pytest.raises(ValueError) as refused:
+        X.choose_settings(chosen, MENU, budget=3)
+    assert says in str(refused.value), str(refused.value)
+
+
+def test_the_study_refuses_over_the_budget_and_names_the_count():
+    five = ["lr ×2", "dropout 0.2", "seed 1", "a", "b"]
+    with pytest.raises(ValueError, match="5 settings chosen but the budget is 4 runs: remove 1"):
+        X.choose_settings(five, {**MENU, "a": {"lr": 1.0}, "b": {"lr": 2.0}}, budget=4)
+
+
+def test_the_notebooks_choice_is_checked_and_fits_quick_mode(nb):
+    assert list(nb["SETTINGS"]) == nb["MY_SETTINGS"] and 2 <= len(nb["MY_SETTINGS"]) <= nb["STUDY_RUNS"]
+    assert all(k in nb["ROWS"] for k in nb["MY_SETTINGS"]) and nb["SWEEP_LABELS"][0] == "vanilla"
+    seed_rows = [k for k in nb["MY_SETTINGS"] if nb["STUDY_MENU"][k] == {"seed": nb["SEED"] + 1}]
+    assert seed_rows and nb["ROWS"][seed_rows[0]]["changed"] == {"seed": nb["SEED"] + 1}
+    with pytest.raises(ValueError, match="not on the menu"):
+        X.choose_settings([*nb["MY_SETTINGS"][:1], "lr x2"], nb["STUDY_MENU"], budget=nb["STUDY_RUNS"])
+
+
+def test_the_notebooks_bottleneck_masks_are_the_models(nb):
+    for m, ell in ((4, 12), (16, 96), (7, 20), (3, 3)):
+        plen = torch.tensor([1, max(1, ell // 2), ell])
+        lat, pos = VAR.latent_horizons(m, ell), torch.arange(ell)
+        mine = nb["bottleneck_masks"](m, ell, plen)
+        for name, (q, k) in {"down": (lat, pos), "middle": (lat, lat), "up": (pos, lat)}.items():
+            assert torch.equal(mine[name], VAR.read_mask(q, k, plen)), (m, ell, name)
