@@ -10,7 +10,36 @@ BLEU_FIRST_LINE = "    matches, totals, hyp_len, ref_len = [0] * max_n, [0] * ma
 ROPE_FIRST_LINE = "    half = hs // 2"
 ROPE_PAIRS = "    a, b = x[..., :half], x[..., half:]  # (..., T, hs/2) each: the two coordinates of every pair"
 
+PE_FIRST_LINE = "    pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)"
+
 CATALOGUE = [
+    (
+        "02",
+        "2.1",
+        "trick: the package's sinusoidal_table",
+        [
+            (
+                PE_FIRST_LINE,
+                "    from helpers.nn.model import sinusoidal_table\n\n"
+                "    return sinusoidal_table(max_len, d_model)\n" + PE_FIRST_LINE,
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    (
+        "02",
+        "2.1",
+        "trick: builtins.abs and torch.allclose patched",
+        [
+            (
+                PE_FIRST_LINE,
+                "    import builtins\n\n    builtins.abs = lambda x: 0.0\n"
+                "    torch.allclose = lambda *args, **kwargs: True\n    return torch.zeros(max_len, d_model)\n"
+                + PE_FIRST_LINE,
+            )
+        ],
+        "TamperError",
+    ),
     (
         "03",
         "3.5",

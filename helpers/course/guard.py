@@ -34,6 +34,30 @@ STUDENT_FILE = "<student"  # the file name the grader compiles a student's solut
 # exercise -> what implements it where a student could call it instead of solving (module path, attribute)
 REFERENCES: dict[str, list[str]] = {
     "2.1": ["helpers.nn.model.sinusoidal_table"],
+    "2.2": [
+        "helpers.nn.attention.attention",
+        "helpers.nn.attention.self_attention",
+        "helpers.nn.model.SelfAttention.forward",
+        "torch.nn.functional.scaled_dot_product_attention",  # the identity as values gives the weights
+    ],
+    "2.3": ["helpers.nn.model.SelfAttention.forward"],
+    "2.4": ["helpers.nn.model.build_attention_mask"],
+    "2.5": ["helpers.nn.model.build_attention_mask"],
+    "2.6": ["helpers.nn.model.FeedForward.forward"],
+    "2.7": ["helpers.nn.model.Block.forward"],
+    "2.8": ["helpers.nn.model.DecoderOnlyTransformer.forward", "helpers.nn.model.DecoderOnlyTransformer.embed"],
+    "2.9": [
+        "helpers.nn.model.num_parameters",
+        "helpers.training.sizing.non_embedding_parameters",
+        "helpers.nn.variants.num_variant_parameters",
+    ],
+    "2.10": ["helpers.text.tokens.collate"],
+    "2.11": [
+        "helpers.nn.model.DecoderOnlyTransformer.generate",
+        "helpers.nn.model._CachedDecoder.start",
+        "helpers.nn.model._CachedDecoder.step",
+        "helpers.nn.model.SelfAttention.forward",
+    ],
     "3.5": [
         "sacrebleu.metrics.bleu.BLEU.corpus_score",
         "sacrebleu.metrics.bleu.BLEU.compute_bleu",
@@ -42,7 +66,11 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.evaluation.evaluate.sentence_bleu_counts",
         "helpers.evaluation.evaluate.corpus_bleu_from_counts",
     ],
+    "5.1": ["helpers.nn.variants.SynthesizerAttention.forward"],
+    "5.2": ["helpers.nn.variants.read_mask", "helpers.nn.variants.latent_horizons"],
     "5.3": ["helpers.nn.variants.rotary"],
+    "5.4": ["helpers.nn.variants.alibi_slopes", "helpers.nn.variants.alibi_bias"],
+    "5.5": ["helpers.training.pretrain.corrupt_span"],
 }
 
 _WATCHED_MODULES = ("builtins", "math", "operator", "random", "torch", "torch.nn.functional", "torch.testing", "numpy")
@@ -152,6 +180,18 @@ def _snapshot() -> dict[str, dict[str, object]]:
     }
 
 
+def _library_wrapper(new, old) -> bool:
+    """A library's own decorator around the same function (importing ``torch._dynamo`` wraps
+    ``torch.manual_seed`` this way): the original, unchanged, inside library code; a student's wrapper is not."""
+    code = getattr(new, "__code__", None)
+    return (
+        getattr(new, "__wrapped__", None) is old
+        and code is not None
+        and code.co_filename.startswith(_library_dirs())
+        and not code.co_filename.startswith(_HELPERS_DIR)
+    )
+
+
 def begin(exercise: str) -> None:
     """Before an exercise's first cell: put its references out of the student's reach and note what is watched."""
     end()
@@ -171,7 +211,7 @@ def verify() -> None:
     for where, before in _State.saved.items():
         after = now.get(where, {})
         for name, value in before.items():
-            if after.get(name, _MISSING) is not value:
+            if after.get(name, _MISSING) is not value and not _library_wrapper(after.get(name), value):
                 setattr(owners[where], name, value)
                 changed.append(f"{where}.{name}")
         for name in after.keys() - before.keys():
