@@ -544,3 +544,20 @@ def test_each_trick_passes_its_exercise_when_the_grader_has_no_guard(
         for (owner, name), original in zip(patched, originals):
             setattr(owner, name, original)
     assert result.status_of(exercise) == "passed", f"{name} no longer passes unguarded:\n{result.table()}"
+
+
+@pytest.mark.grading
+@pytest.mark.parametrize("entry", [e for e in TRICKS if e[1] == "2.1"], ids=lambda e: e[2])
+def test_in_a_jupyter_kernel_as_instructors_grade_the_tricks_fail_and_the_solution_passes(entry, tmp_path):
+    """The guard works where grading really runs (a kernel: the student's cells wrapped, the guard's own cells)."""
+    number, exercise, name, replacements, error = entry
+    path = notebooks.notebook_sources([number])[0]
+    source = path.read_text()
+    for old, new in replacements:
+        source = source.replace(old, new)
+    tricked = tmp_path / path.name
+    tricked.write_text(source)
+    result = exercises.grade(tricked, stop_after=exercise, reference=path)
+    assert result.status_of(exercise) == "failed" and result.results[0].message.startswith(error), result.table()
+    honest = exercises.grade(path, stop_after=exercise)  # the control: the solution, the same way
+    assert honest.status_of(exercise) == "passed", honest.table()
