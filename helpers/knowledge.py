@@ -36,9 +36,9 @@ import torch
 from . import runtime
 from .evaluation.evaluate import bootstrap_bleu_difference, translate
 from .nn.model import DecoderOnlyTransformer
-from .text.tokens import BucketBatcher, Tokenizer, encode_pairs
+from .text.tokens import IGNORE_INDEX, BucketBatcher, Example, Tokenizer, encode_pairs, make_example
 from .training.config import TrainConfig
-from .training.pretrain import MASK_ID, SpanCorruptionBatcher
+from .training.pretrain import MASK_ID, SpanCorruptionBatcher, corrupt_span
 from .training.train import train
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ def knowledge_configs(quick: bool) -> tuple[KnowledgeConfig, TrainConfig]:
 
     model = dict(n_head=4, max_len=64, max_tokens=1024, dropout=0.0, label_smoothing=0.0, weight_decay=0.01)
     if quick:
-        kcfg = KnowledgeConfig(n_people=120, n_test=40, vocab_size=400, pretrain_steps=120, finetune_steps=80,
+        kcfg = KnowledgeConfig(n_people=90, n_test=30, vocab_size=400, pretrain_steps=60, finetune_steps=40,
                                finetune_lr=5e-3, curve_points=2)  # fmt: skip
         return kcfg, preset_config("tiny", d_model=32, n_layer=2, d_ff=128, lr=3e-3, warmup_steps=20, **model)
     kcfg = KnowledgeConfig()
@@ -315,18 +315,146 @@ def cloze_prompts(tok: Tokenizer, data: KnowledgeData, people: Sequence[Person])
 
 
 def cloze_accuracy(model, tok: Tokenizer, data: KnowledgeData, people: Sequence[Person]) -> float:
-    """How often the model writes the birthplace back into its masked biography (greedy)."""
-    prompts, out = cloze_prompts(tok, data, people), []
-    for start in range(0, len(prompts), 64):
-        chunk = prompts[start : start + 64]
-        budgets = [max(0, min(8, model.config.max_len - len(p))) for p in chunk]  # a birthplace is a few pieces
-        out += model.generate(chunk, budgets, eos_id=tok.eos_id)
+    """How often the model writes the birthplace back into its masked biography (greedy). A masked biography that
+    leaves no room for an answer within the model's ``max_len`` counts as not written back."""
+    prompts = cloze_prompts(tok, data, people)
+    fits = [i for i, p in enumerate(prompts) if len(p) < model.config.max_len]
+    out = [[] for _ in prompts]
+    for start in range(0, len(fits), 64):
+        chunk = [prompts[i] for i in fits[start : start + 64]]
+        budgets = [min(8, model.config.max_len - len(p)) for p in chunk]  # a birthplace is a few pieces
+        for i, ids in zip(fits[start : start + 64], model.generate(chunk, budgets, eos_id=tok.eos_id)):
+            out[i] = ids
     return accuracy([tok.decode(ids) for ids in out], [p.born for p in people])
 
 
 def answer_questions(model, tok: Tokenizer, pairs: Sequence[tuple[str, str]]) -> list[str]:
     """Greedy answers to each question of ``pairs`` (the decoding every translation in the course uses)."""
     return translate(model, tok, [q for q, _ in pairs])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the pipeline in pieces (notebook 06's Exercises 6.3 to 6.5 write these): examples as (input_ids, labels),
+# a batcher over them, the phases' budgets, and the driver that makes the accuracy table
+
+
+def labels_for(input_ids: Sequence[int], n_source: int) -> list[int]:
+    """Next-token labels on the target only: position t holds ``input_ids[t + 1]`` from the last source position
+    (``n_source - 1``, the ``<sep>``) to the one before the end, and :data:`IGNORE_INDEX` everywhere else."""
+    labels = [IGNORE_INDEX] * len(input_ids)
+    for t in range(n_source - 1, len(input_ids) - 1):
+        labels[t] = int(input_ids[t + 1])
+    return labels
+
+
+def finetune_example(tok: Tokenizer, question: str, answer: str, max_len: int) -> tuple[list[int], list[int]] | None:
+    """``<bos> question <sep> answer <eos>`` and its labels (the loss on the answer and ``<eos>`` only), or None
+    when it is longer than ``max_len`` or either side is empty."""
+    ex = make_example(tok, question, answer, max_len)
+    return None if ex is None else (list(ex.input_ids), labels_for(ex.input_ids, ex.prefix_len))
+
+
+def corrupt_biography(ids: Sequence[int], rng: random.Random, max_len: int) -> tuple[list[int], list[int]] | None:
+    """One span-corruption example of one biography's ids, with its labels (the loss on ``span <eos>`` only):
+    :func:`helpers.training.pretrain.corrupt_span`'s cut, from the same three draws of ``rng``."""
+    ex = corrupt_span(ids, rng, max_len)
+    return None if ex is None else (list(ex.input_ids), labels_for(ex.input_ids, ex.prefix_len))
+
+
+def pretraining_examples(biography_ids: Sequence[Sequence[int]], epoch: int, seed: int, max_len: int,
+                         corrupt=corrupt_biography) -> list[tuple[list[int], list[int]]]:  # fmt: skip
+    """Epoch ``epoch``'s cuts of every biography, in order, drawn from ``random.Random(f"{seed}-{epoch}")`` (the
+    seeding of :class:`helpers.training.pretrain.SpanCorruptionBatcher`); biographies too short to cut are left out."""
+    rng = random.Random(f"{seed}-{epoch}")
+    return [e for e in (corrupt(ids, rng, max_len) for ids in biography_ids) if e is not None]
+
+
+def as_example(input_ids: Sequence[int], labels: Sequence[int]) -> Example:
+    """The batcher's :class:`helpers.text.tokens.Example` of one (input_ids, labels) pair; refuses labels that are not
+    the next token on the target only (what :func:`helpers.text.tokens.collate` builds from ``prefix_len``)."""
+    ids, labels = [int(i) for i in input_ids], [int(y) for y in labels]
+    scored = [t for t, y in enumerate(labels) if y != IGNORE_INDEX]
+    if len(labels) != len(ids) or not scored or labels != labels_for(ids, scored[0] + 1):
+        raise ValueError(
+            "labels must have one entry per input id: the next token from the <sep> on (the target and <eos>), "
+            f"{IGNORE_INDEX} everywhere else (the source, and the last position)."
+        )
+    return Example(ids, scored[0] + 1)
+
+
+class ExampleBatcher(BucketBatcher):
+    """A :class:`helpers.text.tokens.BucketBatcher` over (input_ids, labels) pairs: a list (the same examples every
+    epoch) or a function ``epoch -> list`` (new examples each epoch, as span corruption cuts afresh)."""
+
+    def __init__(self, examples, max_tokens: int, *, seed: int = 0, **kw):
+        self.make = examples if callable(examples) else None
+        first = self.make(0) if self.make else examples
+        self._examples_epoch = 0
+        super().__init__([as_example(i, y) for i, y in first], max_tokens, seed=seed, **kw)
+
+    def _plan(self, epoch: int) -> list[list[int]]:
+        if self.make is not None and epoch != self._examples_epoch:
+            self.examples = [as_example(i, y) for i, y in self.make(epoch)]
+            self.lengths = np.array([len(e.input_ids) for e in self.examples])
+            self._examples_epoch, self._plan_cache = epoch, None
+        return super()._plan(epoch)
+
+
+def training_config(model_cfg: TrainConfig, steps: int, lr: float, seed: int) -> TrainConfig:
+    """``model_cfg`` with one phase's budget: ``steps`` at peak learning rate ``lr`` (a warm-up of at most a tenth of
+    the steps), no time limit, and ``seed`` for the batches."""
+    from dataclasses import replace
+
+    return replace(model_cfg, steps=steps, minutes=None, lr=lr, seed=seed,
+                   warmup_steps=min(model_cfg.warmup_steps, max(1, steps // 10)))  # fmt: skip
+
+
+def new_model(tok: Tokenizer, model_cfg: TrainConfig, seed: int, device=None) -> DecoderOnlyTransformer:
+    """A fresh model of ``model_cfg``'s shape for ``tok``'s vocabulary: the same initial weights for the same seed."""
+    device = runtime.pick_device(device)
+    runtime.set_seed(seed)
+    return DecoderOnlyTransformer(model_cfg.model_config(tok.vocab_size, device)).to(device)
+
+
+def train_phase(model, batcher, cfg: TrainConfig, phase: str, *, device=None, progress: bool = False, callback=None):
+    """Train ``model`` in place on ``batcher`` for ``cfg``'s budget (no validation, no checkpoints); ``phase`` names it."""
+    return train(model, batcher, None, cfg, None, device=device, extra_config={"phase": phase}, progress=progress,
+                 callback=callback)  # fmt: skip
+
+
+def knowledge_table(data: KnowledgeData, tok: Tokenizer, kcfg: KnowledgeConfig, model_cfg: TrainConfig, *,
+                    device=None) -> dict:  # fmt: skip
+    """Pretrain, fine-tune, evaluate: the accuracy table of the knowledge-access experiment (Exercise 6.5's reference).
+
+    Two models from the same initial weights (``kcfg.seed``); one first reads every biography with span corruption
+    for ``kcfg.pretrain_steps`` at ``model_cfg.lr``; both are fine-tuned on the fine-tuning people's questions for
+    ``kcfg.finetune_steps`` at ``kcfg.finetune_lr``, then asked about the held-out people. Returns the accuracies
+    (``scratch``, ``pretrained``, ``baseline``), ``baseline_place``, and per model its ``answers`` and ``models``.
+    """
+    seed, max_len, max_tokens = kcfg.seed, model_cfg.max_len, model_cfg.max_tokens
+    finetune_set = [finetune_example(tok, q, a, max_len) for q, a in data.finetune_pairs]
+    bios = tok.encode_batch(data.biographies)
+    pre_cfg = training_config(model_cfg, kcfg.pretrain_steps, model_cfg.lr, seed)
+    ft_cfg = training_config(model_cfg, kcfg.finetune_steps, kcfg.finetune_lr, seed)
+    models = {}
+    for name in ("scratch", "pretrained"):
+        model = new_model(tok, model_cfg, seed, device)
+        if name == "pretrained":
+            cuts = ExampleBatcher(lambda epoch: pretraining_examples(bios, epoch, seed, max_len), max_tokens, seed=seed)
+            train_phase(model, cuts, pre_cfg, "pretrain-span", device=device)
+        train_phase(model, ExampleBatcher(finetune_set, max_tokens, seed=seed), ft_cfg, "finetune", device=device)
+        models[name] = model
+    gold = [p.born for p in data.test]
+    answers = {name: answer_questions(m, tok, data.test_pairs) for name, m in models.items()}
+    place = majority_answer([p.born for p in data.finetune])
+    return {
+        "scratch": accuracy(answers["scratch"], gold),
+        "pretrained": accuracy(answers["pretrained"], gold),
+        "baseline": accuracy([place] * len(gold), gold),
+        "baseline_place": place,
+        "answers": answers,
+        "models": models,
+    }
 
 
 @dataclass
@@ -352,7 +480,8 @@ class KnowledgeResult:
 
 
 def run_knowledge(kcfg: KnowledgeConfig, model_cfg: TrainConfig, *, device=None, progress: bool = False,
-                  data: KnowledgeData | None = None) -> tuple[KnowledgeResult, dict]:  # fmt: skip
+                  data: KnowledgeData | None = None, tokenizer: Tokenizer | None = None,
+                  ) -> tuple[KnowledgeResult, dict]:  # fmt: skip
     """The whole experiment: data, tokenizer, the scratch model, the pretrained model, the baseline.
 
     Every model has the same shape, initial weights (same seed) and fine-tuning budget
@@ -367,10 +496,9 @@ def run_knowledge(kcfg: KnowledgeConfig, model_cfg: TrainConfig, *, device=None,
     t0 = time.perf_counter()
     device = runtime.pick_device(device)
     data = data if data is not None else make_knowledge_data(kcfg.n_people, kcfg.n_test, kcfg.seed, skew=kcfg.skew)
-    tok = knowledge_tokenizer(data, kcfg.vocab_size, kcfg.seed)
-    ft_cfg = replace(model_cfg, steps=kcfg.finetune_steps, minutes=None, lr=kcfg.finetune_lr, seed=kcfg.seed,
-                     warmup_steps=min(model_cfg.warmup_steps, max(1, kcfg.finetune_steps // 10)))  # fmt: skip
-    pre_cfg = replace(model_cfg, steps=kcfg.pretrain_steps, minutes=None, seed=kcfg.seed, log_interval=1)
+    tok = tokenizer if tokenizer is not None else knowledge_tokenizer(data, kcfg.vocab_size, kcfg.seed)
+    ft_cfg = training_config(model_cfg, kcfg.finetune_steps, kcfg.finetune_lr, kcfg.seed)
+    pre_cfg = replace(training_config(model_cfg, kcfg.pretrain_steps, model_cfg.lr, kcfg.seed), log_interval=1)
     gold = [p.born for p in data.test]
     seen = data.finetune[: len(data.test)]
 
@@ -437,23 +565,23 @@ def run_knowledge(kcfg: KnowledgeConfig, model_cfg: TrainConfig, *, device=None,
 EMBEDDING_KINDS = ("learned", "random frozen", "word2vec", "pretrained LM")
 
 
-def word2vec_embeddings(tok: Tokenizer, sentences: Sequence[str], d_model: int, *, seed: int = 0, epochs: int = 5,
-                        window: int = 5, std: float = 0.02):  # fmt: skip
-    """Word vectors for our pieces, trained with gensim's word2vec (skip-gram) on ``sentences`` cut into our pieces.
+def train_word2vec(tok: Tokenizer, sentences: Sequence[str], d_model: int, *, seed: int = 0, epochs: int = 5,
+                   window: int = 5):  # fmt: skip
+    """gensim's word2vec (skip-gram) trained on ``sentences`` cut into our pieces: its ``KeyedVectors``, whose keys
+    are piece ids written as text (``wv["17"]`` is piece 17's vector). Deterministic for a seed: one worker thread.
 
-    Training on the piece-tokenized text gives every piece that occurs a vector directly (no mapping from
-    words to pieces to invent). The vectors are centred and scaled to the model's initial ``std``, as
-    :func:`helpers.hf.pretrained.transfer_embeddings` does; special and byte pieces (and pieces that never occur)
-    keep their random start. Deterministic for a seed: one worker thread.
-    """
+    Training on the piece-tokenized text gives every piece that occurs a vector directly (no mapping from words
+    to pieces to invent)."""
     from gensim.models import Word2Vec
-
-    from .hf.pretrained import EmbeddingTransfer
 
     corpus = [[str(i) for i in ids] for ids in tok.encode_batch(list(sentences))]
     w2v = Word2Vec(
         corpus, vector_size=d_model, window=window, min_count=1, sg=1, workers=1, seed=seed, epochs=epochs,
     )  # fmt: skip
+    return w2v.wv
+
+
+def _word2vec_rows(tok: Tokenizer, wv, std: float):
     ids, rows, skipped = [], [], {"special": 0, "byte": 0, "no pieces": 0}
     for i in range(tok.vocab_size):
         piece = tok.id_to_piece(i)
@@ -461,25 +589,54 @@ def word2vec_embeddings(tok: Tokenizer, sentences: Sequence[str], d_model: int, 
             skipped["special"] += 1
         elif piece.startswith("<0x") and piece.endswith(">"):
             skipped["byte"] += 1
-        elif str(i) not in w2v.wv:
+        elif str(i) not in wv:
             skipped["no pieces"] += 1
         else:
             ids.append(i)
-            rows.append(torch.from_numpy(w2v.wv[str(i)].copy()))
+            rows.append(torch.from_numpy(wv[str(i)].copy()))
     X = torch.stack(rows)
     X = X - X.mean(0)
     X = X * (std / X.std())
-    source = f"word2vec (gensim skip-gram, {epochs} passes over {len(corpus):,} training sentences cut into our pieces)"
-    return EmbeddingTransfer(torch.tensor(ids), X, source, skipped, 1.0)  # trained at our width: no projection
+    return torch.tensor(ids), X, skipped
+
+
+def put_word_vectors(model, tok: Tokenizer, wv, std: float = 0.02) -> int:
+    """Write word2vec's vectors into ``model``'s token-embedding table, in place (Exercise 6.6's reference).
+
+    Every piece with a vector gets a row, except the special pieces (ids up to ``tok.unk_id``) and the byte pieces
+    (``<0x..>``), which keep their random start, as :func:`helpers.hf.pretrained.transfer_embeddings` leaves them.
+    The vectors are centred (their mean vector subtracted) and scaled together so their entries have the
+    standard deviation ``std`` of the model's initialisation; the table stays the same parameter (the tied output
+    layer reads it too). Returns how many rows were written."""
+    ids, X, _ = _word2vec_rows(tok, wv, std)
+    with torch.no_grad():
+        model.tok_emb.weight[ids] = X.to(model.tok_emb.weight.dtype)
+    return len(ids)
+
+
+def word2vec_embeddings(tok: Tokenizer, sentences: Sequence[str], d_model: int, *, seed: int = 0, epochs: int = 5,
+                        window: int = 5, std: float = 0.02):  # fmt: skip
+    """Word vectors for our pieces (:func:`train_word2vec`), centred and scaled to the model's initial ``std``, as
+    :func:`helpers.hf.pretrained.transfer_embeddings` does; special and byte pieces (and pieces that never occur)
+    keep their random start."""
+    from .hf.pretrained import EmbeddingTransfer
+
+    wv = train_word2vec(tok, sentences, d_model, seed=seed, epochs=epochs, window=window)
+    ids, X, skipped = _word2vec_rows(tok, wv, std)
+    source = (
+        f"word2vec (gensim skip-gram, {epochs} passes over {len(sentences):,} training sentences cut into our pieces)"
+    )
+    return EmbeddingTransfer(ids, X, source, skipped, 1.0)  # trained at our width: no projection
 
 
 def start_embeddings(model, tok: Tokenizer, kind: str, *, sentences: Sequence[str] = (), lm: str | None = None,
-                     seed: int = 0) -> str:  # fmt: skip
+                     seed: int = 0, put_word2vec=None) -> str:  # fmt: skip
     """Give ``model`` the token embeddings of ``kind`` (one of :data:`EMBEDDING_KINDS`); returns what was done.
 
     ``learned``: the model's own random start, trained (the default). ``random frozen``: the same random
     start, never trained (with tied weights the output layer stays frozen too). ``word2vec``: vectors trained
-    on ``sentences`` (:func:`word2vec_embeddings`), then trained further. ``pretrained LM``: the vectors of the
+    on ``sentences`` (:func:`word2vec_embeddings`), then trained further; ``put_word2vec(model, tok, wv)`` (the
+    notebook's Exercise 6.6), when given, writes the vectors :func:`train_word2vec` made in place of the package. ``pretrained LM``: the vectors of the
     causal LM ``lm`` (:func:`helpers.hf.pretrained.init_embeddings`), then trained further.
     """
     if kind == "learned":
@@ -487,6 +644,9 @@ def start_embeddings(model, tok: Tokenizer, kind: str, *, sentences: Sequence[st
     if kind == "random frozen":
         model.tok_emb.weight.requires_grad_(False)
         return "random start, frozen" + (" (the tied output layer too)" if model.config.tie_weights else "")
+    if kind == "word2vec" and put_word2vec is not None:
+        n = put_word2vec(model, tok, train_word2vec(tok, sentences, model.config.d_model, seed=seed))
+        return f"{n:,} token embeddings from word2vec (gensim skip-gram on the training text cut into our pieces)"
     if kind == "word2vec":
         transfer = word2vec_embeddings(tok, sentences, model.config.d_model, seed=seed)
         with torch.no_grad():
@@ -504,12 +664,13 @@ def start_embeddings(model, tok: Tokenizer, kind: str, *, sentences: Sequence[st
 
 
 def embedding_row(prepared, cfg: TrainConfig, kind: str, *, lm: str | None = None, device=None,
-                  eval_sentences: int = 300, progress: bool = False) -> dict:  # fmt: skip
+                  eval_sentences: int = 300, progress: bool = False, put_word2vec=None) -> dict:  # fmt: skip
     """Train the translation model of ``cfg`` with the embeddings of ``kind`` and score it; one table row.
 
     :func:`helpers.experiments.run_variant` with the embeddings started by :func:`start_embeddings` (same pairs,
     batches, seed, initial weights and budget; greedy BLEU on the first ``eval_sentences`` pairs of the
     validation split and of the new-sentence set), with the new-sentence hypotheses kept for the paired bootstrap.
+    ``put_word2vec``: see :func:`start_embeddings`.
     """
     from .experiments import run_variant
 
@@ -517,7 +678,7 @@ def embedding_row(prepared, cfg: TrainConfig, kind: str, *, lm: str | None = Non
     trainable = {}
 
     def start(model, tok):
-        how = start_embeddings(model, tok, kind, sentences=sentences, lm=lm, seed=cfg.seed)
+        how = start_embeddings(model, tok, kind, sentences=sentences, lm=lm, seed=cfg.seed, put_word2vec=put_word2vec)
         trainable["n"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
         return how
 

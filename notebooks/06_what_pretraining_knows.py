@@ -22,10 +22,12 @@
 #    moved to), pretrain on the biographies with span corruption, then fine-tune on *Where was X born?* for
 #    some people and ask about the others. Three numbers decide: fine-tuned from scratch, pretrained then
 #    fine-tuned, and always answering the most common birthplace (the original's "London" baseline).
-#    You write the scoring (Exercise 6.1) and the baseline (Exercise 6.2).
+#    You write the pipeline: the scoring (Exercise 6.1), the baseline (6.2), the fine-tuning examples (6.3), the
+#    span-corruption examples of the biographies (6.4), and the driver that pretrains, fine-tunes and evaluates (6.5).
 # 2. **Embeddings at equal budget.** The translation model of notebook 03 with four starts for its token
 #    embeddings: learned from scratch (the default), random and frozen, word2vec vectors trained on our own
-#    training text, and a pretrained language model's; each pair compared with a paired bootstrap.
+#    training text, and a pretrained language model's; each pair compared with a paired bootstrap. You write the
+#    code that puts the word vectors into the embedding table (Exercise 6.6).
 #
 # Each **Question 6.N** has a *Your answer* cell for your report and a code cell under it where you compute
 # what supports your answer.
@@ -33,8 +35,8 @@
 # **How to run.** On Colab, *Run all*: the knowledge experiment takes a few minutes on a CPU and less on a T4;
 # the embeddings, four translation runs of 3 minutes each. Quick mode (`python -m helpers run-notebooks --only
 # 06`, the tests) runs every code path with tiny models in seconds: its numbers say that the code runs, not
-# what pretraining does. The full-mode knowledge-access numbers, measured on a CPU, are in
-# `benchmarks/RESULTS.md` (`python benchmarks/knowledge_access.py`).
+# what pretraining does. `python benchmarks/knowledge_access.py` runs the full-mode knowledge experiment from a
+# terminal.
 #
 # Figures go to `reports/figures/06_*.pdf` and `.png`, the numbers to `reports/metrics/06_knowledge.json`.
 
@@ -101,6 +103,7 @@ ACCELERATOR = colab.setup()
 # %%
 # Sizes. Quick mode: a tiny model, a few dozen people, a hundred steps. Full mode: minutes on a CPU.
 import math
+import random
 import string
 import tempfile
 from collections import Counter
@@ -113,6 +116,7 @@ from helpers import knowledge as K
 from helpers.course import plotting
 from helpers.evaluation import evaluate as E
 from helpers.hf import pretrained as PT
+from helpers.nn.model import DecoderOnlyTransformer
 from helpers.text import data as D
 from helpers.text import sources as S
 from helpers.training import config as C
@@ -185,25 +189,39 @@ plt.show()
 # ## Exercise 6.1 · Exact-match accuracy (2 points)
 #
 # The model answers with free text, so scoring needs a rule. The original assignment counts an answer as
-# right when it **is** the place, not when it contains it: a model that says *Dunmere Ostrava* has not
-# answered. Ignore only what does not change the answer: case, spaces around it and inside it, and
-# punctuation at either end (` dunmere. ` is *Dunmere*; *Kestrel  Bay* is *Kestrel Bay*).
+# right when it **is** the place. A grader marked these answers by hand (the dots stand for spaces):
 #
-# Write `normalise_place` (the rule) and `exact_match_accuracy` (the share of predictions whose normalised
-# text equals their answer's). Hints: `str.strip(chars)` removes any of `chars` from both ends, and
-# `string.punctuation` holds the punctuation characters; `str.casefold()`; `" ".join(text.split())`.
+# | the model's answer | the birthplace | right? |
+# |---|---|---|
+# | `Dunmere` | Dunmere | yes |
+# | `DUNMERE` | Dunmere | yes |
+# | `·dunmere.·` | Dunmere | yes |
+# | `"Kelby!"` | Kelby | yes |
+# | `Kestrel···Bay` | Kestrel Bay | yes |
+# | `kestrel·bay` | Kestrel Bay | yes |
+# | `Kestrel-Bay` | Kestrel Bay | no |
+# | `Dunmere·Ostrava` | Dunmere | no |
+# | `born·in·Kelby` | Kelby | no |
+# | `Dunmereby` | Dunmere | no |
+# | `Kestrel` | Kestrel Bay | no |
+# | (nothing) | Dunmere | no |
+#
+# Work out the rule behind these marks: what may differ between an answer and the place while it still counts,
+# and what may not. Write it as `normalise_place`, which maps every way of writing a place that counts as that
+# place to one string, and `exact_match_accuracy`, the share of predictions that the rule counts as right. The
+# check compares your rule with the grader's on these answers and on many others made the same way.
 
 
 # %%
 def normalise_place(text: str) -> str:
-    """Case, surrounding spaces and punctuation at either end ignored, inner spaces collapsed."""
+    """One string for every way of writing a place that the grader counts as that place."""
     # BEGIN SOLUTION
     return " ".join(text.strip().strip(string.punctuation + " ").casefold().split())
     # END SOLUTION
 
 
 def exact_match_accuracy(predictions: list[str], answers: list[str]) -> float:
-    """The share (0 to 1) of predictions equal to their answer after normalise_place; containment is not a match."""
+    """The share (0 to 1) of predictions that the rule counts as their answer."""
     assert len(predictions) == len(answers) and answers, "one prediction per answer, and at least one answer"
     # BEGIN SOLUTION
     hits = [normalise_place(p) == normalise_place(a) for p, a in zip(predictions, answers)]
@@ -212,31 +230,43 @@ def exact_match_accuracy(predictions: list[str], answers: list[str]) -> float:
 
 
 # %% tags=["check"]
-# Reference cases (data/reference/06_exact_match.json), each about one rule; the message names the rule.
+# The graded answers above, one at a time; then the reference cases saved with the course
+# (data/reference/06_exact_match.json); then many answers made the same way, against the grader's rule.
+MARKED = [("Dunmere", "Dunmere", 1), ("DUNMERE", "Dunmere", 1), (" dunmere. ", "Dunmere", 1), ('"Kelby!"', "Kelby", 1),
+          ("Kestrel   Bay", "Kestrel Bay", 1), ("kestrel bay", "Kestrel Bay", 1), ("Kestrel-Bay", "Kestrel Bay", 0),
+          ("Dunmere Ostrava", "Dunmere", 0), ("born in Kelby", "Kelby", 0), ("Dunmereby", "Dunmere", 0),
+          ("Kestrel", "Kestrel Bay", 0), ("", "Dunmere", 0)]  # fmt: skip
+for said, place, right in MARKED:
+    got = exact_match_accuracy([said], [place])
+    assert isinstance(got, float) and 0 <= got <= 1, f"exact_match_accuracy returns a share from 0 to 1: got {got!r}"
+    assert got == right, f"the answer {said!r} for {place!r} is marked {'right' if right else 'wrong'}; got {got}"
 load_reference = runtime.reference_outputs  # outputs saved with the course (data/reference/*.json)
 for case in load_reference("06_exact_match.json")["cases"]:
     got = exact_match_accuracy(case["predictions"], case["answers"])
-    assert isinstance(got, float) and 0 <= got <= 1, (
-        f"exact_match_accuracy returns a share from 0 to 1, not a count: got {got!r}"
-    )
     assert math.isclose(got, case["accuracy"]), (
-        f"{case['what']}: predictions {case['predictions']} for answers {case['answers']} should score "
-        f"{case['accuracy']}, got {got}"
+        f"predictions {case['predictions']} for answers {case['answers']} should score {case['accuracy']}, got {got}"
     )
-print("exact-match accuracy: every reference case agrees")
-print(
-    f"  {exact_match_accuracy(['Dunmere', ' dunmere. ', 'Dunmere Ostrava', 'Kelby'], ['Dunmere'] * 3 + ['Kestrel Bay']):.2f} on four example answers (two right)"
-)
+draw = random.Random(6)
+for _ in range(300):
+    answers = draw.choices(K.PLACES, k=draw.randint(1, 6))
+    made = []
+    for a in answers:
+        a = draw.choice([a, a.upper(), a.lower(), a.replace(" ", "   "), a + draw.choice(".!?,;"), a[:-1], a + "s"])
+        made.append(draw.choice(["", " ", '"', "("]) + a + draw.choice(["", " ", '"', ")", ". "]))
+    got, want = exact_match_accuracy(made, answers), K.accuracy(made, answers)
+    assert math.isclose(got, want), (
+        f"predictions {made} for answers {answers}: the grader's rule gives {want}, got {got}"
+    )
+print(f"exact-match accuracy: the {len(MARKED)} marked answers, the saved cases and 300 drawn sets agree")
 
 # %% [markdown]
 # ## Exercise 6.2 · The most-common-place baseline (2 points)
 #
 # The baseline of the original assignment always answers "London", the most common birthplace. *Most common
 # where?* Among the **fine-tuning** answers: the baseline may learn from the data the model learns from, and
-# no more. Choosing the town on the test answers would score the baseline on answers it was fitted to, a leak
-# that makes it look better than any honest guess can be. Count towns the way `exact_match_accuracy` compares
-# them (normalised), break a tie by the town seen first, and return the town as first written in the
-# fine-tuning answers with its accuracy on the test answers. `collections.Counter` counts.
+# no more (Question 6.1 asks why). Count towns the way `exact_match_accuracy` compares them (normalised),
+# break a tie by the town seen first, and return the town as first written in the fine-tuning answers with its
+# accuracy on the test answers. `collections.Counter` counts.
 
 
 # %%
@@ -269,7 +299,7 @@ print(f"always answering {BASELINE_PLACE!r}: {BASELINE:.1%} of the {len(TEST_ANS
 # ## 2. What the baseline measures
 
 # %% [markdown] tags=["question"]
-# **Question 6.1.** The baseline answers the same town for everyone. From the way the birthplaces were drawn
+# **Question 6.1 (3 points).** The baseline answers the same town for everyone. From the way the birthplaces were drawn
 # (a Zipf law over 32 towns, weight 1/rank), what accuracy should it reach on the held-out people, and how far
 # from that may this run's number be by chance alone? Why must the town come from the fine-tuning answers
 # only: what would the same baseline report if the town were picked on the test answers, and why is that
@@ -279,9 +309,16 @@ print(f"always answering {BASELINE_PLACE!r}: {BASELINE:.1%} of the {len(TEST_ANS
 # **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
 
 # %%
-# Compute here what supports your answer. A start: the law's share of the most common town, and the baseline
-# if the town were picked on the test answers instead (the leak).
-print(f"Zipf share of {K.PLACES[0]!r}: {K.place_weights(skew=KCFG.skew)[0]:.1%}")
+# Compute here what supports your answer. A start: the law's share of the most common town, this run's
+# baseline, the standard error of a share measured on this many people (helpers.knowledge.standard_error), and
+# the baseline if the town were picked on the test answers instead.
+LAW_TOP = float(K.place_weights(skew=KCFG.skew)[0])
+print(
+    f"Zipf share of {K.PLACES[0]!r}: {LAW_TOP:.1%}; this run's baseline: {BASELINE:.1%} on {len(TEST_ANSWERS)} people"
+)
+print(
+    f"standard error of a share of {LAW_TOP:.1%} on {len(TEST_ANSWERS)} people: {K.standard_error(LAW_TOP, len(TEST_ANSWERS)):.1%}"
+)
 print(f"picked on the test answers: {most_common_place_baseline(TEST_ANSWERS, TEST_ANSWERS)}")
 
 
@@ -290,16 +327,17 @@ print(f"picked on the test answers: {most_common_place_baseline(TEST_ANSWERS, TE
 # Under the Zipf law that share is $1/H_{32}$ with $H_{32} = \sum_{r=1}^{32} 1/r \approx 4.06$: about
 # **24.6 %**. On $n$ held-out people the measured share wanders around it with a standard error of
 # $\sqrt{p(1-p)/n}$: 4.3 points for $n = 100$ (full mode), 6.8 for quick mode's 40, so a baseline anywhere
-# between about 16 % and 33 % is what the law predicts. The town must come from the fine-tuning answers because
-# a baseline stands for the best guess *without* the answers being scored. Picked on the test answers, it is
-# the maximum over 32 towns of their shares in this sample, which is biased upwards (and can even choose
-# another town when two are close); that number measures the test sample, not a method, and no model could be
+# within two standard errors of 24.6 % (between about 16 % and 33 %) is what the law predicts. The town must
+# come from the fine-tuning answers because a baseline stands for the best guess *without* the answers being
+# scored. Picked on the test answers, it is scored on the answers it was fitted to: the maximum over 32 towns
+# of their shares in this sample, which is biased upwards (and can even choose another town when two are
+# close); that number measures the test sample, not a method, and no model could be
 # compared with it fairly. In the full-mode runs of `benchmarks/RESULTS.md` the fine-tuning people's most
 # common town is Dunmere, as the law says, and the baseline scores 22 % (seed 0) and 21 % (seed 1) of the 100
-# held-out people: within the noise of the law's 24.6 %.
+# held-out people: within the noise of the law's 24.6 %. ($H_{32}$ is the 32nd harmonic number.)
 
 
-# %%
+# %% tags=["answer"]
 def compare_with_law(measured: float, expected: float, n: int) -> str:
     """Whether the baseline's accuracy is what the Zipf law predicts, within two standard errors."""
     se = K.standard_error(expected, n)
@@ -310,49 +348,318 @@ def compare_with_law(measured: float, expected: float, n: int) -> str:
     )
 
 
-print(compare_with_law(BASELINE, float(K.place_weights(skew=KCFG.skew)[0]), len(TEST_ANSWERS)))
+print(compare_with_law(BASELINE, LAW_TOP, len(TEST_ANSWERS)))
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 6.1 (3 points).**
+# - **3 points:** the expected accuracy is the top town's Zipf share, $1/H_{32} \approx$ 24.6 % (the harmonic
+#   number of 32); the chance spread is a binomial standard error $\sqrt{p(1-p)/n}$ (about 4 to 7 points here),
+#   so the run's baseline is compared with 24.6 % ± 2 SE; and picking the town on the test answers is a leak:
+#   the maximum share of the sample, biased upwards, a number about the test sample and not a method.
+# - **2 points:** two of those three parts right (e.g. the 24.6 % and the leak, but no standard error).
+# - **1 point:** one part right, or the right ideas without numbers.
+# - **0 points:** the baseline should score 1/32, or picking on the test answers is called fine because it
+#   uses the same rule.
+#
+# *Key phrases:* "harmonic number", "biased upwards", "within two standard errors", "answers it was fitted to"
 
 # %% [markdown]
 # ## 3. Pretraining on the biographies, then fine-tuning
 #
 # The model is notebook 02's decoder-only Transformer, in our translation format with the question as the
-# source: `<bos> Where was X born? <sep> Dunmere <eos>`, the loss on the answer only. Pretraining is notebook
-# 05's span corruption (`helpers.training.pretrain`, what `train --pretrain span` runs), here on the biographies:
-#
-# `<bos> Varo Tesimal was born in <mask> in 1874. She worked as ... <sep> Dunmere <eos>`
-#
-# with a random cut each epoch (a random-length beginning of the biography, one span of it removed). Every
-# model starts from the same random weights and gets the same fine-tuning (same questions, steps and
-# learning rate); the pretrained ones first read every biography. We keep snapshots of the pretraining run and
-# fine-tune a copy of each, to see how much reading it takes. Two more numbers explain the result: how often a
-# snapshot writes the birthplace back into a held-out person's biography with the birthplace masked (what
-# pretraining stored, before any fine-tuning), and the finished pretrained model fine-tuned on the question in
-# the biographies' own words, *Varo Tesimal was born in* → *Dunmere*.
+# source: `<bos> Where was X born? <sep> Dunmere <eos>`. Pretraining is notebook 05's span corruption, here on
+# the biographies. You build both kinds of examples, then the run that compares the models. One tokenizer,
+# trained on the biographies and the fine-tuning questions, serves every model:
 
 # %%
-RESULT, RUN = K.run_knowledge(KCFG, KMODEL, device=DEVICE, data=DATA)
-ANSWERS = RUN["answers"]  # the held-out people's answers, per model
+TOK = K.knowledge_tokenizer(DATA, KCFG.vocab_size, SEED)
+MAX_LEN, IGNORE = KMODEL.max_len, -100  # IGNORE: the label that torch's cross-entropy skips
+print(f"{TOK.vocab_size} pieces; <bos> {TOK.bos_id}, <sep> {TOK.sep_id}, <eos> {TOK.eos_id}, <mask> {K.MASK_ID}")
+print(DATA.finetune_pairs[0][0], "->", [TOK.id_to_piece(i) for i in TOK.encode(DATA.finetune_pairs[0][0])])
+
+# %% [markdown]
+# ## Exercise 6.3 · The fine-tuning examples (3 points)
+#
+# Fine-tuning reads one sequence per question, `<bos> question <sep> answer <eos>`, and at every position the
+# model predicts the next token. Beside the ids, training needs the **labels**: for each position, the id the
+# loss asks the model to predict *there*, or `IGNORE` where it asks nothing. The question is given, never
+# predicted: the loss is on the answer only, its pieces and the `<eos>` that ends it (so the model learns to
+# stop). Work out which positions carry a label, and which id each one asks for.
+#
+# - `answer_labels(input_ids, n_source)`: the labels of a sequence whose first `n_source` positions are the
+#   source (everything up to and including `<sep>`) and the rest the target. Exercise 6.4 needs it again.
+# - `finetune_example(tok, question, answer, max_len)`: `(input_ids, labels)` as lists of ints, or `None` when
+#   the sequence would be longer than `max_len` or the question or the answer encodes to no pieces. Use
+#   `tok.encode(text)`, `tok.bos_id`, `tok.sep_id` and `tok.eos_id`.
+
+
+# %%
+def answer_labels(input_ids: list[int], n_source: int) -> list[int]:
+    """One label per position of input_ids: the id the loss asks for there, IGNORE where it asks nothing."""
+    # BEGIN SOLUTION
+    labels = [IGNORE] * len(input_ids)
+    for t in range(n_source - 1, len(input_ids) - 1):
+        labels[t] = input_ids[t + 1]
+    return labels
+    # END SOLUTION
+
+
+def finetune_example(tok, question: str, answer: str, max_len: int) -> tuple[list[int], list[int]] | None:
+    """(input_ids, labels) of <bos> question <sep> answer <eos>, the loss on the answer only; None if it cannot be made."""
+    # BEGIN SOLUTION
+    q, a = tok.encode(question), tok.encode(answer)
+    if not q or not a or len(q) + len(a) + 3 > max_len:
+        return None
+    ids = [tok.bos_id, *q, tok.sep_id, *a, tok.eos_id]
+    return ids, answer_labels(ids, len(q) + 2)
+    # END SOLUTION
+
+
+# %% tags=["check"]
+# One example piece by piece, then every question of this data set (both wordings) and the edge cases against
+# the package's examples (helpers.knowledge.finetune_example), then the labels of arbitrary sequences.
+q, a = DATA.finetune_pairs[0]
+Q, A = TOK.encode(q), TOK.encode(a)
+ids, labels = finetune_example(TOK, q, a, MAX_LEN)
+assert list(ids) == [TOK.bos_id, *Q, TOK.sep_id, *A, TOK.eos_id], (
+    "input_ids: <bos>, the question, <sep>, the answer, <eos>"
+)
+assert len(labels) == len(ids), f"one label per position: {len(labels)} labels for {len(ids)} ids"
+assert [y for y in labels if y != IGNORE] == [*A, TOK.eos_id], (
+    "the labels ask for the answer's pieces and <eos>, once each"
+)
+assert list(labels) == K.labels_for(ids, len(Q) + 2), f"labels {labels} are in the wrong positions for ids {ids}"
+for pair in DATA.pairs(DATA.people) + DATA.pairs(DATA.people, "biography"):
+    got, want = finetune_example(TOK, *pair, MAX_LEN), K.finetune_example(TOK, *pair, MAX_LEN)
+    assert got is not None and (list(got[0]), list(got[1])) == want, f"{pair}: expected {want}, got {got}"
+n = len(ids)
+assert finetune_example(TOK, q, a, n) is not None and finetune_example(TOK, q, a, n - 1) is None, (
+    f"an example of {n} tokens fits max_len={n} and not max_len={n - 1}"
+)
+assert finetune_example(TOK, q, "", MAX_LEN) is None and finetune_example(TOK, "", a, MAX_LEN) is None, (
+    "an empty question or answer makes no example"
+)
+draw = random.Random(3)
+for _ in range(200):
+    seq = [draw.randrange(5, 400) for _ in range(draw.randint(2, 12))]
+    n_source = draw.randint(1, len(seq) - 1)
+    assert list(answer_labels(seq, n_source)) == K.labels_for(seq, n_source), (
+        f"answer_labels({seq}, n_source={n_source}) should be {K.labels_for(seq, n_source)}"
+    )
+print(f"fine-tuning examples: {len(DATA.people) * 2} questions and 200 label sets agree with the package's")
+
+# %% [markdown]
+# ## Exercise 6.4 · Span-corruption examples of the biographies (3 points)
+#
+# Pretraining reads each biography the way notebook 05 read sentences (Exercise 5.5): keep a beginning, cut one
+# span out of it, and ask for the span back, `<bos> prefix <mask> suffix <sep> span <eos>`, the loss on
+# `span <eos>` only. The cut, as the original assignment states it (the *room* is what `max_len` leaves after
+# the four special tokens):
+#
+# - the kept beginning's length *n* is drawn uniformly from 4 to the longest allowed, 7/8 of the room (rounded
+#   down, at least 2) and no more than the biography (when that longest is under 4, *n* is the longest);
+# - the span's length is drawn uniformly from 1 to half of *n* (rounded down, at least 1), never all *n* tokens;
+# - where it starts is drawn uniformly among the places where it fits.
+#
+# A biography of fewer than 2 tokens, or a room under 2, makes no example (`None`, and nothing drawn). Draw
+# with Python's `random.Random` (`rng.randint(a, b)` includes both ends), once per item above and in that order,
+# so that your cuts are the ones the package's pretraining makes. Write
+#
+# - `corrupt_biography(ids, rng, max_len)`: `(input_ids, labels)` or `None` (`MASK` below is `<mask>`);
+# - `pretraining_epoch(biography_ids, epoch, seed, max_len)`: the examples of one epoch, one per biography in
+#   order (those that make none left out), all cut with one generator, `random.Random(f"{seed}-{epoch}")`. Work
+#   out why each epoch gets a generator of its own.
+
+# %%
+MASK = K.MASK_ID
+
+
+def corrupt_biography(ids: list[int], rng: random.Random, max_len: int) -> tuple[list[int], list[int]] | None:
+    """(input_ids, labels) of <bos> prefix <mask> suffix <sep> span <eos>, the loss on span <eos>; or None."""
+    # BEGIN SOLUTION
+    room = max_len - 4
+    if len(ids) < 2 or room < 2:
+        return None
+    longest = min(len(ids), max(2, room * 7 // 8))
+    n = rng.randint(min(4, longest), longest)
+    span_len = min(rng.randint(1, max(1, n // 2)), n - 1)
+    start = rng.randint(0, n - span_len)
+    prefix, span, suffix = ids[:start], ids[start : start + span_len], ids[start + span_len : n]
+    example = [TOK.bos_id, *prefix, MASK, *suffix, TOK.sep_id, *span, TOK.eos_id]
+    return example, answer_labels(example, len(prefix) + len(suffix) + 3)
+    # END SOLUTION
+
+
+def pretraining_epoch(biography_ids: list[list[int]], epoch: int, seed: int, max_len: int) -> list[tuple]:
+    """Epoch `epoch`'s examples: one cut of each biography (None left out), from random.Random(f"{seed}-{epoch}")."""
+    # BEGIN SOLUTION
+    rng = random.Random(f"{seed}-{epoch}")
+    examples = [corrupt_biography(ids, rng, max_len) for ids in biography_ids]
+    return [e for e in examples if e is not None]
+    # END SOLUTION
+
+
+# %% tags=["check"]
+# Many cuts against the package's (helpers.knowledge.corrupt_biography, the same draws from the same seed), with
+# what each part must be first; then whole epochs against helpers.knowledge.pretraining_examples.
+BIO_IDS = TOK.encode_batch(DATA.biographies)
+odd = [[], [9], [9, 10], [9, 10, 11]] + [list(range(100, 100 + n)) for n in range(4, 40)]
+for max_len in (6, 16, MAX_LEN):
+    mine, ref = random.Random(max_len), random.Random(max_len)
+    for ids in odd + BIO_IDS:
+        got, want = corrupt_biography(list(ids), mine, max_len), K.corrupt_biography(ids, ref, max_len)
+        if want is None:
+            assert got is None, f"{ids} with max_len {max_len} makes no example: return None, got {got}"
+            continue
+        assert got is not None, f"{ids} with max_len {max_len} makes an example, not None"
+        inp, labels = list(got[0]), list(got[1])
+        assert inp.count(MASK) == 1 and inp.count(TOK.sep_id) == 1, "one <mask> (where the span was) and one <sep>"
+        assert inp[0] == TOK.bos_id and inp[-1] == TOK.eos_id and len(inp) <= max_len, "<bos> ... <eos>, within max_len"
+        s = inp.index(TOK.sep_id)
+        assert labels == K.labels_for(inp, s + 1), "the labels ask for span <eos> only, as in Exercise 6.3"
+        assert (inp, labels) == want, (
+            f"cut of {ids} (max_len {max_len}): expected {want[0]}, got {inp}. Check the three draws: their ranges "
+            "and their order"
+        )
+some = BIO_IDS[:30] + [[9]] + BIO_IDS[30:60]
+for epoch in (0, 1, 2):
+    got = [(list(i), list(y)) for i, y in pretraining_epoch(some, epoch, 5, MAX_LEN)]
+    want = K.pretraining_examples(some, epoch, 5, MAX_LEN)
+    assert len(got) == len(want) == 60, f"one example per biography long enough to cut: {len(want)}, got {len(got)}"
+    assert got == want, f"epoch {epoch} (seed 5): the examples differ from the package's"
+print(f"span corruption: {3 * len(odd + BIO_IDS)} cuts and 3 epochs agree with the package's")
+
+# %% [markdown]
+# ## Exercise 6.5 · Pretrain, fine-tune, evaluate (4 points)
+#
+# Now the experiment, from your pieces. Write `knowledge_table(data, tok, kcfg, model_cfg, device)`: the models
+# the three numbers of the seed's question need, trained and asked, and the baseline. It must be a fair test of
+# one thing, pretraining on the biographies: decide which people's text each phase may see, which models must
+# share what, and which settings each phase takes from `kcfg` (the people, steps, fine-tuning learning rate,
+# seed) and `model_cfg` (the model's shape and learning rate, `max_len`, `max_tokens`). Every seed is
+# `kcfg.seed`. The package gives the machinery:
+#
+# - `K.new_model(tok, model_cfg, seed, device)`: a fresh model, the same initial weights for the same seed;
+# - `K.training_config(model_cfg, steps, lr, seed)`: one phase's budget;
+# - `K.ExampleBatcher(examples, model_cfg.max_tokens, seed=seed)`: batches of `(input_ids, labels)` examples,
+#   from a list, or from a function `epoch -> list` (new examples each epoch);
+# - `K.train_phase(model, batcher, cfg, phase, device=device)`: trains in place (`phase`: a name for the log);
+# - `K.answer_questions(model, tok, pairs)`: the model's greedy answers to the questions of `(question, answer)`
+#   pairs.
+#
+# Return a dict: `"scratch"`, `"pretrained"` and `"baseline"` (accuracies by your Exercise 6.1),
+# `"baseline_place"`, `"answers"` (per model, `"scratch"` and `"pretrained"`: its answers to the held-out
+# people's questions, in `data.test` order) and `"models"` (the two trained models, same keys).
+
+
+# %%
+def knowledge_table(data, tok, kcfg, model_cfg, device=None) -> dict:
+    """The knowledge-access experiment: two models trained and asked about the held-out people, and the baseline."""
+    # BEGIN SOLUTION
+    seed, max_len, max_tokens = kcfg.seed, model_cfg.max_len, model_cfg.max_tokens
+    questions = [finetune_example(tok, q, a, max_len) for q, a in data.finetune_pairs]
+    bios = tok.encode_batch(data.biographies)  # everyone's: the held-out people are read only here
+    pre_cfg = K.training_config(model_cfg, kcfg.pretrain_steps, model_cfg.lr, seed)
+    ft_cfg = K.training_config(model_cfg, kcfg.finetune_steps, kcfg.finetune_lr, seed)
+    models = {}
+    for name in ("scratch", "pretrained"):
+        model = K.new_model(tok, model_cfg, seed, device)  # the same start for both
+        if name == "pretrained":
+            cuts = K.ExampleBatcher(lambda epoch: pretraining_epoch(bios, epoch, seed, max_len), max_tokens, seed=seed)
+            K.train_phase(model, cuts, pre_cfg, "pretrain-span", device=device)
+        K.train_phase(model, K.ExampleBatcher(questions, max_tokens, seed=seed), ft_cfg, "finetune", device=device)
+        models[name] = model
+    gold = [p.born for p in data.test]
+    answers = {name: K.answer_questions(m, tok, data.test_pairs) for name, m in models.items()}
+    place, baseline = most_common_place_baseline([p.born for p in data.finetune], gold)
+    return {
+        "scratch": exact_match_accuracy(answers["scratch"], gold),
+        "pretrained": exact_match_accuracy(answers["pretrained"], gold),
+        "baseline": baseline,
+        "baseline_place": place,
+        "answers": answers,
+        "models": models,
+    }
+    # END SOLUTION
+
+
+# %% tags=["check"]
+# A small run (30 people, a few steps, seed 1, on the CPU) against the package's driver,
+# helpers.knowledge.knowledge_table: the same data and settings must give the same weights, answers and numbers.
+from dataclasses import replace  # noqa: E402
+
+SMALL = K.make_knowledge_data(30, 10, seed=1)
+SMALL_K = replace(KCFG, n_people=30, n_test=10, pretrain_steps=12, finetune_steps=8, seed=1)
+SMALL_M = replace(KMODEL, warmup_steps=2)
+mine = knowledge_table(SMALL, TOK, SMALL_K, SMALL_M, device="cpu")
+ref = K.knowledge_table(SMALL, TOK, SMALL_K, SMALL_M, device="cpu")
+assert set(mine) >= {"scratch", "pretrained", "baseline", "baseline_place", "answers", "models"}, sorted(mine)
+for name in ("scratch", "pretrained"):
+    assert isinstance(mine["models"][name], DecoderOnlyTransformer), f"models[{name!r}] is a trained model"
+    theirs = dict(ref["models"][name].named_parameters())
+    for key, value in mine["models"][name].named_parameters():
+        assert torch.allclose(value.detach().cpu(), theirs[key].detach().cpu(), rtol=0, atol=1e-6), (
+            f"the {name} model's {key} differs from the reference run's: check its start, which people's text each "
+            "phase reads, and each phase's steps, learning rate and seed"
+        )
+    assert list(mine["answers"][name]) == ref["answers"][name], (
+        f"the {name} model's answers: expected the answers to the held-out people's questions, {ref['answers'][name]}"
+    )
+    assert math.isclose(mine[name], ref[name]), f"{name}: accuracy {ref[name]} expected, got {mine[name]}"
+assert normalise_place(mine["baseline_place"]) == normalise_place(ref["baseline_place"]) and math.isclose(
+    mine["baseline"], ref["baseline"]
+), (
+    f"baseline: always {ref['baseline_place']!r}, {ref['baseline']} expected; got {mine['baseline_place']!r}, {mine['baseline']}"
+)
+print("the driver: both models, their answers and the three accuracies agree with the reference run")
+
+# %% [markdown]
+# ## The accuracy table
+#
+# Your driver at this notebook's sizes. Every model starts from the same random weights and gets the same
+# fine-tuning; the pretrained one first reads every biography.
+
+# %%
+TABLE = knowledge_table(DATA, TOK, KCFG, KMODEL, device=DEVICE)
+ANSWERS = TABLE["answers"]  # the held-out people's answers, per model
+for name, acc in (("fine-tuned from scratch", TABLE["scratch"]),
+                  (f"pretrained ({KCFG.pretrain_steps:,} steps), then fine-tuned", TABLE["pretrained"]),
+                  (f"always {TABLE['baseline_place']!r}", TABLE["baseline"])):  # fmt: skip
+    print(f"{name:<48} {acc:6.1%}  (± {2 * K.standard_error(acc, len(DATA.test)):.1%})")
+
+# %% [markdown]
+# ## More of the same run: how much reading, and in which words
+#
+# The package's `helpers.knowledge.run_knowledge` runs the same experiment and more: it keeps snapshots of the
+# pretraining run and fine-tunes a copy of each, to see how much reading it takes. Two more numbers explain the
+# result: how often a snapshot writes the birthplace back into a held-out person's biography with the
+# birthplace masked (what pretraining stored, before any fine-tuning), and the finished pretrained model
+# fine-tuned on the question in the biographies' own words, *Varo Tesimal was born in* → *Dunmere*.
+
+# %%
+RESULT, RUN = K.run_knowledge(KCFG, KMODEL, device=DEVICE, data=DATA, tokenizer=TOK)
 SCORES = {
-    "fine-tuned from scratch": exact_match_accuracy(ANSWERS["scratch"], TEST_ANSWERS),
-    f"pretrained ({KCFG.pretrain_steps:,} steps), then fine-tuned": exact_match_accuracy(ANSWERS["pretrained"], TEST_ANSWERS),
+    "fine-tuned from scratch": TABLE["scratch"],
+    f"pretrained ({KCFG.pretrain_steps:,} steps), then fine-tuned": TABLE["pretrained"],
     "the same, asked in the biographies' words": RESULT.pretrained_biography_words,
     f"always {BASELINE_PLACE!r} (Exercise 6.2)": BASELINE,
 }  # fmt: skip
-assert math.isclose(SCORES["fine-tuned from scratch"], RESULT.scratch) and math.isclose(BASELINE, RESULT.baseline)
+if DEVICE.type == "cpu":  # on a GPU, training is not bit-for-bit repeatable
+    assert (TABLE["scratch"], TABLE["pretrained"], BASELINE) == (RESULT.scratch, RESULT.pretrained, RESULT.baseline)
 for name, acc in SCORES.items():
     print(f"{name:<48} {acc:6.1%}  (± {2 * K.standard_error(acc, RESULT.n_test):.1%})")
 print(f"\nfine-tuning people answered correctly: {RESULT.finetune_accuracy}; {RESULT.seconds:.0f} s in all")
-
-# %% [markdown]
-# The answer to the seed's question, printed from this run's numbers (it changes when they change):
-
-# %%
-print(RESULT.verdict())
 if QUICK:
     print(
         f"Quick mode: a width-{KMODEL.d_model} model read the biographies for {KCFG.pretrain_steps} steps, so these "
-        "numbers are noise; the full-mode numbers are in benchmarks/RESULTS.md."
+        "numbers are noise: they say that the code runs."
     )
+
+# %% [markdown] tags=["answer"]
+# The answer to the seed's question, printed from this run's numbers (it changes when they change):
+
+# %% tags=["answer"]
+print(RESULT.verdict())
 
 # %% [markdown]
 # **How much reading does it take?** Accuracy on the held-out people after fine-tuning each pretraining
@@ -382,7 +689,7 @@ plotting.save_figure(
 plt.show()
 
 # %% [markdown] tags=["question"]
-# **Question 6.2.** Does pretraining let the model reach facts it only read? Answer with the three accuracies
+# **Question 6.2 (3 points).** Does pretraining let the model reach facts it only read? Answer with the three accuracies
 # (from scratch, pretrained, baseline) and their uncertainty, and say what the model from scratch does
 # instead of answering: look at its answers.
 
@@ -413,8 +720,23 @@ for kind in ("scratch", "pretrained"):
 # model from scratch hits by answering common towns (12 % and 17 %). Quick mode's
 # numbers say nothing about this: its model is too small and reads too little to store anything.
 
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 6.2 (3 points).**
+# - **3 points:** gives the three accuracies with their uncertainty (about ±2 standard errors, 8 to 10 points
+#   on 100 people) and concludes from them (full mode: about 60 % pretrained against 17 % from scratch and 22 %
+#   for the baseline, a gap well beyond the noise); says that the model from scratch falls back on the prior,
+#   answering the common towns whoever is asked (at or below the baseline), although it answers its own
+#   fine-tuning questions; and that fine-tuning taught the pretrained model how to ask while pretraining
+#   supplied what to answer.
+# - **2 points:** the right conclusion with the numbers but no uncertainty, or no account of what the model
+#   from scratch answers.
+# - **1 point:** the numbers alone, or a conclusion without numbers.
+# - **0 points:** the model from scratch "knows" some held-out birthplaces, or the gap is read from quick mode.
+#
+# *Key phrases:* "how to ask", "whoever is asked"
+
 # %% [markdown] tags=["question"]
-# **Question 6.3.** What has to happen in pretraining before fine-tuning can use it? Use the accuracy along
+# **Question 6.3 (2 points).** What has to happen in pretraining before fine-tuning can use it? Use the accuracy along
 # pretraining and the masked-biography column. Then say why the wording of the question, and the fine-tuning
 # learning rate, could matter.
 
@@ -443,6 +765,17 @@ print(f"asked in the biographies' words: {RESULT.pretrained_biography_words:.1%}
 # is to what was read, the less fine-tuning has to learn. Fine-tuning at the pretraining learning rate (2e-3)
 # instead of 3e-4 drops the pretrained model to 30 %, no longer distinguishable from the 22 % baseline: large
 # updates overwrite what 5,000 steps stored.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 6.3 (2 points).**
+# - **2 points:** the model must first memorise the biographies (the accuracy rises only once the
+#   masked-biography score does, after many passes over the text); the closer the question is to the words it
+#   read, the less fine-tuning has to learn (the biographies' own words score higher); a high fine-tuning
+#   learning rate hurts: large updates overwrite what pretraining stored.
+# - **1 point:** the memorising, or the wording and learning-rate part, but not both.
+# - **0 points:** any amount of pretraining helps at once, or the learning rate only changes the speed.
+#
+# *Key phrases:* "memorise the biographies", "large updates overwrite"
 
 # %% [markdown]
 # ## 4. Token embeddings at equal budget
@@ -475,9 +808,85 @@ if QUICK:
     LM = str(PT.tiny_causal_lm(prepared.splits.train[:500], Path(tempfile.mkdtemp(prefix="06_lm-")), seed=SEED))
 else:
     LM = PT.DEFAULT_CAUSAL  # from the hub on Colab; a local folder or .gguf file works too
+print(f"{prepared.tokenizer.vocab_size} pieces, {len(prepared.splits.train):,} training pairs, preset {PRESET}")
+
+# %% [markdown]
+# ## Exercise 6.6 · Word vectors into the embedding table (2 points)
+#
+# `K.train_word2vec(tok, sentences, d_model, seed=...)` trains gensim's skip-gram on the sentences cut into our
+# pieces and returns its vectors, keyed by piece id written as text: `wv["17"]` is piece 17's vector (a NumPy
+# array; `"17" in wv` says whether it has one). Write `put_word_vectors(model, tok, wv, std)`, which starts the
+# model's token embeddings (`model.tok_emb.weight`, one row per piece id) from those vectors and returns how
+# many rows it wrote:
+#
+# - only pieces with text of their own get a vector: the special pieces (ids up to `tok.unk_id`) and the byte
+#   pieces (`tok.id_to_piece(i)` written `<0x..>`) keep their random start, as do pieces with no vector;
+# - word2vec's vectors live at their own scale and around their own centre; the model's embeddings start
+#   centred at 0 with entries of standard deviation `std`. Make the written rows, *taken together*, look like
+#   that start, without changing the directions between them;
+# - the model must still train this table, and its output layer reads the same matrix (tied weights).
+
+
+# %%
+def put_word_vectors(model, tok, wv, std: float = 0.02) -> int:
+    """Start model's token embeddings from word2vec's vectors (pieces with text only), centred and scaled to std."""
+    # BEGIN SOLUTION
+    ids = [
+        i for i in range(tok.vocab_size) if i > tok.unk_id and not tok.id_to_piece(i).startswith("<0x") and str(i) in wv
+    ]
+    X = torch.stack([torch.from_numpy(wv[str(i)].copy()) for i in ids])
+    X = X - X.mean(0)
+    X = X * (std / X.std())
+    with torch.no_grad():
+        model.tok_emb.weight[ids] = X.to(model.tok_emb.weight.dtype)
+    return len(ids)
+    # END SOLUTION
+
+
+# %% tags=["check"]
+# A small model and word2vec on a few hundred training sentences: your table against the package's
+# (helpers.knowledge.put_word_vectors) from the same start, at two scales.
+w_tok = prepared.tokenizer
+w_sentences = [s for pair in prepared.splits.train[:300] for s in pair]
+w_cfg = C.preset_config("tiny", d_model=16, n_head=2).model_config(w_tok.vocab_size)
+wv = K.train_word2vec(w_tok, w_sentences, 16, seed=SEED)
+byte = [i for i in range(w_tok.vocab_size) if w_tok.id_to_piece(i).startswith("<0x")]
+for std in (0.02, 0.05):
+    torch.manual_seed(0)
+    start = DecoderOnlyTransformer(w_cfg)
+    before = start.tok_emb.weight.detach().clone()
+    torch.manual_seed(0)
+    want = DecoderOnlyTransformer(w_cfg)
+    n_want = K.put_word_vectors(want, w_tok, wv, std)
+    n_got = put_word_vectors(start, w_tok, wv, std)
+    table = start.tok_emb.weight
+    assert isinstance(table, torch.nn.Parameter) and table.requires_grad, "the table stays a trainable parameter"
+    assert start.lm_head.weight is table, "the output layer still reads the same matrix (tied weights)"
+    assert torch.equal(table[: w_tok.unk_id + 1], before[: w_tok.unk_id + 1]), "special pieces keep their random start"
+    assert torch.equal(table[byte], before[byte]), "byte pieces keep their random start"
+    assert n_got == n_want, f"{n_want} rows have a vector to write (std {std}); got {n_got}"
+    written = (table != before).any(1)
+    assert int(written.sum()) == n_want, f"{n_want} rows written, {int(written.sum())} changed"
+    rows = table[written].detach()
+    assert rows.mean(0).abs().max() < 1e-3 * std and math.isclose(rows.std().item(), std, rel_tol=1e-3), (
+        f"the written rows, taken together: mean {rows.mean().item():.2e}, std {rows.std().item():.4f} (want 0 and {std})"
+    )
+    assert torch.allclose(table.detach(), want.tok_emb.weight.detach(), rtol=0, atol=1e-7), (
+        f"the written rows differ from the reference table (std {std})"
+    )
+print(f"word vectors: {n_got} rows written, equal to the package's table at two scales")
+
+# %% [markdown]
+# ## Four starts, one budget
+#
+# Each start trains the same model with the same data, seed and budget; the word2vec row starts from your
+# `put_word_vectors`.
+
+# %%
 EMB_ROWS = []
 for kind in K.EMBEDDING_KINDS:
-    row = K.embedding_row(prepared, EMB_CFG, kind, lm=LM, device=DEVICE, eval_sentences=EVAL_SENTENCES)
+    row = K.embedding_row(prepared, EMB_CFG, kind, lm=LM, device=DEVICE, eval_sentences=EVAL_SENTENCES,
+                          put_word2vec=put_word_vectors)  # fmt: skip
     EMB_ROWS.append(row)
     print(
         f"{kind:<14} {row['trainable']:>9,} trainable  val loss {row['val_loss']:.3f}  BLEU new {row['bleu_new']:5.2f}"
@@ -485,12 +894,13 @@ for kind in K.EMBEDDING_KINDS:
     print(f"               {row['embeddings']}")
 
 # %% [markdown]
-# Each start against learned-from-scratch, the sentences printed from the bootstrap's numbers:
+# Each start against learned-from-scratch: the paired bootstrap's difference in BLEU, its 95 % interval and the
+# share of resamples in which the start does not gain.
 
 # %%
 COMPARISONS = K.compare_embeddings(EMB_ROWS, resamples=1000, seed=SEED)
 for c in COMPARISONS:
-    print(K.bootstrap_sentence(c))
+    print(f"{c['label']:<14} {c['delta']:+6.2f} BLEU [{c['low']:+.2f}, {c['high']:+.2f}], p = {c['p']:.3f}")
 if QUICK:
     print(
         f"Quick mode: {EMB_BUDGET['steps']} steps of a tiny model on the synthetic corpus, so these differences are noise."
@@ -517,7 +927,7 @@ plotting.save_figure(
 plt.show()
 
 # %% [markdown] tags=["question"]
-# **Question 6.4.** Which start for the token embeddings translates best at the same budget, and is its lead
+# **Question 6.4 (2 points).** Which start for the token embeddings translates best at the same budget, and is its lead
 # larger than the luck of the test sentences? What does the random frozen row tell you about how much of the
 # work the embeddings do?
 
@@ -546,6 +956,23 @@ for c in COMPARISONS:
 # mostly English), which can help rare pieces, more on the English side than on the French; whether that shows
 # in BLEU at this budget is what the bootstrap decides on a run with the network.
 
+# %% tags=["answer"]
+for c in COMPARISONS:  # each comparison in a sentence, from the bootstrap's numbers
+    print(K.bootstrap_sentence(c))
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 6.4 (2 points).**
+# - **2 points:** names the best start by the bootstrap (full mode: word2vec, +3.9 BLEU with an interval of
+#   [+2.0, +5.6] that excludes 0, so more than the luck of the sentences), explains that its vectors bring no
+#   new knowledge, only a head start, being trained on the same text; and reads the random frozen collapse
+#   (about 2 BLEU) as the embedding table doing a large share of the work (frozen, and with tied weights the
+#   output layer too).
+# - **1 point:** the ranking without the interval, or the interval without what the frozen row shows.
+# - **0 points:** a lead is reported as real although its interval contains 0, or the frozen row is read as
+#   "the embeddings do not matter".
+#
+# *Key phrases:* "head start", "no new knowledge"
+
 # %% [markdown]
 # ## Every number, saved
 #
@@ -560,8 +987,8 @@ record = {
     "knowledge": {
         "config": {**KCFG.__dict__, "model": KMODEL.to_dict()},
         "scores": SCORES,
+        "table": {k: v for k, v in TABLE.items() if k != "models"},
         "result": RESULT.as_dict(),
-        "verdict": RESULT.verdict(),
         "test": f"exact match on {RESULT.n_test} people seen only in pretraining (never in fine-tuning)",
     },
     "embeddings": {

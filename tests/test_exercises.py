@@ -422,7 +422,7 @@ def _grade_alone(
 
 # the cells between these exercises and the next train or fine-tune models (20-40 s a grading): their "no other"
 # half is checked on the first wrong answer of the exercise only; every other exercise's, on every wrong answer
-EXPENSIVE_TO_FOLLOW = {"3.2", "4.2"}
+EXPENSIVE_TO_FOLLOW = {"3.2", "4.2", "6.4", "6.5"}
 
 
 def _first_entry(exercise: str) -> str:
@@ -454,6 +454,10 @@ def _first_entry(exercise: str) -> str:
         ("05", "5.5"),
         ("06", "6.1"),
         ("06", "6.2"),
+        ("06", "6.3"),
+        ("06", "6.4"),
+        ("06", "6.5"),
+        ("06", "6.6"),
     ],
 )
 def test_an_exercise_graded_alone_from_its_snapshot_passes_with_the_solution(number, exercise, tmp_path):

@@ -103,3 +103,29 @@ def test_every_listed_reference_exists():
         for dotted in names:
             owner, attribute = guard._resolve(dotted)
             assert callable(getattr(owner, attribute)), f"{exercise}: {dotted}"
+
+
+def test_a_library_wrapping_its_own_function_is_not_tampering_a_student_wrapping_it_is():
+    """Importing torch._dynamo (an optimiser's first step does) wraps torch.manual_seed: not the student's patch.
+    In a fresh process, so that torch._dynamo is not imported yet."""
+    import subprocess
+    import sys
+
+    script = (
+        "import functools, torch\n"
+        "from helpers.course import guard\n"
+        "guard.begin('9.9')\n"
+        "import torch._dynamo\n"
+        "assert torch.manual_seed.__wrapped__ is not None\n"
+        "guard.verify()\n"
+        "seed = torch.manual_seed\n"
+        "exec(compile('import functools, torch\\ntorch.manual_seed = functools.wraps(seed)(lambda s: None)', "
+        "guard.STUDENT_FILE + ' x>', 'exec'), {'seed': seed})\n"
+        "try:\n"
+        "    guard.verify()\n"
+        "except guard.TamperError as err:\n"
+        "    print('caught:', err)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "caught: Exercise 9.9: the solution changed torch.manual_seed" in done.stdout

@@ -330,3 +330,86 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
         write_reference_files()
         print(f"wrote {', '.join(reference_files())} in {REFERENCE}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the pipeline in pieces (the references of Exercises 6.3 to 6.6): the same examples, batches and weights as the
+# package's own run
+
+
+def test_finetune_examples_are_the_translation_format_with_the_loss_on_the_answer_only():
+    from helpers.text.tokens import IGNORE_INDEX, collate, encode_pairs
+
+    kcfg, model_cfg = tiny_configs()
+    data = K.make_knowledge_data(kcfg.n_people, kcfg.n_test, 0)
+    tok = K.knowledge_tokenizer(data, 400)
+    examples, _ = encode_pairs(tok, data.finetune_pairs, model_cfg.max_len)
+    for (q, a), ex in zip(data.finetune_pairs, examples):
+        ids, labels = K.finetune_example(tok, q, a, model_cfg.max_len)
+        assert ids == ex.input_ids and labels == collate([ex]).labels[0].tolist()
+        assert [y for y in labels if y != IGNORE_INDEX] == [*tok.encode(a), tok.eos_id]
+    ids, _ = K.finetune_example(tok, *data.finetune_pairs[0], 64)
+    assert K.finetune_example(tok, *data.finetune_pairs[0], len(ids) - 1) is None
+    with pytest.raises(ValueError, match="labels"):
+        K.as_example(ids, [IGNORE_INDEX] * len(ids))
+    with pytest.raises(ValueError, match="labels"):
+        K.as_example(ids, ids)  # not shifted: each position asked for its own token
+    assert K.as_example(ids, ids[1:] + [IGNORE_INDEX]).prefix_len == 1  # a source of <bos> alone is a sequence too
+
+
+def test_the_example_batcher_makes_the_span_corruption_batchers_batches():
+    import random
+
+    kcfg, model_cfg = tiny_configs()
+    data = K.make_knowledge_data(kcfg.n_people, kcfg.n_test, 0)
+    tok = K.knowledge_tokenizer(data, 400)
+    bios = tok.encode_batch(data.biographies)
+    theirs = K.SpanCorruptionBatcher(bios, model_cfg.max_len, model_cfg.max_tokens, seed=3)
+    mine = K.ExampleBatcher(
+        lambda e: K.pretraining_examples(bios, e, 3, model_cfg.max_len), model_cfg.max_tokens, seed=3
+    )
+    for epoch in range(3):
+        theirs.set_epoch(epoch)
+        mine.set_epoch(epoch)
+        for a, b in zip(theirs, mine, strict=True):
+            assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.labels, b.labels)
+            assert torch.equal(a.prefix_len, b.prefix_len)
+    rng_a, rng_b = random.Random(1), random.Random(1)
+    for ids in bios:
+        ex = K.corrupt_span(ids, rng_a, 24)
+        assert K.corrupt_biography(ids, rng_b, 24) == (ex.input_ids, K.labels_for(ex.input_ids, ex.prefix_len))
+
+
+def test_knowledge_table_is_run_knowledges_experiment_weight_for_weight():
+    torch.set_num_threads(1)
+    kcfg, model_cfg = tiny_configs()
+    data = K.make_knowledge_data(kcfg.n_people, kcfg.n_test, 0)
+    tok = K.knowledge_tokenizer(data, 400)
+    table = K.knowledge_table(data, tok, kcfg, model_cfg)
+    result, run = K.run_knowledge(kcfg, model_cfg, data=data, tokenizer=tok)
+    assert (table["scratch"], table["pretrained"], table["baseline"]) == (
+        result.scratch,
+        result.pretrained,
+        result.baseline,
+    )
+    assert table["answers"] == run["answers"]
+    for name in ("scratch", "pretrained"):
+        mine, theirs = table["models"][name].state_dict(), run[name].state_dict()
+        assert all(torch.equal(mine[k], theirs[k]) for k in theirs), name
+    assert not torch.equal(table["models"]["scratch"].tok_emb.weight, table["models"]["pretrained"].tok_emb.weight)
+
+
+def test_put_word_vectors_writes_the_scaled_vectors_in_place_and_keeps_the_tie():
+    tok, sentences = _toy_tokenizer()
+    cfg = C.preset_config("tiny", d_model=16, n_head=2)
+    torch.manual_seed(0)
+    model = K.DecoderOnlyTransformer(cfg.model_config(tok.vocab_size))
+    table = model.tok_emb.weight
+    n = K.put_word_vectors(model, tok, K.train_word2vec(tok, sentences, 16, seed=0))
+    transfer = K.word2vec_embeddings(tok, sentences, 16, seed=0)
+    assert n == len(transfer.ids) and model.tok_emb.weight is table and model.lm_head.weight is table
+    assert torch.equal(table[transfer.ids].detach(), transfer.vectors)
+    torch.manual_seed(0)
+    other = K.DecoderOnlyTransformer(cfg.model_config(tok.vocab_size))
+    how = K.start_embeddings(other, tok, "word2vec", sentences=sentences, put_word2vec=K.put_word_vectors)
+    assert torch.equal(other.tok_emb.weight, table) and how.startswith(f"{n:,} token embeddings from word2vec")

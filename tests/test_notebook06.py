@@ -1,5 +1,6 @@
 """Notebook 06: the solved notebook gets full marks, writes its figures and metrics, uses the exercises'
-functions for its numbers, and its printed conclusions follow the numbers.
+functions for its numbers (the driver of Exercise 6.5 makes the accuracy table), its printed conclusions
+follow the numbers, and its student copy states none of the rubrics' key phrases.
 
 The notebook runs once in-process in quick mode (tiny models, seconds). Its exercises' wrong answers are in
 tests/catalogue_06.py; helpers.knowledge itself is tested in tests/test_knowledge.py.
@@ -12,10 +13,12 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import solved
 
 from helpers import knowledge as K
 from helpers import runtime
+from helpers.course import exercises, notebooks, written
 
 pytestmark = pytest.mark.notebook  # every test here reads the solved notebook's run
 
@@ -53,7 +56,8 @@ def test_the_knowledge_record_names_its_test_and_holds_every_number(record):
     assert [c["pretrain_steps"] for c in result["curve"]][0] == 0
     assert result["curve"][-1]["pretrain_steps"] == k["config"]["pretrain_steps"]
     assert all(0 <= v <= 1 for v in k["scores"].values()) and len(k["scores"]) == 4
-    assert k["verdict"].split(":")[0] in ("Yes", "No", "Not shown")
+    assert "verdict" not in k, "the verdict sentence is printed in an answer cell, not saved with the student's numbers"
+    assert (k["table"]["scratch"], k["table"]["pretrained"]) == (result["scratch"], result["pretrained"])
 
 
 def test_the_embedding_record_has_four_rows_at_one_budget_and_three_comparisons(record):
@@ -98,3 +102,56 @@ def test_the_baseline_sentence_flips_with_the_numbers(nb, measured, expected, n,
 def test_the_printed_verdict_is_the_runs(nb):
     r = nb["RESULT"]
     assert r.verdict() == K.knowledge_verdict(r.scratch, r.pretrained, r.baseline, r.n_test)
+
+
+def test_the_accuracy_table_is_the_students_driver_and_equals_the_packages_run(nb):
+    """The table comes from Exercise 6.5's driver; on the CPU it is the package's run_knowledge, number for number."""
+    table, r = nb["TABLE"], nb["RESULT"]
+    assert (table["scratch"], table["pretrained"], table["baseline"]) == (r.scratch, r.pretrained, r.baseline)
+    assert table["answers"] == nb["RUN"]["answers"] and table["baseline_place"] == r.baseline_answer
+    for name in ("scratch", "pretrained"):
+        mine, theirs = table["models"][name].state_dict(), nb["RUN"][name].state_dict()
+        assert all(torch.equal(mine[k], theirs[k]) for k in theirs), f"{name}: the driver's model is run_knowledge's"
+
+
+def test_the_word2vec_row_starts_from_the_students_function(record):
+    row = next(r for r in record["embeddings"]["rows"] if r["label"] == "word2vec")
+    assert row["embeddings"].endswith("(gensim skip-gram on the training text cut into our pieces)"), row["embeddings"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the student copy asks and never tells: no rubric key phrase outside the answer cells
+
+
+def _answer_text(nb_node) -> str:
+    return "\n".join(c.source for c in nb_node.cells if exercises.ANSWER in exercises.tags(c)).lower()
+
+
+def test_every_rubric_key_phrase_is_in_the_answers_and_absent_from_the_student_copy():
+    solved_nb = notebooks._read_py(NOTEBOOK)
+    rubrics = written.rubrics(solved_nb)
+    assert sorted(rubrics) == ["6.1", "6.2", "6.3", "6.4"]
+    assert sum(r.points for r in rubrics.values()) >= 10
+    answers = _answer_text(solved_nb)
+    for number, rubric in rubrics.items():
+        assert 1 <= len(rubric.key_phrases) <= 4, number
+        for phrase in rubric.key_phrases:
+            assert phrase.lower() in answers, f"Question {number}: {phrase!r} is in no answer cell"
+    assert not written.unanchored_key_phrases(solved_nb)
+    copy = exercises.student_notebook(solved_nb)
+    student_text = "\n".join(c.source for c in copy.cells).lower()
+    leaks = [(n, p) for n, r in rubrics.items() for p in r.key_phrases if p.lower() in student_text]
+    assert not leaks, leaks
+    assert not written.leaked_key_phrases(solved_nb)
+
+
+@pytest.mark.parametrize("kind", ["markdown", "code"])
+def test_the_key_phrase_check_catches_a_phrase_planted_outside_the_answers(kind):
+    """Control: a key phrase put into a non-answer cell (prose, or a check's message) is found in the student copy."""
+    solved_nb = notebooks._read_py(NOTEBOOK)
+    phrase = written.rubrics(solved_nb)["6.2"].key_phrases[0]
+    cell = next(c for c in solved_nb.cells if c.cell_type == kind and not exercises.tags(c))
+    cell.source += f"\n# fine-tuning taught it {phrase.upper()}" if kind == "code" else f"\n\nIt learnt {phrase}."
+    assert any(phrase in leak for leak in written.leaked_key_phrases(solved_nb))
+    copy = exercises.student_notebook(solved_nb)
+    assert phrase.lower() in "\n".join(c.source for c in copy.cells).lower()
