@@ -291,6 +291,27 @@ def test_one_early_mistake_costs_only_its_own_points(tmp_path):
 
 
 @pytest.mark.grading
+def test_a_wrong_new_pipeline_exercise_costs_only_its_own_points(tmp_path):
+    """Notebook 06 with 6.4 (span corruption) wrong and the rest right: 6.4's points lost, the driver (6.5) and
+    the word vectors (6.6) after it still earn theirs, graded as a whole notebook."""
+    path = notebooks.notebook_sources(["06"])[0]
+    old, new = 'rng = random.Random(f"{seed}-{epoch}")', 'rng = random.Random(f"{seed}-0")'
+    source = path.read_text()
+    assert source.count(old) == 1
+    wrong = tmp_path / path.name
+    wrong.write_text(source.replace(old, new))
+    old_reports = runtime.environment_snapshot("REPORTS_DIR")
+    os.environ["REPORTS_DIR"] = str(tmp_path / "reports")
+    try:
+        result = exercises.grade(wrong, executor=exercises.InProcess())
+    finally:
+        runtime.restore_environment(old_reports)
+    assert [r.number for r in result.results if r.status != "passed"] == ["6.4"], result.table()
+    points = {r.number: r.points for r in result.results}
+    assert result.total == result.possible - points["6.4"] and result.possible >= 12 and not result.stopped
+
+
+@pytest.mark.grading
 def test_the_reference_checks_decide_not_the_students_copy_of_them(tmp_path):
     """A copy whose check cells were emptied still fails: the grader runs the reference's checks."""
     path = notebooks.notebook_sources(["02"])[0]

@@ -71,6 +71,20 @@ REFERENCES: dict[str, list[str]] = {
     "5.3": ["helpers.nn.variants.rotary"],
     "5.4": ["helpers.nn.variants.alibi_slopes", "helpers.nn.variants.alibi_bias"],
     "5.5": ["helpers.training.pretrain.corrupt_span"],
+    "6.1": ["helpers.knowledge.accuracy", "helpers.knowledge.normalise_answer"],
+    "6.2": ["helpers.knowledge.majority_answer"],
+    "6.3": ["helpers.knowledge.finetune_example", "helpers.knowledge.labels_for"],
+    "6.4": [
+        "helpers.knowledge.corrupt_biography",
+        "helpers.knowledge.pretraining_examples",
+        "helpers.training.pretrain.corrupt_span",
+    ],
+    "6.5": ["helpers.knowledge.knowledge_table", "helpers.knowledge.run_knowledge"],
+    "6.6": [
+        "helpers.knowledge.put_word_vectors",
+        "helpers.knowledge.word2vec_embeddings",
+        "helpers.knowledge.start_embeddings",
+    ],
 }
 
 _WATCHED_MODULES = ("builtins", "math", "operator", "random", "torch", "torch.nn.functional", "torch.testing", "numpy")
