@@ -274,41 +274,31 @@ def test_grading_a_student_copy_in_a_kernel_runs_every_exercise_on_the_reference
 
 
 @pytest.mark.grading
-def test_one_early_mistake_costs_only_its_own_points(tmp_path):
-    """2.1 wrong, the rest right: 25 - 2 points (the reference 2.1 runs in its place for what follows)."""
-    path = notebooks.notebook_sources(["02"])[0]
-    old, new = "torch.arange(max_len, dtype", "torch.arange(1, max_len + 1, dtype"
+@pytest.mark.parametrize(
+    "number, exercise, old, new",
+    [
+        ("02", "2.1", "torch.arange(max_len, dtype", "torch.arange(1, max_len + 1, dtype"),
+        # a new exercise of the pipeline: the driver (6.5) and the word vectors (6.6) after it still earn theirs
+        ("06", "6.4", 'rng = random.Random(f"{seed}-{epoch}")', 'rng = random.Random(f"{seed}-0")'),
+    ],
+    ids=["02-2.1", "06-6.4"],
+)
+def test_one_mistake_costs_only_its_own_points(number, exercise, old, new, tmp_path, monkeypatch):
+    """One exercise wrong, the rest right, graded as a whole notebook: only its points are lost (the reference
+    solution runs in its place for what follows)."""
+    path = notebooks.notebook_sources([number])[0]
     source = path.read_text()
     assert source.count(old) == 1
     wrong = tmp_path / path.name
     wrong.write_text(source.replace(old, new))
+    monkeypatch.setenv("REPORTS_DIR", str(tmp_path / "reports"))
     result = exercises.grade(wrong, executor=exercises.InProcess())
-    assert [r.number for r in result.results if r.status != "passed"] == ["2.1"], result.table()
-    assert result.total == 25 - 2 and not result.stopped
-    # the control: without the reference the same copy stops at 2.1, so the points above come from the restore
-    alone = exercises.grade(wrong, executor=exercises.InProcess(), reference=False)
-    assert alone.total == 0 and alone.stopped == "Exercise 2.1 failed"
-
-
-@pytest.mark.grading
-def test_a_wrong_new_pipeline_exercise_costs_only_its_own_points(tmp_path):
-    """Notebook 06 with 6.4 (span corruption) wrong and the rest right: 6.4's points lost, the driver (6.5) and
-    the word vectors (6.6) after it still earn theirs, graded as a whole notebook."""
-    path = notebooks.notebook_sources(["06"])[0]
-    old, new = 'rng = random.Random(f"{seed}-{epoch}")', 'rng = random.Random(f"{seed}-0")'
-    source = path.read_text()
-    assert source.count(old) == 1
-    wrong = tmp_path / path.name
-    wrong.write_text(source.replace(old, new))
-    old_reports = runtime.environment_snapshot("REPORTS_DIR")
-    os.environ["REPORTS_DIR"] = str(tmp_path / "reports")
-    try:
-        result = exercises.grade(wrong, executor=exercises.InProcess())
-    finally:
-        runtime.restore_environment(old_reports)
-    assert [r.number for r in result.results if r.status != "passed"] == ["6.4"], result.table()
+    assert [r.number for r in result.results if r.status != "passed"] == [exercise], result.table()
     points = {r.number: r.points for r in result.results}
-    assert result.total == result.possible - points["6.4"] and result.possible >= 12 and not result.stopped
+    assert result.total == result.possible - points[exercise] and not result.stopped
+    # the control: without the reference the same copy stops at that exercise: the points above come from the restore
+    alone = exercises.grade(wrong, executor=exercises.InProcess(), reference=False)
+    assert alone.stopped == f"Exercise {exercise} failed" and alone.status_of(exercise) == "failed"
 
 
 @pytest.mark.grading
