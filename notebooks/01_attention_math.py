@@ -17,21 +17,22 @@
 # Attention fits in two lines of linear algebra, and the classic written questions about it
 # (is $\alpha$ a distribution? when does attention copy? how can one query average two values?
 # why several heads? why divide by $\sqrt{d_k}$?) have short answers on paper. Here you answer them,
-# and every answer meets an experiment: a few lines of code that measure it, a figure for your
-# report, and an `assert` that would fail if the claim were false.
+# and every answer meets an experiment: a few lines of code that measure it, and a figure for your
+# report. Your answers become code that checks hold to account.
 #
-# **How each question works.** A question (**Question 1.N.**) is followed by a *Your answer* cell:
-# write your derivation and conclusion there, with the numbers from the code cell under it, where you
-# compute what supports your answer (it starts with a small working example you can edit). The
-# exercises then turn your results into code that checks can test: **8 exercises, 17 points**. The
-# instructor's copy also holds a model answer after each question; your copy does not.
+# **How each question works.** A question (**Question 1.N (K points).**) is followed by a *Your answer*
+# cell: write your derivation and conclusion there, with the numbers from the code cell under it, where
+# you compute what supports your answer (it starts with a small working example you can edit). The nine
+# questions carry **20 points**, graded by hand. The exercises then turn your results into code that
+# checks can test: **8 exercises, 17 points**, graded automatically. The instructor's copy also holds a
+# model answer and a grading rubric after each question; your copy does not.
 #
 # **What you will learn**
 #
 # - whether the attention weights always form a probability distribution, and how softmax stays finite;
 # - how a query *copies* one value, and how it *averages* two, with error bounds you derive;
-# - how a projection recovers one vector from a sum of two;
-# - why a single head is fragile when a key's length varies, and how two heads fix it;
+# - which linear map recovers one vector from a sum of two;
+# - what a single head does when a key's length varies, and what two heads change;
 # - what key, query and value projections buy you in self-attention;
 # - whether self-attention knows word order, and what adding positions changes;
 # - why scores are divided by $\sqrt{d_k}$.
@@ -221,7 +222,7 @@ check_matches_package(attend)
 # whatever the query and the keys, and does that survive floating point?
 
 # %% [markdown] tags=["question"]
-# **Question 1.1.** Is $\alpha$ a probability distribution over the keys for *any* query and keys?
+# **Question 1.1 (2 points).** Is $\alpha$ a probability distribution over the keys for *any* query and keys?
 # Prove it from the formula. Then evaluate the formula literally, in float64, on the scores
 # $(1000, 0)$: what comes out, why, and how can the same $\alpha$ be computed so that nothing overflows
 # whatever the scores?
@@ -274,7 +275,7 @@ def check_categorical(attend_fn, scales=SCALES, m=5, n=8, d=16, repeats=20, seed
 
 
 check_categorical(attend)
-print(f"alpha is a distribution for {len(SCALES)} scales from 1e-12 to 1e12 (no NaN, >= 0, sums to 1).")
+print(f"check_categorical passed at {len(SCALES)} scales from 1e-12 to 1e12: weights finite, >= 0, rows summing to 1.")
 
 # %% [markdown]
 # **The figure.** The query's scale $s$ multiplies every score. Left: one query's weights at three
@@ -289,18 +290,6 @@ def mean_entropy(scales, n=8, d=16):
     qs = torch.randn(N_TRIALS, 1, d, generator=g, dtype=DTYPE) / math.sqrt(d)  # (R, 1, d)
     Ks = torch.randn(N_TRIALS, n, d, generator=g, dtype=DTYPE)  # (R, n, d)
     return [-torch.special.xlogy(a, a).sum(-1).mean().item() for a in (attend(s * qs, Ks, Ks)[1] for s in scales)]
-
-
-def describe_entropy(entropies, n):
-    """One sentence from the measured entropies, ordered by scale (it changes if the numbers do)."""
-    log_n = math.log(n)
-    trend = "falls" if entropies[-1] < entropies[0] else "does not fall"
-    inside = all(-1e-12 <= h <= log_n + 1e-12 for h in entropies)
-    where = "and stays inside [0, log n]" if inside else "and LEAVES [0, log n]: these are not distributions"
-    return (
-        f"The mean entropy {trend} from {entropies[0]:.3f} nats at the smallest scale to {entropies[-1]:.3f} at "
-        f"the largest (log n = {log_n:.3f}), {where}."
-    )
 
 
 ENTROPY_SCALES = torch.logspace(-2, 2, N_SWEEP).tolist()
@@ -334,12 +323,46 @@ save_then_explore(
     "weights against the query's scale, with log n (uniform) and 0 (one-hot) marked.",
     n=(2, 64, 1, 8),
 )
-print(describe_entropy(mean_entropy(ENTROPY_SCALES), n=8))
+entropies = mean_entropy(ENTROPY_SCALES)
+print(
+    f"mean entropy (nats): {entropies[0]:.3f} at scale {ENTROPY_SCALES[0]:g}, {entropies[-1]:.3f} at scale "
+    f"{ENTROPY_SCALES[-1]:g}; lowest {min(entropies):.3f}, highest {max(entropies):.3f}; log n = {math.log(8):.3f}"
+)
+
+
+# %% tags=["answer"]
+# The solved notebook's sentence, computed from the entropies above (the student copy prints only the numbers).
+def describe_entropy(entropies, n):
+    """One sentence from the measured entropies, ordered by scale (it changes if the numbers do)."""
+    log_n = math.log(n)
+    trend = "falls" if entropies[-1] < entropies[0] else "does not fall"
+    inside = all(-1e-12 <= h <= log_n + 1e-12 for h in entropies)
+    where = "and stays inside [0, log n]" if inside else "and LEAVES [0, log n]: these are not distributions"
+    return (
+        f"The mean entropy {trend} from {entropies[0]:.3f} nats at the smallest scale to {entropies[-1]:.3f} at "
+        f"the largest (log n = {log_n:.3f}), {where}."
+    )
+
+
+print(describe_entropy(entropies, n=8))
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** *The figure.* The scale acts as an inverse temperature: a small query spreads its
 # weight almost uniformly (entropy near $\log n$), a large one puts nearly all of it on the best key
 # (entropy near $0$). The entropy never leaves $[0, \log n]$, as it must for a distribution.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 1.1 (2 points).**
+# - **2 points:** proves $\alpha_i > 0$ and $\sum_i \alpha_i = 1$, so $\alpha$ is a distribution for any query and
+#   keys; says the literal formula gives $(\mathrm{NaN}, 0)$ for $(1000, 0)$ because $e^{1000}$ overflows to
+#   $\infty$ and $\infty/\infty$ is NaN; computes $\alpha$ with the row's largest score subtracted,
+#   $e^{s_i - s^\ast}/\sum_j e^{s_j - s^\ast}$, which is the same fraction and cannot overflow.
+# - **1 point:** the proof, or the overflow and its fix, but not both; or the fix without why it leaves
+#   $\alpha$ unchanged.
+# - **0 points:** says $\alpha$ can fail to be a distribution (negative weights, sums other than 1), or blames
+#   the NaN on something other than the overflow.
+#
+# *Key phrases:* "largest score", "\infty/\infty", "is a distribution"
 
 # %% [markdown]
 # ### Exercise 1.2 · A softmax that never overflows (2 points)
@@ -374,8 +397,15 @@ def stable_softmax(scores):
 
 
 # %% tags=["check"]
+def names_used(code) -> set:
+    """Every global and attribute name a function's code (and the functions defined inside it) uses."""
+    return set(code.co_names).union(*(names_used(c) for c in code.co_consts if hasattr(c, "co_names")))
+
+
 def check_stable_softmax(softmax_fn):
     """Weights computed by hand on scores near +-1000 (where exp overflows), and torch.softmax on random scores."""
+    library = {"softmax", "log_softmax", "logsumexp", "softmin"} & names_used(softmax_fn.__code__)
+    assert not library, f"stable_softmax calls {sorted(library)}: build it from torch.exp, a reduction and a division"
     e1, e2 = math.exp(-1), math.exp(-2)
     z2, z3 = 1 + e1, 1 + e1 + e2
     by_hand = {  # name: (scores, the weights worked out on paper)
@@ -442,7 +472,7 @@ def unit_keys_and_values(n, d, d_v, g):
 K2, V2 = unit_keys_and_values(16, 16, 4, rng(2))  # (16, 16) unit keys, (16, 4) values; j = 0 below
 
 # %% [markdown] tags=["question"]
-# **Question 1.2.** Can attention *copy* a single value $v_j$, that is, make $c \approx v_j$? With
+# **Question 1.2 (2 points).** Can attention *copy* a single value $v_j$, that is, make $c \approx v_j$? With
 # unit keys and $q = s\,k_j$, bound the copy error $\lVert c - v_j\rVert$ from above in terms of the
 # number of keys $n$, the gap $\Delta$, the spread $\max_i \lVert v_i - v_j\rVert$ and $s$. How fast
 # does the error shrink as $s$ grows? Why does the question ask for keys of unit norm?
@@ -526,7 +556,7 @@ print(
 def plot_copying(n=16, d=16):
     K, V = unit_keys_and_values(n, d, 4, rng(2))
     sweep = copying_sweep(K, V, 0, COPY_SCALES)
-    zoom = torch.linspace(0, 15, N_SWEEP).tolist()  # alpha_j saturates early: look closely at small s
+    zoom = torch.linspace(0, 15, N_SWEEP).tolist()  # a closer look at small s
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
     ax1.plot(zoom, copying_sweep(K, V, 0, zoom)[:, 0].numpy(), marker=".")
     ax1.axhline(1, ls=":", c="gray")
@@ -614,6 +644,18 @@ check_sweep_under_bound(copy)
 # $\Delta$), always under the bound, until float64 rounds it to exactly $0$. More keys, or fewer
 # dimensions (a smaller $\Delta$), need a larger query for the same error.
 
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 1.2 (2 points).**
+# - **2 points:** divides by $e^{s}$ to get $1 - \alpha_j \le \min(1, (n-1)e^{-s\Delta})$, and with
+#   $c - v_j = \sum_{i\ne j}\alpha_i(v_i - v_j)$ bounds $\lVert c - v_j\rVert \le \min(1, (n-1)e^{-s\Delta})\max_i\lVert v_i - v_j\rVert$;
+#   says the error shrinks exponentially in $s$, at a rate set by $\Delta$; and that with unit keys no other
+#   key out-scores $k_j$ (a longer key could, and would be copied instead).
+# - **1 point:** a valid bound without the rate or the reason for unit keys, or a bound that misses one
+#   factor ($n - 1$, $\Delta$ or the spread).
+# - **0 points:** no bound, an error that shrinks like $1/s$, or a copy said to be exact at a finite $s$.
+#
+# *Key phrases:* "(n-1)e^{-s\Delta}", "exponentially", "longer key"
+
 # %% [markdown]
 # ## 3. Averaging two values with one query
 #
@@ -637,7 +679,7 @@ def average_error(beta, K, V, a=0, b=1):
 
 
 # %% [markdown] tags=["question"]
-# **Question 1.3.** Can a single query make $c \approx m = \tfrac12(v_a + v_b)$? With orthonormal keys
+# **Question 1.3 (2 points).** Can a single query make $c \approx m = \tfrac12(v_a + v_b)$? With orthonormal keys
 # and $q = \beta(k_a + k_b)$, find the weights $\alpha$ exactly and write $c - m$ in terms of them. How
 # large must $\beta$ be, as a function of $n$, so that $\lVert c - m\rVert \le \tau \max_i\lVert v_i\rVert$
 # for *every* choice of the values? How does that $\beta$ grow with $n$?
@@ -791,6 +833,18 @@ save_then_explore(
 # measured smallest $\beta$ lies on the line $\log(n-2) + \log(1/\tau - \tfrac12)$: straight on a log
 # axis, so multiplying the number of keys by 4 costs about $\log 4 \approx 1.4$ more in $\beta$.
 
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 1.3 (2 points).**
+# - **2 points:** $\alpha_a = \alpha_b = e^\beta/(2e^\beta + n - 2)$ and $1/(2e^\beta + n - 2)$ for the others;
+#   $c - m = \varepsilon(\bar v_{\text{rest}} - m)$ with $\varepsilon = (n-2)/(2e^\beta + n - 2)$; the worst case
+#   $2\varepsilon\max_i\lVert v_i\rVert$ gives $\beta \ge \log\!\big((n-2)(1/\tau - \tfrac12)\big)$, so $\beta$ grows
+#   logarithmically in $n$ (11.03 for $n = 64$, $\tau = 10^{-3}$).
+# - **1 point:** the weights and the error right, but a $\beta$ that is only sufficient (such as
+#   $\log((n-2)/\tau)$), or no word on how it grows with $n$.
+# - **0 points:** weights that leave out the $n - 2$ other keys, or a $\beta$ that does not depend on $n$.
+#
+# *Key phrases:* "2e^\beta + n - 2", "\log\!\big((n-2)", "logarithmically"
+
 # %% [markdown]
 # ## 4. Recovering $v_a$ from a sum
 #
@@ -814,7 +868,7 @@ def tilted_basis(theta):
 
 
 # %% [markdown] tags=["question"]
-# **Question 1.4.** With $A^\top B = 0$, which linear map $M$ gives $Ms = v_a$ for every
+# **Question 1.4 (2 points).** With $A^\top B = 0$, which linear map $M$ gives $Ms = v_a$ for every
 # $s = v_a + v_b$? Prove it. If instead $\mathcal{B}$ is tilted towards $\mathcal{A}$ by the angle
 # $\theta$ (`tilted_basis(theta)`), how large is the error $\lVert Ms - v_a\rVert$, relative to
 # $\lVert v_b\rVert$?
@@ -842,6 +896,17 @@ print(f"||M s - v_a|| / ||v_b|| = {(M_try @ (v_a_try + v_b_try) - v_a_try).norm(
 # exactly: $M$ recovers $v_a$ only as well as the subspaces are separated. When the columns of $A$ span
 # $\mathcal{A}$ without being orthonormal, the projector is $A(A^\top A)^{-1}A^\top$ (or $QQ^\top$ with
 # $Q$ from a QR decomposition of $A$).
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 1.4 (2 points).**
+# - **2 points:** $M = AA^\top$, the orthogonal projector onto $\mathcal{A}$, proved from $A^\top A = I$ and
+#   $A^\top B = 0$; tilted, the leak is $AA^\top B_\theta y = \cos\theta\,A_{:,1:r}\,y$, so the relative error is
+#   $|\cos\theta|$ exactly, for every $v_b$.
+# - **1 point:** the projector and its proof with a wrong or missing tilt error ($\sin\theta$, "small"), or
+#   |cos theta| without the proof.
+# - **0 points:** $M = A^\top A$, the identity, or an $M$ that needs $v_b$.
+#
+# *Key phrases:* "AA^\top", "|\cos\theta|", "|cos theta|"
 
 # %% [markdown]
 # ### Exercise 1.5 · The projection onto a subspace (2 points)
@@ -900,29 +965,20 @@ def check_recover(basis_A, basis_B, tol=1e-10):
     assert errors.max() < tol, f"M s differs from v_a by {errors.max():.2e} of ||v_b||: are the subspaces orthogonal?"
 
 
-def check_leak_formula(theta):
-    errors = recovery_errors(basis_A, tilted_basis(theta))
-    assert torch.allclose(errors, torch.full_like(errors, abs(math.cos(theta))), atol=1e-10), (
-        "leak differs from |cos theta|"
-    )
-
-
 check_projection(projection_onto)
 check_recover(basis_A, W4)
-angles = torch.linspace(0, math.pi / 2, N_SWEEP).tolist()
-for t in angles:
-    check_leak_formula(t)
 
 # %% [markdown]
-# **The figure.** The relative recovery error with your $M$ against the angle between the subspaces:
-# each dot is the mean over random vectors, the line is $|\cos\theta|$.
+# **The figure.** The relative recovery error with your $M$ against the angle $\theta$ between the subspaces
+# (`tilted_basis(theta)`): each dot is the mean over random vectors $v_a$, $v_b$.
 
 # %%
+angles = torch.linspace(0, math.pi / 2, N_SWEEP).tolist()
 print(f"orthogonal subspaces: worst relative error {recovery_errors(basis_A, W4).max():.1e}")
-leak = [recovery_errors(basis_A, tilted_basis(t), n_vectors=200).mean().item() for t in angles]
+tilted_errors = [recovery_errors(basis_A, tilted_basis(t), n_vectors=200) for t in angles]
+leak = [e.mean().item() for e in tilted_errors]
 fig, ax = plt.subplots(figsize=(6, 3.8))
-ax.plot([math.degrees(t) for t in angles], leak, "o", ms=4, label=r"measured $\|Ms - v_a\| / \|v_b\|$")
-ax.plot([math.degrees(t) for t in angles], [abs(math.cos(t)) for t in angles], "-", label=r"$|\cos\theta|$")
+ax.plot([math.degrees(t) for t in angles], leak, "o-", ms=4, label=r"measured $\|Ms - v_a\| / \|v_b\|$ (mean)")
 ax.set(
     xlabel=r"angle $\theta$ between subspaces $\mathcal{A}$ and $\mathcal{B}$ (degrees)",
     ylabel="relative error",
@@ -933,25 +989,49 @@ fig.tight_layout()
 save_figure(
     fig,
     "01_subspace_recovery",
-    question="How well does the projection M recover v_a from v_a + v_b?",
-    caption="Relative recovery error of the projection of Exercise 1.5 against the angle between the subspaces of "
-    "v_a and v_b: measured (dots) and |cos theta| (line).",
-    numbers={"worst error at 90 degrees": recovery_errors(basis_A, W4).max()},
+    question="How well does your M recover v_a from v_a + v_b when the subspace of v_b tilts towards that of v_a?",
+    caption="Relative recovery error ||M s - v_a|| / ||v_b|| of the M of Exercise 1.5 against the angle theta between "
+    "the subspaces of v_a and v_b, the mean over random vectors at each angle.",
+    numbers={"worst error at 90 degrees": recovery_errors(basis_A, W4).max(), "mean error at 0 degrees": leak[0]},
 )
 plt.show()
+for i in range(0, len(angles), max(1, len(angles) // 6)):
+    print(
+        f"theta = {math.degrees(angles[i]):5.1f} degrees: relative error {leak[i]:.6f} on average, "
+        f"{tilted_errors[i].std():.1e} standard deviation over the vectors"
+    )
+
+# %% [markdown] tags=["answer"]
+# #### Model answer, measured: the leak against $|\cos\theta|$
+
+
+# %% tags=["answer"]
+def check_leak_formula(theta):
+    errors = recovery_errors(basis_A, tilted_basis(theta))
+    assert torch.allclose(errors, torch.full_like(errors, abs(math.cos(theta))), atol=1e-10), (
+        "leak differs from |cos theta|"
+    )
+
+
+for t in angles:
+    check_leak_formula(t)
 print(
     f"largest gap between the measured error and |cos theta| over {len(angles)} angles: "
     f"{max(abs(x - abs(math.cos(t))) for x, t in zip(leak, angles)):.1e}"
 )
+
+# %% [markdown] tags=["answer"]
+# **Model answer.** *The figure.* The error falls from $1$ at $\theta = 0$ (the subspaces overlap: all of
+# $v_b$ leaks) to $0$ at $90°$ along $|\cos\theta|$, for every vector drawn (the spread over vectors is at
+# rounding level): the cell above checks it at every angle.
 
 # %% [markdown]
 # ## 5. The drawback of a single head
 #
 # Keys are rarely exact. Let the means $\mu_1,\dots,\mu_n$ be orthonormal and draw
 # $k_i \sim \mathcal{N}(\mu_i, \alpha I)$ with a vanishingly small $\alpha$ (here $\alpha$ is a
-# variance, not an attention weight). By item 3, $q = \beta(\mu_a + \mu_b)$ still gives
-# $c \approx \tfrac12(v_a+v_b)$: the noise moves each score by only about $\beta\sqrt{2\alpha}$.
-# Now let key $a$ vary in *length*: $\Sigma_a = \alpha I + \tfrac12\mu_a\mu_a^\top$.
+# variance, not an attention weight), and use the query of item 3, $q = \beta(\mu_a + \mu_b)$.
+# Then let key $a$ vary in *length*: $\Sigma_a = \alpha I + \tfrac12\mu_a\mu_a^\top$.
 #
 # `sample_keys` in `helpers.nn.attention` draws such keys: `covariance="isotropic"` is
 # $\Sigma_i = \alpha I$, and `"item5"` stretches key $a$ as above, adding $g\,\mu_a$ with
@@ -983,7 +1063,7 @@ def draw_keys(covariance, log10_alpha=LOG10_ALPHA, n_samples=N_MC, seed=5):
 
 
 # %% [markdown] tags=["question"]
-# **Question 1.5.** With key $a$ stretched ($\Sigma_a = \alpha I + \tfrac12\mu_a\mu_a^\top$) and
+# **Question 1.5 (2 points).** With key $a$ stretched ($\Sigma_a = \alpha I + \tfrac12\mu_a\mu_a^\top$) and
 # $q = \beta(\mu_a + \mu_b)$ with a large $\beta$, what does $c$ do over the draws of the keys?
 # Derive $\alpha_a$ as a function of the length of $k_a$ along $\mu_a$, and estimate the total variance
 # $\operatorname{tr}\operatorname{Cov}(c)$ for large $\beta$.
@@ -1078,7 +1158,7 @@ def plot_single_head(beta=BETA, log10_alpha=LOG10_ALPHA):
 
 save_then_explore(
     plot_single_head,
-    "01_single_head_swing",
+    "01_single_head_stretched_key",
     question="Why is one head fragile when a key's length varies?",
     caption="One head with q = beta (mu_a + mu_b). Left: histogram of alpha_a over key draws, isotropic keys "
     "and key a stretched. Right: where the output c lands in the (v_a, v_b) plane.",
@@ -1087,7 +1167,8 @@ save_then_explore(
 )
 
 
-# %% tags=["check"]
+# %% tags=["answer"]
+# The solved notebook's checks of what Question 1.5 asks (the student copy leaves them out).
 def check_single_head_averages(c, tol=0.05):
     """Isotropic keys: every draw of c is close to (v_a + v_b)/2 and c barely varies."""
     m = (V5[A_IDX] + V5[B_IDX]) / 2
@@ -1115,6 +1196,19 @@ check_single_head_swings(c_single)
 # $v_b$. A smaller $\beta$ softens the switch ($\sigma(\beta(\gamma-1))$ flattens); a larger $\alpha$
 # spreads even the isotropic case.
 
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 1.5 (2 points).**
+# - **2 points:** $k_a \approx \gamma\mu_a$ with $\gamma \sim \mathcal{N}(1, \tfrac12)$; the scores $\beta\gamma$ and
+#   $\beta$ give $\alpha_a \approx \sigma(\beta(\gamma - 1))$; so $c$ is bimodal, near v_a when $k_a$ comes out long
+#   and near $v_b$ when short, about half the draws each; and
+#   $\operatorname{tr}\operatorname{Cov}(c) \approx \operatorname{Var}(\alpha_a)\lVert v_a - v_b\rVert^2 \to \tfrac12$ (about
+#   $0.4$ at $\beta = 10$).
+# - **1 point:** the swing between $v_a$ and $v_b$ without $\alpha_a$ or the variance, or $\alpha_a$ without
+#   where $c$ lands.
+# - **0 points:** $c$ stays near $\tfrac12(v_a + v_b)$, or a variance of the order of $\alpha$.
+#
+# *Key phrases:* "bimodal", "near v_a", "coin flip", "\sigma\big(\beta(\gamma - 1)\big)"
+
 # %% [markdown]
 # ## 6. The benefit of two heads
 #
@@ -1131,7 +1225,7 @@ def two_heads(keys, q1, q2):
 
 
 # %% [markdown] tags=["question"]
-# **Question 1.6.** Choose $q_1$ and $q_2$ (in terms of the $\mu_i$ and $\beta$) so that
+# **Question 1.6 (2 points).** Choose $q_1$ and $q_2$ (in terms of the $\mu_i$ and $\beta$) so that
 # $c \approx \tfrac12(v_a + v_b)$ with isotropic keys. Does your choice survive the stretched key $a$
 # of Question 1.5? Explain why, estimate how often it still fails (for $n = 8$ keys and $\beta = 10$),
 # and say whether that is rare.
@@ -1159,15 +1253,15 @@ print(f"stretched key a: tr Cov(c) = {total_variance(c_try):.3f}, mean c . v_a =
 # $\gamma < \log(n-1)/\beta$ (or flips sign), head 1 loses $v_a$, with probability
 # $\Phi\big((\log(n-1)/\beta - 1)/\sqrt{1/2}\big)$. For $n = 8$ and $\beta = 10$ that is $12.7\,\%$: about
 # one draw in eight, not a tail event, but far from the single head's coin flip, and the total
-# variance still falls by more than an order of magnitude. The sentences printed under Exercise 1.6
-# give this run's rate and factor.
+# variance still falls by more than an order of magnitude. The sentences printed after the figure of
+# Exercise 1.6 give this run's rate and factor.
 
 # %% [markdown]
 # ### Exercise 1.6 · Two queries, two heads (1 point)
 #
 # Write the two queries of Question 1.6. The check asks that, with isotropic keys, the two heads
-# still average, and that with key $a$ stretched they cut $\operatorname{tr}\operatorname{Cov}(c)$ at
-# least five-fold against the single head. The sentences under it are computed from this run.
+# average, and that with key $a$ stretched they cut $\operatorname{tr}\operatorname{Cov}(c)$ at
+# least five-fold against the single head. The cell prints this run's numbers for your answer.
 
 
 # %%
@@ -1181,27 +1275,6 @@ def two_head_queries(mu, a, b, beta):
     # END SOLUTION
 
 
-def compare_heads(single, multi):
-    """One sentence comparing tr Cov(c) of one head and of two heads (it flips if the numbers do)."""
-    if multi < single:
-        ratio = single / max(multi, 1e-300)
-        return f"With key a stretched, two heads cut tr Cov(c) from {single:.3f} to {multi:.3f}, {ratio:.0f}x smaller."
-    return f"With key a stretched, two heads do NOT reduce tr Cov(c): {multi:.3f} against {single:.3f} for one head."
-
-
-def describe_miss_rate(rate, n_draws):
-    """How often head 1 loses v_a, in words chosen from the measured rate (and its sampling noise)."""
-    noise = math.sqrt(max(rate * (1 - rate), 1e-12) / n_draws)
-    if rate < 0.05:
-        verdict = "a tail event"
-    elif rate < 0.35:
-        verdict = f"not rare (about one draw in {1 / rate:.0f}), but far from the coin flip of one head"
-    else:
-        verdict = "close to a coin flip: the two heads do not help here"
-    quick = f"; quick mode, {n_draws:,} draws" if QUICK else ""
-    return f"Head 1 loses v_a (alpha1_a < 1/2) in {rate:.1%} of draws (+-{noise:.1%}{quick}): {verdict}."
-
-
 q1, q2 = two_head_queries(mu, A_IDX, B_IDX, BETA)
 c_multi_iso, _, _ = two_heads(keys_iso, q1, q2)
 c_multi, alpha1, _ = two_heads(keys_stretch, q1, q2)
@@ -1209,8 +1282,11 @@ print(
     f"isotropic keys: two heads tr Cov(c) = {total_variance(c_multi_iso):.2e}, "
     f"max ||c - (v_a+v_b)/2|| = {(c_multi_iso - (V5[A_IDX] + V5[B_IDX]) / 2).norm(dim=-1).max():.1e}"
 )
-print(compare_heads(total_variance(c_single), total_variance(c_multi)))
-print(describe_miss_rate((alpha1[:, A_IDX] < 0.5).double().mean().item(), N_MC))
+miss_rate = (alpha1[:, A_IDX] < 0.5).double().mean().item()  # head 1 loses v_a
+print(
+    f"key a stretched: tr Cov(c) one head {total_variance(c_single):.3f}, two heads {total_variance(c_multi):.3f}; "
+    f"alpha1_a < 1/2 in {miss_rate:.1%} of {N_MC:,} draws (+-{math.sqrt(miss_rate * (1 - miss_rate) / N_MC):.1%})"
+)
 
 # %% [markdown]
 # **The figure.** Left: the coefficient $c\cdot v_a$ over key draws, one head against two heads, with
@@ -1265,6 +1341,14 @@ save_then_explore(
 
 
 # %% tags=["check"]
+def check_averages(c, tol=0.05):
+    """Every draw of c must lie within tol of (v_a + v_b)/2, and tr Cov(c) stay below 1e-3."""
+    m = (V5[A_IDX] + V5[B_IDX]) / 2
+    worst = (c - m).norm(dim=-1).max()
+    assert worst < tol, f"some draw of c is {worst:.3f} away from (v_a+v_b)/2"
+    assert total_variance(c) < 1e-3, f"tr Cov(c) = {total_variance(c):.2e}, not below 1e-3"
+
+
 def check_multi_head(keys, q1, q2, factor=5.0):
     """Two heads (q1, q2) must cut tr Cov(c) by `factor` against the single head q = beta (mu_a + mu_b)."""
     single = total_variance(single_head(keys)[0])
@@ -1274,7 +1358,7 @@ def check_multi_head(keys, q1, q2, factor=5.0):
     )
 
 
-check_single_head_averages(c_multi_iso)  # with isotropic keys two heads still average
+check_averages(c_multi_iso)  # isotropic keys
 check_multi_head(keys_stretch, q1, q2)
 
 # %% [markdown] tags=["answer"]
@@ -1282,6 +1366,50 @@ check_multi_head(keys_stretch, q1, q2)
 # sits at the target $\tfrac12$ except in the tail of draws where $k_a$ nearly vanishes. Isotropic keys
 # give almost no variance either way; with the stretched key, two heads cut it by more than an order
 # of magnitude.
+
+# %% [markdown] tags=["answer"]
+# #### Model answer, measured: the verdicts of this run
+
+
+# %% tags=["answer"]
+# The solved notebook's sentences, computed from the numbers printed under Exercise 1.6 (the student copy
+# prints only the numbers).
+def compare_heads(single, multi):
+    """One sentence comparing tr Cov(c) of one head and of two heads (it flips if the numbers do)."""
+    if multi < single:
+        ratio = single / max(multi, 1e-300)
+        return f"With key a stretched, two heads cut tr Cov(c) from {single:.3f} to {multi:.3f}, {ratio:.0f}x smaller."
+    return f"With key a stretched, two heads do NOT reduce tr Cov(c): {multi:.3f} against {single:.3f} for one head."
+
+
+def describe_miss_rate(rate, n_draws):
+    """How often head 1 loses v_a, in words chosen from the measured rate (and its sampling noise)."""
+    noise = math.sqrt(max(rate * (1 - rate), 1e-12) / n_draws)
+    if rate < 0.05:
+        verdict = "a tail event"
+    elif rate < 0.35:
+        verdict = f"not rare (about one draw in {1 / rate:.0f}), but far from the coin flip of one head"
+    else:
+        verdict = "close to a coin flip: the two heads do not help here"
+    quick = f"; quick mode, {n_draws:,} draws" if QUICK else ""
+    return f"Head 1 loses v_a (alpha1_a < 1/2) in {rate:.1%} of draws (+-{noise:.1%}{quick}): {verdict}."
+
+
+print(compare_heads(total_variance(c_single), total_variance(c_multi)))
+print(describe_miss_rate(miss_rate, N_MC))
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 1.6 (2 points).**
+# - **2 points:** $q_1 = \beta\mu_a$, $q_2 = \beta\mu_b$; head 2 never looks at $k_a$ ($\mu_b^\top\mu_a = 0$) and
+#   head 1 compares $\beta\gamma$ with about $0$ for the $n - 1$ others, so $\alpha^{(1)}_a$ stays near 1 whatever
+#   the length of $k_a$, unless $\beta\gamma < \log(n-1)$: probability
+#   $\Phi\big((\log(n-1)/\beta - 1)/\sqrt{1/2}\big) \approx 12.7\,\%$ for $n = 8$, $\beta = 10$, one draw in eight:
+#   not rare, but far from one head's coin flip.
+# - **1 point:** the right queries and why they survive, with no failure rate, a rate off by a factor of ten,
+#   or failures called negligible.
+# - **0 points:** the single head's query twice, or queries that each look at both keys.
+#
+# *Key phrases:* "\beta\mu_a", "12.7", "not rare", "one draw in eight"
 
 # %% [markdown]
 # ## 7. Key, query and value projections in self-attention
@@ -1327,7 +1455,7 @@ def c2_no_projection(x2):
 
 
 # %% [markdown] tags=["question"]
-# **Question 1.7.** (i) Without projections ($q_i = k_i = v_i = x_i$), what is $c_2$? Can adding
+# **Question 1.7 (3 points).** (i) Without projections ($q_i = k_i = v_i = x_i$), what is $c_2$? Can adding
 # multiples of $u_d$ or $u_c$ to $x_2$ make $c_2 \approx u_b$? Prove your answer for any multiples.
 # (ii) Find matrices $V, K, Q$, with $v_i = Vx_i$, $k_i = Kx_i$, $q_i = Qx_i$, that give
 # $c_2 \approx u_b$ and $c_1 \approx u_b - u_c$.
@@ -1358,6 +1486,18 @@ for name, x2 in variants.items():
 # (which only $k_3$ contains): $Q = (u_du_a^\top + u_cu_d^\top)/\beta^2$. Then $q_2 = u_d$ scores
 # $(\beta^2, 0, 0)$ and $c_2 \approx v_1 = u_b$; $q_1 = u_c$ scores $(0, 0, \beta^2)$ and
 # $c_1 \approx v_3 = u_b - u_c$.
+
+
+# %% tags=["answer"]
+# The solved notebook's check of Question 1.7 (i) (the student copy leaves it out).
+def check_cannot_reach_ub(c2_of, candidates):
+    """Without projections, no candidate x2 gets c2 within beta/2 of u_b."""
+    for name, x2 in candidates.items():
+        dist = (c2_of(x2) - u_b).norm()
+        assert dist > BETA7 / 2, f"{name}: c2 is within {dist:.2e} of u_b"
+
+
+check_cannot_reach_ub(c2_no_projection, variants)
 
 # %% [markdown]
 # ### Exercise 1.7 · Projections that route (2 points)
@@ -1451,13 +1591,6 @@ save_then_explore(
 from helpers.nn.attention import self_attention
 
 
-def check_cannot_reach_ub(c2_of, candidates):
-    """Without projections, no candidate x2 gets c2 within beta/2 of u_b."""
-    for name, x2 in candidates.items():
-        dist = (c2_of(x2) - u_b).norm()
-        assert dist > BETA7 / 2, f"{name}: c2 is within {dist:.2e} of u_b"
-
-
 def check_construction(Q, K, V, tol=1e-4, X=X7, targets=(u_b, u_c), beta=BETA7):
     """With the projections, c2 = u_b and c1 = u_b - u_c up to tol * beta."""
     ub, uc = targets
@@ -1468,7 +1601,6 @@ def check_construction(Q, K, V, tol=1e-4, X=X7, targets=(u_b, u_c), beta=BETA7):
     assert torch.allclose(c, c_ref, atol=1e-12), "self_attend differs from helpers.nn.attention.self_attention"
 
 
-check_cannot_reach_ub(c2_no_projection, variants)
 check_construction(Q7, K7, V7)
 for factor in (0.75, 1.5):  # other norms of the u's: the projections must follow them
     check_construction(
@@ -1479,6 +1611,19 @@ for factor in (0.75, 1.5):  # other norms of the u's: the projections must follo
 # **Model answer.** *The figure.* Without projections every padding of $x_2$ leaves $c_2$ on $x_2$
 # itself (a large $u_a$ coordinate), never on $u_b$. With the projections $x_1$ reads $x_3$ and $x_2$
 # reads $x_1$, and both outputs match their targets.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 1.7 (3 points).**
+# - **3 points:** (i) $x_2 = u_a$ scores $(0, \beta^2, 0)$, so $c_2 \approx u_a$; with $x_2 = u_a + s\,u_c + t\,u_d$ the
+#   self-score still wins by at least $\tfrac34\beta^2$ for every $s, t$, so $c_2 \approx x_2$ never nears $u_b$: a
+#   token attends to itself. (ii) a construction that works, e.g. $V = (u_bu_b^\top - u_cu_c^\top)/\beta^2$, $K = I$,
+#   $Q = (u_du_a^\top + u_cu_d^\top)/\beta^2$, with the scores that give $c_2 \approx u_b$ and $c_1 \approx u_b - u_c$.
+# - **2 points:** (ii) right and (i) shown for examples but not for any multiples; or (i) proved and (ii) with
+#   one of the two outputs wrong.
+# - **1 point:** one of (i) and (ii) only, or both claimed without the scores.
+# - **0 points:** padding $x_2$ said to reach $u_b$, and no working construction.
+#
+# *Key phrases:* "u_du_a^\top", "u_bu_b^\top - u_cu_c^\top", "attends to itself"
 
 # %% [markdown]
 # ## 8. Does self-attention know the order of its inputs?
@@ -1507,7 +1652,7 @@ def attn_with_positions(X):
     return self_attend(X + P8[: len(X)], Wq8, Wk8, Wv8, scale=1 / math.sqrt(D_K8))[0]
 
 
-def equivariance_gaps(attn_fn, X, perms):
+def shuffle_gaps(attn_fn, X, perms):
     """max |Attn(X[perm]) - Attn(X)[perm]| for each permutation."""
     return [(attn_fn(X[p]) - attn_fn(X)[p]).abs().max().item() for p in perms]
 
@@ -1518,7 +1663,7 @@ s1, s2 = "the dog bit the man".split(), "the man bit the dog".split()
 E1, E2 = torch.stack([vocab[w] for w in s1]), torch.stack([vocab[w] for w in s2])
 
 # %% [markdown] tags=["question"]
-# **Question 1.8.** Does self-attention know the order of its inputs? Express
+# **Question 1.8 (2 points).** Does self-attention know the order of its inputs? Express
 # $\mathrm{Attn}(\Pi X)$ in terms of $\mathrm{Attn}(X)$ and prove it. What does that mean for
 # "the dog bit the man" against "the man bit the dog"? What changes when positions are added,
 # $\mathrm{Attn}(\Pi X + P)$?
@@ -1551,6 +1696,50 @@ for name, fn in [("without positions", attn_plain), ("with positions", attn_with
 
 
 # %%
+gaps_plain = shuffle_gaps(attn_plain, X8, perms8)
+gaps_pos = shuffle_gaps(attn_with_positions, X8, perms8)
+fig, ax = plt.subplots(figsize=(7, 3.8))
+ax.semilogy(gaps_plain, "o", ms=4, label="no positions")
+ax.semilogy(gaps_pos, "s", ms=4, label="sinusoidal positions added")
+ax.set(
+    xlabel="random permutation $\\Pi$",
+    ylabel=r"$\max|\mathrm{Attn}(\Pi X) - \Pi\,\mathrm{Attn}(X)|$",
+    title=f"Shuffled inputs against shuffled outputs (T={T8})",
+)
+ax.set_ylim(1e-18, 1e2)
+ax.legend()
+fig.tight_layout()
+save_figure(
+    fig,
+    "01_shuffled_inputs",
+    question="Does self-attention know the order of its inputs?",
+    caption="Largest entry of |Attn(Pi X) - Pi Attn(X)| for 40 random permutations Pi of six inputs (log scale), "
+    "without positions and with sinusoidal positions added.",
+    numbers={"largest gap without positions": max(gaps_plain), "smallest gap with positions": min(gaps_pos)},
+)
+plt.show()
+print(
+    f"over {len(perms8)} shuffles: without positions the gaps run from {min(gaps_plain):.1e} to {max(gaps_plain):.1e}; "
+    f"with positions from {min(gaps_pos):.1e} to {max(gaps_pos):.1e}"
+)
+
+
+# %% tags=["answer"]
+# The solved notebook's checks and sentences for Question 1.8 (the student copy prints only the gaps above).
+def check_equivariant(attn_fn, X=X8, perms=perms8):
+    worst = max(shuffle_gaps(attn_fn, X, perms))
+    assert worst < 1e-10, f"Attn(PX) differs from P Attn(X) by {worst:.2e}: not permutation equivariant"
+
+
+def check_order_sensitive(attn_fn, X=X8, perms=perms8):
+    least = min(shuffle_gaps(attn_fn, X, perms))
+    assert least > 1e-3, f"some shuffle changes the output by only {least:.2e}: the layer ignores order"
+
+
+check_equivariant(attn_plain)
+check_order_sensitive(attn_with_positions)
+
+
 def describe_equivariance(gaps_plain, gaps_pos, rounding=1e-10):
     """Two sentences from the measured gaps (they flip if the numbers do)."""
     worst, least = max(gaps_plain), min(gaps_pos)
@@ -1565,48 +1754,24 @@ def describe_equivariance(gaps_plain, gaps_pos, rounding=1e-10):
     )
 
 
-gaps_plain = equivariance_gaps(attn_plain, X8, perms8)
-gaps_pos = equivariance_gaps(attn_with_positions, X8, perms8)
-fig, ax = plt.subplots(figsize=(7, 3.8))
-ax.semilogy(gaps_plain, "o", ms=4, label="no positions")
-ax.semilogy(gaps_pos, "s", ms=4, label="sinusoidal positions added")
-ax.set(
-    xlabel="random permutation $\\Pi$",
-    ylabel=r"$\max|\mathrm{Attn}(\Pi X) - \Pi\,\mathrm{Attn}(X)|$",
-    title=f"Permutation equivariance of self-attention (T={T8})",
-)
-ax.set_ylim(1e-18, 1e2)
-ax.legend()
-fig.tight_layout()
-save_figure(
-    fig,
-    "01_permutation_equivariance",
-    question="Does self-attention know the order of its inputs?",
-    caption="Largest entry of |Attn(Pi X) - Pi Attn(X)| for 40 random permutations Pi of six inputs (log scale), "
-    "without positions and with sinusoidal positions added.",
-    numbers={"largest gap without positions": max(gaps_plain), "smallest gap with positions": min(gaps_pos)},
-)
-plt.show()
 print(describe_equivariance(gaps_plain, gaps_pos))
-
-
-# %% tags=["check"]
-def check_equivariant(attn_fn, X=X8, perms=perms8):
-    worst = max(equivariance_gaps(attn_fn, X, perms))
-    assert worst < 1e-10, f"Attn(PX) differs from P Attn(X) by {worst:.2e}: not permutation equivariant"
-
-
-def check_order_sensitive(attn_fn, X=X8, perms=perms8):
-    least = min(equivariance_gaps(attn_fn, X, perms))
-    assert least > 1e-3, f"some shuffle changes the output by only {least:.2e}: the layer ignores order"
-
-
-check_equivariant(attn_plain)
-check_order_sensitive(attn_with_positions)
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** *The figure.* Without positions every gap sits at float64 rounding ($\sim 10^{-16}$);
 # with sinusoidal positions every gap is of order one: the order of the inputs now changes the outputs.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 1.8 (2 points).**
+# - **2 points:** the scores of $\Pi X$ are $\Pi S\Pi^\top$ and a row-wise softmax commutes with the permutation, so
+#   $\mathrm{Attn}(\Pi X) = \Pi\,\mathrm{Attn}(X)$: permutation equivariant, shuffling the inputs shuffles the
+#   outputs the same way; "dog" gets the same vector in both sentences; with positions
+#   $\mathrm{Attn}(\Pi X + P) \ne \Pi\,\mathrm{Attn}(X + P)$ because $\Pi P \ne P$, so the order now counts.
+# - **1 point:** the equivariance stated or measured without the proof, or the proof without what it means for
+#   the two sentences and for positions.
+# - **0 points:** self-attention said to know the order, or "dog" said to differ between the sentences without
+#   positions.
+#
+# *Key phrases:* "permutation equivariant", "= \Pi\,\mathrm{Attn}(X)", "the outputs the same way", "\Pi P \ne P"
 
 # %% [markdown]
 # ## 9. Why scores are divided by $\sqrt{d_k}$
@@ -1615,7 +1780,7 @@ check_order_sensitive(attn_with_positions)
 # independent entries of mean $0$, variance $\sigma_q^2$ for those of $q$ and $\sigma_k^2$ for those of $k$.
 
 # %% [markdown] tags=["question"]
-# **Question 1.9.** Derive $\operatorname{Var}(q^\top k)$. If the scores are left unscaled, what
+# **Question 1.9 (3 points).** Derive $\operatorname{Var}(q^\top k)$. If the scores are left unscaled, what
 # happens to the softmax over $n$ keys as $d$ grows, and to the gradient that reaches the scores
 # (write the softmax's Jacobian $\partial\alpha/\partial s$)? By what factor must $q^\top k$ be
 # multiplied so that the scores have variance $1$ for every $d$?
@@ -1642,9 +1807,20 @@ for d in [4, 64, 1024]:
 #
 # $$\frac{\partial \alpha}{\partial s} = \operatorname{diag}(\alpha) - \alpha\alpha^\top ,$$
 #
+# (for a batch of rows, `torch.diag_embed(alpha) - alpha[..., :, None] * alpha[..., None, :]`),
 # whose entries $\alpha_i(\delta_{ij} - \alpha_j)$ all vanish when $\alpha$ is one-hot. The queries and
 # keys then stop learning. Dividing by $\sqrt d$ (with unit-variance entries) keeps the scores at unit
 # variance for every $d$.
+
+# %% tags=["answer"]
+# the closed-form Jacobian of the model answer is what autograd computes
+s_test = torch.randn(5, generator=rng(9), dtype=DTYPE)
+a_test = torch.softmax(s_test, -1)
+assert torch.allclose(
+    torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), s_test),
+    torch.diag(a_test) - torch.outer(a_test, a_test),
+    atol=1e-12,
+)
 
 # %% [markdown]
 # ### Exercise 1.8 · The variance of a score, and the factor that fixes it (3 points)
@@ -1674,6 +1850,10 @@ def measure_score_variance(d, var_q=1.0, var_k=1.0, scale=1.0, n_draws=4_000, se
     return (scale * (q * k).sum(-1)).var().item()
 
 
+def softmax_last(s):
+    return torch.softmax(s, dim=-1)
+
+
 def score_stats(d, scale, n_keys=16, n_trials=N_TRIALS, seed=9):
     """Score variance, mean top weight and median softmax-Jacobian norm for random q, K in R^d (unit variances)."""
     g = torch.Generator().manual_seed(seed + d)
@@ -1681,7 +1861,7 @@ def score_stats(d, scale, n_keys=16, n_trials=N_TRIALS, seed=9):
     K = torch.randn(n_trials, n_keys, d, generator=g, dtype=DTYPE)  # (R, n, d)
     scores = scale * (q @ K.transpose(-2, -1)).squeeze(1)  # (R, n)
     alpha = stable_softmax(scores)  # Exercise 1.2's
-    jac = torch.diag_embed(alpha) - alpha[:, :, None] * alpha[:, None, :]  # (R, n, n)
+    jac = torch.func.vmap(torch.func.jacrev(softmax_last))(scores)  # (R, n, n): d alpha / d s, by autograd
     # the median: the mean is carried by the few queries that happen to meet two near-tied keys
     return scores.var().item(), alpha.max(dim=-1).values.mean().item(), jac.norm(dim=(-2, -1)).median().item()
 
@@ -1709,12 +1889,13 @@ def check_unit_variance(scale_fn, cases=VARIANCE_CASES, rel_tol=0.1):
 
 
 def check_scaling_keeps_gradients(scale_fn, d_small=4, d_big=1024):
-    """With scores scaled by scale_fn(d), a large d must neither saturate the softmax nor kill its gradient."""
+    """Scores scaled by scale_fn(d): at d_big, a mean top weight below 0.9 and a median Jacobian norm above half
+    the one at d_small."""
     _, top_small, jac_small = score_stats(d_small, scale_fn(d_small))
     _, top_big, jac_big = score_stats(d_big, scale_fn(d_big))
-    assert top_big < 0.9, f"d={d_big}: mean top weight {top_big:.3f}, the softmax saturates"
+    assert top_big < 0.9, f"d={d_big}: mean top weight {top_big:.3f}, expected below 0.9"
     assert jac_big > 0.5 * jac_small, (
-        f"d={d_big}: softmax gradient {jac_big:.2e} vs {jac_small:.2e} at d={d_small}, it vanishes"
+        f"d={d_big}: median Jacobian norm {jac_big:.2e}, expected above half of {jac_small:.2e} (d={d_small})"
     )
 
 
@@ -1731,37 +1912,6 @@ for d, var_q, var_k in VARIANCE_CASES[2:5]:
     )
 
 # %%
-# the closed-form Jacobian is what autograd computes
-s_test = torch.randn(5, generator=rng(9), dtype=DTYPE)
-a_test = torch.softmax(s_test, -1)
-assert torch.allclose(
-    torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), s_test),
-    torch.diag(a_test) - torch.outer(a_test, a_test),
-    atol=1e-12,
-)
-
-
-def describe_scaling(dims, unscaled, scaled):
-    """One sentence per kind of score, from the measured (variance, top weight, Jacobian norm) at each d."""
-
-    def change(first, last):
-        orders = math.log10(max(first, 1e-300) / max(last, 1e-300))
-        if orders >= 1:
-            return f"falls by {orders:.1f} orders of magnitude"
-        if orders <= -1:
-            return f"grows by {-orders:.1f} orders of magnitude"
-        return f"stays within a factor {10 ** abs(orders):.1f}"
-
-    lines = []
-    for label, stats in [("Unscaled", unscaled), ("Scaled", scaled)]:
-        (v0, t0, j0), (v1, t1, j1) = stats[0], stats[-1]
-        lines.append(
-            f"{label}, from d={dims[0]} to d={dims[-1]}: Var(score) {v0:.3g} -> {v1:.3g}, mean top weight "
-            f"{t0:.2f} -> {t1:.2f}, and the median Jacobian norm {change(j0, j1)} ({j0:.1e} -> {j1:.1e})."
-        )
-    return "\n".join(lines)
-
-
 DIMS = [2**e for e in range(1, 11)]
 unscaled = [score_stats(d, 1.0) for d in DIMS]
 scaled = [score_stats(d, score_scale(d)) for d in DIMS]
@@ -1813,13 +1963,55 @@ save_figure(
     },
 )
 plt.show()
-print(describe_scaling(DIMS, unscaled, scaled))
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** *The figure.* Unscaled, the variance follows the line $d$, the top weight climbs
 # to $1$ and the Jacobian norm collapses by orders of magnitude by $d = 1024$; scaled, all three stay
 # flat. (The *mean* Jacobian norm falls less steeply than the median, because a few queries happen to
 # meet two nearly tied keys and keep a gradient.)
+
+# %% [markdown] tags=["answer"]
+# #### Model answer, measured: the sentences of this run
+
+
+# %% tags=["answer"]
+# The solved notebook's sentences, computed from the numbers printed under Exercise 1.8 (the student copy
+# prints only the numbers).
+def describe_scaling(dims, unscaled, scaled):
+    """One sentence per kind of score, from the measured (variance, top weight, Jacobian norm) at each d."""
+
+    def change(first, last):
+        orders = math.log10(max(first, 1e-300) / max(last, 1e-300))
+        if orders >= 1:
+            return f"falls by {orders:.1f} orders of magnitude"
+        if orders <= -1:
+            return f"grows by {-orders:.1f} orders of magnitude"
+        return f"stays within a factor {10 ** abs(orders):.1f}"
+
+    lines = []
+    for label, stats in [("Unscaled", unscaled), ("Scaled", scaled)]:
+        (v0, t0, j0), (v1, t1, j1) = stats[0], stats[-1]
+        lines.append(
+            f"{label}, from d={dims[0]} to d={dims[-1]}: Var(score) {v0:.3g} -> {v1:.3g}, mean top weight "
+            f"{t0:.2f} -> {t1:.2f}, and the median Jacobian norm {change(j0, j1)} ({j0:.1e} -> {j1:.1e})."
+        )
+    return "\n".join(lines)
+
+
+print(describe_scaling(DIMS, unscaled, scaled))
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 1.9 (3 points).**
+# - **3 points:** $\operatorname{Var}(q^\top k) = d\,\sigma_q^2\sigma_k^2$ ($d$ independent terms of variance
+#   $\sigma_q^2\sigma_k^2$); unscaled, the scores spread like $\sqrt d$ and the softmax saturates (the top weight goes
+#   to 1); its Jacobian $\operatorname{diag}(\alpha) - \alpha\alpha^\top$ vanishes for a one-hot $\alpha$, so almost no
+#   gradient reaches the scores; the factor is $1/(\sigma_q\sigma_k\sqrt d)$.
+# - **2 points:** the variance and the factor right; the saturation without the Jacobian, or the Jacobian without
+#   saying that it vanishes.
+# - **1 point:** the variance alone, or the factor $1/\sqrt d$ without a derivation.
+# - **0 points:** $\operatorname{Var}(q^\top k) = \sigma_q^2\sigma_k^2$ or $d^2\sigma_q^2\sigma_k^2$, or a factor $1/d$.
+#
+# *Key phrases:* "\alpha\alpha^\top", "saturates", "\sigma_q\sigma_k\sqrt", "diag_embed(alpha) - alpha"
 
 # %% [markdown]
 # ## Summary
@@ -1830,11 +2022,11 @@ print(describe_scaling(DIMS, unscaled, scaled))
 # | 1 | is $\alpha$ a distribution, at any scale? | 1.2 `stable_softmax` | `check_categorical`, `check_stable_softmax` |
 # | 2 | can one query copy a value, and how fast? | 1.3 `copy_error_bound` | `check_copying`, `check_copying_bound` |
 # | 3 | can one query average two values, with how large a $\beta$? | 1.4 `beta_needed` | `check_beta_needed`, `check_average_of_two` |
-# | 4 | which map recovers $v_a$ from $v_a + v_b$? | 1.5 `projection_onto` | `check_projection`, `check_recover`, `check_leak_formula` |
-# | 5 | what does one head do when a key's length varies? | | `check_single_head_swings` |
-# | 6 | can two heads fix it? | 1.6 `two_head_queries` | `check_multi_head` |
-# | 7 | what do key, query and value projections buy? | 1.7 `route_projections` | `check_cannot_reach_ub`, `check_construction` |
-# | 8 | does self-attention know the order of its inputs? | | `check_equivariant`, `check_order_sensitive` |
+# | 4 | which map recovers $v_a$ from $v_a + v_b$? | 1.5 `projection_onto` | `check_projection`, `check_recover` |
+# | 5 | what does one head do when a key's length varies? | | (the figure) |
+# | 6 | can two heads fix it? | 1.6 `two_head_queries` | `check_averages`, `check_multi_head` |
+# | 7 | what do key, query and value projections buy? | 1.7 `route_projections` | `check_construction` |
+# | 8 | does self-attention know the order of its inputs? | | (the figure) |
 # | 9 | why divide the scores by $\sqrt{d_k}$? | 1.8 `score_variance`, `score_scale` | `check_score_variance_formula`, `check_unit_variance`, `check_scaling_keeps_gradients` |
 #
 # The package versions of what you wrote here live in `helpers/nn/attention.py`: `attention` (your
@@ -1842,7 +2034,7 @@ print(describe_scaling(DIMS, unscaled, scaled))
 # the position table is `helpers.nn.model.sinusoidal_table`.
 #
 # **Next, notebook 02** assembles these pieces into a Transformer: several heads side by side (item 6),
-# scaled scores (item 9), positional encodings to restore order (item 8), and projections that decide
+# scaled scores (item 9), positional encodings (item 8), and projections that decide
 # what each token asks for and offers (item 7).
 
 # %% [markdown] tags=["answer"]

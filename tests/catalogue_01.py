@@ -46,6 +46,12 @@ CATALOGUE = [
         [("scores.amax(dim=-1, keepdim=True)", "scores.amin(dim=-1, keepdim=True)")],
     ),
     ("01", "1.2", "one max for the whole batch", [("scores.amax(dim=-1, keepdim=True)", "scores.max()")]),
+    (
+        "01",
+        "1.2",
+        "torch.softmax called",
+        [("e = torch.exp(shifted)", "return torch.nn.functional.softmax(scores, dim=-1)\n    e = torch.exp(shifted)")],
+    ),
     ("01", "1.2", "the mean subtracted", [("scores.amax(dim=-1, keepdim=True)", "scores.mean(dim=-1, keepdim=True)")]),
     (
         "01",

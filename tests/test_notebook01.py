@@ -12,6 +12,7 @@ To rewrite the reference file after changing the cases below:
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -22,7 +23,7 @@ import torch
 from conftest import solved
 
 from helpers import runtime
-from helpers.course import exercises, notebooks
+from helpers.course import exercises, notebooks, written
 from helpers.nn.attention import attention, self_attention
 
 pytestmark = pytest.mark.notebook  # every test here reads the solved notebook's run
@@ -34,10 +35,10 @@ FIGURES = [
     "01_copying_sharpness",
     "01_average_of_two",
     "01_subspace_recovery",
-    "01_single_head_swing",
+    "01_single_head_stretched_key",
     "01_multi_head_variance",
     "01_kqv_self_attention",
-    "01_permutation_equivariance",
+    "01_shuffled_inputs",
     "01_scaling_sqrt_dk",
 ]
 # the functions the student writes: none may exist in helpers/ under the same name
@@ -51,6 +52,25 @@ STUDENT_FUNCTIONS = [
     "route_projections",
     "score_variance",
     "score_scale",
+]
+# the points of Questions 1.1 to 1.9 (graded by hand, by their rubrics)
+QUESTION_POINTS = [2, 2, 2, 2, 2, 2, 3, 2, 3]
+# functions that print a sentence answering a question, and checks that assert what a question asks: they run in
+# the solved notebook only (cells tagged answer), and the student copy prints the numbers they are computed from
+VERDICT_PRINTERS = [
+    "describe_entropy",
+    "compare_heads",
+    "describe_miss_rate",
+    "describe_equivariance",
+    "describe_scaling",
+]
+ANSWER_CHECKS = [
+    "check_leak_formula",  # Question 1.4: the leak is |cos theta|
+    "check_single_head_averages",  # Question 1.5
+    "check_single_head_swings",
+    "check_cannot_reach_ub",  # Question 1.7 (i)
+    "check_equivariant",  # Question 1.8
+    "check_order_sensitive",
 ]
 
 
@@ -69,6 +89,7 @@ def _check_cells():
 
 
 def test_every_item_has_a_check_cell():
+    """The checks the student copy keeps (those that state an answer run in the solved notebook only: ANSWER_CHECKS)."""
     sources = "\n".join(c.source for c in _check_cells())
     for name in [
         "check_matches_package",
@@ -80,10 +101,9 @@ def test_every_item_has_a_check_cell():
         "check_average_of_two",
         "check_projection",
         "check_recover",
-        "check_single_head_swings",
+        "check_averages",
         "check_multi_head",
         "check_construction",
-        "check_equivariant",
         "check_score_variance_formula",
         "check_unit_variance",
         "check_scaling_keeps_gradients",
@@ -107,6 +127,124 @@ def test_every_question_has_its_answer_cell_and_a_model_answer():
         assert nb.cells[q.your_answer + 1].cell_type == "code", f"Question {q.number}: a cell to compute in"
         assert q.answers, f"Question {q.number} has no model answer"
         assert nb.cells[q.answers[0]].source.startswith("**Model answer")
+
+
+def test_every_question_has_its_points_and_a_rubric_after_its_model_answer():
+    nb = _solved()
+    questions = exercises.find_questions(nb)
+    assert [q.points for q in questions] == QUESTION_POINTS
+    assert sum(QUESTION_POINTS) >= 14  # the written share the issue asks of notebook 01
+    rubrics = written.rubrics(nb)  # each parses: levels from the question's points down to 0, key phrases
+    assert sorted(rubrics) == [q.number for q in questions]
+    for q in questions:
+        assert q.rubric > q.answers[0], f"Question {q.number}: the rubric comes after its model answer"
+        assert len(rubrics[q.number].key_phrases) <= 4
+    title = nb.cells[0].source
+    assert f"questions carry **{sum(QUESTION_POINTS)} points**" in " ".join(title.split()), "the title cell's total"
+
+
+# ---------------------------------------------------------------------------------------------
+# the student copy asks and never tells: no rubric key phrase, no verdict, no check that states an answer
+
+
+def _key_phrase_leaks(nb) -> list[str]:
+    """Each key phrase of a rubric of solved notebook ``nb`` that its student copy states, with the cell."""
+    student = exercises.student_notebook(nb)  # answer cells removed, solutions stubbed
+    leaks = []
+    for number, rubric in written.rubrics(nb).items():
+        for phrase in rubric.key_phrases:
+            for index, cell in enumerate(student.cells):
+                if phrase.lower() in cell.source.lower():
+                    leaks.append(f"Question {number}: {phrase!r} in the student copy's cell {index}")
+    return leaks
+
+
+def test_no_rubric_key_phrase_is_in_the_student_copy_and_each_is_in_the_answer_cells():
+    nb = _solved()
+    questions = {q.number: q for q in exercises.find_questions(nb)}
+    rubrics = written.rubrics(nb)
+    assert sorted(rubrics) == [f"1.{i}" for i in range(1, 10)]
+    for number, rubric in rubrics.items():
+        q = questions[number]
+        assert all(exercises.ANSWER in exercises.tags(nb.cells[i]) for i in q.answers)
+        # the model answer or a rubric level states each phrase (not just the key-phrase line)
+        said = "\n".join([nb.cells[i].source for i in q.answers if i != q.rubric] + [t for _, t in rubric.levels])
+        for phrase in rubric.key_phrases:
+            assert phrase.lower() in said.lower(), f"Question {number}: no answer cell states {phrase!r}"
+    leaks = _key_phrase_leaks(nb)
+    assert not leaks, "the student copy gives answers away:\n" + "\n".join(leaks)
+
+
+def _plant(nb, text, *, cell_type, after_question="1.5"):
+    """A copy of ``nb`` with ``text`` appended to the first non-answer cell of ``cell_type`` after a question."""
+    planted = copy.deepcopy(nb)
+    start = next(q.cell for q in exercises.find_questions(planted) if q.number == after_question)
+    for cell in planted.cells[start + 1 :]:
+        if cell.cell_type == cell_type and exercises.ANSWER not in exercises.tags(cell):
+            cell.source += text
+            return planted
+    raise AssertionError(f"no {cell_type} cell after Question {after_question}")
+
+
+@pytest.mark.parametrize(
+    "cell_type, text, expected",
+    [
+        ("markdown", "\n#\n# Over the draws, $c$ is BIMODAL.", {("1.5", "bimodal")}),
+        (  # the check's docstring before the fix, put back into a check cell
+            "code",
+            '\n\ndef check_swings(c):\n    """Stretched key a: c is large-variance and bimodal, near v_a in many draws."""\n',
+            {("1.5", "bimodal"), ("1.5", "near v_a")},
+        ),
+        (  # the verdict before the fix, printed
+            "code",
+            '\nprint("Head 1 loses v_a: not rare, but far from the coin flip of one head")\n',
+            {("1.6", "not rare"), ("1.5", "coin flip")},
+        ),
+        (  # the closed-form Jacobian before the fix, in code
+            "code",
+            "\njac = torch.diag_embed(alpha) - alpha[:, :, None] * alpha[:, None, :]\n",
+            {("1.9", "diag_embed(alpha) - alpha")},
+        ),
+    ],
+    ids=["markdown", "docstring", "print", "code"],
+)
+def test_the_key_phrase_check_finds_a_phrase_planted_in_the_student_copy(cell_type, text, expected):
+    nb = _solved()
+    assert not _key_phrase_leaks(nb)
+    leaks = _key_phrase_leaks(_plant(nb, text, cell_type=cell_type))
+    found = {(leak.split(":")[0].removeprefix("Question "), leak.split("'")[1]) for leak in leaks}
+    assert found == expected, leaks
+    # the same text in an answer cell is no leak: the student copy leaves that cell out
+    moved = copy.deepcopy(nb)
+    index = next(
+        i for i, c in enumerate(nb.cells) if exercises.ANSWER in exercises.tags(c) and c.cell_type == cell_type
+    )
+    moved.cells[index].source += text
+    assert not _key_phrase_leaks(moved)
+
+
+def test_verdicts_and_the_checks_that_state_answers_run_in_the_solved_notebook_only(ns):
+    nb = _solved()
+    student = "\n".join(c.source for c in exercises.student_notebook(nb).cells)
+    for name in VERDICT_PRINTERS + ANSWER_CHECKS:
+        assert name not in student, f"{name} is in the student copy"
+        defining = [c for c in nb.cells if f"def {name}(" in c.source]
+        assert len(defining) == 1 and exercises.ANSWER in exercises.tags(defining[0]), name
+        assert callable(ns[name]), f"{name} did not run in the solved notebook"
+    # the student copy prints the numbers the verdicts are computed from
+    for numbers in ["mean entropy (nats)", "alpha1_a < 1/2 in", "the gaps run from", "relative error {leak[i]"]:
+        assert numbers in student, numbers
+
+
+def test_the_softmax_jacobian_comes_from_autograd_and_is_the_closed_form(ns):
+    """score_stats takes the Jacobian from autograd (the student copy never writes it): it is diag(a) - a a^T."""
+    for d, scale in [(4, 1.0), (256, 1.0), (256, 1 / 16)]:
+        g = torch.Generator().manual_seed(9 + d)  # score_stats' draws
+        q = torch.randn(ns["N_TRIALS"], 1, d, generator=g, dtype=torch.float64)
+        K = torch.randn(ns["N_TRIALS"], 16, d, generator=g, dtype=torch.float64)
+        alpha = torch.softmax(scale * (q @ K.transpose(-2, -1)).squeeze(1), dim=-1)
+        closed = torch.diag_embed(alpha) - alpha[:, :, None] * alpha[:, None, :]
+        assert ns["score_stats"](d, scale)[2] == pytest.approx(closed.norm(dim=(-2, -1)).median().item(), rel=1e-9)
 
 
 def test_no_derivation_is_left_outside_the_answer_cells():
@@ -249,7 +387,13 @@ def test_notebook_stable_softmax_is_torch_softmax_even_with_masked_and_huge_scor
             lambda s: torch.exp(s - s.amin(-1, True)) / torch.exp(s - s.amin(-1, True)).sum(-1, True),
             "NaN",
         ),
-        ("normalised over the first axis", lambda s: torch.softmax(s, dim=0), "hand-computed"),
+        (
+            "normalised over the first axis",
+            lambda s: torch.exp(s - s.amax(0, True)) / torch.exp(s - s.amax(0, True)).sum(0, True),
+            "hand-computed",
+        ),
+        ("torch.softmax called", lambda s: torch.softmax(s, dim=-1), "calls"),
+        ("logsumexp called", lambda s: torch.exp(s - torch.logsumexp(s, dim=-1, keepdim=True)), "calls"),
     ],
 )
 def test_stable_softmax_check_fails_on_plausible_mistakes(ns, name, wrong, message):
@@ -288,8 +432,8 @@ def copy_bound_by_hand(n, gap, spread, s):
 
 def copy_bound_reference() -> dict:
     return {
-        "_about": "Exercise 1.3 (notebook 01): the copy-error bound min(1, (n-1) exp(-s gap)) * spread of the model "
-        "answer, per case; the check accepts a bound up to 2x these. Written by tests/test_notebook01.py.",
+        "_about": "Exercise 1.3 (notebook 01): the model answer's copy-error bound, per case (n, gap, spread, s); "
+        "the check accepts a bound up to 2x these. Written by tests/test_notebook01.py.",
         "cases": [
             {"n": n, "gap": gap, "spread": spread, "s": s, "bound": copy_bound_by_hand(n, gap, spread, s)}
             for n, gap, spread, s in COPY_BOUND_CASES
@@ -512,7 +656,7 @@ def test_multi_head_check_fails_if_both_heads_use_the_same_query(ns):
 def test_two_head_queries_checks_fail_on_wrong_queries(ns, name, wrong):
     q1, q2 = wrong(ns["mu"], ns["A_IDX"], ns["B_IDX"], ns["BETA"])
     with pytest.raises(AssertionError):
-        ns["check_single_head_averages"](ns["two_heads"](ns["keys_iso"], q1, q2)[0])
+        ns["check_averages"](ns["two_heads"](ns["keys_iso"], q1, q2)[0])
         ns["check_multi_head"](ns["keys_stretch"], q1, q2)
 
 
@@ -610,7 +754,7 @@ def test_describe_equivariance_flips_with_the_gaps(ns):
 
 
 def test_scaling_check_fails_if_scaling_is_removed(ns):
-    with pytest.raises(AssertionError, match="saturates|vanishes"):
+    with pytest.raises(AssertionError, match="top weight|Jacobian norm"):
         ns["check_scaling_keeps_gradients"](lambda d: 1.0)
 
 
