@@ -39,8 +39,9 @@
 # share a sentence, which keep the split leak-free (Exercise 3.1); a batch as tensors, with its padding, labels
 # and attention mask (3.2); the training step, with a gradient scaler (3.3); greedy decoding with the
 # key/value cache, a batch at a time (3.4); BLEU by hand (3.5). From then on the notebook uses your code:
-# your groups check the split, your decoder produces the translations that are scored. Six written questions
-# (3.1–3.6) ask what the numbers of your run say; write your answers in the cells under them.
+# your groups check the split, your decoder produces the translations that are scored. Seven written questions
+# (3.1–3.7, 12 points, graded by hand) ask what the numbers of your run say; write your answers in the cells under
+# them.
 #
 # **How to run.** On Colab: *Runtime → Change runtime type → T4 GPU*, then *Runtime → Run all*. You
 # will be asked whether to mount Google Drive: say yes, and checkpoints survive a disconnect (running
@@ -56,10 +57,9 @@
 # the training file was made, and none of them is in it: the closest thing to what a user types (section 6 says
 # where they come from). Our **new-sentence** set is held out of the training file to look like them (rarer
 # words, longer sentences; section 1 says how); the **in-distribution** set is a random split of the file. Measured
-# so far (`benchmarks/RESULTS.md`, issue 28), the `cpu` preset after 15 minutes on two CPU cores with bf16
-# instructions: BLEU 29.9 on newer sentences (beam 4; greedy 28.6), 43.8 on our new-sentence split and 53.9
-# in-distribution, against 11.6 for a word-by-word dictionary. A split of the training file reads about 14 BLEU
-# higher than the newer sentences on the same model; section 8 asks why. On a T4 the figures are not yet
+# so far (issue 28), the `cpu` preset after 15 minutes on two CPU cores with bf16 instructions: BLEU 29.9 on newer
+# sentences, 43.8 on our new-sentence split and 53.9 in-distribution, against 11.6 for a word-by-word dictionary;
+# Question 3.6 asks what makes the three differ. On a T4 the figures are not yet
 # measured (an H100 running the T4's fp16 code path reached 53.4 in-distribution and 43.4 on our new-sentence
 # split in 5 minutes, before issue 28's levers). Quick mode's numbers are on synthetic
 # sentences from a model of 31,000 parameters: they say only that the code learns.
@@ -265,13 +265,12 @@ print(clean_report)
 # test, validation and training in a seeded random order (5 % each to test and validation), and counts
 # what could still go wrong: the `checks:` line below must read 0, 0, 0, 0.
 #
-# **Two test sets, because a random split flatters.** A test sentence drawn at random from Tatoeba looks
-# like the training sentences: short, common, often a paraphrase of one the model trained on. Sentences
-# people actually type are longer and rarer. Measured on some 6,000 Tatoeba sentences written *after* this
-# file was released, a quarter hold a French word that occurs nowhere in the file, and 7 % are longer than
-# 15 words (1 % in the file); a model scoring 41 BLEU on its random split scored 20 on them. So before the
-# split, `split_pairs` holds out a **new-sentence set** (2 % of the pairs, `helpers.text.testsets.NewSentenceDesign`)
-# built to look like them, in three passes over the groups:
+# **Two test sets.** The usual test set is a random split of the file. Beside it we keep one built to look
+# like sentences people type later. Measured on some 6,000 Tatoeba sentences written *after* this file was
+# released, a quarter hold a French word that occurs nowhere in the file, and 7 % are longer than 15 words
+# (1 % in the file); a model scoring 41 BLEU on its random split scored 20 on them (Question 3.6 asks why a
+# random split reads so much higher). So before the split, `split_pairs` holds out a **new-sentence set** (2 % of
+# the pairs, `helpers.text.testsets.NewSentenceDesign`) built to look like them, in three passes over the groups:
 #
 # 1. pick a *rare* French word (in at most 2 pairs of the file) and hold out **every** group that holds it,
 #    so the model never sees that word in training, until a quarter of the set is such sentences;
@@ -742,7 +741,7 @@ for i, row in enumerate(mask0.tolist()):
     print(f"{i:>3} {tok.id_to_piece(int(small_batch['input_ids'][0, i])):>10} {cells}")
 
 # %% [markdown] tags=["question"]
-# **Question 3.1.** Your `attention` hides padding from every position. The model's own mask,
+# **Question 3.1 (2 points).** Your `attention` hides padding from every position. The model's own mask,
 # `build_attention_mask(T, prefix_len)` (what `model(ids, prefix_len)` uses), knows nothing of padding. On a
 # right-padded batch, which entries of the two masks differ (which rows, which columns), and can the
 # difference change the training loss? Support your answer with the cell below.
@@ -758,13 +757,25 @@ rows, queries, keys = differ.nonzero(as_tuple=True)
 print(f"{len(rows)} of {differ.numel()} entries differ")
 
 # %% [markdown] tags=["answer"]
-# **Model answer.** The entries differ only where the *key* is padding and the *query* is padding too: row b
+# **Model answer.** The entries differ only where the key is padding and the query is padding too: row b
 # of length L differs at queries i ≥ L for keys L ≤ j ≤ i, which the causal rule lets a padding position read.
 # A real query never reads padding under either mask: with the padding on the right, every padding position
 # comes after the query (i < L ≤ j, so j > i) and after the prefix (j ≥ L > prefix_len). So the outputs at
 # real positions are the same with both masks, and the outputs at padding positions have the label −100: the
 # loss never reads them. Hiding padding costs nothing and changes nothing here; it matters when the padding
 # comes *before* real tokens, as in Exercise 3.4, where prompts are padded on the left.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 3.1 (2 points).**
+# - **2 points:** finds that the two masks differ only where the query is padding too: row b of length L differs
+#   at queries i ≥ L for padding keys L ≤ j ≤ i; a real query never reads padding under either mask (with padding
+#   on the right every padding key comes after the query and after the prefix), and padding positions have the
+#   label −100, so the loss cannot change; quotes the count of the cell.
+# - **1 point:** finds where the masks differ, or says the loss is unchanged, but not both, or gives no reason
+#   (right padding, −100 labels).
+# - **0 points:** says that real tokens read padding under the model's mask, or that the loss changes.
+#
+# *Key phrases:* "query is padding", "never reads padding"
 
 # %% [markdown]
 # ### The six steps in one call
@@ -797,11 +808,10 @@ print(D.format_data_summary(D.data_summary(reports)))
 # %% [markdown]
 # ### How big a model for your budget?
 #
-# A larger model learns more from each sentence it sees, but each of its steps costs more, so in a fixed
-# number of minutes it sees fewer sentences. Which wins depends on the budget *and on the machine*: the
-# same 15 minutes trained the width-256 model at about 1,850 target tokens per second on a two-core CPU
-# without bf16 instructions and at about 8,100 on one with them (issue 14 of this course). Question 3.2
-# below asks which wins on *your* machine.
+# Each step of a larger model costs more, so in a fixed number of minutes it sees fewer sentences; machines
+# differ too: the same 15 minutes trained the width-256 model at about 1,850 target tokens per second on a
+# two-core CPU without bf16 instructions and at about 8,100 on one with them (issue 14 of this course). Does a
+# larger model make up for it? Question 3.2 below asks which size wins on *your* machine, and why.
 #
 # Three sizes are each trained from scratch for the same short time, with the same data, seed and schedule
 # (a warm-up of 5 % of each run's steps, then the cosine decay), and the validation loss is taken along the
@@ -876,22 +886,18 @@ plt.show()
 
 # %% [markdown]
 # **Reading it.** Each run's learning rate decays to its floor at the end of its own seconds, so the *last*
-# point of each curve is what that budget buys; the earlier points are a model in mid-schedule. What this
-# run's curves say, written by `read_size_curves` from their numbers:
+# point of each curve is what that budget buys; the earlier points are a model in mid-schedule. The cell below
+# reads both panels at one point each: every size's loss at the end of its minutes, and every size's loss at the
+# same number of target tokens seen (the most that every size reached, interpolated along each curve).
 
 
 # %%
-def read_size_curves(rows, quick=QUICK):
-    """Two sentences from the size curves: which size ends lowest after the same minutes, and which is lowest at
-    the same number of target tokens seen (the most that every size reached; losses interpolated along each curve)."""
+def size_curve_numbers(rows):
+    """Each size's validation loss at the end of the same minutes, and at the same number of target tokens seen
+    (the most that every size reached; losses interpolated along each curve): (final, at_common, common)."""
 
     def name(row):
         return f"width {row['d_model']} ({row['parameters'] / 1e6:.2f} M parameters)"
-
-    def ranking(losses):
-        best = min(losses, key=losses.get)
-        others = ", ".join(f"{k} {v:.3f}" for k, v in losses.items() if k != best)
-        return best, f"{best} is lowest ({losses[best]:.3f}; {others})"
 
     final = {name(r): r["curve"][-1]["val_loss"] for r in rows}
     common = min(r["curve"][-1]["tokens"] for r in rows)
@@ -899,24 +905,16 @@ def read_size_curves(rows, quick=QUICK):
         name(r): float(np.interp(common, [p["tokens"] for p in r["curve"]], [p["val_loss"] for p in r["curve"]]))
         for r in rows
     }
-    best_minute, per_minute = ranking(final)
-    best_token, per_token = ranking(at_common)
-    text = (
-        f"Per minute, at the end of the same time: {per_minute}. Per token, at {common / 1e3:,.1f}k target tokens "
-        f"seen: {per_token}. "
-        + (
-            "The same size leads both ways."
-            if best_minute == best_token
-            else "The lead changes with what we count: the budget decides."
-        )
-    )
-    return text + (QUICK_NOTE if quick else "")
+    return final, at_common, common
 
 
-print(textwrap.fill(read_size_curves(size_curves), 110))
+size_final, size_at_common, size_common = size_curve_numbers(size_curves)
+print(f"{'':<32} {'loss after the same minutes':>28} {f'loss at {size_common / 1e3:,.1f}k tokens seen':>30}")
+for size in size_final:
+    print(f"{size:<32} {size_final[size]:>28.3f} {size_at_common[size]:>30.3f}")
 
 # %% [markdown] tags=["question"]
-# **Question 3.2.** In a short budget on this machine, does the smaller or the larger model reach the lower
+# **Question 3.2 (2 points).** In a short budget on this machine, does the smaller or the larger model reach the lower
 # validation loss, and does the answer change when you count tokens seen instead of minutes? Why does the
 # answer turn with the budget, and what does that say about choosing a model's size for a fixed time?
 
@@ -948,6 +946,46 @@ for row in size_curves:
 # predict a size's speed). So a size is chosen for a budget *and* a machine, by the tokens each size will see, which
 # is the rule below.
 
+
+# %% tags=["answer"]
+def read_size_curves(rows, quick=QUICK):
+    """Two sentences from the size curves: which size ends lowest after the same minutes, and which is lowest at
+    the same number of target tokens seen (size_curve_numbers)."""
+
+    def ranking(losses):
+        best = min(losses, key=losses.get)
+        others = ", ".join(f"{k} {v:.3f}" for k, v in losses.items() if k != best)
+        return best, f"{best} is lowest ({losses[best]:.3f}; {others})"
+
+    final, at_common, common = size_curve_numbers(rows)
+    best_minute, per_minute = ranking(final)
+    best_token, per_token = ranking(at_common)
+    text = (
+        f"Per minute, at the end of the same time: {per_minute}. Per token, at {common / 1e3:,.1f}k target tokens "
+        f"seen: {per_token}. "
+        + (
+            "The same size leads both ways."
+            if best_minute == best_token
+            else "The lead changes with what we count: the budget decides."
+        )
+    )
+    return text + (QUICK_NOTE if quick else "")
+
+
+print(textwrap.fill(read_size_curves(size_curves), 110))
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 3.2 (2 points).**
+# - **2 points:** gives this run's numbers (which size ends lowest after the same minutes, which at the same
+#   tokens seen); explains the trade-off: in the same minutes a smaller model takes more, cheaper steps and sees
+#   more tokens, a larger one learns more per token, so the budget decides (with the machine's speed); concludes
+#   that a size is chosen by the target tokens per parameter it will see in the budget.
+# - **1 point:** reads the numbers right without the trade-off, or states the trade-off without this run's
+#   numbers.
+# - **0 points:** says the larger model is always better (or always worse), whatever the budget.
+#
+# *Key phrases:* "sees more tokens", "budget decides"
+
 # %% [markdown]
 # **The rule.** `python -m helpers train --preset cpu` (and this notebook on a CPU) measures the real training step
 # of each of its four candidate sizes (`sizing.CPU_SIZES`) for a few seconds, largest first, and keeps the **largest
@@ -955,8 +993,8 @@ for row in size_curves:
 # that qualifies means a slower machine never gets a larger model. The count leaves out the token and position
 # tables: what a larger vocabulary costs per token (a wider output layer) is already in the measured speed, and
 # counting its table as well would shrink the model twice (8,000 pieces helped by 2 BLEU). The threshold is our own,
-# chosen on 15-minute runs on two machines and three training recipes (`benchmarks/RESULTS.md`: validation loss,
-# then BLEU on the newer-sentence development set, never on a test set): on every machine measured, a threshold
+# chosen on 15-minute runs on two machines and three training recipes (on validation loss, then BLEU on the
+# newer-sentence development set, never on a test set): on every machine measured, a threshold
 # above 2.13 turns down the larger size that lost, and one of at most 2.45 keeps the size that won even if the
 # few-second measurement came out 15 % slower than a whole run; 2.25 sits between. The compute-optimal scaling study
 # of Hoffmann et al. (2022) found about 20 tokens per parameter for large language models trained once over their
@@ -1031,7 +1069,7 @@ print(
 # With smoothing $\varepsilon$ the target is $1-\varepsilon$ on the right token plus $\varepsilon$ spread
 # uniformly over the vocabulary; the loss is then lowest at a *finite* confidence. The model becomes less
 # over-confident, which hurts perplexity a little and usually helps BLEU (Vaswani et al. used 0.1). The
-# validation loss and perplexity below are computed *without* smoothing, so they stay comparable.
+# validation loss and perplexity below are computed *without* smoothing (Question 3.4 asks why).
 
 # %%
 margins_seen = {}
@@ -1053,7 +1091,7 @@ print(
 # a finite margin, past which more confidence costs.
 
 # %% [markdown] tags=["question"]
-# **Question 3.3.** With label smoothing ε over a vocabulary of V pieces, at which probability of the right
+# **Question 3.3 (2 points).** With label smoothing ε over a vocabulary of V pieces, at which probability of the right
 # token is the smoothed loss lowest, and at which margin (the right token's logit above all the others, the
 # others being equal)? Derive both in terms of ε and V, then check your margin numerically for this run's ε
 # and V with `T.loss_fn` in the cell below.
@@ -1088,6 +1126,16 @@ print(
 # %% tags=["answer"]
 eps, V = cfg.label_smoothing, tok.vocab_size
 print(f"p* = {1 - eps + eps / V:.4f}, m* = log(1 + V(1 - ε)/ε) = {math.log(1 + V * (1 - eps) / eps):.2f}")
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 3.3 (2 points).**
+# - **2 points:** derives p* = 1 − ε + ε/V (the loss is a cross-entropy against the smoothed target, lowest at p =
+#   q by Gibbs' inequality, or by a derivative) and m* = log(p*/(ε/V)) = log(1 + V(1 − ε)/ε), which is log(1 + 9V)
+#   for ε = 0.1, and checks m* against the grid's minimum for this run's V.
+# - **1 point:** derives one of the two, or states both without a derivation or without the numerical check.
+# - **0 points:** says the smoothed loss is lowest at p = 1 (an infinite margin) or at p = 1 − ε.
+#
+# *Key phrases:* "Gibbs", "1 + 9V"
 
 # %% [markdown]
 # **Gradient clipping** rescales the whole gradient when its norm exceeds `grad_clip`, so one unusual
@@ -1334,7 +1382,7 @@ print("✓ with a gradient scaler switched on, the step matches helpers.training
 # ### Training
 #
 # **Is it still learning when the time runs out?** The plot below answers that: training loss (with label
-# smoothing, so it never reaches 0) and validation loss (without), against the number of English tokens
+# smoothing) and validation loss (without), against the number of English tokens
 # seen. In a live notebook it redraws at every validation; headless, it is drawn once at the end.
 
 
@@ -1412,7 +1460,7 @@ else:
     plt.show()
 
 # %% [markdown] tags=["question"]
-# **Question 3.4.** The run ends with a validation loss in nats per target token and its perplexity, $e$ to
+# **Question 3.4 (2 points).** The run ends with a validation loss in nats per target token and its perplexity, $e$ to
 # that loss. What does a perplexity mean as a number of choices, and how does this run's compare with a model
 # that guesses uniformly over the vocabulary? The training curve above is label-smoothed: what is the lowest
 # value a smoothed loss can reach (Question 3.3 helps), and why is the validation loss computed without
@@ -1443,6 +1491,17 @@ eps, V = cfg.label_smoothing, tok.vocab_size
 q_right = 1 - eps + eps / V
 floor = -(q_right * math.log(q_right) + (V - 1) * (eps / V) * math.log(eps / V))
 print(f"lowest possible smoothed loss for ε = {eps}, V = {V}: {floor:.3f} nats")
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 3.4 (2 points).**
+# - **2 points:** perplexity e^L is the number of equally likely pieces the model is as unsure among; compares
+#   this run's with V, the perplexity of a uniform guess; the smoothed loss cannot fall below the entropy of the
+#   smoothed target (about 1.15 nats for ε = 0.1 and V = 4,000; this run's value computed); the validation loss is
+#   unsmoothed so that it measures the probability of the reference, comparable across runs whatever their ε.
+# - **1 point:** two of the three parts right (perplexity, the floor, why no smoothing).
+# - **0 points:** says a smoothed loss can reach 0, or reads perplexity as an accuracy.
+#
+# *Key phrases:* "equally likely", "entropy of"
 
 # %% [markdown]
 # **Did the learning rate follow the schedule of section 3?** The loop recorded the rate it used every
@@ -1830,9 +1889,9 @@ for name in TEST_SETS:
     print(against_baselines(name, ev["bleu"], ev["copy_baseline"]["bleu"], ev["word_baseline"]["bleu"]))
 
 # %% [markdown] tags=["question"]
-# **Question 3.5.** Does beam search beat greedy decoding in this run, on which test set and by how much?
-# What does beam search maximise that greedy decoding does not, and why may it not help a model that is
-# still weak?
+# **Question 3.5 (1 point).** Does beam search beat greedy decoding in this run, on which test set and by how
+# much? Beam search finds translations that the model scores higher than greedy's: why may that not help a model
+# that is still weak?
 
 # %% [markdown] tags=["your-answer"]
 # **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
@@ -1855,6 +1914,16 @@ for name, pairs_ in TEST_SETS.items():
 # the model's probabilities are poor (a weak, briefly trained model), a more probable sequence is not a better
 # translation: beams favour short or repetitive outputs the length normalisation only partly corrects, and the
 # difference can be zero or negative. Quick mode's differences are noise.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 3.5 (1 point).**
+# - **1 point:** gives this run's difference on each test set, with its sign; beam search looks for the sequence
+#   of highest total (length-normalised) log-probability, which greedy can miss; for a weak model a more probable
+#   sequence is not a better translation (beams favour short or repetitive outputs), so the gain can be zero or
+#   negative.
+# - **0 points:** says beam search is always better, or gives the numbers without the reason.
+#
+# *Key phrases:* "not a better translation", "short or repetitive"
 
 # %% [markdown]
 # The check asks for more than a number: our translations must beat the copy baseline, and they must
@@ -2103,7 +2172,7 @@ save_figure(
 plt.show()
 
 # %% [markdown] tags=["question"]
-# **Question 3.6.** Why does a random split of Tatoeba flatter a model, compared with the new-sentence set?
+# **Question 3.6 (2 points).** Why does a random split of Tatoeba flatter a model, compared with the new-sentence set?
 # Support your answer with this run's numbers: how the two test sets differ (sentences with a word unseen in
 # training, long sentences) and BLEU on the slices of the figure above.
 
@@ -2135,6 +2204,79 @@ for key, name in (("new", D.NEW_SENTENCES), ("test", D.IN_DISTRIBUTION)):
 # the file was released (section 1). The random split measures how well the model knows the training
 # distribution; the new-sentence set is closer to what a user meets, so it is reported first. In quick mode both
 # sets come from one synthetic grammar, and their difference is noise.
+
+
+# %% tags=["answer"]
+def compare_test_sets(new_bleu, indist_bleu, quick=QUICK):
+    """The sentence that compares the two test sets (greedy BLEU), written from the two scores."""
+    if indist_bleu > new_bleu:
+        text = (
+            f"The in-distribution score is the higher ({indist_bleu:.2f} against {new_bleu:.2f} on new sentences), as "
+            "the design of the two sets predicts: random-split sentences resemble training sentences (often "
+            "paraphrases of them); the new-sentence set has rarer words and longer sentences, like what a user types."
+        )
+    elif new_bleu > indist_bleu:
+        text = (
+            f"The new-sentence score is the higher here ({new_bleu:.2f} against {indist_bleu:.2f} in-distribution), "
+            "against what the design of the two sets predicts (rarer words, longer sentences); look at the slices "
+            "before trusting either number."
+        )
+    else:
+        text = f"The two test sets score the same ({new_bleu:.2f} BLEU)."
+    return text + (QUICK_NOTE if quick else "")
+
+
+print(
+    textwrap.fill(
+        compare_test_sets(evaluations[D.NEW_SENTENCES, 1]["bleu"], evaluations[D.IN_DISTRIBUTION, 1]["bleu"]), 110
+    )
+)
+
+
+def the_gap(newer_bleu, held_out_bleu, indist_bleu, quick=QUICK):
+    """One sentence on the three scores of one model: how far the file's own held-out sets read above the
+    newer sentences, and why a split of the training file is easier."""
+    if newer_bleu is None:
+        return (
+            f"Held out of the training file: {held_out_bleu:.2f} (new-sentence split) and {indist_bleu:.2f} (random "
+            "split); the newer sentences were not available here, so the gap to what users type is not measured."
+        )
+    gap = held_out_bleu - newer_bleu
+    if gap > 0:
+        why = (
+            f"our held-out split reads {gap:.2f} BLEU above the newer sentences although both are new to the model: "
+            "its sentences were written and translated by the same few contributors, in the same style, and many are "
+            "near-paraphrases of training pairs (another subject, tense or name), while newer sentences were typed "
+            "later, by other people, about other things"
+        )
+    else:
+        why = (
+            f"our held-out split reads {-gap:.2f} BLEU below the newer sentences, against what a split of the "
+            "training file usually does (same translators, near-paraphrases of training pairs): look at the slices"
+        )
+    text = (
+        f"Newer sentences {newer_bleu:.2f}, our new-sentence split {held_out_bleu:.2f}, random split "
+        f"{indist_bleu:.2f} (greedy BLEU): {why}."
+    )
+    return text + (QUICK_NOTE if quick else "")
+
+
+newer_bleu = evaluations[NEWER, 1]["bleu"] if NEWER in TEST_SETS else None
+print(textwrap.fill(the_gap(newer_bleu, evaluations[D.NEW_SENTENCES, 1]["bleu"],
+                            evaluations[D.IN_DISTRIBUTION, 1]["bleu"]), 110))  # fmt: skip
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 3.6 (2 points).**
+# - **2 points:** a random split draws its test sentences from the training file: short, common, and full of near-
+#   variants and paraphrases of training sentences (grouping removes shared sentences, not a paraphrase), so it
+#   measures the training distribution; the new-sentence set holds words unseen in training and long sentences,
+#   which cost BLEU; supported by this run's shares and slice BLEUs.
+# - **1 point:** names one cause only (unseen words, length, or resemblance to training), or gives no numbers of
+#   this run.
+# - **0 points:** says the random split leaks test sentences into training (the grouping prevents that), or calls
+#   the difference chance.
+#
+# *Key phrases:* "paraphrase", "training distribution"
 
 # %% [markdown]
 # ### Your own sentences
@@ -2176,7 +2318,7 @@ layers = list(range(cfg.n_layer - 1, -1, -1))
 box = text_box(show_explanation, MY_SENTENCE, layer=layers, head=["mean", *range(cfg.n_head)])  # live kernels only
 
 # %% [markdown] tags=["question"]
-# **Question 3.7.** Find a sentence this model translates wrongly (the box above in a live notebook, or
+# **Question 3.7 (1 point).** Find a sentence this model translates wrongly (the box above in a live notebook, or
 # `explain_translation` in the cell below). Say what is wrong, and from the attention map and the candidates why:
 # a source word it never saw, a piece it did not look at while writing, a better candidate that lost the beam.
 
@@ -2197,6 +2339,15 @@ print(explain_translation(model, tok, MY_SENTENCE, beams=BEAMS, word_table=words
 # is the right one with a score close to the first, the model knew it and the length penalty or one early piece
 # decided: the beam's log-probabilities show how close it was. In quick mode the tiny model translates little right,
 # and its attention means little.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 3.7 (1 point).**
+# - **1 point:** a concrete wrong translation, what is wrong in it, and a cause read from the view: an unseen
+#   source word (in red), little weight on the word it should translate (a pale column, rows fade at the end of a
+#   long sentence), or a better candidate that lost the beam by a small margin.
+# - **0 points:** no sentence of this model, or a cause the map and the candidates do not show.
+#
+# *Key phrases:* "pale column", "rows fade"
 
 # %% [markdown]
 # ## 7. The checkpoint is the model
@@ -2256,75 +2407,24 @@ for name in TEST_SETS:
         f"{name}: BLEU {g['bleu']:.2f} greedy, {b['bleu']:.2f} beam {BEAMS} | chrF {g['chrf']:.2f} | baselines: "
         f"copy {g['copy_baseline']['bleu']:.2f}, word by word {g['word_baseline']['bleu']:.2f}"
     )
-
-
-def compare_test_sets(new_bleu, indist_bleu, quick=QUICK):
-    """The sentence that compares the two test sets (greedy BLEU), written from the two scores."""
-    if indist_bleu > new_bleu:
-        text = (
-            f"The in-distribution score is the higher ({indist_bleu:.2f} against {new_bleu:.2f} on new sentences), as "
-            "the design of the two sets predicts: random-split sentences resemble training sentences (often "
-            "paraphrases of them); the new-sentence set has rarer words and longer sentences, like what a user types."
-        )
-    elif new_bleu > indist_bleu:
-        text = (
-            f"The new-sentence score is the higher here ({new_bleu:.2f} against {indist_bleu:.2f} in-distribution), "
-            "against what the design of the two sets predicts (rarer words, longer sentences); look at the slices "
-            "before trusting either number."
-        )
-    else:
-        text = f"The two test sets score the same ({new_bleu:.2f} BLEU)."
-    return text + (QUICK_NOTE if quick else "")
-
-
-print(
-    textwrap.fill(
-        compare_test_sets(evaluations[D.NEW_SENTENCES, 1]["bleu"], evaluations[D.IN_DISTRIBUTION, 1]["bleu"]), 110
-    )
-)
 print(f"{N_PARAMS / 1e6:.2f} M parameters | {result.seconds / 60:.1f} min on {record['hardware']['name']}")
+
 
 # %% [markdown]
 # ### The gap: one model, three test sets
 #
 # **How much does a test set held out of the training file flatter the model?** The same model's translations,
 # scored on sentences typed into Tatoeba after the file was made, on our own held-out new-sentence set, and on
-# the random split. Every sentence of the first is new to the file; the other two come from it. The sentence
-# under the numbers is written from them.
-
+# the random split. Every sentence of the first is new to the file; the other two come from it.
 
 # %%
-def the_gap(newer_bleu, held_out_bleu, indist_bleu, quick=QUICK):
-    """One sentence on the three scores of one model: how far the file's own held-out sets read above the
-    newer sentences, and why a split of the training file is easier."""
-    if newer_bleu is None:
-        return (
-            f"Held out of the training file: {held_out_bleu:.2f} (new-sentence split) and {indist_bleu:.2f} (random "
-            "split); the newer sentences were not available here, so the gap to what users type is not measured."
-        )
-    gap = held_out_bleu - newer_bleu
-    if gap > 0:
-        why = (
-            f"our held-out split reads {gap:.2f} BLEU above the newer sentences although both are new to the model: "
-            "its sentences were written and translated by the same few contributors, in the same style, and many are "
-            "near-paraphrases of training pairs (another subject, tense or name), while newer sentences were typed "
-            "later, by other people, about other things"
-        )
-    else:
-        why = (
-            f"our held-out split reads {-gap:.2f} BLEU below the newer sentences, against what a split of the "
-            "training file usually does (same translators, near-paraphrases of training pairs): look at the slices"
-        )
-    text = (
-        f"Newer sentences {newer_bleu:.2f}, our new-sentence split {held_out_bleu:.2f}, random split "
-        f"{indist_bleu:.2f} (greedy BLEU): {why}."
-    )
-    return text + (QUICK_NOTE if quick else "")
-
-
 newer_bleu = evaluations[NEWER, 1]["bleu"] if NEWER in TEST_SETS else None
-print(textwrap.fill(the_gap(newer_bleu, evaluations[D.NEW_SENTENCES, 1]["bleu"],
-                            evaluations[D.IN_DISTRIBUTION, 1]["bleu"]), 110))  # fmt: skip
+held_out_bleu, indist_bleu = evaluations[D.NEW_SENTENCES, 1]["bleu"], evaluations[D.IN_DISTRIBUTION, 1]["bleu"]
+print(f"greedy BLEU: newer sentences {'not available here' if newer_bleu is None else f'{newer_bleu:.2f}'}, our "
+      f"new-sentence split {held_out_bleu:.2f}, random split {indist_bleu:.2f}")  # fmt: skip
+if newer_bleu is not None:
+    print(f"our new-sentence split minus newer sentences: {held_out_bleu - newer_bleu:+.2f}; random split minus newer "
+          f"sentences: {indist_bleu - newer_bleu:+.2f}")  # fmt: skip
 
 # %% [markdown]
 # ## What we did
@@ -2332,10 +2432,9 @@ print(textwrap.fill(the_gap(newer_bleu, evaluations[D.NEW_SENTENCES, 1]["bleu"],
 # We turned French–English pairs into batches one visible step at a time, trained the Transformer of
 # notebook 02 on them within a time budget, with the standard recipe (AdamW, warm-up and cosine, label
 # smoothing, clipping, mixed precision), checkpointed it so that a disconnect costs minutes rather than the
-# run, and scored it on sentences it never saw with reproducible metrics: on a random split that resembles
-# the training file, and on new sentences that do not, with two baselines and the slices that show where it
-# fails (long sentences, words it never saw). Notebook 04 compares it with pretrained translation models on
-# the same test sets.
+# run, and scored it on sentences it never saw with reproducible metrics: on a random split of the training
+# file and on new sentences, with two baselines and the slices that show where it fails. Notebook 04 compares it
+# with pretrained translation models on the same test sets.
 
 # %% [markdown]
 # ## Export for your report

@@ -45,13 +45,14 @@
 #
 # **What you will learn**: what a pretrained model brings to a task it was not trained for; how to teach a
 # decoder-only LM a task format with its own special tokens; why the loss must skip the prompt; how to
-# fine-tune within a time budget in fp16 on a T4 and resume after a disconnect; and what pretraining costs:
-# fluent output that is wrong, with nothing in the output to tell you so.
+# fine-tune within a time budget in fp16 on a T4 and resume after a disconnect; and what pretraining costs
+# (section 8 asks you).
 #
 # **What you write** (10 points): the prompt and labels of our format for a decoder-only LM (Exercise 4.1), a
 # padded batch whose padding the loss never sees (4.2), the paired bootstrap test that says whether a BLEU
 # difference is more than the luck of the test set (4.3), and the rule that flags fluent-but-wrong outputs
-# (4.4); then three written questions on what pretraining buys and what it costs, answered from the numbers.
+# (4.4); then three written questions (8 points, graded by hand) on what pretraining buys and what it costs,
+# answered from the numbers.
 #
 # **How to run.** On Colab with a T4: *Run all*; say yes to Google Drive so that fine-tuning checkpoints
 # survive a disconnect (running all again resumes). Planned budget: 15 minutes of fine-tuning for opus-mt,
@@ -297,23 +298,35 @@ for name, file in D.TEST_FILES.items():  # the test sets `train` wrote into the 
 # text it can already read: `"French: … \nEnglish:"`. That choice also lets the *untrained* model attempt the
 # task when shown a few examples.
 #
-# As in notebook 03 the **loss covers the English and the `<eos>` only**: labels are -100 (ignored by the loss)
-# on every prompt position. Otherwise part of the training signal would go to predicting French, a task nobody
-# asked for, and the model would spend capacity on it. SmolLM2's base tokenizer has no padding token, so
+# As in notebook 03 the **loss covers the English and the `<eos>` only**. Otherwise part of the training signal
+# would go to predicting French, a task nobody asked for, and the model would spend capacity on it. SmolLM2's base tokenizer has no padding token, so
 # `<eos>` pads too; the model still learns to stop, because the labels are built before padding: each
 # example's own `<eos>` is a label, and only the pads added after it are -100.
 #
 # ### Exercise 4.1 · The prompt and labels of our format (3 points)
 #
-# Write this format with the tokenizer alone: the prompt `<bos>` + `"French: " + fr + "\nEnglish:"`, the target
-# `" " + en` + `<eos>`. The check builds one example by hand with a character-level tokenizer (one id per
-# character), then compares yours with `helpers.hf.pretrained.HFTranslator.encode_pair`, the package's version,
-# on 50 training pairs.
+# Write `lm_example(tokenizer, fr, en)`: one training pair as SmolLM2 reads it, `{"input_ids": [...], "labels":
+# [...]}`, two lists of equal length. As text the pair is `<bos>`, then `"French: " + fr + "\nEnglish: " + en`,
+# then `<eos>`. How to cut it into ids and labels is yours to work out:
+#
+# - **Where the model starts writing.** At translation time the model is given a prompt and writes the rest, so
+#   the ids it trains on must begin with exactly the ids it will be given then, and everything after them is what
+#   it learns to write. Where does the prompt end, and on which side of that cut does the space before the
+#   English belong? (Tokenizers of this family glue a space to the word after it: `" I"` is one piece and `"I"`
+#   another.) Must `"French: "`, the sentence and `"\nEnglish:"` be tokenized as one text or one by one?
+# - **Which labels, for Hugging Face.** A Hugging Face causal LM takes `labels` aligned with `input_ids` and shifts
+#   them itself: the logits at position t are scored against `labels[t + 1]`, and -100 is left out. Notebook 03
+#   shifted its labels by hand (Exercise 3.2); decide which positions hold -100 here, and what the others hold.
+#
+# The check builds one pair with a character-level tokenizer (one id per character), then computes the loss the
+# model takes from your labels and compares it with the cross-entropy of the English and the `<eos>` computed by
+# hand from the logits, and compares your examples with `helpers.hf.pretrained.HFTranslator.encode_pair`, the
+# package's version, on 50 training pairs. The cell under it prints how many positions the loss scores.
 
 
 # %%
 def lm_example(tokenizer, fr: str, en: str) -> dict:
-    """<bos> "French: " fr "\nEnglish:" | " " en <eos>; the loss only right of the bar."""
+    """One pair as a Hugging Face causal LM trains on it: {"input_ids": [...], "labels": [...]} (see above)."""
     ids = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
     # BEGIN SOLUTION
@@ -340,7 +353,10 @@ for t in (marian, lm):
     print(t.describe(), *(f"\n   note: {n}" for n in t.notes))
 
 # %% [markdown]
-# One training pair in SmolLM2's format, token by token: the loss sees only the second line.
+# The check. First a pair by hand with one id per character, the text coming from the package's `PromptFormat`;
+# then the loss that the tiny LM computes from your labels, against the cross-entropy of the tokens after the
+# prompt (`lm.prompt_ids(fr)`: what translation gives the model) computed by hand from its logits; then the
+# package's `encode_pair` on 50 training pairs.
 
 
 # %% tags=["check"]
@@ -351,26 +367,56 @@ class CharTokenizer:  # one id per character, <bos> = 1, <eos> = 2: a tokenizer 
         return {"input_ids": [ord(c) for c in text]}
 
 
+def first_difference(got, want):
+    return next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+
+
+FORMAT = P.PromptFormat()  # the package's text of a pair: the prompt, then what the model writes
 by_hand = lm_example(CharTokenizer(), "Je lis.", "I read.")
-prompt_ids = [1] + [ord(c) for c in "French: Je lis.\nEnglish:"]
-target_ids = [ord(c) for c in " I read."] + [2]
-assert by_hand == {"input_ids": prompt_ids + target_ids, "labels": [-100] * len(prompt_ids) + target_ids}, (
-    f"with one id per character, expected <bos> 'French: Je lis.\\nEnglish:' then ' I read.' <eos>, labels -100 "
-    f"on the prompt only; got {by_hand}"
+prompt_text, target_text = FORMAT.prompt("Je lis."), FORMAT.target("I read.")
+want_ids = [1] + [ord(c) for c in prompt_text + target_text] + [2]
+want_labels = [-100] * (1 + len(prompt_text)) + want_ids[1 + len(prompt_text) :]
+assert set(by_hand) == {"input_ids", "labels"}, f"return {{'input_ids': [...], 'labels': [...]}}, not {sorted(by_hand)}"
+k = first_difference(by_hand["input_ids"], want_ids)
+assert by_hand["input_ids"] == want_ids, (
+    f"with one id per character, the input_ids of ('Je lis.', 'I read.') are not <bos>, the text of the pair, <eos>: "
+    f"they differ from position {k} on"
+)
+k = first_difference(by_hand["labels"], want_labels)
+assert by_hand["labels"] == want_labels, (
+    f"with one id per character, the labels of ('Je lis.', 'I read.') are wrong from position {k} on (the input "
+    f"there is {chr(want_ids[k]) if k < len(want_ids) and want_ids[k] > 2 else '<bos>/<eos>'!r}): where does the "
+    "model start writing, and does Hugging Face shift the labels for you?"
 )
 fr, en = splits.train[0]
 example = lm_example(lm.tokenizer, fr, en)
+n_given = len(lm.prompt_ids(fr))  # what the model is given at translation time
+with torch.no_grad():
+    lm.model.eval()
+    ids = torch.tensor([example["input_ids"]], device=lm.device)
+    out = lm.model(input_ids=ids, labels=torch.tensor([example["labels"]], device=lm.device))
+    log_p = torch.log_softmax(out.logits[0].float(), dim=-1)  # (T, V): position t's guess at token t + 1
+    hand = -torch.stack([log_p[t - 1, ids[0, t]] for t in range(n_given, ids.shape[1])]).mean()
+assert abs(out.loss.item() - hand.item()) < 1e-4 * max(1.0, hand.item()), (
+    f"the loss the model takes from your labels ({out.loss.item():.5f}) is not the mean cross-entropy of the tokens "
+    f"after the prompt, each given what precedes it ({hand.item():.5f})"
+)
 for pair in splits.train[:50]:
     assert lm_example(lm.tokenizer, *pair) == lm.encode_pair(*pair), (
         f"the notebook's format and helpers.hf.pretrained's disagree on {pair}"
     )
+print("✓ ids and labels as the package builds them; the loss is on what the model writes at translation time")
+
+# %% [markdown]
+# One training pair in SmolLM2's format, token by token, and the positions the loss scores.
+
+# %%
 n_prompt = example["labels"].count(-100)
 pieces = lm.tokenizer.convert_ids_to_tokens(example["input_ids"])
-print(f"{len(pieces)} tokens, the loss on the last {len(pieces) - n_prompt}:")
+n_scored = sum(label != -100 for label in example["labels"][1:])  # the model shifts the labels by one
+print(f"{len(pieces)} tokens; {n_scored} positions in the loss:")
 print("  prompt:", " ".join(pieces[:n_prompt]))
 print("  target:", " ".join(pieces[n_prompt:]))
-assert all(label == -100 for label in example["labels"][:n_prompt])
-assert example["labels"][n_prompt:] == example["input_ids"][n_prompt:] and example["labels"][-1] == lm.eos_id
 
 # %% [markdown]
 # ### Exercise 4.2 · A batch whose padding the loss never sees (2 points)
@@ -935,26 +981,11 @@ box = text_box(show_side_by_side, MY_SENTENCE)  # live kernels only
 # ## 8. What pretraining buys, and what it costs
 #
 # **Where does each model score, by slice?** The new sentences split in two: those holding a French word that
-# no pair of *our* training data holds (the pretrained models have most likely met it elsewhere), and those
-# whose words were all seen in training. The sentences under the table are written from its numbers.
+# no pair of *our* training data holds, and those whose words were all seen in training. Beside each fine-tuned
+# model, its difference from ours on each slice.
 
 
 # %%
-def unseen_word_sentence(name: str, theirs: dict, ours: dict, ours_name: str) -> str:
-    """Compare one model with ours on the two slices; theirs/ours: {"unseen": BLEU, "seen": BLEU}."""
-    gaps = {k: theirs[k] - ours[k] for k in ("unseen", "seen")}
-
-    def gap(k):
-        if gaps[k] == 0:
-            return f"level with {ours_name}"
-        return f"{abs(gaps[k]):.1f} BLEU {'above' if gaps[k] > 0 else 'below'} {ours_name}"
-
-    head = f"{name}: {gap('unseen')} on new sentences with an unseen word, {gap('seen')} on the others"
-    if gaps["unseen"] > gaps["seen"]:
-        return f"{head}: the gap moves {gaps['unseen'] - gaps['seen']:.1f} BLEU in its favour where a word is unseen."
-    return f"{head}: the unseen words do not move the gap in its favour ({gaps['unseen'] - gaps['seen']:+.1f} BLEU)."
-
-
 by_slice = {}
 for label in CONTESTANTS:
     rows_unseen = {r["slice"]: r for r in evaluations[label, D.NEW_SENTENCES, 1]["slices"]["unseen_word"]}
@@ -965,7 +996,10 @@ for label in CONTESTANTS:
               f"all seen: {b['bleu']:5.1f} (n={b['n']})")  # fmt: skip
 for label in ("opus-mt fine-tuned", "SmolLM2 fine-tuned"):
     if label in by_slice and SCRATCH_NAME in by_slice:
-        print(unseen_word_sentence(label, by_slice[label], by_slice[SCRATCH_NAME], OURS))
+        gaps = {k: by_slice[label][k] - by_slice[SCRATCH_NAME][k] for k in ("unseen", "seen")}
+        print(
+            f"{label} minus {OURS}: {gaps['unseen']:+.1f} BLEU with an unseen word, {gaps['seen']:+.1f} on the others"
+        )
 if QUICK:
     print(QUICK_NOTE)
 
@@ -988,8 +1022,8 @@ for i, fr, en in with_unseen:
 # %% [markdown]
 # ### Exercise 4.4 · Fluent and wrong: flag what a reader cannot see (2 points)
 #
-# The riskiest outputs are not the broken ones, which a reader notices, but the fluent ones that say something
-# the French does not. Two kinds can be flagged automatically, and you write the rule:
+# Some outputs read well and say something the French does not. Two kinds can be flagged automatically, and you
+# write the rule:
 #
 # - a number or name **dropped**: in the source and in the reference, missing from the output;
 # - a number or name **invented**: in the output, in neither the source nor the reference.
@@ -1079,20 +1113,6 @@ print(f"planted cases: {len(dropped)} dropped, {len(invented)} invented, as expe
 
 
 # %%
-def risk_sentence(name: str, theirs: dict, ours: dict, ours_name: str) -> str:
-    """Compare the counts of flagged outputs; theirs/ours: {"dropped", "invented", "n"}."""
-
-    def compare(k):
-        x, y = theirs[k], ours[k]
-        return "more than" if x > y else "fewer than" if x < y else "as many as"
-
-    return (
-        f"{name} invented a number or name in {theirs['invented']} of {theirs['n']} outputs, {compare('invented')} "
-        f"{ours_name} ({ours['invented']}), and dropped one in {theirs['dropped']}, {compare('dropped')} "
-        f"{ours_name} ({ours['dropped']})."
-    )
-
-
 risks = {}
 for label in shown:
     for name, test in TEST_SETS.items():
@@ -1105,22 +1125,16 @@ for label in shown[:2]:
     for name in TEST_SETS:
         for fr, en, hyp, what in risks[label, name]["examples_invented"][:2]:
             print(f"\n[{label}, {name}] invented {what}\n  FR  {fr}\n  REF {en}\n  OUT {hyp}")
-print()
-ours_risks = risks[SCRATCH_NAME, D.NEW_SENTENCES]
-for label in shown[:2]:
-    print("new sentences:", risk_sentence(label, risks[label, D.NEW_SENTENCES], ours_risks, OURS))
 if QUICK:
     print(QUICK_NOTE)
 
 # %% [markdown]
 # ### Questions: what pretraining buys, and what it costs
 #
-# Answer from the numbers of a full run (quick mode's random stand-ins say nothing about pretraining; without a
-# full run of your own, use the two-core measurements of `benchmarks/RESULTS.md`, section "Fine-tuning a
-# pretrained LM").
+# Answer from the numbers of a full run: quick mode's random stand-ins say nothing about pretraining.
 
 # %% [markdown] tags=["question"]
-# **Question 4.1.** What does pretraining buy? Compare each fine-tuned pretrained model with ours on the new
+# **Question 4.1 (3 points).** What does pretraining buy? Compare each fine-tuned pretrained model with ours on the new
 # sentences that hold a word unseen in our training pairs, on those whose words were all seen, and by source
 # length. Where is the pretrained model's advantage largest, where does it lose, and why would pretraining give
 # an advantage exactly there?
@@ -1151,8 +1165,42 @@ for label in CONTESTANTS:
 # 146,816. So pretraining buys coverage of what our data lacks (rare words, long sentences), not better use of
 # what our data has.
 
+
+# %% tags=["answer"]
+def unseen_word_sentence(name: str, theirs: dict, ours: dict, ours_name: str) -> str:
+    """Compare one model with ours on the two slices; theirs/ours: {"unseen": BLEU, "seen": BLEU}."""
+    gaps = {k: theirs[k] - ours[k] for k in ("unseen", "seen")}
+
+    def gap(k):
+        if gaps[k] == 0:
+            return f"level with {ours_name}"
+        return f"{abs(gaps[k]):.1f} BLEU {'above' if gaps[k] > 0 else 'below'} {ours_name}"
+
+    head = f"{name}: {gap('unseen')} on new sentences with an unseen word, {gap('seen')} on the others"
+    if gaps["unseen"] > gaps["seen"]:
+        return f"{head}: the gap moves {gaps['unseen'] - gaps['seen']:.1f} BLEU in its favour where a word is unseen."
+    return f"{head}: the unseen words do not move the gap in its favour ({gaps['unseen'] - gaps['seen']:+.1f} BLEU)."
+
+
+for label in ("opus-mt fine-tuned", "SmolLM2 fine-tuned"):
+    if label in by_slice and SCRATCH_NAME in by_slice:
+        print(unseen_word_sentence(label, by_slice[label], by_slice[SCRATCH_NAME], OURS))
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 4.1 (3 points).**
+# - **3 points:** with numbers of a full run: the pretrained model's advantage is largest on sentences with a word
+#   unseen in our pairs and on long sentences, and it loses (or gains least) on short, common ones; why:
+#   pretraining gave it coverage of words (a word our pairs lack it has most likely met it elsewhere) and long
+#   contexts our 150,000 short pairs lack, while our model saw the short, common sentences many times over (fine-
+#   tuning covered a small share of one pass).
+# - **2 points:** the right slices with numbers, but no reason or a vague one ("it is bigger").
+# - **1 point:** the overall scores only, or the slices without numbers.
+# - **0 points:** says pretraining helps evenly everywhere, or that the parameter count alone explains it.
+#
+# *Key phrases:* "coverage", "met it elsewhere", "many times over"
+
 # %% [markdown] tags=["question"]
-# **Question 4.2.** What does pretraining cost? From your checker's counts and the examples it prints, say how
+# **Question 4.2 (3 points).** What does pretraining cost? From your checker's counts and the examples it prints, say how
 # often each model invents or drops a number or a name, and how its errors read. Then give two distinct reasons
 # why a fluent, wrong translation does more harm in a translator people use than a visibly broken one.
 
@@ -1184,10 +1232,43 @@ for fr, en, hyp, what in risks["SmolLM2 fine-tuned", D.NEW_SENTENCES]["examples_
 #    or continue past the end of the source. The output then reflects its pretraining data, with that data's
 #    biases and gaps, and nothing in it says which words were translated and which were made up.
 
+
+# %% tags=["answer"]
+def risk_sentence(name: str, theirs: dict, ours: dict, ours_name: str) -> str:
+    """Compare the counts of flagged outputs; theirs/ours: {"dropped", "invented", "n"}."""
+
+    def compare(k):
+        x, y = theirs[k], ours[k]
+        return "more than" if x > y else "fewer than" if x < y else "as many as"
+
+    return (
+        f"{name} invented a number or name in {theirs['invented']} of {theirs['n']} outputs, {compare('invented')} "
+        f"{ours_name} ({ours['invented']}), and dropped one in {theirs['dropped']}, {compare('dropped')} "
+        f"{ours_name} ({ours['dropped']})."
+    )
+
+
+ours_risks = risks[SCRATCH_NAME, D.NEW_SENTENCES]
+for label in shown[:2]:
+    print("new sentences:", risk_sentence(label, risks[label, D.NEW_SENTENCES], ours_risks, OURS))
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 4.2 (3 points).**
+# - **3 points:** this run's counts of invented and dropped numbers or names per model, with an example of how
+#   each model's errors read (a fluent invention against a garbled word); two distinct reasons: the reader cannot
+#   see the error (a fluent wrong sentence reads like a right one to someone who does not read French, whereas a
+#   reader notices broken output and checks it), and the content may come from pretraining, not from the source (a
+#   likely word for the context, with its data's biases, and no sign of which words were made up).
+# - **2 points:** the counts and one reason, or both reasons without this run's counts.
+# - **1 point:** one reason only, without counts.
+# - **0 points:** says fluent output is safer because it reads well.
+#
+# *Key phrases:* "cannot see the error", "not from the source", "a reader notices"
+
 # %% [markdown] tags=["question"]
-# **Question 4.3.** What does each model do with a French word it never saw in our training pairs, and what
-# is the risk of each strategy? Use the tokenizer pieces and outputs printed above (from a full run), or the
-# examples of `benchmarks/RESULTS.md`, and say which failures a reader would notice.
+# **Question 4.3 (2 points).** What does each model do with a French word it never saw in our training pairs, and what
+# is the risk of each strategy? Use the tokenizer pieces and outputs printed above (from a full run), and say which
+# failures a reader would notice.
 
 # %% [markdown] tags=["your-answer"]
 # **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
@@ -1210,6 +1291,17 @@ for label in shown:
 # *cauchemars*): the output stays grammatical, so the error is hidden. The risk differs accordingly: copying
 # tends to fail loudly, where a reader notices; substituting and dropping fail quietly, where nobody does, and the
 # pretrained model substitutes more (61 inventions against our 45) while ours drops more (71 against 19).
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 4.3 (2 points).**
+# - **2 points:** our model copies the pieces of a never-seen word (right for names and cognates, visibly odd when
+#   wrong) or drops it; the pretrained LM has usually met the word, and when not it tends to substitute a fluent,
+#   frequent word that fits the context; copying tends to fail loudly, substituting and dropping fail quietly;
+#   with examples or counts.
+# - **1 point:** one model's strategy, or both strategies without their risk.
+# - **0 points:** says both models write an unknown token, or that the pretrained model always knows the word.
+#
+# *Key phrases:* "substitute", "fail loudly"
 
 # %% [markdown]
 # ## 9. For the report

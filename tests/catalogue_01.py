@@ -31,6 +31,7 @@ CATALOGUE = [
                 "    scores = q @ K.transpose(-2, -1)  # (..., m, n)",
             )
         ],
+        "ReferenceOutOfReach",  # the grader's guard stops it first; the check would refuse it too
     ),
     # 1.2 stable_softmax
     (

@@ -19,6 +19,21 @@ CATALOGUE = [
         "prompt tokenized in pieces",
         [('ids("French: " + fr + "\\nEnglish:")', 'ids("French: ") + ids(fr) + ids("\\nEnglish:")')],
     ),
+    (
+        "04",
+        "4.1",
+        "labels shifted by hand, as in notebook 03: Hugging Face shifts them again",
+        [('"labels": [-100] * len(prompt) + target', '"labels": [-100] * (len(prompt) - 1) + target + [-100]')],
+    ),
+    (
+        "04",
+        "4.1",
+        "the space ends the prompt: the model is given it instead of writing it",
+        [
+            ('ids("French: " + fr + "\\nEnglish:")', 'ids("French: " + fr + "\\nEnglish: ")'),
+            ('ids(" " + en)', "ids(en)"),
+        ],
+    ),
     # 4.2 the padded batch
     (
         "04",

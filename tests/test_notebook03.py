@@ -32,6 +32,7 @@ from helpers.training import checkpoint as ck
 from helpers.training import config as C
 from helpers.training import train as T
 
+QUESTIONS = [f"3.{k}" for k in range(1, 8)]
 pytestmark = pytest.mark.notebook  # every test here reads the solved notebook's run
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_translate_fr_en.py"
@@ -991,3 +992,42 @@ def test_the_text_box_drives_the_explanation_with_the_chosen_layer_and_head(ns, 
     assert seen[-1][:3] == ("Elle mange une pomme.", 0, 1)
     assert seen[-1][3] == E.translate(ns["model"], ns["tok"], ["Elle mange une pomme."], beams=ns["BEAMS"])[0]
     assert "layer 0 of" in seen[-1][4] and "head 1" in seen[-1][4]
+
+
+# ---------------------------------------------------------------------------------------------
+# written questions: the student copy never states what a rubric's key phrases say
+
+
+def test_no_rubric_key_phrase_is_in_the_student_copy_and_each_is_in_the_answers():
+    """Every key phrase of every rubric: absent from the generated student copy (markdown, code, comments,
+    docstrings, messages), present in the solved notebook's answer cells. The control plants one in a markdown
+    cell and one in a code comment of the copy's cells, and the search must find both."""
+    import copy
+
+    from helpers.course import notebooks as NB
+    from helpers.course import written
+
+    solved_nb = NB._read_py(NOTEBOOK)
+    found = written.rubrics(solved_nb)
+    assert sorted(found) == sorted(QUESTIONS), sorted(found)
+
+    def leaks(nb):
+        student = "\n".join(c.source for c in exercises.student_notebook(nb).cells).lower()
+        return [(n, p) for n, r in written.rubrics(nb).items() for p in r.key_phrases if p.lower() in student]
+
+    answers = "\n".join(c.source for c in solved_nb.cells if exercises.ANSWER in exercises.tags(c)).lower()
+    assert leaks(solved_nb) == [], f"the student copy states: {leaks(solved_nb)}"
+    assert written.leaked_key_phrases(solved_nb) == []
+    for number, rubric in found.items():
+        assert rubric.key_phrases, number
+        for phrase in rubric.key_phrases:
+            assert phrase.lower() in answers, f"Question {number}: {phrase!r} is in no answer cell"
+    # the control: a key phrase in a cell the student copy keeps is caught, wherever it stands
+    number = QUESTIONS[-1]
+    phrase = found[number].key_phrases[0]
+    for kind, text in (("markdown", f"\n{phrase.upper()}"), ("code", f"\nx = 1  # {phrase}")):
+        planted = copy.deepcopy(solved_nb)
+        where = next(i for i, c in enumerate(planted.cells) if c.cell_type == kind and not exercises.tags(c))
+        planted.cells[where].source += text
+        assert leaks(planted) == [(number, phrase)], (kind, leaks(planted))
+        assert [m for m in written.leaked_key_phrases(planted) if phrase in m], kind

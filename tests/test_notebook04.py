@@ -19,9 +19,11 @@ import torch
 from conftest import solved
 
 from helpers import runtime
+from helpers.course import exercises
 from helpers.course.notebooks import code_cells
 from helpers.evaluation import evaluate as E
 
+QUESTIONS = ["4.1", "4.2", "4.3"]
 pytestmark = pytest.mark.notebook  # every test here reads the solved notebook's run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,8 +133,26 @@ def test_format_cell_is_the_package_format_and_its_assert_can_fail(nb):
         "[-100] * (len(prompt) - 1) + prompt[-1:] + target",
     )
     check = _cell(cells, "the notebook's format and helpers.hf.pretrained's disagree")
-    with pytest.raises(AssertionError, match="labels -100 on the prompt only"):
+    with pytest.raises(AssertionError, match=r"the labels of \('Je lis.', 'I read.'\) are wrong from position 24"):
         exec(compile(check.source, "<notebook 04 format check>", "exec"), env)
+
+
+def test_format_check_fails_on_labels_the_model_shifts_twice(nb):
+    """The check's loss comparison: labels shifted by hand, as notebook 03 did, are shifted again by Hugging Face's
+    model; it fails even when the character-level example is right (so only this assert can catch it)."""
+    cells, ns = nb
+    right = ns["lm_example"]
+
+    def shifted(tokenizer, fr, en):
+        example = right(tokenizer, fr, en)
+        if tokenizer.__class__.__name__ == "CharTokenizer":
+            return example
+        return {"input_ids": example["input_ids"], "labels": example["labels"][1:] + [-100]}
+
+    check = _cell(cells, "the notebook's format and helpers.hf.pretrained's disagree")
+    with pytest.raises(AssertionError, match="the loss the model takes from your labels"):
+        exec(compile(check.source, "<notebook 04 format check>", "exec"), dict(ns, lm_example=shifted))
+    exec(compile(check.source, "<notebook 04 format check>", "exec"), dict(ns))  # the control: the solution passes
 
 
 def test_the_format_and_batch_checks_cannot_be_passed_by_calling_the_package(nb):
@@ -403,11 +423,57 @@ def test_no_fixed_comparison_sentence_is_left_outside_an_answer_cell():
     for measured in ("27.7 against our 26.4", "18.7 against 12.2", "61 outputs (ours: 45)", "(0 min of training)"):
         assert measured not in outside, measured
     answers = [c for c in nb.cells if "answer" in c.metadata.get("tags", [])]
-    assert len(answers) == 3 and all(c.source.startswith("**Model answer.**") for c in answers)
+    model_answers = [c for c in answers if c.cell_type == "markdown" and "rubric" not in c.metadata["tags"]]
+    rubrics = [c for c in answers if "rubric" in c.metadata["tags"]]
+    assert len(model_answers) == len(rubrics) == 3
+    assert all(c.source.startswith("**Model answer.**") for c in model_answers)
+    verdicts = "\n".join(c.source for c in answers if c.cell_type == "code")
+    assert "unseen_word_sentence(" in verdicts and "risk_sentence(" in verdicts  # the verdicts run in answers only
+    assert "unseen_word_sentence(" not in outside and "risk_sentence(" not in outside
+    assert "benchmarks/RESULTS.md" not in outside.split("## What we did, and what to try")[0]
     questions = [i for i, c in enumerate(nb.cells) if "question" in c.metadata.get("tags", [])]
     assert len(questions) == 3
     for i in questions:
         assert "your-answer" in nb.cells[i + 1].metadata.get("tags", [])
+
+
+# ---------------------------------------------------------------------------------------------
+# written questions: the student copy never states what a rubric's key phrases say
+
+
+def test_no_rubric_key_phrase_is_in_the_student_copy_and_each_is_in_the_answers():
+    """Every key phrase of every rubric: absent from the generated student copy (markdown, code, comments,
+    docstrings, messages), present in the solved notebook's answer cells. The control plants one in a markdown
+    cell and one in a code comment of the copy's cells, and the search must find both."""
+    import copy
+
+    from helpers.course import notebooks as NB
+    from helpers.course import written
+
+    solved_nb = NB._read_py(NOTEBOOK)
+    found = written.rubrics(solved_nb)
+    assert sorted(found) == sorted(QUESTIONS), sorted(found)
+
+    def leaks(nb):
+        student = "\n".join(c.source for c in exercises.student_notebook(nb).cells).lower()
+        return [(n, p) for n, r in written.rubrics(nb).items() for p in r.key_phrases if p.lower() in student]
+
+    answers = "\n".join(c.source for c in solved_nb.cells if exercises.ANSWER in exercises.tags(c)).lower()
+    assert leaks(solved_nb) == [], f"the student copy states: {leaks(solved_nb)}"
+    assert written.leaked_key_phrases(solved_nb) == []
+    for number, rubric in found.items():
+        assert rubric.key_phrases, number
+        for phrase in rubric.key_phrases:
+            assert phrase.lower() in answers, f"Question {number}: {phrase!r} is in no answer cell"
+    # the control: a key phrase in a cell the student copy keeps is caught, wherever it stands
+    number = QUESTIONS[-1]
+    phrase = found[number].key_phrases[0]
+    for kind, text in (("markdown", f"\n{phrase.upper()}"), ("code", f"\nx = 1  # {phrase}")):
+        planted = copy.deepcopy(solved_nb)
+        where = next(i for i, c in enumerate(planted.cells) if c.cell_type == kind and not exercises.tags(c))
+        planted.cells[where].source += text
+        assert leaks(planted) == [(number, phrase)], (kind, leaks(planted))
+        assert [m for m in written.leaked_key_phrases(planted) if phrase in m], kind
 
 
 if __name__ == "__main__":
