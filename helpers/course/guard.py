@@ -33,6 +33,7 @@ STUDENT_FILE = "<student"  # the file name the grader compiles a student's solut
 
 # exercise -> what implements it where a student could call it instead of solving (module path, attribute)
 REFERENCES: dict[str, list[str]] = {
+    "1.1": ["helpers.nn.attention.attention", "helpers.nn.attention.self_attention"],
     "2.1": ["helpers.nn.model.sinusoidal_table"],
     "2.2": [
         "helpers.nn.attention.attention",
@@ -58,6 +59,13 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.nn.model._CachedDecoder.step",
         "helpers.nn.model.SelfAttention.forward",
     ],
+    "3.2": ["helpers.text.tokens.collate", "helpers.nn.model.build_attention_mask"],
+    "3.3": ["helpers.training.train.train"],
+    "3.4": [
+        "helpers.nn.model.DecoderOnlyTransformer.generate",
+        "helpers.nn.model._CachedDecoder.start",
+        "helpers.nn.model._CachedDecoder.step",
+    ],
     "3.5": [
         "sacrebleu.metrics.bleu.BLEU.corpus_score",
         "sacrebleu.metrics.bleu.BLEU.compute_bleu",
@@ -66,6 +74,14 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.evaluation.evaluate.sentence_bleu_counts",
         "helpers.evaluation.evaluate.corpus_bleu_from_counts",
     ],
+    "4.1": [
+        "helpers.hf.pretrained.HFTranslator.encode_pair",
+        "helpers.hf.pretrained.HFTranslator.prompt_ids",
+        "helpers.hf.pretrained.PromptFormat.prompt",
+        "helpers.hf.pretrained.PromptFormat.target",
+    ],
+    "4.2": ["helpers.hf.pretrained.HFTranslator.collate"],
+    "4.3": ["helpers.evaluation.evaluate.bootstrap_bleu_difference"],
     "5.1": ["helpers.nn.variants.SynthesizerAttention.forward"],
     "5.2": ["helpers.nn.variants.read_mask", "helpers.nn.variants.latent_horizons"],
     "5.3": ["helpers.nn.variants.rotary"],
