@@ -909,7 +909,7 @@ print(f"||M s - v_a|| / ||v_b|| = {(M_try @ (v_a_try + v_b_try) - v_a_try).norm(
 # *Key phrases:* "AA^\top", "|\cos\theta|", "|cos theta|"
 
 # %% [markdown]
-# ### Exercise 1.5 · The projection onto a subspace (2 points)
+# ### Exercise 1.5 · The map of Question 1.4, for any spanning matrix (2 points)
 #
 # Write the $M$ of Question 1.4 for a subspace given by *any* matrix whose columns span it: a
 # layer's weights are rarely orthonormal. The check gives it an orthonormal basis of $\mathcal{A}$ and

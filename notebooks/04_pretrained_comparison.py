@@ -1020,7 +1020,7 @@ for i, fr, en in with_unseen:
     print()
 
 # %% [markdown]
-# ### Exercise 4.4 · Fluent and wrong: flag what a reader cannot see (2 points)
+# ### Exercise 4.4 · Fluent and wrong: flag dropped and invented numbers and names (2 points)
 #
 # Some outputs read well and say something the French does not. Two kinds can be flagged automatically, and you
 # write the rule:
