@@ -15,7 +15,6 @@ Rewrite the reference files after a deliberate change to the package: ``python t
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 from pathlib import Path
@@ -27,7 +26,7 @@ from conftest import solved
 
 from helpers import experiments as X
 from helpers import runtime
-from helpers.course import exercises, notebooks, written
+from helpers.course import exercises, notebooks
 from helpers.nn import variants as VAR
 from helpers.training import pretrain as P
 
@@ -325,37 +324,6 @@ def test_every_question_has_its_answer_and_the_student_copy_leaves_the_answers_o
 
 # ---------------------------------------------------------------------------------------------------------------
 # the student copy asks and never tells
-
-
-def test_every_key_phrase_is_in_the_answers_and_none_in_the_student_copy():
-    nb = notebooks._read_py(NOTEBOOK)
-    found = written.rubrics(nb)
-    assert set(found) == {f"5.{i}" for i in range(1, 12)}
-    assert sum(r.points for r in found.values()) == 20 and found["5.11"].points == 4
-    answers = "\n".join(nb.cells[i].source for q in exercises.find_questions(nb) for i in q.answers).lower()
-    copy = "\n".join(cell.source for cell in exercises.student_notebook(nb).cells).lower()
-    for number, rubric in found.items():
-        for phrase in rubric.key_phrases:
-            assert phrase.lower() in answers, f"Question {number}: {phrase!r} is in no answer cell"
-            assert phrase.lower() not in copy, f"Question {number}: the student copy states {phrase!r}"
-    assert written.leaked_key_phrases(nb) == [] and written.unanchored_key_phrases(nb) == []
-
-
-def test_the_key_phrase_check_catches_a_phrase_planted_in_a_non_answer_cell():
-    """Control: the same search finds a key phrase put into a markdown cell and into a code comment."""
-    nb = notebooks._read_py(NOTEBOOK)
-    phrase = written.rubrics(nb)["5.8"].key_phrases[0]
-    for kind in ("markdown", "code"):
-        planted = copy.deepcopy(nb)
-        index = next(
-            i
-            for i, c in enumerate(planted.cells)
-            if c.cell_type == kind and "answer" not in c.metadata.get("tags", []) and "check" not in c.metadata.get("tags", [])
-            and i > 5
-        )  # fmt: skip
-        planted.cells[index].source += f"\n# It reads sentences from the {phrase.upper()}."
-        leaks = written.leaked_key_phrases(planted)
-        assert len(leaks) == 1 and leaks[0].startswith(f"Question 5.8: {phrase!r}"), (kind, leaks)
 
 
 def test_the_student_copy_sends_no_one_to_the_results_and_prints_no_verdict():

@@ -235,3 +235,22 @@ def _demo(tmp_path):
     path = tmp_path / "09_demo.py"
     path.write_text(DEMO)
     return path
+
+
+@pytest.mark.parametrize("py", [p for p in SOURCES if p.stem[:2] != "02"], ids=[i for i in IDS if i != "02"])
+@pytest.mark.parametrize("cell_type", ["markdown", "code"])
+def test_a_key_phrase_planted_where_the_student_copy_keeps_it_is_found(py, cell_type):
+    """The control for the test above, on the real notebook: a key phrase added to prose or to code that the copy
+    keeps (a comment, a message) is reported; the same text added to an answer cell is not."""
+    import copy
+
+    nb = notebooks._read_py(py)
+    number, rubric = next(iter(written.rubrics(nb).items()))
+    phrase = rubric.key_phrases[0]
+    planted = copy.deepcopy(nb)
+    kept = next(c for c in planted.cells[3:] if c.cell_type == cell_type and not exercises.tags(c))
+    kept.source += f"\n# as printed: {phrase.upper()}" if cell_type == "code" else f"\n\nNote that {phrase.upper()}."
+    assert [leak for leak in written.leaked_key_phrases(planted) if leak.startswith(f"Question {number}: {phrase!r}")]
+    hidden = copy.deepcopy(nb)
+    next(c for c in hidden.cells if exercises.ANSWER in exercises.tags(c)).source += f"\n\n{phrase}"
+    assert written.leaked_key_phrases(hidden) == []
