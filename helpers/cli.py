@@ -333,7 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, help="also write the result as JSON to this file")
     p.add_argument("--in-process", action="store_true", help="run the cells in this process instead of a kernel")
     p.add_argument(
-        "--sheet", default=None, help="where to write the manual grading sheet (default NOTEBOOK.manual.csv)"
+        "--sheet",
+        default=None,
+        help="where to write the manual grading sheet (default: <notebook name>.manual.csv beside --json, "
+        "else in the current folder)",
     )
     p.add_argument(
         "--manual", default=None, help="a filled manual grading sheet (.csv): its written points join the total"
