@@ -1,15 +1,16 @@
 """Notebook 06's experiments at their full-mode size, for benchmarks/RESULTS.md.
 
-    python benchmarks/knowledge_access.py [--quick] [--threads 2] [--json out.json] [--seed 0]
-    python benchmarks/knowledge_access.py --pretrain-steps 1500 --finetune-lr 2e-3    # what the defaults avoid
+    python benchmarks/knowledge_access.py [--quick] [--threads 2] [--json out.json] [--seed 0] [--verdict]
+    python benchmarks/knowledge_access.py [--pretrain-steps N] [--finetune-lr LR]
     python benchmarks/knowledge_access.py --embeddings --data fra.txt --minutes 3 [--steps N] [--kinds learned,word2vec] [--lm M]
 
 Invented people's biographies are the pretraining text (span corruption, helpers.training.pretrain); a model is
 fine-tuned to answer "Where was X born?" for some people and asked about the others, whose birthplace it can
 only have read. Prints the table (from scratch, pretrained, the same pretrained model asked in the
-biographies' words, the most-common-place baseline), the accuracy along pretraining, and the verdict, all
-from helpers.knowledge (the code notebook 06 runs). Accuracies, not speed: the seconds printed are only
-what this run took on this machine.
+biographies' words, the most-common-place baseline) and the accuracy along pretraining, all from
+helpers.knowledge (the code notebook 06 runs). Accuracies, not speed: the seconds printed are only
+what this run took on this machine. --verdict also prints (and saves with --json) the sentences that
+read the numbers: the instructor's view, answers to notebook 06's questions.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ def main(argv=None) -> int:
     parser.add_argument("--kinds", default=",".join(K.EMBEDDING_KINDS), help="--embeddings: which starts, by name")
     parser.add_argument("--lm", default=None, help="--embeddings: the pretrained LM (hub name, folder or .gguf)")
     parser.add_argument("--eval-sentences", type=int, default=1000)
+    parser.add_argument("--verdict", action="store_true", help="also print the sentences that read the numbers")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.embeddings:
@@ -85,8 +87,9 @@ def main(argv=None) -> int:
     print(f"{runtime.hardware_name(device)}, {torch.get_num_threads()} threads; {kcfg}", flush=True)
     result, _ = K.run_knowledge(kcfg, model_cfg, device=device)
     print(table(result))
-    print()
-    print(result.verdict())
+    if args.verdict:
+        print()
+        print(result.verdict())
     print(f"fine-tuning people answered correctly: {result.finetune_accuracy}; took {result.seconds / 60:.1f} min")
     print(f"held-out answers naming the town moved to instead of the birthplace: {result.moved_to_answers}")
     for e in result.examples[:4]:
@@ -99,8 +102,9 @@ def main(argv=None) -> int:
             "knowledge_config": asdict(kcfg),
             "model_config": model_cfg.to_dict(),
             "result": result.as_dict(),
-            "verdict": result.verdict(),
         }
+        if args.verdict:
+            record["verdict"] = result.verdict()
         args.json.write_text(json.dumps(record, indent=2) + "\n")
     return 0
 
@@ -122,8 +126,9 @@ def embeddings(args, argv) -> int:
         print(f"| {kind} | {row['trainable']:,} | {row['steps']:,} | {row['val_loss']:.3f} | {row['bleu_valid']:.2f} | "
               f"**{row['bleu_new']:.2f}** ({row['chrf_new']:.2f}) | {row['embeddings']} |", flush=True)  # fmt: skip
     comparisons = K.compare_embeddings(rows, resamples=1000, seed=args.seed)
-    for c in comparisons:
-        print(K.bootstrap_sentence(c))
+    if args.verdict:
+        for c in comparisons:
+            print(K.bootstrap_sentence(c))
     if args.json is not None:
         keep = [{k: v for k, v in r.items() if k not in ("hypotheses_new", "references_new")} for r in rows]
         record = {

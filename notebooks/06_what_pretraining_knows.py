@@ -35,8 +35,7 @@
 # **How to run.** On Colab, *Run all*: the knowledge experiment takes a few minutes on a CPU and less on a T4;
 # the embeddings, four translation runs of 3 minutes each. Quick mode (`python -m helpers run-notebooks --only
 # 06`, the tests) runs every code path with tiny models in seconds: its numbers say that the code runs, not
-# what pretraining does. `python benchmarks/knowledge_access.py` runs the full-mode knowledge experiment from a
-# terminal.
+# what pretraining does.
 #
 # Figures go to `reports/figures/06_*.pdf` and `.png`, the numbers to `reports/metrics/06_knowledge.json`.
 
@@ -181,7 +180,7 @@ plotting.save_figure(
     "06_birthplaces",
     question="How skewed are the birthplaces, and is the most common one the same for the fine-tuning and the held-out people?",
     caption=f"Share of each of the {TOP} most common towns among the {len(DATA.finetune)} fine-tuning and the {len(DATA.test)} held-out people, with the Zipf law they were drawn from.",
-    numbers={"zipf_top_share": float(law[0]), "finetune_top_share": share["fine-tuning people"][0], "held_out_top_share": share["held-out people"][0]},
+    numbers={"finetune_top_share": share["fine-tuning people"][0], "held_out_top_share": share["held-out people"][0]},
 )  # fmt: skip
 plt.show()
 
@@ -309,17 +308,8 @@ print(f"always answering {BASELINE_PLACE!r}: {BASELINE:.1%} of the {len(TEST_ANS
 # **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
 
 # %%
-# Compute here what supports your answer. A start: the law's share of the most common town, this run's
-# baseline, the standard error of a share measured on this many people (helpers.knowledge.standard_error), and
-# the baseline if the town were picked on the test answers instead.
-LAW_TOP = float(K.place_weights(skew=KCFG.skew)[0])
-print(
-    f"Zipf share of {K.PLACES[0]!r}: {LAW_TOP:.1%}; this run's baseline: {BASELINE:.1%} on {len(TEST_ANSWERS)} people"
-)
-print(
-    f"standard error of a share of {LAW_TOP:.1%} on {len(TEST_ANSWERS)} people: {K.standard_error(LAW_TOP, len(TEST_ANSWERS)):.1%}"
-)
-print(f"picked on the test answers: {most_common_place_baseline(TEST_ANSWERS, TEST_ANSWERS)}")
+# Compute here what supports your answer. A start: this run's baseline and the number of held-out people.
+print(f"this run's baseline: always {BASELINE_PLACE!r}, {BASELINE:.1%} of {len(TEST_ANSWERS)} held-out people")
 
 
 # %% [markdown] tags=["answer"]
@@ -338,6 +328,16 @@ print(f"picked on the test answers: {most_common_place_baseline(TEST_ANSWERS, TE
 
 
 # %% tags=["answer"]
+# The numbers of the model answer, from this run: the law's share of the most common town, its standard error
+# on this many people, and the baseline if the town were picked on the test answers.
+LAW_TOP = float(K.place_weights(skew=KCFG.skew)[0])
+print(f"Zipf share of {K.PLACES[0]!r}: {LAW_TOP:.1%} (1/H_32)")
+print(
+    f"standard error of a share of {LAW_TOP:.1%} on {len(TEST_ANSWERS)} people: {K.standard_error(LAW_TOP, len(TEST_ANSWERS)):.1%}"
+)
+print(f"picked on the test answers: {most_common_place_baseline(TEST_ANSWERS, TEST_ANSWERS)}")
+
+
 def compare_with_law(measured: float, expected: float, n: int) -> str:
     """Whether the baseline's accuracy is what the Zipf law predicts, within two standard errors."""
     se = K.standard_error(expected, n)
@@ -361,7 +361,7 @@ print(compare_with_law(BASELINE, LAW_TOP, len(TEST_ANSWERS)))
 # - **0 points:** the baseline should score 1/32, or picking on the test answers is called fine because it
 #   uses the same rule.
 #
-# *Key phrases:* "harmonic number", "biased upwards", "within two standard errors", "answers it was fitted to"
+# *Key phrases:* "harmonic number", "24.6", "biased upwards", "answers it was fitted to"
 
 # %% [markdown]
 # ## 3. Pretraining on the biographies, then fine-tuning
@@ -533,11 +533,11 @@ print(f"span corruption: {3 * len(odd + BIO_IDS)} cuts and 3 epochs agree with t
 # ## Exercise 6.5 · Pretrain, fine-tune, evaluate (4 points)
 #
 # Now the experiment, from your pieces. Write `knowledge_table(data, tok, kcfg, model_cfg, device)`: the models
-# the three numbers of the seed's question need, trained and asked, and the baseline. It must be a fair test of
-# one thing, pretraining on the biographies: decide which people's text each phase may see, which models must
-# share what, and which settings each phase takes from `kcfg` (the people, steps, fine-tuning learning rate,
-# seed) and `model_cfg` (the model's shape and learning rate, `max_len`, `max_tokens`). Every seed is
-# `kcfg.seed`. The package gives the machinery:
+# that the three numbers of the knowledge-access question (item 1 at the top) need, trained and asked, and the
+# baseline. It must be a fair test of one thing, pretraining on the biographies: decide which people's text each
+# phase may see, which models must share what, and which settings each phase takes from `kcfg` (the people,
+# steps, fine-tuning learning rate, seed) and `model_cfg` (the model's shape and learning rate, `max_len`,
+# `max_tokens`). Every seed is `kcfg.seed`. The package gives the machinery:
 #
 # - `K.new_model(tok, model_cfg, seed, device)`: a fresh model, the same initial weights for the same seed;
 # - `K.training_config(model_cfg, steps, lr, seed)`: one phase's budget;
@@ -545,7 +545,8 @@ print(f"span corruption: {3 * len(odd + BIO_IDS)} cuts and 3 epochs agree with t
 #   from a list, or from a function `epoch -> list` (new examples each epoch);
 # - `K.train_phase(model, batcher, cfg, phase, device=device)`: trains in place (`phase`: a name for the log);
 # - `K.answer_questions(model, tok, pairs)`: the model's greedy answers to the questions of `(question, answer)`
-#   pairs.
+#   pairs; the held-out people's pairs are `data.test_pairs` (in `data.test` order), the fine-tuning people's
+#   `data.finetune_pairs`.
 #
 # Return a dict: `"scratch"`, `"pretrained"` and `"baseline"` (accuracies by your Exercise 6.1),
 # `"baseline_place"`, `"answers"` (per model, `"scratch"` and `"pretrained"`: its answers to the held-out
@@ -631,10 +632,10 @@ for name, acc in (("fine-tuned from scratch", TABLE["scratch"]),
 # ## More of the same run: how much reading, and in which words
 #
 # The package's `helpers.knowledge.run_knowledge` runs the same experiment and more: it keeps snapshots of the
-# pretraining run and fine-tunes a copy of each, to see how much reading it takes. Two more numbers explain the
-# result: how often a snapshot writes the birthplace back into a held-out person's biography with the
-# birthplace masked (what pretraining stored, before any fine-tuning), and the finished pretrained model
-# fine-tuned on the question in the biographies' own words, *Varo Tesimal was born in* → *Dunmere*.
+# pretraining run and fine-tunes a copy of each, to see how much reading it takes. It also measures two more
+# numbers: how often a snapshot, before any fine-tuning, writes the birthplace back into a held-out person's
+# biography with the birthplace masked, and the accuracy of the finished pretrained model fine-tuned on the
+# question in the biographies' own words, *Varo Tesimal was born in* → *Dunmere*.
 
 # %%
 RESULT, RUN = K.run_knowledge(KCFG, KMODEL, device=DEVICE, data=DATA, tokenizer=TOK)
@@ -656,7 +657,7 @@ if QUICK:
     )
 
 # %% [markdown] tags=["answer"]
-# The answer to the seed's question, printed from this run's numbers (it changes when they change):
+# The answer to the knowledge-access question (item 1 at the top), printed from this run's numbers (it changes when they change):
 
 # %% tags=["answer"]
 print(RESULT.verdict())
@@ -1009,8 +1010,8 @@ print(f"wrote {path}")
 #
 # - **More phrasings per person**: give each person all three biographies instead of one. Does the held-out
 #   accuracy rise for the same number of pretraining steps?
-# - **Fewer pretraining steps**: `python benchmarks/knowledge_access.py --pretrain-steps 1500`: where does
-#   pretraining stop helping?
+# - **Fewer pretraining steps**: rerun the experiment with a smaller `KCFG.pretrain_steps`
+#   (`dataclasses.replace`): where does pretraining stop helping?
 # - **Another question**: *What did X work as?* The job is in every biography too.
 # - **Other vectors**: word2vec with a wider window, or fastText (`gensim.models.FastText`), which builds a
 #   vector for a piece from its characters.
