@@ -808,10 +808,9 @@ print(D.format_data_summary(D.data_summary(reports)))
 # %% [markdown]
 # ### How big a model for your budget?
 #
-# Each step of a larger model costs more, so in a fixed number of minutes it sees fewer sentences; machines
-# differ too: the same 15 minutes trained the width-256 model at about 1,850 target tokens per second on a
-# two-core CPU without bf16 instructions and at about 8,100 on one with them (issue 14 of this course). Does a
-# larger model make up for it? Question 3.2 below asks which size wins on *your* machine, and why.
+# Machines differ: the same 15 minutes trained the width-256 model at about 1,850 target tokens per second on a
+# two-core CPU without bf16 instructions and at about 8,100 on one with them (issue 14 of this course). Question
+# 3.2 below asks which size wins in a fixed time on *your* machine, and why.
 #
 # Three sizes are each trained from scratch for the same short time, with the same data, seed and schedule
 # (a warm-up of 5 % of each run's steps, then the cosine decay), and the validation loss is taken along the
@@ -989,19 +988,22 @@ print(textwrap.fill(read_size_curves(size_curves), 110))
 # %% [markdown]
 # **The rule.** `python -m helpers train --preset cpu` (and this notebook on a CPU) measures the real training step
 # of each of its four candidate sizes (`sizing.CPU_SIZES`) for a few seconds, largest first, and keeps the **largest
-# size that will see at least 2.25 target tokens per non-embedding parameter in the budget**. Taking the largest
-# that qualifies means a slower machine never gets a larger model. The count leaves out the token and position
-# tables: what a larger vocabulary costs per token (a wider output layer) is already in the measured speed, and
-# counting its table as well would shrink the model twice (8,000 pieces helped by 2 BLEU). The threshold is our own,
-# chosen on 15-minute runs on two machines and three training recipes (on validation loss, then BLEU on the
-# newer-sentence development set, never on a test set): on every machine measured, a threshold
-# above 2.13 turns down the larger size that lost, and one of at most 2.45 keeps the size that won even if the
-# few-second measurement came out 15 % slower than a whole run; 2.25 sits between. The compute-optimal scaling study
-# of Hoffmann et al. (2022) found about 20 tokens per parameter for large language models trained once over their
+# size that will see at least 2.25 target tokens per non-embedding parameter in the budget**; the count leaves out
+# the token and position tables. The threshold is our own, chosen on 15-minute runs on two machines and three
+# training recipes (on validation loss, then BLEU on the newer-sentence development set, never on a test set). A
+# run that resumes keeps the size it started with; `--preset cpu-fixed` turns the sizing off. On a GPU or in quick
+# mode the preset's own size is kept, and the line below shows what the rule would pick among the three sizes above.
+
+# %% [markdown] tags=["answer"]
+# **Model answer, continued: why the rule looks like this.** Taking the largest size that qualifies means a slower
+# machine never gets a larger model. The count leaves out the token and position tables: what a larger vocabulary
+# costs per token (a wider output layer) is already in the measured speed, and counting its table as well would
+# shrink the model twice (8,000 pieces helped by 2 BLEU). On every machine measured, a threshold above 2.13 turns
+# down the larger size that lost, and one of at most 2.45 keeps the size that won even if the few-second
+# measurement came out 15 % slower than a whole run; 2.25 sits between. The compute-optimal scaling study of
+# Hoffmann et al. (2022) found about 20 tokens per parameter for large language models trained once over their
 # data; our models are a thousand times smaller, count only target tokens and pass over the same pairs several
-# times, so their number does not carry over, only the trade-off does. A run that resumes keeps the size it started
-# with; `--preset cpu-fixed` turns the sizing off. On a GPU or in quick mode the preset's own size is kept, and the
-# line below shows what the rule would pick among the three sizes above.
+# times, so their number does not carry over, only the trade-off does.
 
 # %%
 if PRESET == "cpu":
@@ -2125,12 +2127,10 @@ plt.show()
 # %% [markdown]
 # ### Which sentences are hard?
 #
-# **Does the score fall with the length of the source, and with a word the model never saw?** Longer
-# sentences have more ways to go wrong and are rare in Tatoeba; a word absent from training can only be
-# spelt from pieces, and its meaning guessed. The left panel gives BLEU per bucket of source length (in
-# words) on each test set, with the number of sentences under each bar; the right one, BLEU on the
-# sentences with a word unseen in training and on the others. Dashed lines: the word-by-word baseline on
-# the whole set. Greedy decoding (`evaluate_pairs` computed these as `slices`):
+# **Does the score fall with the length of the source, and with a word the model never saw?** The left
+# panel gives BLEU per bucket of source length (in words) on each test set, with the number of sentences
+# under each bar; the right one, BLEU on the sentences with a word unseen in training and on the others.
+# Dashed lines: the word-by-word baseline on the whole set. Greedy decoding (`evaluate_pairs` computed these as `slices`):
 
 # %%
 fig, (ax_len, ax_unseen) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [3, 1.4]})
@@ -2415,7 +2415,7 @@ print(f"{N_PARAMS / 1e6:.2f} M parameters | {result.seconds / 60:.1f} min on {re
 #
 # **How much does a test set held out of the training file flatter the model?** The same model's translations,
 # scored on sentences typed into Tatoeba after the file was made, on our own held-out new-sentence set, and on
-# the random split. Every sentence of the first is new to the file; the other two come from it.
+# the random split.
 
 # %%
 newer_bleu = evaluations[NEWER, 1]["bleu"] if NEWER in TEST_SETS else None

@@ -49,10 +49,10 @@
 # (section 8 asks you).
 #
 # **What you write** (10 points): the prompt and labels of our format for a decoder-only LM (Exercise 4.1), a
-# padded batch whose padding the loss never sees (4.2), the paired bootstrap test that says whether a BLEU
-# difference is more than the luck of the test set (4.3), and the rule that flags fluent-but-wrong outputs
-# (4.4); then three written questions (8 points, graded by hand) on what pretraining buys and what it costs,
-# answered from the numbers.
+# padded batch whose padding the loss never sees (Exercise 4.2), the paired bootstrap test that says whether a
+# BLEU difference is more than the luck of the test set (Exercise 4.3), and the rule that flags fluent-but-wrong
+# outputs (Exercise 4.4); then three written questions (Questions 4.1 to 4.3, 8 points, graded by hand) on what
+# pretraining buys and what it costs, answered from the numbers.
 #
 # **How to run.** On Colab with a T4: *Run all*; say yes to Google Drive so that fine-tuning checkpoints
 # survive a disconnect (running all again resumes). Planned budget: 15 minutes of fine-tuning for opus-mt,
@@ -231,8 +231,8 @@ if scratch_record is not None:
 
 # %% [markdown]
 # The test sets. **New sentences** lead: they hold rarer words and longer sentences, like what people type
-# (notebook 03, section 1). **In-distribution** is a random split, easy because its sentences resemble
-# training ones. **Out of domain**: TICO-19, medical sentences about COVID-19 (CC0), read from a local file when
+# (notebook 03, section 1). **In-distribution** is a random split of the
+# training file. **Out of domain**: TICO-19, medical sentences about COVID-19 (CC0), read from a local file when
 # there is one (`TICO19_PATH`, or `shared/data/` beside the repository); on Colab, newstest2014 (news text) is
 # downloaded instead. In quick mode the sets are cut to 100 sentences (40 out of domain).
 
