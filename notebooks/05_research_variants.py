@@ -237,8 +237,7 @@ print(
 
 # %% [markdown]
 # **Generation.** A key/value cache works because an earlier position's key and value never change. The
-# synthesizer has no keys, and its score columns are *absolute* positions, which the cache's left-padded
-# batches would shift; so `generate` recomputes the whole sequence at each step for it (`supports_cache` is
+# synthesizer has no keys, so `generate` recomputes the whole sequence at each step for it (`supports_cache` is
 # False), and `tests/test_model.py` checks that this gives the same tokens as decoding one sentence at a time.
 
 # %% [markdown]
@@ -487,15 +486,17 @@ assert all(all(r.values()) for r in checks.values()), "a variant leaks the futur
 
 # %%
 # Compute here what supports your answer: your count of the attention weights kept for the backward pass, at
-# two lengths, and how much it grows when ℓ doubles (a power law ℓ^p grows by 2^p). A working example, for the
-# plain model only; write the bottleneck's count for m latents.
+# two lengths, and how much it grows when ℓ doubles (a power law ℓ^p grows by 2^p). Write the count for the
+# plain model (m is None) and for the bottleneck with m latents; each line prints once you have filled it in.
 def weights_kept(ell, n_layer=4, n_head=4, m=None):
-    return n_layer * n_head * ell * ell  # the plain model; m is not used yet
+    return None  # ✏️ your count as a function of ell (and of m when m is given)
 
 
-for ell in (256, 512):
-    print(f"ℓ = {ell}: plain {weights_kept(ell):,}, bottleneck m=16 {weights_kept(ell, m=16):,}")
-print(f"growth when ℓ doubles: plain ×{weights_kept(512) / weights_kept(256):.2f}")
+for m in (None, 16):
+    counts = [weights_kept(ell, m=m) for ell in (256, 512)]
+    if None not in counts:
+        name = "plain" if m is None else f"bottleneck m={m}"
+        print(f"{name}: ℓ = 256 {counts[0]:,}, ℓ = 512 {counts[1]:,}, ×{counts[1] / counts[0]:.2f} when ℓ doubles")
 
 # %% [markdown] tags=["answer"]
 # **Model answer.**
@@ -531,10 +532,31 @@ print(f"growth when ℓ doubles: plain ×{weights_kept(512) / weights_kept(256):
 # autograd keeps for the backward pass, the weights left out (`helpers.experiments.saved_bytes`: the same on
 # every machine). The derived time is the FLOP count times one constant fitted to the plain model's longest
 # point. (The FLOP count itself is exact: `tests/test_experiments.py` checks it against torch's FLOP counter.)
-# The sentences under the cell are computed from the measured growth, so they say what this run found.
+# The cell prints the measured growth per doubling of ℓ, from its two longest points.
 
 
 # %%
+LENGTHS = [64, 128, 256, 512] if QUICK else [64, 128, 256, 512, 1024]
+shape = dict(vocab_size=64, max_len=max(LENGTHS), n_head=4, attention_kernel="explicit")
+shape.update(dict(n_layer=4, d_model=64) if QUICK else dict(n_layer=6, d_model=256))
+complexity = {
+    "plain": X.measure_forward(M.ModelConfig(**shape), LENGTHS),
+    "bottleneck m=16": X.measure_forward(M.ModelConfig(**shape, bottleneck_dim=16), LENGTHS),
+}
+sec_per_flop = complexity["plain"][-1]["seconds"] / complexity["plain"][-1]["flops"]
+for name, rows in complexity.items():
+    measured = {k: X.local_slopes(LENGTHS, [r[k] for r in rows])[-1] for k in ("seconds", "bytes")}
+    print(f"{name}, measured per doubling of ℓ: time ×2^{measured['seconds']:.2f}, memory (all saved tensors) ×2^{measured['bytes']:.2f}")  # fmt: skip
+if QUICK:
+    print("Quick mode: a small model on a shared CPU, so the times include fixed overheads and move from run to run; "
+          "the bytes are exact.")  # fmt: skip
+plain_mem = X.local_slopes(LENGTHS, [r["bytes"] for r in complexity["plain"]])[-1]
+neck_mem = X.local_slopes(LENGTHS, [r["bytes"] for r in complexity["bottleneck m=16"]])[-1]
+
+
+# %% tags=["answer"]
+# The solved notebook's verdict, computed from the measured and derived growth (the student copy prints only the
+# measured growth above).
 def growth_verdict(name: str, what: str, measured: float, derived: float, tolerance: float = 0.3) -> str:
     """One sentence: the measured growth per doubling of ℓ against the derived one, computed from the two."""
     gap = measured - derived
@@ -546,25 +568,12 @@ def growth_verdict(name: str, what: str, measured: float, derived: float, tolera
     return f"{name}, {what}: ×2^{measured:.2f} per doubling of ℓ (derived ×2^{derived:.2f}): {verdict}."
 
 
-LENGTHS = [64, 128, 256, 512] if QUICK else [64, 128, 256, 512, 1024]
-shape = dict(vocab_size=64, max_len=max(LENGTHS), n_head=4, attention_kernel="explicit")
-shape.update(dict(n_layer=4, d_model=64) if QUICK else dict(n_layer=6, d_model=256))
-complexity = {
-    "plain": X.measure_forward(M.ModelConfig(**shape), LENGTHS),
-    "bottleneck m=16": X.measure_forward(M.ModelConfig(**shape, bottleneck_dim=16), LENGTHS),
-}
-sec_per_flop = complexity["plain"][-1]["seconds"] / complexity["plain"][-1]["flops"]
 for name, rows in complexity.items():
     slopes = {
         k: X.local_slopes(LENGTHS, [r[k] for r in rows])[-1] for k in ("seconds", "flops", "bytes", "attention_bytes")
     }
     print(growth_verdict(name, "time", slopes["seconds"], slopes["flops"]))
     print(growth_verdict(name, "memory (measured: all saved tensors; derived: the attention weights)", slopes["bytes"], slopes["attention_bytes"]))  # fmt: skip
-if QUICK:
-    print("Quick mode: a small model on a shared CPU, so the times include fixed overheads and move from run to run; "
-          "the bytes are exact. Only the attention weights are derived; the measured bytes hold every saved tensor.")  # fmt: skip
-plain_mem = X.local_slopes(LENGTHS, [r["bytes"] for r in complexity["plain"]])[-1]
-neck_mem = X.local_slopes(LENGTHS, [r["bytes"] for r in complexity["bottleneck m=16"]])[-1]
 assert plain_mem > 1.4 and neck_mem < 1.25, (
     f"measured memory growth per doubling of ℓ out of range: plain 2^{plain_mem:.2f}, bottleneck 2^{neck_mem:.2f}"
 )
@@ -952,8 +961,8 @@ for fr, _en in prepared.splits.train[:3]:
 # %% [markdown]
 # The training runs of section 7 cut their examples with the package's `helpers.training.pretrain.corrupt_span`, the
 # same recipe drawn from Python's `random` (`tests/test_notebook05.py` checks that your function and the
-# package's cut the same examples from the same draws), afresh each epoch. The sentences are both sides of
-# *all* the training pairs, unpaired, whatever the number of pairs the translation phase is given.
+# package's cut the same examples from the same draws), afresh each epoch. Pretraining reads unpaired sentences
+# from the training file.
 
 # %% [markdown]
 # ## 5. The attention variants trained, at the same budget
@@ -972,11 +981,8 @@ for label, changes in {
 VARIANT_LABELS = ["vanilla", "synthesizer", f"bottleneck m={M_TRAIN}"]
 assert all(ROWS[k]["steps"] > 0 and math.isfinite(ROWS[k]["val_loss"]) for k in VARIANT_LABELS)
 
-# %% [markdown]
-# Every sentence below that compares rows is printed from the numbers of this run, so it says what this run
-# found; in quick mode it also says that the differences are noise.
-
-# %%
+# %% tags=["answer"]
+# The solved notebook's verdicts, computed from the rows (the student copy prints only the tables of rows).
 SCORES = {  # key of a row: (what it is, whether higher is better)
     "bleu_new": ("BLEU on new sentences", True),
     "bleu_valid": ("validation BLEU", True),
@@ -1043,7 +1049,7 @@ plotting.save_figure(
     question="At the same budget, how do synthesizer attention and a latent bottleneck compare with dot-product attention?",
     caption="Validation loss during training for each attention variant; same data, tokenizer, seed and budget. "
     + "; ".join(f"{k}: BLEU new {ROWS[k]['bleu_new']:.1f}" for k in VARIANT_LABELS)
-    + (". Quick mode: the differences are noise." if QUICK else "."),
+    + (". Quick mode: tiny models, one short run and one seed each." if QUICK else "."),
     numbers={k: ROWS[k]["bleu_new"] for k in VARIANT_LABELS},
 )
 plt.show()
@@ -1057,7 +1063,10 @@ plt.show()
 # **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
 
 # %%
-# Compute here what supports your answer (the sentences are computed from this run's rows).
+# Compute here what supports your answer: each variant's row, with the vanilla row.
+print(X.format_rows([ROWS[k] for k in VARIANT_LABELS]))
+
+# %% tags=["answer"]
 print(compare_rows(ROWS, VARIANT_LABELS[1:], key="val_loss"))
 print(compare_rows(ROWS, VARIANT_LABELS[1:], key="bleu_valid"))
 
@@ -1138,11 +1147,12 @@ plotting.save_figure(
     "05_positions",
     question="Which way of giving the model word order, and which start for its token embeddings, learns best within the same budget?",
     caption="BLEU on the first new-sentence pairs and validation perplexity for each position scheme; learned is the vanilla model; the last bar starts its token embeddings from a pretrained LM's"
-    + (" (quick mode: a tiny random stand-in; the differences are noise)." if QUICK else f" ({EMBEDDINGS_FROM})."),
+    + (
+        " (quick mode: a tiny random stand-in; one short run and one seed each)." if QUICK else f" ({EMBEDDINGS_FROM})."
+    ),
     numbers={n: ROWS[k]["bleu_new"] for n, k in zip(names, POSITION_LABELS)},
 )
 plt.show()
-print(compare_rows(ROWS, POSITION_LABELS[1:], key="bleu_new"))
 
 # %% [markdown] tags=["question"]
 # **Question 5.7 (1 point).** Which way of giving the model word order, and which start for the token embeddings, learns
@@ -1153,7 +1163,11 @@ print(compare_rows(ROWS, POSITION_LABELS[1:], key="bleu_new"))
 # **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
 
 # %%
-# Compute here what supports your answer (the sentences are computed from this run's rows).
+# Compute here what supports your answer: each row of this section.
+print(X.format_rows([ROWS[k] for k in POSITION_LABELS]))
+
+# %% tags=["answer"]
+print(compare_rows(ROWS, POSITION_LABELS[1:], key="bleu_new"))
 print(compare_rows(ROWS, POSITION_LABELS[1:], key="val_ppl"))
 
 # %% [markdown] tags=["answer"]
@@ -1175,13 +1189,13 @@ print(compare_rows(ROWS, POSITION_LABELS[1:], key="val_ppl"))
 # - **0.5 points:** the ranking without saying what it would take to trust it, or without the 'none' argument.
 # - **0 points:** says positions do not matter because 'none' came close in a quick run.
 #
-# *Key phrases:* "bag of words"
+# *Key phrases:* "bag of words", "second seed"
 
 # %% [markdown]
 # ## 7. Span-corruption pretraining, when pairs are scarce
 #
 # Each point trains for the same budget; with pretraining, 30 % of it goes to span corruption (the examples of
-# Exercise 5.5) on all the unpaired sentences and 70 % to translation on the pairs available.
+# Exercise 5.5) on unpaired sentences and 70 % to translation on the pairs available.
 
 # %%
 n_train = len(prepared.splits.train)
@@ -1212,7 +1226,7 @@ plotting.save_figure(
     fig,
     "05_pretraining",
     question="At equal total compute, does span-corruption pretraining on unpaired sentences help when parallel pairs are scarce?",
-    caption="BLEU on the first new-sentence pairs against the number of parallel pairs, with and without span-corruption pretraining (30 % of the budget)." + (" Quick mode: the differences are noise." if QUICK else ""),
+    caption="BLEU on the first new-sentence pairs against the number of parallel pairs, with and without span-corruption pretraining (30 % of the budget)." + (" Quick mode: tiny models, one short run and one seed each." if QUICK else ""),
     numbers={f"{'span' if pre else 'none'}_{'all' if n is None else n}": study[(n, pre)]["bleu_new"] for (n, pre) in study},
 )  # fmt: skip
 plt.show()
@@ -1271,7 +1285,7 @@ print(pretraining_verdict(study, PAIR_COUNTS))
 # - **0.5 points:** the gains without the flattering comparison, or the comparison without numbers.
 # - **0 points:** says pretraining adds compute, or gives no flattering comparison.
 #
-# *Key phrases:* "same domain", "monolingual text"
+# *Key phrases:* "same domain", "monolingual text", "both sides of"
 
 # %% [markdown]
 # ## 8. A hyperparameter study, designed by you
@@ -1471,7 +1485,9 @@ if seeds:
     print(f"two seeds of the vanilla setting: BLEU valid {ref_row['bleu_valid']:.2f} and {ROWS[seeds[0]]['bleu_valid']:.2f}, "
           f"{abs(ref_row['bleu_valid'] - ROWS[seeds[0]]['bleu_valid']):.2f} apart")  # fmt: skip
 else:
-    print("no second seed in your study: nothing here measures the spread between runs")
+    print(
+        "no run of the vanilla setting with another seed in your study: nothing here measures the spread between runs"
+    )
 
 
 # %% tags=["answer"]
