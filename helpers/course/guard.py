@@ -127,6 +127,7 @@ class _State:
 # the reference out of reach
 
 
+@functools.cache
 def _library_dirs() -> tuple[str, ...]:
     """Where installed libraries and the standard library live (the course package is told apart below)."""
     paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
