@@ -106,7 +106,15 @@ LAYERS = [
     ("pipeline", ("helpers.pipeline",)),
     (
         "entry",
-        ("helpers.cli", "helpers.commands", "helpers.experiments", "helpers.knowledge", "helpers.__main__", "helpers"),
+        (
+            "helpers.cli",
+            "helpers.commands",
+            "helpers.experiments",
+            "helpers.knowledge",
+            "helpers.embeddings",
+            "helpers.__main__",
+            "helpers",
+        ),
     ),
 ]
 COURSE = "helpers.course"  # beside the stack: imports the ground and itself; imported only by the entry layer

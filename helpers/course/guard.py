@@ -100,6 +100,9 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.knowledge.put_word_vectors",
         "helpers.knowledge.word2vec_embeddings",
         "helpers.knowledge.start_embeddings",
+        "helpers.embeddings.put_word_vectors",
+        "helpers.embeddings.word2vec_embeddings",
+        "helpers.embeddings.start_embeddings",
     ],
 }
 
