@@ -187,6 +187,7 @@ def _finetune(args) -> int:
         lora=args.lora,
         batch_size=args.batch_size,
         lr=args.lr,
+        precision=args.precision,
     )
     return 0
 
@@ -317,6 +318,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=16, help="pairs per step; lower it after an out-of-memory error")
     p.add_argument("--lr", type=float, default=None, help="default 5e-5 (encoder-decoder) or 1e-4 (decoder-only)")
     p.add_argument("--lora", action="store_true", help="train LoRA adapters only (needs peft): for a model too large")
+    p.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16", "fp16"],
+        default="auto",
+        help="auto: fp16 + gradient scaler on a T4, bf16 on newer GPUs, fp32 on CPU; fp16 on a newer GPU rehearses a T4",
+    )
     p.set_defaults(func=_finetune)
 
     p = sub.add_parser("student", help="write the student notebooks (solutions replaced by stubs) to --out")

@@ -117,6 +117,7 @@ def train_command(
             "parameters": n_params,
             "device": str(dev),
             "hardware": runtime.hardware_name(dev),
+            "processes": ranks.world,  # 1, or torchrun's world size: each rank one device, its batches sharded
             "model": model_cfg.to_dict(),
             "data": {**prepared.info, "report": data_report},
             "test_files": {name: str(out / f) for name, f in TEST_FILES.items()},
@@ -337,6 +338,7 @@ def finetune_command(
     lora: bool = False,
     batch_size: int = 16,
     lr: float | None = None,
+    precision: str = "auto",
     device: str | None = None,
     progress: bool = True,
     stderr: TextIO | None = None,
@@ -370,7 +372,7 @@ def finetune_command(
         for note in translator.notes:
             print(f"note: {note}", file=err)
         data_info = {**describe_data(data, splits, None, None, columns=columns, limit=limit), "seed": seed}
-        cfg = FinetuneConfig(lr=lr, batch_size=batch_size, lora=lora, seed=seed)
+        cfg = FinetuneConfig(lr=lr, batch_size=batch_size, lora=lora, seed=seed, precision=precision)
         result = finetune(translator, splits.train, out, minutes=minutes, steps=steps, cfg=cfg, base_model=str(model),
                           data=data_info, monitor=splits.valid[:200], monitor_every_minutes=(minutes or 0) / 5 or None,
                           progress=progress, stderr=err)  # fmt: skip

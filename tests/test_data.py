@@ -233,6 +233,15 @@ def test_tsv_columns_are_explicit_and_extra_columns_ignored_and_counted(tmp_path
     assert pairs == FR_EN
     with pytest.raises(D.DataError, match="exactly one 'fr' and one 'en'"):
         S.load_tsv(g, columns=("fr", "fr"))
+    with pytest.raises(
+        D.DataError, match=r"names 4 columns, but no line of en_first.tsv has that many \(6 lines with 3"
+    ):
+        S.load_tsv(g, columns=("id", "en", "fr", "licence"))  # one name too many: refused, not read silently
+    mixed = write(
+        tmp_path / "mixed.tsv", "".join(f"{en}\t{fr}" + ("\tx" * (i % 2)) + "\n" for i, (fr, en) in enumerate(FR_EN))
+    )
+    pairs, report = S.load_tsv(mixed, columns=("en", "fr", "note"))  # some lines without the last column: noted
+    assert pairs == FR_EN and any("3 lines had fewer than the 3 columns named" in n for n in report.notes), report.notes
 
 
 def test_swapped_columns_are_detected_and_warned_about(tmp_path):

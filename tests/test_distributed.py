@@ -134,6 +134,7 @@ def test_two_processes_train_what_one_process_trains(tmp_path):
     assert log.count("Done: 20 steps") == 1 and log.count("Data: builtin") == 1  # rank 0 alone speaks
     two = json.loads((tmp_path / "two" / "train_summary.json").read_text())
     assert two["steps"] == one.steps == 20 and two["tokens"] == one.tokens  # the same batches, all ranks counted
+    assert two["processes"] == 2 and json.loads((tmp_path / "one" / "train_summary.json").read_text())["processes"] == 1
     assert _max_diff(tmp_path / "one", tmp_path / "two") < TOLERANCE
     # control: DDP's plain average of the ranks' mean losses (the gradients of another loss) is caught
     script = tmp_path / "plain_mean.py"

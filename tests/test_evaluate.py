@@ -446,6 +446,18 @@ def test_evaluate_reads_other_column_orders_and_reports_every_line_it_skipped(ru
     assert "missing tab (fewer than 2 columns) (first at line 2)" in stdout.getvalue()
 
 
+def test_evaluate_refuses_more_column_names_than_the_file_has(run_dir, tmp_path, capsys):
+    # a file of three columns read with four names used to be scored silently (exit 0): now the command refuses,
+    # naming the columns it found; the same file with its three names is scored (the control)
+    raw = tmp_path / "three.tsv"
+    raw.write_text("The cat sleeps.\tLe chat dort.\tCC-BY 2.0\nI eat.\tJe mange.\tCC-BY 2.0\n", encoding="utf-8")
+    args = ["evaluate", "--checkpoint", str(run_dir), "--test", str(raw), "--beams", "1"]
+    assert cli.main([*args, "--columns", "en,fr,attribution,id", "--json", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert "names 4 columns" in err and "2 lines with 3" in err and "en,fr,col3" in err, err
+    assert cli.main([*args, "--columns", "en,fr,attribution", "--json", str(tmp_path / "y.json")]) == 0
+
+
 def test_a_test_file_that_is_missing_or_holds_no_pair_says_what_to_do(tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("no tab here\n", encoding="utf-8")

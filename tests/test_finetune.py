@@ -413,6 +413,19 @@ def test_fp16_with_gradient_scaler_runs_on_cpu(folders, pairs, tmp_path):
     assert torch.load(path, weights_only=False)["scale"] <= 1024.0, "the resumed run started from the saved scale"
 
 
+def test_finetune_command_passes_precision_through_to_trainer(folders, tmp_path):
+    # the GPU rehearsal of a T4 (finetune --precision fp16 on a bf16 GPU) needs the flag to reach Trainer: a command
+    # that dropped it would train in fp32 here (auto on a CPU) and record fp32
+    args = cli.build_parser().parse_args(
+        ["finetune", "--model", "m", "--data", "builtin", "--steps", "2", "--out", "o"]
+    )
+    assert args.precision == "auto"
+    out = tmp_path / "ft16"
+    result = cli.finetune_command(str(folders["causal"]), "builtin", out, steps=2, limit=300, precision="fp16",
+                                  progress=False, stderr=io.StringIO())  # fmt: skip
+    assert result.precision == "fp16" and finetune.load_finetuned_info(out)["config"]["precision"] == "fp16"
+
+
 def test_precision_rules(folders):
     tr = load(folders, "causal")
     assert finetune.finetune_precision(tr, "auto") == "fp32", "a CPU fine-tunes in fp32"

@@ -121,8 +121,9 @@ def _lines(path: Path) -> Iterator[str | None]:
 def _parse_columns(path: Path, columns: Sequence[str], report: LoadReport, *, strict: bool) -> list[tuple[str, str]]:
     """Split tab-separated lines; ``columns`` names them in order ("fr", "en", anything else ignored).
 
-    ``strict``: a line with more columns than named is skipped (Tatoeba's format is fixed);
-    otherwise the extra columns are ignored and counted in a note.
+    ``strict``: a line with more columns than named is skipped (Tatoeba's format is fixed; its last column, the
+    attribution, may be missing); otherwise the extra columns are ignored and counted in a note, and names that no
+    line fills are refused, saying how many columns the lines have.
     """
     cols = list(columns)
     if cols.count("fr") != 1 or cols.count("en") != 1:
@@ -134,6 +135,8 @@ def _parse_columns(path: Path, columns: Sequence[str], report: LoadReport, *, st
     need = max(i_fr, i_en) + 1
     pairs: list[tuple[str, str]] = []
     extra = 0
+    widths: dict[int, int] = {}  # how many lines had each number of columns (the lines that held a pair's columns)
+    example = ""  # the first such line, to show what the file holds
     for number, line in enumerate(_lines(path), 1):
         report.lines_read += 1
         if line is None:
@@ -146,6 +149,8 @@ def _parse_columns(path: Path, columns: Sequence[str], report: LoadReport, *, st
         if len(fields) < need:
             report.skip(f"missing tab (fewer than {need} columns)", number)
             continue
+        widths[len(fields)] = widths.get(len(fields), 0) + 1
+        example = example or line.rstrip("\n")
         if len(fields) > len(cols):
             if strict:
                 report.skip(f"stray columns (more than {len(cols)})", number)
@@ -159,9 +164,25 @@ def _parse_columns(path: Path, columns: Sequence[str], report: LoadReport, *, st
             report.skip("empty English side", number)
             continue
         pairs.append((fr, en))
+    if not strict and widths and max(widths) < len(cols):  # every line narrower than the names given: wrong names
+        found = ", ".join(f"{n:,} lines with {w}" for w, n in sorted(widths.items()))
+        raise DataError(
+            f"columns={tuple(columns)!r} names {len(cols)} columns, but no line of {path.name} has that many "
+            f"({found}; the first: {example[:80]!r}). Name each of the file's columns once, in file order, "
+            f"e.g. {_example_names(max(widths), i_fr < i_en)}."
+        )
+    short = sum(n for w, n in widths.items() if w < len(cols))
+    if short and not strict:
+        report.notes.append(f"{short:,} lines had fewer than the {len(cols)} columns named; their pairs were kept")
     if extra:
         report.notes.append(f"{extra:,} lines had more than {len(cols)} columns; the extra columns were ignored")
     return pairs
+
+
+def _example_names(width: int, french_first: bool) -> str:
+    """A column list for a file of ``width`` columns: the pair first, then the rest named by position."""
+    pair = ["fr", "en"] if french_first else ["en", "fr"]
+    return ",".join(pair + [f"col{i}" for i in range(3, width + 1)])
 
 
 def _no_pairs(report: LoadReport, hint: str) -> DataError:
