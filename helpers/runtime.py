@@ -108,6 +108,38 @@ def resolve_precision(device: torch.device | str, precision: str = "auto") -> st
     return "bf16" if gpu_has_native_bf16(device) else "fp16"
 
 
+SDPA_BACKENDS = ("flash", "efficient", "math")
+
+
+def sdpa_backend(capability: tuple[int, int], head_size: int, dtype: torch.dtype, *, masked: bool = True) -> str:
+    """Which kernel ``F.scaled_dot_product_attention`` runs on a CUDA GPU of compute ``capability``.
+
+    "flash" (FlashAttention-2): compute capability 8.0 or later, fp16 or bf16, a head size divisible by 8 and at most
+    256, and no ``attn_mask`` (causal via ``is_causal`` only). "efficient" (memory-efficient attention, xFormers'):
+    from 5.0 (so a T4, 7.5), fp16, bf16 (8.0 on) or fp32, a mask allowed, rows of the head aligned to 16 bytes (head
+    size divisible by 8 in fp16/bf16, by 4 in fp32). Otherwise "math": the attention written out, the whole
+    (T, T) score matrix in memory. ``masked``: an explicit mask is passed, as in training, where the prefix-LM mask
+    (``<bos> French <sep>`` read both ways) goes to the kernel, so even an H100 trains with "efficient" and
+    "flash" serves masks-free causal calls only. The dispatcher's order is flash, then efficient, then math
+    (cuDNN attention, a newer option of PyTorch on Hopper, is left aside).
+    """
+    major, minor = capability
+    if dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        return "math"
+    half = dtype in (torch.float16, torch.bfloat16)
+    if (major, minor) >= (8, 0) and half and head_size % 8 == 0 and head_size <= 256 and not masked:
+        return "flash"
+    bf16_ok = dtype != torch.bfloat16 or (major, minor) >= (8, 0)
+    if (major, minor) >= (5, 0) and bf16_ok and head_size % (8 if half else 4) == 0:
+        return "efficient"
+    return "math"
+
+
+def precision_dtype(precision: str) -> torch.dtype:
+    """torch's dtype for a resolved precision: "fp32", "bf16" or "fp16"."""
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
 @dataclass
 class Accelerator:
     device: str  # "cuda" or "cpu"
@@ -116,13 +148,26 @@ class Accelerator:
     fp16_native: bool
     bf16_native: bool
     torch_version: str
+    capability: tuple[int, int] | None = None  # CUDA compute capability (7.5 for a T4), None on a CPU
+
+    def attention_kernels(self, head_size: int = 64) -> str | None:
+        """'training: efficient, causal: flash' and the like: the SDPA kernels of ``auto`` precision, or None on a CPU."""
+        if self.capability is None:
+            return None
+        dtype = torch.bfloat16 if self.bf16_native else torch.float16
+        masked = sdpa_backend(self.capability, head_size, dtype, masked=True)
+        causal = sdpa_backend(self.capability, head_size, dtype, masked=False)
+        return f"training (masked): {masked}, causal: {causal}"
 
     def describe(self) -> str:
         mem = f", {self.memory_gb:.1f} GB" if self.memory_gb else ""
         yes = lambda flag: "yes" if flag else "no"
+        kernels = self.attention_kernels()
+        cc = f" (compute capability {self.capability[0]}.{self.capability[1]})" if self.capability else ""
         return (
-            f"{self.name}{mem} | torch {self.torch_version} | "
+            f"{self.name}{mem}{cc} | torch {self.torch_version} | "
             f"fp16 native: {yes(self.fp16_native)} | bf16 native: {yes(self.bf16_native)}"
+            + (f" | SDPA kernel, head size 64: {kernels}" if kernels else "")
         )
 
     def as_dict(self) -> dict:
@@ -140,6 +185,7 @@ def accelerator() -> Accelerator:
             fp16_native=props.major >= 7,  # tensor cores from Volta on
             bf16_native=gpu_has_native_bf16(),
             torch_version=torch.__version__,
+            capability=(props.major, props.minor),
         )
     cpu = platform.processor() or platform.machine()
     return Accelerator(

@@ -344,21 +344,5 @@ def test_fp16_run_cut_after_a_skipped_step_resumes_to_the_same_weights_and_scale
     assert ck.load_checkpoint(tmp_path / "cut")["scaler"]["scale"] == scale
 
 
-def test_the_t4_preset_runs_a_few_fp16_steps_end_to_end_on_cpu(tmp_path):
-    from helpers.cli import train_command
-
-    result = train_command(
-        "builtin",
-        steps=2,
-        out=tmp_path / "t4",
-        preset="t4",
-        limit=400,
-        # the preset's model and schedule; batches of one or two sentences, since fp16 on a CPU is emulated (slow)
-        overrides={"max_tokens": 128, "precision": "fp16", "eval_interval": 2, "valid_sentences": 4},
-        progress=False,
-        device="cpu",
-    )
-    summary = ck.load_checkpoint(tmp_path / "t4")
-    assert result.steps == 2 and summary["train_state"]["precision"] == "fp16"
-    assert summary["config"]["model"]["n_layer"] == 6 and summary["config"]["model"]["d_model"] == 512
-    assert result.val_loss is not None and math.isfinite(result.val_loss)
+# The t4 preset end to end in fp16 on a CPU (train_command, checkpoint, validation) is in tests/test_t4_path.py,
+# at one layer and with every forward pass watched for inf/NaN (it cost ~350 s here at six layers).

@@ -280,8 +280,19 @@ def rms(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps).to(x.dtype)
 
 
+FP16_MAX = torch.finfo(torch.float16).max  # 65,504: the square of anything above 255.9 overflows in fp16
+
+
 def relu2(x: torch.Tensor) -> torch.Tensor:
-    """ReLU squared (So et al., Primer 2021; the GPT-2 speedrun's MLP): sparse like ReLU, smooth at 0 like GELU."""
+    """ReLU squared (So et al., Primer 2021; the GPT-2 speedrun's MLP): sparse like ReLU, smooth at 0 like GELU.
+
+    In fp16 (a T4's autocast) the square is taken in fp32 and capped at fp16's largest value before rounding back:
+    a pre-activation above 256 would otherwise square to inf, and one inf makes the loss NaN. Below the cap the
+    result is the same as fp16's own square (both round the exact square once); fp32 and bf16 (fp32's range) are
+    computed exactly as before.
+    """
+    if x.dtype == torch.float16:
+        return F.relu(x).float().square().clamp_(max=FP16_MAX).half()
     return F.relu(x).square()
 
 

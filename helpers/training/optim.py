@@ -51,8 +51,127 @@ def make_optimizer(
     if not hidden:
         return adamw
     # "match_rms_adamw" scales each update to AdamW's typical size, so one learning rate and schedule serve both
-    muon = torch.optim.Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay, adjust_lr_fn="match_rms_adamw")
+    muon = Muon(
+        hidden,
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        adjust_lr_fn="match_rms_adamw",
+        ns_dtype=newton_schulz_dtype(device),
+    )
     return MuonWithAdamW(muon, adamw)
+
+
+# ----------------------------------------------------------------------------------------------
+# Muon with the Newton-Schulz iterations in a number format the device has
+
+
+def newton_schulz_dtype(device: torch.device | str) -> torch.dtype:
+    """The number format of Muon's Newton-Schulz iterations on ``device``: one it multiplies natively.
+
+    ``torch.optim.Muon`` always uses bf16, which only Ampere (compute capability 8.0) and later GPUs, and CPUs with
+    AVX512-BF16 or AMX, have in hardware. A T4 (7.5) emulates it; there fp16 is native (tensor cores) and safe: the
+    iteration works on the matrix divided by its norm, so every entry stays below 1 and every product below ~10, far
+    from fp16's 65,504, and fp16 keeps 10 mantissa bits to bf16's 7. fp32 would be as exact but 8x slower on a T4.
+    A CPU without bf16 instructions multiplies bf16 about 60x slower than fp32, so it iterates in fp32.
+    """
+    from ..runtime import cpu_has_native_bf16, gpu_has_native_bf16
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.bfloat16 if gpu_has_native_bf16(device) else torch.float16
+    if device.type == "cpu":
+        return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
+    return torch.bfloat16  # other back-ends (mps, xpu): torch.optim.Muon's own choice
+
+
+NS_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def newton_schulz(
+    grad: torch.Tensor,
+    dtype: torch.dtype = torch.bfloat16,
+    coefficients: tuple[float, float, float] = (3.4445, -4.7750, 2.0315),
+    steps: int = 5,
+    eps: float = 1e-7,
+) -> torch.Tensor:
+    """Muon's orthogonalisation of the 2-D ``grad``: five quintic Newton-Schulz iterations (Jordan et al. 2024) in ``dtype``.
+
+    The same arithmetic as ``torch.optim.Muon`` (whose private version changed its signature between torch releases,
+    so it is written out here). With bf16 the operations are torch's, in torch's order: the same result. With fp16 the
+    matrix is divided by its norm in fp32 first and then rounded: a raw gradient's small entries (< 6e-5) would lose
+    their precision in fp16, and large ones could overflow; once normalised every entry is at most 1.
+    """
+    if dtype not in NS_DTYPES:
+        raise ValueError(f"Newton-Schulz dtype {dtype} is not supported: use one of {NS_DTYPES}.")
+    if grad.dim() != 2:
+        raise ValueError(f"Muon orthogonalises 2-D matrices, got a tensor of shape {tuple(grad.shape)}.")
+    a, b, c = coefficients
+    tall = grad.size(0) > grad.size(1)
+    if dtype == torch.bfloat16:  # torch.optim.Muon's order: round, then normalise
+        x = grad.bfloat16()
+        x = x.T if tall else x
+        x.div_(x.norm().clamp(min=eps))
+    else:
+        x = grad.float()
+        x = (x / x.norm().clamp(min=eps)).to(dtype)
+        x = x.T if tall else x
+    for _ in range(steps):  # the spectral norm is at most the Frobenius norm, 1: every singular value in (0, 1]
+        gram = x @ x.T
+        update = torch.addmm(gram, gram, gram, beta=b, alpha=c)
+        x = torch.addmm(x, update, x, beta=a)
+    return x.T if tall else x
+
+
+class Muon(torch.optim.Muon):
+    """``torch.optim.Muon`` whose Newton-Schulz iterations run in ``ns_dtype`` (:func:`newton_schulz_dtype`).
+
+    The parameter groups and the state (``momentum_buffer``) are torch's own, so a checkpoint of either loads into
+    the other; ``ns_dtype`` is a property of the machine, not of the run, and is not saved. The update is torch's
+    (Nesterov momentum, decoupled weight decay, the learning rate adjusted to the matrix's shape), written out with
+    public operations only, so that it behaves the same on torch 2.11 (Colab) and later.
+    """
+
+    def __init__(self, params, *args, ns_dtype: torch.dtype = torch.bfloat16, **kwargs):
+        if ns_dtype not in NS_DTYPES:
+            raise ValueError(f"ns_dtype={ns_dtype} is not supported: use one of {NS_DTYPES}.")
+        super().__init__(params, *args, **kwargs)
+        self.ns_dtype = ns_dtype
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr = float(group["lr"])
+            momentum, wd = group["momentum"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse or torch.is_complex(p):
+                    raise RuntimeError("Muon supports dense real 2-D parameters only.")
+                grad = p.grad
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(grad, memory_format=torch.preserve_format)
+                buf = state["momentum_buffer"]
+                buf.lerp_(grad, 1 - momentum)
+                update = grad.lerp(buf, momentum) if group["nesterov"] else buf
+                update = newton_schulz(update, self.ns_dtype, group["ns_coefficients"], group["ns_steps"], group["eps"])
+                p.mul_(1 - lr * wd)
+                p.add_(update, alpha=-lr * _lr_ratio(group["adjust_lr_fn"], p.shape))
+        return loss
+
+
+def _lr_ratio(adjust_lr_fn: str | None, shape: torch.Size) -> float:
+    """torch.optim.Muon's learning-rate adjustment: "original" sqrt(max(1, A/B)); "match_rms_adamw" 0.2 sqrt(max(A, B))."""
+    A, B = shape[:2]
+    if adjust_lr_fn is None or adjust_lr_fn == "original":
+        return math.sqrt(max(1, A / B))
+    if adjust_lr_fn == "match_rms_adamw":
+        return 0.2 * math.sqrt(max(A, B))
+    return 1.0
 
 
 class MuonWithAdamW(torch.optim.Optimizer):
