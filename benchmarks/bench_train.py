@@ -62,6 +62,7 @@ from helpers.training import train as T  # noqa: E402
 
 def multiplying_params(model) -> int:
     """Parameters that take part in a matrix multiply per token: blocks' matrices and the LM head."""
+    model = getattr(model, "_orig_mod", model)  # a torch.compile'd model names its weights _orig_mod.blocks...
     cfg = model.config
     n = sum(p.numel() for name, p in model.named_parameters() if name.startswith("blocks.") and p.dim() == 2)
     return n + cfg.vocab_size * cfg.d_model  # the head: tied or not, it multiplies every position
