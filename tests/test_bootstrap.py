@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import shutil
 import subprocess
+import sys
 import tomllib
 import zipfile
 from importlib import metadata
@@ -132,3 +133,94 @@ def test_sync_rewrites_a_first_cell_that_drifted(tmp_path):
     assert notebooks.set_first_cell(py) is True
     assert py.read_text() == original
     assert notebooks.set_first_cell(py) is False
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# upgrades: pip adds what is missing and replaces nothing it need not; a replacement is announced, with a restart
+# notice when the session had loaded the replaced package. Run in a throwaway venv that borrows this Python's
+# pip, with hand-made wheels from a local folder: no network, no build.
+
+
+def _wheel(folder: Path, name: str, version: str, module: str, requires: tuple[str, ...] = ()) -> Path:
+    dist = f"{name.replace('-', '_')}-{version}"
+    files = {
+        f"{module}/__init__.py": f"VERSION = {version!r}\n",
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}.dist-info/top_level.txt": f"{module}\n",
+    }
+    files[f"{dist}.dist-info/RECORD"] = "".join(f"{k},,\n" for k in files) + f"{dist}.dist-info/RECORD,,\n"
+    path = folder / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for k, v in files.items():
+            z.writestr(k, v)
+    return path
+
+
+@pytest.fixture
+def runtime_env(tmp_path):
+    """A venv standing in for a runtime that ships probe-a 1.0 and probe-b 1.0 (and nothing else: not even pip's own
+    metadata); wheels of 2.0 wait in a folder. (ensurepip would take half a minute on 2 busy cores.)"""
+    pip = pytest.importorskip("pip")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for name in ("probe-a", "probe-b"):
+        for version in ("1.0", "2.0"):
+            _wheel(wheels, name, version, name.replace("-", "_"))
+
+    def make(name):
+        venv = tmp_path / name
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+        py = venv / "bin" / "python"
+        site = Path(
+            subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+        )  # fmt: skip
+        shutil.copytree(Path(pip.__file__).parent, site / "pip")  # pip's code alone: it lists no package here
+        for wheel in wheels.glob("*-1.0-*.whl"):  # a wheel unpacked into site-packages is an installed package
+            zipfile.ZipFile(wheel).extractall(site)
+        return py
+
+    return make, wheels
+
+
+def _first_cell(py, wheels, course: Path, version: str, imports: str = "") -> subprocess.CompletedProcess:
+    """ensure_course in the venv, from this file's source, as the first cell runs it; prints what came back."""
+    script = (
+        f"import importlib.util, importlib.metadata as m\n{imports}\n"
+        f"spec = importlib.util.spec_from_file_location('bootstrap', {str(ROOT / 'helpers/course/bootstrap.py')!r})\n"
+        "b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)\n"
+        "try:\n"
+        f"    print('RESULT', b.ensure_course({str(course)!r}, '/nonexistent', {version!r}, install=True,\n"
+        f"        pip_args=('--no-index', '--find-links', {str(wheels)!r})))\n"
+        "except RuntimeError as err:\n"
+        "    print('RAISED', *err._render_traceback_(), sep='\\n')\n"
+        "print('VERSIONS', m.version('probe-a'), m.version('probe-b'))\n"
+    )
+    return subprocess.run([py, "-c", script], capture_output=True, text=True, check=True, cwd=py.parents[2])
+
+
+def test_the_install_replaces_nothing_the_runtime_has_when_its_versions_satisfy(runtime_env, tmp_path):
+    make, wheels = runtime_env
+    py = make("venv")
+    course = _wheel(tmp_path, colab.PACKAGE, "9.9.8", "course_probe", ("probe-a>=1", "probe-b>=1"))
+    out = _first_cell(py, wheels, course, "9.9.8").stdout
+    assert "RESULT the pinned release" in out and "VERSIONS 1.0 1.0" in out, out  # 2.0 was on offer: not taken
+    assert "replaced" not in out and "Restart" not in out, out
+
+
+def test_a_replaced_package_is_announced_and_a_loaded_one_stops_with_a_restart_notice(runtime_env, tmp_path):
+    make, wheels = runtime_env
+    py = make("venv")
+    course = _wheel(tmp_path, colab.PACKAGE, "9.9.9", "course_probe", ("probe-a>=2", "probe-b>=2"))
+    out = _first_cell(py, wheels, course, "9.9.9", imports="import probe_a").stdout
+    assert "VERSIONS 2.0 2.0" in out, out
+    assert "RESULT" not in out and "RAISED\nCourse set-up failed." in out, "a half-upgraded session must not go on"
+    assert "probe-a 1.0 -> 2.0; probe-b 1.0 -> 2.0" in out and "already loaded probe-a." in out, out
+    assert "Restart the session (Runtime > Restart session), then run this cell again" in out
+    # the same upgrade in a session that had loaded neither: a note, and the notebook goes on
+    py = make("fresh")
+    out = _first_cell(py, wheels, course, "9.9.9").stdout
+    assert "RESULT the pinned release" in out and "VERSIONS 2.0 2.0" in out, out
+    assert "Note: pip also replaced probe-a 1.0 -> 2.0; probe-b 1.0 -> 2.0" in out and "no restart needed" in out
