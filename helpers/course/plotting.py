@@ -179,22 +179,35 @@ def text_box(show: Callable, default: str, *, live: bool | None = None, descript
 
 
 def save_then_explore(plot: Callable, name: str, *, caption: str = "", question: str = "", **sliders):
-    """Save and show ``plot(**defaults)`` for the report, then put sliders under it to explore.
+    """Save ``plot(**defaults)`` for the report and show it once: as a plain image, or under sliders to explore.
 
-    ``plot`` returns a figure. The figure for the default setting is always saved (PDF and PNG) and
-    always shown as a plain image, so the executed notebook, GitHub's preview and a report never depend
-    on widget state or on where a slider was left; a live notebook then adds the sliders below it.
+    ``plot`` returns a figure. The figure for the default setting is always saved (PDF and PNG). Headless (the
+    runner, the tests, a script) it is shown as a plain image, so the executed notebook, GitHub's preview and a report
+    never depend on widget state or on where a slider was left. In a live notebook the sliders' output area shows that
+    same saved figure first (not a second drawing of it: the figure shows once in the page), and a new drawing each
+    time a slider moves. A front-end that draws no widgets still shows that first figure: the output area's content
+    then falls through to the cell.
     """
     import matplotlib.pyplot as plt
 
-    fig = plot(**{key: spec[3] for key, spec in sliders.items()})
-    save_figure(fig, name, caption=caption, question=question, numbers={k: spec[3] for k, spec in sliders.items()})
-    plt.show()  # the static default figure, in every mode
+    defaults = {key: spec[3] for key, spec in sliders.items()}
+    fig = plot(**defaults)
+    save_figure(fig, name, caption=caption, question=question, numbers=dict(defaults))
     if not in_live_kernel():
+        plt.show()  # the static default figure
         return None  # returning the figure would make Jupyter show it a second time
-    print("Explore: move the sliders (the figure above stays at the default setting, as saved for the report).")
+    print("Explore: move the sliders (the figure for their starting setting is the one saved for the report).")
+    # Closed (out of pyplot's list, still drawable): ipywidgets' interact shows every open figure in the cell
+    # before its output area exists, and the inline backend would show it again when the cell ends.
+    plt.close(fig)
+    saved = [fig]  # shown by the first call (the sliders at their defaults), then drawn anew
 
     def show(**kwargs):
+        if saved and saved.pop() is not None and kwargs == defaults:
+            from IPython.display import display
+
+            display(fig)
+            return
         plot(**kwargs)
         plt.show()
 
