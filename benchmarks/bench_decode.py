@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
 from helpers import pipeline, runtime
 from helpers.evaluation import evaluate as E
 from helpers.nn.model import DecoderOnlyTransformer

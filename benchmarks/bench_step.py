@@ -12,8 +12,11 @@ from __future__ import annotations
 import inspect
 import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
 

@@ -51,6 +51,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_matmul  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
 from helpers import runtime
 from helpers.nn.model import DecoderOnlyTransformer  # noqa: E402
 from helpers.text import data as D  # noqa: E402

@@ -8,6 +8,10 @@ Prints BLEU/chrF on the whole development set and on the sources longer than the
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from helpers.evaluation.evaluate import TranslateReport, score, translate
 from helpers.pipeline import load_run

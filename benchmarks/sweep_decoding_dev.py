@@ -8,7 +8,11 @@ Scores every combination (greedy once) with sacreBLEU on the development file; t
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from helpers.evaluation.evaluate import score, translate
 from helpers.pipeline import load_run
