@@ -1,6 +1,7 @@
 """Shared test set-up: quick mode, no display, no network, reports in a temporary folder."""
 
 import os
+from pathlib import Path
 
 os.environ["QUICK"] = "1"
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -64,6 +65,24 @@ class _Snapshotting(exercises.InProcess):
         return super().run(source, label, student=student)
 
 
+def _claim_solved_run(number: str) -> None:
+    """Under pytest-xdist, fail when a second worker starts notebook ``number``'s solved run: a test that reads it
+    was not routed to the worker that runs it (``notebook_of`` below), and the notebook would run twice (it did, for
+    notebook 05's tricks: four minutes of CI)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    shared = os.environ.get("SOLVED_RUNS_DIR")
+    if not worker or not shared:
+        return
+    mine = Path(shared) / f"{number}.{worker}"
+    others = [p.name for p in Path(shared).glob(f"{number}.*") if p != mine]
+    mine.touch()
+    if others:
+        raise AssertionError(
+            f"notebook {number}'s solved run started on {worker} after {others[0].split('.')[1]}: this test reads it "
+            "but tests/conftest.py's notebook_of does not route it to that worker; add its name there."
+        )
+
+
 class SolvedRun:
     def __init__(self, namespace: dict, snapshots: dict[str, dict], path):
         self.namespace, self.snapshots, self.path = namespace, snapshots, path
@@ -78,6 +97,8 @@ def solved(number: str) -> SolvedRun:
         import torch
 
         from helpers.course import notebooks
+
+        _claim_solved_run(number)
 
         path = notebooks.notebook_sources([number])[0]
         starts = {e.heading_cell: e.number for e in exercises.find_exercises(notebooks._read_py(path))}
@@ -110,8 +131,8 @@ def notebook_of(nodeid: str) -> str | None:
     for prefix, number in fixed.items():
         if rest.startswith(prefix):
             return number
-    reads = ("test_an_exercise_graded_alone", "test_each_wrong_answer", "test_every_notebook_saves",
-             "test_every_saved_figure", "test_quick_mode_figures")  # fmt: skip
+    reads = ("test_an_exercise_graded_alone", "test_each_wrong_answer", "test_each_trick_passes",
+             "test_every_notebook_saves", "test_every_saved_figure", "test_quick_mode_figures")  # fmt: skip
     found = re.search(r"\[(\d\d)(?:-\d+\.\d+|_\w+)?\]$", rest) or re.search(r"\[(\d)\.\d+-", rest)
     return found.group(1).zfill(2) if found and rest.startswith(reads) else None
 
@@ -126,6 +147,14 @@ def pytest_xdist_make_scheduler(config, log):
             return f"notebook-{number}" if number else nodeid
 
     return OneWorkerPerSolvedNotebook(config, log)
+
+
+def pytest_configure(config):
+    """The controller makes one folder that its workers share, where each solved run is claimed."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") and getattr(config.option, "numprocesses", None):
+        import tempfile
+
+        os.environ["SOLVED_RUNS_DIR"] = tempfile.mkdtemp(prefix="solved-runs-")
 
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers on two cores: one torch thread each, not two
