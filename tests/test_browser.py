@@ -35,12 +35,47 @@ CHROMIUM_FLAGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
     "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
-FRONT_ENDS = {"lab": "jupyter-lab", "classic": "jupyter-notebook"}
+FRONT_ENDS = {"lab": "jupyter-lab", "classic": "jupyter-notebook", "classic_js366": "jupyter-notebook"}
+# Colab's widgetsnbextension 3.6.10 (like 3.6.8 and 3.6.9) ships a classic-notebook bundle in which the Output widget's
+# model cannot be created: widget_output.js extends the bundled OutputModel, an ES2015 class, with Backbone's
+# `.extend`, which copies no static method (`_deserialize_state is not a function`) and, once patched, calls the class
+# constructor without `new` (`Class constructor ... cannot be invoked without 'new'`). Every other widget draws
+# (IntSlider, VBox, Button, Text, Dropdown), but `interact` and the text box put their figures in an Output widget.
+# 3.6.6's bundle (ES5) creates it. "classic_js366" serves those 3.6.6 front-end files on the same Python stack
+# (ipywidgets 7.7.1, notebook 6.5.7, ipykernel 6.17.1), so the course's widget code is tested on Colab's ipywidgets.
+CLASSIC_OUTPUT_BUG = (
+    "widgetsnbextension 3.6.10's classic bundle cannot create an Output widget (Backbone .extend of an ES2015 class: "
+    "'_deserialize_state is not a function'); interact and the text box draw into one. See classic_js366."
+)
+FRONT_END_PARAMS = [
+    "lab",
+    pytest.param("classic", marks=pytest.mark.xfail(strict=True, reason=CLASSIC_OUTPUT_BUG)),
+    # with 3.6.6's front-end files a small notebook's Output widget draws, but the course's interact and text box
+    # still did not appear (no script error) on 2026-11-26: not yet explained, so not yet a result either way
+    pytest.param(
+        "classic_js366",
+        marks=pytest.mark.xfail(
+            strict=False,
+            reason="interact and the text box do not "
+            "appear with widgetsnbextension 3.6.6's files either; cause not found yet (issue 38's note)",
+        ),
+    ),
+]
+CLASSIC_JS366 = "classic-js-3.6.6"  # under ENVS: nbextensions/jupyter-js-widgets/ from widgetsnbextension 3.6.6
 NOTEBOOKS = {"01": "01_attention_math.ipynb", "03": "03_translate_fr_en.ipynb"}
 RUN_ALL_TIMEOUT_S = 900  # notebook 03 trains for a quick-mode budget; 01 takes well under a minute
 SENTENCE = "Je suis content."
+HELD = "print([(o['output_type'], sorted(o.get('data', {}))) for o in box.children[-1].outputs], '<<END>>')"
 WIDGET_ERRORS = ("Error displaying widget", "Failed to display Jupyter Widget", "Widget Javascript not detected",
                  "model not found", "is not a function")  # fmt: skip
+
+
+# console errors that are no failure: a missing favicon; classic Notebook's MathJax 2 asking for a web font at
+# about:blank (the closed network), which Chromium reports as a CORS refusal plus an anonymous ERR_FAILED
+PAGE_NOISE = (
+    r"favicon|the server responded with a status of 404|Access to font at 'about:blank'"
+    r"|^console: Failed to load resource: net::ERR_FAILED$"
+)
 
 
 def _free_port() -> int:
@@ -106,6 +141,26 @@ def test_an_explorable_figure_is_drawn_once_in_a_live_kernel(tmp_path, monkeypat
     assert not open_at_interact, "a figure left open when the sliders are built is shown outside them"
 
 
+def test_the_text_box_translates_a_typed_sentence_once():
+    """Typing then pressing the button changes the text (the box loses focus) and clicks: one translation, not two
+    (the second would clear the first's picture and draw it again: the page flickers and a reader sees it vanish)."""
+    pytest.importorskip("ipywidgets")
+    from helpers.course.plotting import text_box
+
+    seen = []
+    box = text_box(lambda text, layer: seen.append((text, layer)), "Il dort.", live=True, layer=[1, 0])
+    text, layer, button, _ = box.children
+    button.click()
+    button.click()
+    assert seen == [("Il dort.", 1)], "the default once by the button, not again for the same text and layer"
+    text.value = SENTENCE
+    button.click()
+    assert seen[1:] == [(SENTENCE, 1)], "typed, then the button: translated once"
+    layer.value = 0
+    button.click()
+    assert seen[2:] == [(SENTENCE, 0)], "a new choice in a drop-down: the button translates again"
+
+
 def test_expected_images_counts_each_saved_name_once_per_cell():
     cells = ['save_then_explore(p, "01_a", x=(0, 1, 1, 0))', 'save_figure(fig, "01_b")\nplt.show()', "print(1)",
              "handle = display(fig, display_id=True)"]  # fmt: skip
@@ -116,7 +171,7 @@ def test_expected_images_counts_each_saved_name_once_per_cell():
 # the server and the browser
 
 
-@pytest.fixture(scope="module", params=list(FRONT_ENDS))
+@pytest.fixture(scope="module", params=FRONT_END_PARAMS)
 def served(request, tmp_path_factory):
     """One front-end serving a copy of notebooks 01 and 03 (so that autosave never writes outputs into the checkout)."""
     front = request.param
@@ -124,17 +179,22 @@ def served(request, tmp_path_factory):
         pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (or set BROWSER_CHROMIUM)")
     pytest.importorskip("playwright.sync_api", reason="Playwright is not installed here: tests/browser/check.sh runs "
                         "this test from .cache/browser/lab, which has it")  # fmt: skip
-    exe = ENVS / front / "bin" / FRONT_ENDS[front]
+    exe = ENVS / ("lab" if front == "lab" else "classic") / "bin" / FRONT_ENDS[front]
     if not exe.exists():
         pytest.skip(f"no {front} environment at {exe.parent.parent}: build it with {BUILD}")
     tmp = tmp_path_factory.mktemp(f"browser-{front}")
+    if front == "classic_js366":
+        js = ENVS / CLASSIC_JS366 / "nbextensions"
+        if not (js / "jupyter-js-widgets" / "extension.js").exists():
+            pytest.skip(f"no widgetsnbextension 3.6.6 front-end files at {js}: build them with {BUILD}")
+        shutil.copytree(js, tmp / "data" / "nbextensions")
     work = tmp / "notebooks"
     work.mkdir()
     for name in NOTEBOOKS.values():
         shutil.copy(ROOT / "notebooks" / name, work / name)
     shutil.copytree(ROOT / "notebooks" / "images", work / "images")
     for sub in ("config", "data", "runtime"):
-        (tmp / sub).mkdir()
+        (tmp / sub).mkdir(exist_ok=True)
     # every cell in the page (Lab 4 otherwise leaves cells out of view detached from the page); no news pop-up
     for plugin, value in {"notebook-extension/tracker": {"windowingMode": "none"},
                           "apputils-extension/notification": {"fetchNews": "false"}}.items():  # fmt: skip
@@ -153,6 +213,9 @@ def served(request, tmp_path_factory):
         JUPYTER_CONFIG_DIR=str(tmp / "config"),
         JUPYTER_DATA_DIR=str(tmp / "data"),
         JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+        # this server's own config and data dirs first: in a venv jupyter_core otherwise puts the environment's
+        # share/jupyter ahead of JUPYTER_DATA_DIR, and classic_js366's nbextension files would not be served
+        JUPYTER_PREFER_ENV_PATH="0",
     )
     common = ["--no-browser", "--ip=127.0.0.1", f"--port={port}", *(["--allow-root"] if os.geteuid() == 0 else [])]
     if front == "lab":
@@ -249,13 +312,15 @@ JS = {
     },
 }
 SLIDER_HANDLE = {"lab": ".widget-slider .noUi-handle", "classic": ".widget-slider .ui-slider-handle"}
+SLIDER_HANDLE["classic_js366"] = SLIDER_HANDLE["classic"]
 
 
 class Page:
     """One notebook open in one front-end, with what the test reads from it."""
 
     def __init__(self, browser, served, key):
-        self.front, self.key, self.js = served["front"], key, JS[served["front"]]
+        self.front, self.key = served["front"], key
+        self.js = JS["lab" if self.front == "lab" else "classic"]
         self.shots = SHOTS / self.front
         self.shots.mkdir(parents=True, exist_ok=True)
         self.page = browser.new_page()
@@ -285,6 +350,9 @@ class Page:
                 i, o = failed[0]
                 self.shot("error")
                 raise AssertionError(f"{self.front} {self.key}: cell {i} failed: {o.get('ename')}: {o.get('evalue')}")
+            if problems := self.problems():
+                self.shot("error")
+                raise AssertionError(f"{self.front} {self.key}: while running all cells: {problems}")
             done = all(c["count"] is not None and not c["busy"] for c in cells)
             if done and self.page.evaluate(self.js["idle"]):
                 return cells
@@ -305,9 +373,7 @@ class Page:
         """Script errors and widget failures in the page: each is a reason to fail."""
         text = self.page.locator("body").inner_text()
         found = [f"page text: {w!r}" for w in WIDGET_ERRORS if w in text]
-        return found + [
-            e for e in self.script_errors if not re.search(r"favicon|the server responded with a status of 404", e)
-        ]
+        return found + [e for e in self.script_errors if not re.search(PAGE_NOISE, e)]
 
     def execute(self, code: str) -> str:
         return self.page.evaluate(self.js["execute"], code)
@@ -360,7 +426,7 @@ def test_notebook01_figures_once_and_a_slider_redraws(served, browser):
     while (after := p.images(cell)) == before or len(after) != 1:
         assert time.monotonic() < deadline, f"the figure did not change after moving the slider ({len(after)} images)"
         time.sleep(0.5)
-    p.page.wait_for_function(JS[p.front]["idle"], timeout=60_000)
+    p.page.wait_for_function(p.js["idle"], timeout=60_000)
     after = p.images(cell)
     assert len(after) == 1 and after != before, "one redrawn figure under the sliders"
     p.shot("slider_after", p.outputs(i))
@@ -379,14 +445,30 @@ def test_notebook03_figures_once_and_the_text_box_translates(served, browser):
     cell.locator("button", has_text="Translate").click()
     out = cell.locator(".widget-output").first
     deadline = time.monotonic() + 120
-    while "source pieces" not in (shown := out.inner_text()) or not out.locator("img").count():
+    seen = []
+    while True:
+        shown, imgs = out.inner_text(), out.locator("img").count()
+        seen.append((round(120 - deadline + time.monotonic(), 1), shown[:40], imgs))
+        if "source pieces" in shown and imgs and p.page.evaluate(p.js["idle"]):
+            break
         if time.monotonic() >= deadline:
             p.shot("text_box_timeout", p.outputs(i))
-        assert time.monotonic() < deadline, f"no translation of {SENTENCE!r} under the box; it shows: {shown[-500:]!r}"
+            kernel_side = p.execute(HELD)
+            raise AssertionError(
+                f"no translation of {SENTENCE!r} with its picture under the box; the page shows "
+                f"{shown[-300:]!r}, the kernel's output widget holds {kernel_side}; polls: {seen[-8:]}"
+            )
         time.sleep(0.5)
-    p.page.wait_for_function(JS[p.front]["idle"], timeout=120_000)
+    time.sleep(2)  # a late output would show here
+    picture = out.locator("img").first
+    picture.scroll_into_view_if_needed()
+    p.page.wait_for_function(
+        "img => img.complete && img.naturalWidth > 100", arg=picture.element_handle(), timeout=30_000
+    )
     shown = out.inner_text()
+    print("text box polls (s, text, images):", seen[:3], "...", seen[-3:])
     p.shot("text_box_translated", p.outputs(i))
+    p.shot("text_box_picture", picture)  # the attention picture itself (the drawn pixels, not only an element)
     # what the kernel's model makes of the sentence, asked directly: the page must show that translation
     said = p.execute(
         f"print(explain_translation(model, tok, {SENTENCE!r}, beams=BEAMS, word_table=words).translation + '<<END>>')"
@@ -394,6 +476,7 @@ def test_notebook03_figures_once_and_the_text_box_translates(served, browser):
     assert "<<END>>" in said, f"the kernel did not answer: {said!r}"
     translation = said.split("<<END>>")[0].strip()
     assert translation and shown.strip().splitlines()[0].strip() == translation, (shown[:300], translation)
-    assert out.locator("img").count() == 1, "the attention picture for the typed sentence, once"
+    kernel_side = p.execute(HELD)
+    assert out.locator("img").count() == 1, f"the attention picture, once; the output widget holds {kernel_side}"
     assert len(p.images(cell)) == drawn[i] + 1, "the saved figure above the box is still there, drawn once"
     assert not p.problems(), f"{p.front} 03 after the text box: {p.problems()}"

@@ -162,13 +162,22 @@ def text_box(show: Callable, default: str, *, live: bool | None = None, descript
     menus = {key: widgets.Dropdown(options=values, value=values[0], description=key) for key, values in choices.items()}
     button = widgets.Button(description="Translate", button_style="primary")
     out = widgets.Output()
+    shown = []  # the (text, choices) the output area shows now
 
     def run(_=None):
+        chosen = {key: menu.value for key, menu in menus.items()}
+        shown[:] = [(text.value, tuple(chosen.items()))]
         out.clear_output(wait=True)
         with out:
-            show(text.value, **{key: menu.value for key, menu in menus.items()})
+            show(text.value, **chosen)
 
-    button.on_click(run)
+    def click(_=None):
+        # Typing then pressing the button changes the value first (the box loses focus), which already ran it:
+        # the same text and choices are not translated (and the output area cleared and redrawn) a second time.
+        if shown != [(text.value, tuple((key, menu.value) for key, menu in menus.items()))]:
+            run()
+
+    button.on_click(click)
     text.observe(run, names="value")
     box = widgets.VBox([text, *menus.values(), button, out])
     if live is None:

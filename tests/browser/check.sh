@@ -10,7 +10,8 @@
 #   lab      JupyterLab 4.x + ipywidgets 8.x + this package editable (pip install -e '.[dev,lab]'), the README's path
 #   classic  Colab's widget stack: notebook 6.5.7, ipywidgets 7.7.1, widgetsnbextension 3.6.10, ipykernel 6.17.1,
 #            jupyter_client 7.4.9 and every other package at the version ../shared/colab/pip-freeze.gpu.txt names
-#            (torch excepted: torch==2.13.0, this machine's wheel)
+#            (torch excepted: torch==2.13.0, this machine's wheel); plus classic-js-3.6.6/, the classic front-end files
+#            of widgetsnbextension 3.6.6 (see build_classic: 3.6.10's Output widget cannot be drawn in the page)
 # Browser: Debian's chromium (apt-get install -y chromium), driven by Playwright for Python; never `playwright install`.
 # Screenshots go to reports/browser/<front-end>/.
 set -euo pipefail
@@ -63,6 +64,17 @@ print(' '.join(x for x in d if not x.lower().startswith(('ipywidgets', 'torch'))
   "$env/bin/python" -m pip install -q --no-deps -e .
   "$env/bin/python" -m pip freeze > "$env/freeze.txt"
   "$env/bin/python" -m pip check || true  # reported, not fatal: Colab itself ships a few unmet ranges
+  # widgetsnbextension 3.6.8 to 3.6.10 (Colab's) ship a classic-notebook bundle whose Output widget cannot be created
+  # (its Backbone-style model extends an ES2015 class: "_deserialize_state is not a function"); 3.6.6 is the last one
+  # compiled to ES5. Its front-end files only (no Python package changes) go to $BASE/classic-js-3.6.6, which the test
+  # serves as a second classic page ("classic_js366") on the same Python stack.
+  local js=$BASE/classic-js-3.6.6 dl
+  dl=$(mktemp -d)
+  "$env/bin/python" -m pip download -q --no-deps "widgetsnbextension==3.6.6" -d "$dl"
+  rm -rf "$js" && mkdir -p "$js/nbextensions"
+  "$env/bin/python" -m zipfile -e "$dl"/widgetsnbextension-3.6.6-*.whl "$dl/x"
+  cp -r "$dl"/x/widgetsnbextension-3.6.6.data/data/share/jupyter/nbextensions/jupyter-js-widgets "$js/nbextensions/"
+  rm -rf "$dl"
   log "classic built in $((SECONDS - t0)) s: $(grep -iE '^(notebook|ipywidgets|widgetsnbextension|ipykernel|jupyter_client|traitlets|tornado)==' "$env/freeze.txt" | tr '\n' ' ')"
 }
 
@@ -79,7 +91,7 @@ case $mode in
   --run) shift; run_test "$@" ;;
   all)
     [ -x "$BASE/lab/bin/jupyter-lab" ] || build_lab
-    [ -x "$BASE/classic/bin/jupyter-notebook" ] || build_classic
+    [ -x "$BASE/classic/bin/jupyter-notebook" ] && [ -d "$BASE/classic-js-3.6.6" ] || build_classic
     run_test ;;
   *) echo "usage: $0 [--build | --run [pytest args]]"; exit 2 ;;
 esac
