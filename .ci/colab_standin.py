@@ -3,19 +3,26 @@
 
 One command builds a virtual environment from ``../shared/colab/pip-freeze.gpu.txt`` (Colab's own ``pip freeze``):
 every package the course installs or imports, and Jupyter's kernel stack, at Colab's exact version; pip itself at
-Colab's version; no sacrebleu, no gensim. It then runs every notebook top to bottom in quick mode, headless, in a
-kernel of that environment, from a scratch folder (as /content on Colab), with the first cell's installer pointed at
-a copy of this checkout standing in for the copy in Google Drive. pip's log and ``pip freeze`` before and after are
-kept; the run fails if the course's install changed or removed anything the runtime had (additions only), or if a
-notebook fails.
+Colab's version; no sacrebleu, no gensim. uv builds it (pinned, fetched into .cache/uv-tool on first use; its cache
+is .cache/uv, so a second build on the same machine links rather than downloads). It then runs every notebook top to
+bottom in quick mode, headless, in a kernel of that environment, from a scratch folder (as /content on Colab), with
+the first cell's installer (pip, as on Colab) pointed at a copy of this checkout standing in for the copy in Google
+Drive. pip's log and ``pip freeze`` before and after are kept; the run fails if the course's install changed or
+removed anything the runtime had (additions only), or if a notebook fails.
 
     python3 .ci/colab_standin.py            # Colab's Python (3.13) and torch (2.11.0) when this machine has them
-    python3 .ci/colab_standin.py --floor    # CI's floor job: this Python, torch 2.13.0 from the local wheel
+    python3 .ci/colab_standin.py --floor --pytest ARGS   # CI's floor job (.ci/run): see below
+
+``--floor``: this Python, torch 2.13.0 from the local wheel, and only notebook 01 from its first cell (the install
+path); ``--pytest ARGS`` then starts pytest in the environment as soon as that install is done, beside the rest of
+notebook 01: CI names the figure test, which runs every other notebook in-process, and the widget tests. A failure
+of the notebook or of the install check stops the tests at once.
 
 Everything lands in ``.cache/colab-standin/<name>/`` (ignored by git): ``venv/``, ``report/`` (pip.log, the
-freezes, freeze-diff.txt, summary.json, executed notebooks). The environment is put back to its state before the
-install at the end (the additions are uninstalled and the freeze compared), so a second run reuses it; ``--rebuild``
-starts afresh. Needs PyPI (Colab's versions and, for the course's install, what Colab lacks). Standard library only.
+freezes, freeze-diff.txt, summary.json with seconds and CPU seconds per stage, executed notebooks). The environment
+is put back to its state before the install at the end (the additions are uninstalled and the freeze compared), so a
+second run reuses it; ``--rebuild`` starts afresh. Needs PyPI (Colab's versions and, for the course's install, what
+Colab lacks). Standard library only.
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -50,6 +59,9 @@ KERNEL_STACK = [
 NOT_PINNED = re.compile(
     r"^(torch|torchvision|torchaudio|torchao|torchcodec|torchdata|torchtune|triton|nvidia-.*|cuda-.*)$"
 )
+TEST_TOOLS = [
+    "pytest-xdist"
+]  # not on Colab: lets --pytest run on two workers (-n 2), as the README's test command does
 ABSENT_ON_COLAB = ["sacrebleu", "gensim"]  # the issue's premise: the first cell must add these
 
 
@@ -175,21 +187,34 @@ def find_uv() -> str:
     return str(uv)
 
 
+def pip_find_links() -> list[str]:
+    """The find-links folders pip is configured with: PIP_FIND_LINKS and the config files (read, not asked of pip)."""
+    import configparser
+
+    folders = os.environ.get("PIP_FIND_LINKS", "").split()
+    files = [
+        "/etc/pip.conf",
+        "/etc/xdg/pip/pip.conf",
+        Path.home() / ".config/pip/pip.conf",
+        Path.home() / ".pip/pip.conf",
+    ]
+    for file in [*files, os.environ.get("PIP_CONFIG_FILE", "")]:
+        config = configparser.ConfigParser()
+        try:
+            config.read(file)
+        except (configparser.Error, OSError):
+            continue
+        for section in ("global", "install"):
+            folders += config.get(section, "find-links", fallback="").split()
+    return [f.removeprefix("file://") for f in dict.fromkeys(folders)]
+
+
 def local_torch_wheel(torch: str, py_version: str) -> str | None:
-    """A torch ``torch`` CPU wheel for this Python in pip's find-links folders (this machine keeps torch there: PyPI's
+    """A torch ``torch`` wheel for this Python in pip's find-links folders (this machine keeps torch there: PyPI's
     Linux wheel is the CUDA build, gigabytes); None when there is none (then uv takes torch from PyPI)."""
     tag = "cp" + "".join(py_version.split(".")[:2])
-    folders = os.environ.get("PIP_FIND_LINKS", "").split()
-    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
-    folders += [
-        w for line in listed.splitlines() if "find-links" in line for w in line.split("=", 1)[1].strip("'\" ").split()
-    ]
-    for folder in dict.fromkeys([*folders, "/opt/wheels"]):
-        folder = folder.removeprefix("file://")
-        found = (
-            sorted(Path(folder).glob(f"torch-{torch}*-{tag}-{tag}-*linux*_x86_64.whl")) if Path(folder).is_dir() else []
-        )
-        found.sort(key=lambda p: "+cpu" not in p.name)
+    for folder in map(Path, pip_find_links()):
+        found = sorted(folder.glob(f"torch-{torch}*-{tag}-{tag}-*linux*_x86_64.whl")) if folder.is_dir() else []
         if found:
             return str(found[0])
     return None
@@ -228,13 +253,28 @@ def copy_checkout(dest: Path) -> None:
 
 
 DRIVER = r"""
-import json, os, sys, time
+import datetime, json, os, sys, time
 import nbclient, nbformat
 spec = json.loads(sys.argv[1])
 results = []
+
+def cell_seconds(cell):
+    ex = cell.metadata.get("execution", {})
+    a, b = ex.get("iopub.execute_input"), ex.get("shell.execute_reply")
+    if not (a and b):
+        return None
+    when = [datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (a, b)]
+    return round((when[1] - when[0]).total_seconds(), 1)
+
 for path in spec["notebooks"]:
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=spec["timeout"], kernel_name="python3",
+    first = next(c for c in nb.cells if c.cell_type == "code")
+
+    def executed(cell, cell_index, execute_reply, first=first):  # the first cell's install is done: say so at once
+        if cell is first and execute_reply.get("content", {}).get("status") == "ok":
+            print("FIRST_CELL_DONE " + os.path.basename(path), flush=True)
+
+    client = nbclient.NotebookClient(nb, timeout=spec["timeout"], kernel_name="python3", on_cell_executed=executed,
                                      resources={"metadata": {"path": spec["cwd"]}})
     t0, error = time.perf_counter(), None
     try:
@@ -244,14 +284,36 @@ for path in spec["notebooks"]:
     seconds = round(time.perf_counter() - t0, 1)
     out = os.path.join(spec["out"], os.path.basename(path))
     nbformat.write(nb, out)
-    first = next(c for c in nb.cells if c.cell_type == "code")
     text = "".join(o.get("text", "") for o in first.get("outputs", []) if o.get("output_type") == "stream")
-    results.append({"notebook": os.path.basename(path), "seconds": seconds, "error": error, "first_cell": text})
-    print(f"  {os.path.basename(path)}: {'FAILED' if error else 'ok'} in {seconds} s", flush=True)
+    results.append({"notebook": os.path.basename(path), "seconds": seconds, "first_cell_seconds": cell_seconds(first),
+                    "error": error, "first_cell": text})
+    print(f"  {os.path.basename(path)}: {'FAILED' if error else 'ok'} in {seconds} s "
+          f"(first cell, the install: {cell_seconds(first)} s)", flush=True)
     if error:
         break
 print("RESULTS " + json.dumps(results))
 """
+
+
+def wait_with_usage(proc: subprocess.Popen) -> float:
+    """Wait for ``proc``; return the CPU seconds (user + system) it and the children it waited for used."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return round(usage.ru_utime + usage.ru_stime, 1)
+
+
+def stop(proc: subprocess.Popen | None) -> None:
+    """End ``proc`` and what it started (it leads its own session: pytest's workers), if it is still running."""
+    if proc is not None and proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,9 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     # another torch than Colab's may need more than Colab's setuptools (torch 2.13.0: setuptools>=77.0.3)
     loose = set() if torch == colab_torch else {"setuptools"}
     pins = [p for p in colab_pins(colab) if p.split("==")[0] not in loose]
-    key = hashlib.sha256("\n".join([colab_text, python, torch, UV_VERSION, *names]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\n".join([colab_text, python, torch, UV_VERSION, *TEST_TOOLS, *names]).encode()).hexdigest()[
+        :16
+    ]
     base_file = home / "base-freeze.txt"
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), children_cpu()
     reused = (
         not args.rebuild
         and py.exists()
@@ -324,13 +388,25 @@ def main(argv: list[str] | None = None) -> int:
         wheel = local_torch_wheel(torch, py_version)
         tools = [f"{n}=={colab[n]}" if n in colab and n not in loose else n for n in ("pip", "setuptools", "wheel")]
         run(
-            [uv, "pip", "install", "-p", py, "-c", home / "colab-pins.txt", wheel or f"torch=={torch}", *tools, *names],
+            [
+                uv,
+                "pip",
+                "install",
+                "-p",
+                py,
+                "-c",
+                home / "colab-pins.txt",
+                wheel or f"torch=={torch}",
+                *tools,
+                *TEST_TOOLS,
+                *names,
+            ],
             log=pip_log,
             env=uv_env(),
         )
         base_file.write_text(pip_freeze(py))
         (home / "key").write_text(key)
-    build_seconds = round(time.perf_counter() - t0, 1)
+    build_seconds, build_cpu = round(time.perf_counter() - t0, 1), round(children_cpu() - cpu0, 1)
     before_text = pip_freeze(py)
     (report / "freeze-before.txt").write_text(before_text)
     before = parse_freeze(before_text)
@@ -377,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = {"notebooks": notebooks, "cwd": str(content), "out": str(report / "executed"), "timeout": 300}
     print(f"Running {len(notebooks)} notebook(s) in quick mode from their first cell (Drive copy: {drive})", flush=True)
     t0 = time.perf_counter()
+    tester, tests = None, None
     with (report / "driver.log").open("w") as log:
         driver = subprocess.Popen([py, "-c", DRIVER, json.dumps(spec)], cwd=content, env=env, text=True,
                                   stdout=subprocess.PIPE, stderr=log)  # fmt: skip
@@ -386,10 +463,18 @@ def main(argv: list[str] | None = None) -> int:
             log.write(x)
             if x.startswith("  "):
                 print(x, end="", flush=True)
-        driver.wait()
+            if x.startswith("FIRST_CELL_DONE ") and args.pytest and tester is None:
+                # the course is installed (what the runtime lacked is added): the tests need nothing more, so they
+                # start now, beside the rest of the notebook (2 cores: the kernel and pytest each keep one busy)
+                print("+ pytest " + " ".join(args.pytest), flush=True)
+                t_tests = time.perf_counter()
+                tester = subprocess.Popen([py, "-m", "pytest", "-p", "no:cacheprovider", *args.pytest], cwd=ROOT,
+                                          env={**env, "QUICK": "1"}, start_new_session=True)  # fmt: skip
+        driver_cpu = wait_with_usage(driver)
     notebook_seconds = round(time.perf_counter() - t0, 1)
     line = next((x for x in out if x.startswith("RESULTS ")), None)
     if line is None:
+        stop(tester)
         sys.exit(f"The notebook driver failed (exit {driver.returncode}); see {report / 'driver.log'}")
     results = json.loads(line[len("RESULTS ") :])
 
@@ -421,15 +506,17 @@ def main(argv: list[str] | None = None) -> int:
     shipped = [n for n in diff["added"] if n in colab and not NOT_PINNED.match(n)]
     if shipped:
         problems.append(f"Added {', '.join(shipped)}, which Colab ships: add it to the stand-in (wanted_packages)")
-    tests = None
-    if args.pytest:  # in the environment as the notebooks left it: Colab's versions plus what the install added
-        print("+ pytest " + " ".join(args.pytest), flush=True)
-        t0 = time.perf_counter()
-        ran = subprocess.run([py, "-m", "pytest", "-p", "no:cacheprovider", *args.pytest], cwd=ROOT,
-                             env={**env, "QUICK": "1"})  # fmt: skip
-        tests = {"args": args.pytest, "exit": ran.returncode, "seconds": round(time.perf_counter() - t0, 1)}
-        if ran.returncode != 0:
-            problems.append(f"pytest {' '.join(args.pytest)} failed (exit {ran.returncode}) on Colab's versions")
+    if tester is not None:
+        if problems:  # already red: stop the tests (and their workers) rather than wait minutes for them
+            print("Stopping pytest: the floor job has already failed (see below).", flush=True)
+            stop(tester)
+        tests_cpu = wait_with_usage(tester)
+        tests = {"args": args.pytest, "exit": tester.returncode, "seconds": round(time.perf_counter() - t_tests, 1),
+                 "cpu_seconds": tests_cpu, "stopped": bool(problems)}  # fmt: skip
+    if args.pytest and tests is None:
+        problems.append("pytest did not run: the first notebook's first cell (the course's install) failed")
+    elif tests is not None and tests["exit"] != 0 and not tests["stopped"]:
+        problems.append(f"pytest {' '.join(args.pytest)} failed (exit {tests['exit']}) on Colab's versions")
     installed_lines = [
         x for x in (pip_log.read_text() if pip_log.exists() else "").splitlines() if "Successfully installed" in x
     ]
@@ -450,9 +537,16 @@ def main(argv: list[str] | None = None) -> int:
         "python": py_version,
         "torch": torch,
         "colab": {"python": want_py, "torch": colab_torch, "freeze": str(args.freeze)},
-        "environment": {"reused": reused, "seconds": build_seconds, "packages": len(before), **gaps},
+        "environment": {
+            "reused": reused,
+            "seconds": build_seconds,
+            "cpu_seconds": build_cpu,
+            "packages": len(before),
+            **gaps,
+        },  # fmt: skip
         "notebooks": results,
         "notebook_seconds": notebook_seconds,
+        "notebook_cpu_seconds": driver_cpu,
         "pytest": tests,
         "pip_successfully_installed": installed_lines,
         "install": diff,

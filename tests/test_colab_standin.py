@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -115,6 +117,119 @@ def test_the_first_cell_is_pointed_at_the_drive_copy_and_installs(py, tmp_path):
     assert patched.replace(str(tmp_path / "course"), "X") != source and "/content/drive" not in patched.split("def ")[0]
     with pytest.raises(ValueError, match="update point_first_cell_at"):
         standin.point_first_cell_at(source.replace("ensure_course(COURSE,", "ensure_course(PIN,"), tmp_path)
+
+
+def test_the_local_torch_wheel_for_this_python_is_found_in_pip_s_find_links(tmp_path, monkeypatch):
+    for version, py in [("9.9.0+cpu", "cp311"), ("9.9.0+cpu", "cp312"), ("9.8.0+cpu", "cp311")]:
+        (tmp_path / f"torch-{version}-{py}-{py}-manylinux_2_28_x86_64.whl").touch()
+    monkeypatch.setenv("PIP_FIND_LINKS", f"/nonexistent {tmp_path}")
+    found = standin.local_torch_wheel("9.9.0", "3.11.7")
+    assert found == str(tmp_path / "torch-9.9.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+    assert standin.local_torch_wheel("9.9.0", "3.13.1") is None, "no wheel for another Python: uv takes PyPI's"
+    assert standin.local_torch_wheel("9.7.0", "3.11.7") is None
+
+
+FIGURE_TEST = "tests/test_notebooks.py::test_every_notebook_saves_its_figures_as_pdf_and_png"
+
+
+def _floor_selection() -> list[str]:
+    """The test ids CI's floor job names in .ci/run (its floor_tests array), --deselect ones included."""
+    text = (ROOT / ".ci" / "run").read_text()
+    block = re.search(r"^floor_tests=\((.*?)^\)", text, re.S | re.M)
+    assert block, ".ci/run no longer lists floor_tests=( ... ): update this test"
+    return re.findall(r"(tests/\S+?\.py::[\w\[\]-]+)", block.group(1))
+
+
+def _missing(ids: list[str]) -> list[str]:
+    """The ids whose test function (or notebook parameter) does not exist: pytest would stop on them, or, for a
+    --deselect, quietly run the notebook twice."""
+    stems = {p.stem for p in notebooks.notebook_sources()}
+    out = []
+    for nodeid in ids:
+        file, _, name = nodeid.partition("::")
+        function, _, param = name.partition("[")
+        path = ROOT / file
+        if not path.is_file() or not re.search(rf"^def {function}\(", path.read_text(), re.M):
+            out.append(nodeid)
+        elif param and param.rstrip("]") not in stems:
+            out.append(nodeid)
+    return out
+
+
+def test_the_floor_job_names_tests_that_exist_and_every_notebook_runs_in_it():
+    ids = _floor_selection()
+    assert len(ids) >= 5 and _missing(ids) == []
+    # notebook 01 runs in the kernel from its first cell; the figure test runs the others (its one deselection)
+    in_kernel = notebooks.notebook_sources(standin.FLOOR_NOTEBOOKS)[0].stem
+    assert [i for i in ids if "[" in i] == [f"{FIGURE_TEST}[{in_kernel}]"]
+    assert any("text_box" in i for i in ids) and any("headless_kernel" in i for i in ids)
+    # a renamed test or notebook is caught
+    renamed = ["tests/test_notebook03.py::test_the_text_box_renamed", f"{FIGURE_TEST}[01_renamed]"]
+    assert _missing([*renamed, f"{FIGURE_TEST}[{in_kernel}]"]) == renamed
+
+
+def _alive(pid: int) -> bool:
+    """A process that runs (not ended, not a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_child_s_cpu_time_is_measured_and_a_stopped_run_takes_its_workers_with_it(tmp_path):
+    busy = subprocess.Popen(
+        [sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"]
+    )
+    assert 0.25 <= standin.wait_with_usage(busy) < 5 and busy.returncode == 0
+    # a parent (as pytest) with a child (as an xdist worker), in their own session: stop ends both
+    pid_file = tmp_path / "child"
+    code = (
+        "import subprocess, sys, time\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(c.pid))\n"
+        "time.sleep(60)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    for _ in range(100):
+        if pid_file.is_file() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    standin.stop(parent)
+    assert parent.wait(timeout=10) != 0
+    for _ in range(100):
+        if not _alive(child):
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, 9)
+        pytest.fail("the worker outlived its stopped parent")
+    standin.stop(parent)  # already ended: nothing to do, no error
+
+
+@pytest.mark.notebook  # starts a Jupyter kernel (seconds)
+def test_the_driver_says_when_the_first_cell_is_done_and_reports_a_failing_cell(tmp_path):
+    import nbformat
+
+    cells = ["print('Course package: the copy in Drive')", "x = 1", "raise RuntimeError('planted')", "y = 2"]
+    path = tmp_path / "01_demo.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]), path)
+    (tmp_path / "out").mkdir()
+    spec = {"notebooks": [str(path)], "cwd": str(tmp_path), "out": str(tmp_path / "out"), "timeout": 60}
+    done = subprocess.run([sys.executable, "-c", standin.DRIVER, json.dumps(spec)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert lines[0] == "FIRST_CELL_DONE 01_demo.ipynb", done.stdout + done.stderr
+    results = json.loads(lines[-1].removeprefix("RESULTS "))
+    assert len(results) == 1 and "planted" in results[0]["error"]
+    assert results[0]["first_cell"] == "Course package: the copy in Drive\n" and results[0]["first_cell_seconds"] >= 0
+    executed = nbformat.read(tmp_path / "out" / "01_demo.ipynb", as_version=4)
+    assert "execution_count" in executed.cells[2] and not executed.cells[3].get("outputs")
+    # a first cell that fails (the install did not happen) is not announced: the tests would start without the course
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("raise SystemExit('no install')")]), path)
+    done = subprocess.run([sys.executable, "-c", standin.DRIVER, json.dumps(spec)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)  # fmt: skip
+    assert "FIRST_CELL_DONE" not in done.stdout and "no install" in done.stdout.splitlines()[-1], done.stdout
 
 
 # ---------------------------------------------------------------------------------------------------------------
