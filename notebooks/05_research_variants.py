@@ -159,9 +159,9 @@ from helpers.training import pretrain as P
 
 DEVICE = runtime.pick_device()
 PRESET = "tiny" if QUICK else ("t4" if DEVICE.type == "cuda" else "cpu")
-BUDGET = {"steps": 300} if QUICK else {"minutes": 3.0}  # the same for every row of every table
+BUDGET = {"steps": 60} if QUICK else {"minutes": 3.0}  # the same for every row of every table
 DATA_LIMIT = 6000 if QUICK else None  # pairs of the built-in corpus in quick mode; None = all of Tatoeba
-EVAL_SENTENCES = 200 if QUICK else 1000  # first sentences of the validation split and of the new-sentence set
+EVAL_SENTENCES = 100 if QUICK else 1000  # first sentences of the validation split and of the new-sentence set
 if QUICK:
     torch.set_num_threads(1)  # tiny models: a second thread only waits (see notebook 03)
 DRIVE = None if QUICK else colab.mount_drive(ask=True)
