@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 
 import pytest
+import torch
 
 from helpers.text.tokens import Example
 from helpers.training import checkpoint as ck
@@ -239,6 +240,27 @@ def test_loss_against_time_trains_each_size_from_scratch_and_records_its_curve()
         assert r["peak_lr"] > 0.9 * cfg.lr, f"width {r['d_model']} never left its warm-up: {r}"
     with pytest.raises(ValueError, match="validation batches"):
         S.loss_against_time(cfg, [(1, 16)], examples, [], 60, "cpu", seconds=1.0)
+
+
+def test_loss_against_time_moves_each_model_to_the_device_before_its_first_evaluation(monkeypatch):
+    # Found on a GPU: the minute-0 loss ran on a model still on the CPU with batches on CUDA. Here "meta" stands in
+    # for a device other than the one modules are built on; the probe and the evaluation are spies.
+    from types import SimpleNamespace
+
+    seen = []
+
+    class Seen(Exception):
+        pass
+
+    def first_evaluation(model, batches, device, precision):
+        seen.append((next(model.parameters()).device, torch.device(device)))
+        raise Seen
+
+    monkeypatch.setattr(S, "_probe", lambda *a, **k: SimpleNamespace(steps=10, seconds=1.0))
+    monkeypatch.setattr(S, "evaluate_loss", first_evaluation)
+    with pytest.raises(Seen):
+        S.loss_against_time(C.preset_config("tiny"), [(1, 16)], [], [object()], 60, "meta", seconds=1.0)
+    assert seen and seen[0][0] == seen[0][1], f"the model is on {seen[0][0]}, its batches go to {seen[0][1]}"
 
 
 def test_saved_curves_are_reused_only_for_the_same_hardware_sizes_and_seconds(tmp_path):

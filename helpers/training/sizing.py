@@ -210,8 +210,8 @@ def loss_against_time(
         warmup = max(1, round(WARMUP_SHARE * expected_steps))
         c = replace(c, minutes=seconds / 60, eval_interval=every, log_interval=every, warmup_steps=warmup)
         torch.manual_seed(c.seed)  # every size starts from its own seed-0 weights, as a real run does
-        model = DecoderOnlyTransformer(c.model_config(vocab_size, device))
-        start, _ = evaluate_loss(model, valid_batches, device, c.precision)
+        model = DecoderOnlyTransformer(c.model_config(vocab_size, device)).to(device)  # train() would, but too late
+        start, _ = evaluate_loss(model, valid_batches, device, c.precision)  # the loss at minute 0
         batcher = BucketBatcher(examples, c.max_tokens, seed=c.seed)
         result = train(model, batcher, valid_batches, c, None, device=device, progress=progress, resume=False)
         curve = [{"minutes": 0.0, "tokens": 0, "val_loss": start}]
