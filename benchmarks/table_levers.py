@@ -11,28 +11,23 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from helpers.evaluation.evaluate import bootstrap_bleu_difference  # noqa: E402
 
 
-def paired_p(refs, base, system, resamples=1000, seed=12345):
-    """sacreBLEU's paired bootstrap: the share of resamples where ``system`` does not beat ``base`` (one-sided p)."""
-    import numpy as np
+def paired_p(refs, base, system, resamples=1000, seed=12345) -> float:
+    """The paired bootstrap's one-sided p (helpers.evaluation.evaluate.bootstrap_bleu_difference): the share of
+    resamples in which ``system`` does not beat ``base``."""
+    return bootstrap_bleu_difference(base, system, refs, resamples=resamples, seed=seed)["p"]
 
-    bleu = BLEU()
-    stats_b = [bleu._extract_corpus_statistics([h], [[r]]) for h, r in zip(base, refs)]
-    stats_s = [bleu._extract_corpus_statistics([h], [[r]]) for h, r in zip(system, refs)]
-    sb, ss = np.array([s[0] for s in stats_b]), np.array([s[0] for s in stats_s])
-    rng = np.random.default_rng(seed)
-    n, worse = len(refs), 0
-    for _ in range(resamples):
-        idx = rng.integers(0, n, n)
-        b = bleu._compute_score_from_stats(sb[idx].sum(0).tolist()).score
-        s = bleu._compute_score_from_stats(ss[idx].sum(0).tolist()).score
-        worse += s <= b
-    return (worse + 1) / (resamples + 1)
+
+def _format_p(p: float, resamples: int = 1000) -> str:
+    return f"< {1 / resamples:.3f}" if p == 0 else f"{p:.3f}"  # no resample in which the lever does not win
 
 
 def main(argv=None):
@@ -64,7 +59,7 @@ def main(argv=None):
         mean = sum(r["bleu"] for r in seeds.values()) / len(seeds)
         if name != args.base and sorted(seeds) == sorted(base):
             hyps = [h for s in sorted(seeds) for h in seeds[s]["hyps"]]
-            p_value = f"{paired_p(refs * len(seeds), base_hyps, hyps):.3f}"
+            p_value = _format_p(paired_p(refs * len(seeds), base_hyps, hyps))
         else:
             p_value = "–"
         per = " / ".join(f"{seeds[s]['bleu']:.2f}" for s in sorted(seeds))

@@ -159,7 +159,7 @@ def test_a_known_checksum_passes_silently_and_the_cache_is_not_downloaded_again(
         calls.append(url)
         dest.write_bytes(zip_path.read_bytes())
 
-    monkeypatch.setattr(S, "_fetch", fake_fetch)
+    monkeypatch.setattr(S, "fetch", fake_fetch)
     cache = tmp_path / "cache"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no ChecksumWarning for a known release
@@ -178,7 +178,7 @@ def test_the_first_mirror_failing_falls_back_to_the_next(tmp_path, no_local_copy
             raise urllib.error.URLError("no route to host")
         dest.write_bytes(zip_path.read_bytes())
 
-    monkeypatch.setattr(S, "_fetch", fetch)
+    monkeypatch.setattr(S, "fetch", fetch)
     with pytest.warns(S.ChecksumWarning):
         pairs, _ = S.load_tatoeba(
             cache_dir=tmp_path / "c", urls=["http://first.invalid/x.zip", "http://second.invalid/x.zip"]

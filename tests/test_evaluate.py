@@ -6,6 +6,7 @@ import io
 import itertools
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ import torch
 from helpers import cli, pipeline
 from helpers.cli import train_command
 from helpers.evaluation import evaluate as E
+from helpers.nn import generate as G
 from helpers.nn import model as M
 from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
 from helpers.text.sources import load_path
@@ -227,11 +229,11 @@ def best(scores: dict[tuple, float]) -> list[int]:
 @pytest.mark.parametrize("length_penalty", [0.0, 1.0])
 def test_beam_search_of_width_1_is_greedy_decoding(lm, length_penalty):
     """A theorem: one beam keeps the single best token each step. Catches a width-1 beam that finishes, extends
-    or reorders rows differently from greedy (generate(beams=1) calls _greedy, so _beam_search is called here)."""
+    or reorders rows differently from greedy (generate(beams=1) decodes greedily, so beam_search is called here)."""
     greedy = [greedy_by_hand(lm, p, BUDGET) for p in PREFIXES]
     assert lm.generate(PREFIXES, BUDGET, eos_id=EOS, beams=1) == greedy
-    beam_1 = M._beam_search(M._CachedDecoder(lm, PREFIXES), [BUDGET] * len(PREFIXES), EOS, 1, length_penalty)
-    assert beam_1 == greedy
+    beam_1 = G.beam_search(lm, PREFIXES, BUDGET, EOS, beams=1, length_penalty=length_penalty)
+    assert [found[0].ids for found in beam_1] == greedy
 
 
 def full_width_beam_and_brute_force(model, length_penalty) -> tuple[list, list]:
@@ -270,7 +272,7 @@ def test_a_narrow_beam_scores_no_lower_than_greedy_for_this_seed(lm, beams):
 
 
 def textbook_beam(model, prefix, budget, beams, length_penalty) -> list[int]:
-    """Beam search as generate's docstring and _beam_search's comments state it, one forward pass per hypothesis:
+    """Beam search as generate's docstring and beam_decode's comments state it, one forward pass per hypothesis:
     each step, rank every one-token extension of the live hypotheses and walk the best 2 * beams in order: an
     <eos> among the top `beams` finishes its hypothesis, other tokens extend theirs until `beams` are kept; one
     reaching the budget finishes. Once `beams` have finished, stop; return the best finished one."""
@@ -578,3 +580,26 @@ def test_evaluate_command_prints_and_records_the_empty_translations(run, run_dir
     hyps = (tmp_path / "f.t.hyp.txt").read_text().splitlines()
     assert record["evaluations"][0]["empty_outputs"] == sum(h == "" for h in hyps) == 0
     assert "0 of 8 translations are empty" in stdout.getvalue() and "warning" not in stdout.getvalue()
+
+
+# ----------------------------------------------------------------------------------------------
+# the one paired bootstrap, against Exercise 4.3's saved reference (written by tests/test_notebook04.py's oracle)
+
+BOOTSTRAP_REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "04_paired_bootstrap.json"
+
+
+def test_the_package_bootstrap_is_the_saved_reference():
+    """bootstrap_bleu_difference draws the resamples the reference draws (numpy's default_rng(seed).integers, one
+    (resamples, n) draw shared by both systems), so the same seed gives the saved p exactly, and the difference and
+    the interval to their two decimals. Catches a test that is not paired (the saved unpaired p is 0.31 against
+    0.07), another draw, the interval's percentiles or the sign of the difference."""
+    saved = json.loads(BOOTSTRAP_REFERENCE.read_text(encoding="utf-8"))
+    got = E.bootstrap_bleu_difference(
+        saved["hyps_a"], saved["hyps_b"], saved["refs"], resamples=saved["n_samples"], seed=saved["seed"]
+    )
+    assert got["p"] == saved["p_value"] and got["resamples"] == saved["n_samples"]
+    assert got["delta"] == pytest.approx(saved["difference"], abs=0.005)
+    assert [got["low"], got["high"]] == pytest.approx(saved["interval"], abs=0.005)
+    assert abs(saved["not_paired_p_value"] - saved["p_value"]) > 0.2, "the case must tell a paired test apart"
+    counts_a = E.sentence_bleu_counts(saved["hyps_a"], saved["refs"])
+    assert E.corpus_bleu_from_counts(counts_a.sum(0)) == pytest.approx(saved["bleu_a"], abs=1e-9)

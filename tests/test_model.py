@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers.nn import generate as G
 from helpers.nn.model import (
     DecoderOnlyTransformer,
     ModelConfig,
@@ -206,7 +207,13 @@ def test_beam_cache_equals_recompute_and_one_at_a_time(eos, length_penalty, vari
 
 
 def _reference_beam(model, prefix, n, eos, K, lp):
-    """One sentence, plain Python lists, full recomputation for every hypothesis."""
+    """One sentence, plain Python lists, full recomputation for every hypothesis: the best hypothesis."""
+    finished = _reference_finished(model, prefix, n, eos, K, lp)
+    return finished[0][1] if finished else []
+
+
+def _reference_finished(model, prefix, n, eos, K, lp):
+    """Every (score, tokens) the reference beam finishes, best first (ties in the order they finished)."""
     live, finished = [(0.0, [])], []
     for _ in range(n):
         cands = []
@@ -233,7 +240,7 @@ def _reference_beam(model, prefix, n, eos, K, lp):
                 live.append((sc, toks))
         if len(finished) >= K or not live:
             break
-    return max(finished, key=lambda f: f[0])[1] if finished else []
+    return sorted(finished, key=lambda f: -f[0])
 
 
 @pytest.mark.parametrize(
@@ -246,6 +253,40 @@ def test_beam_search_matches_plain_python_reference(seed, eos, length_penalty, b
     got = model.generate(PREFIXES, BUDGETS, eos_id=eos, beams=beams, length_penalty=length_penalty)
     want = [_reference_beam(model, p, n, eos, beams, length_penalty) for p, n in zip(PREFIXES, BUDGETS)]
     assert got == want
+
+
+# the recomputing decoder is checked against the cached one by the tests above; the reference is slow, so two cases
+@pytest.mark.parametrize("seed, eos, length_penalty, beams, use_cache", [(3, 5, 1.0, 2, True), (1, 4, 2.0, 4, False)])
+def test_beam_search_returns_every_finished_hypothesis_with_its_score(seed, eos, length_penalty, beams, use_cache):
+    """helpers.nn.generate.beam_search, the public API behind explain's candidates: each sentence's finished
+    hypotheses, best first, are the plain-Python reference's with its scores; each logprob is what one forward
+    pass gives the tokens (and the <eos>, when the hypothesis wrote one), its length counts them, and its score is
+    logprob / length ** length_penalty; the first is what generate returns."""
+    model = make(seed=seed, sharp=True)
+    found = G.beam_search(
+        model, PREFIXES, BUDGETS, eos, beams=beams, length_penalty=length_penalty, use_cache=use_cache
+    )
+    assert [f[0].ids for f in found] == model.generate(
+        PREFIXES, BUDGETS, eos_id=eos, beams=beams, length_penalty=length_penalty
+    )
+    kinds = set()
+    for hyps, prefix, n in zip(found, PREFIXES, BUDGETS):
+        want = _reference_finished(model, prefix, n, eos, beams, length_penalty)
+        assert [h.ids for h in hyps] == [toks for _, toks in want]
+        assert [h.score for h in hyps] == pytest.approx([sc for sc, _ in want], abs=1e-4)
+        for h in hyps:
+            tail = [eos] if h.ended_with_eos else []
+            assert h.ended_with_eos or len(h.ids) == n, "a hypothesis without <eos> must have used its whole budget"
+            assert h.length == len(h.ids) + len(tail) and eos not in h.ids
+            seq = torch.tensor([prefix + h.ids + tail])
+            with torch.no_grad():
+                logp = F.log_softmax(model(seq, prefix_len=torch.tensor([len(prefix)]))[0], -1)
+            want_lp = sum(logp[len(prefix) - 1 + i, t].item() for i, t in enumerate(h.ids + tail))
+            assert h.logprob == pytest.approx(want_lp, abs=1e-4)
+            assert h.score == pytest.approx(h.logprob / h.length**length_penalty, rel=1e-12)
+            kinds.add(h.ended_with_eos)
+    assert kinds == {True, False}, "choose a case where some hypotheses end with <eos> and some run out of room"
+    assert G.beam_search(model, [[1, 2], [1, 3, 2]], [0, 2], eos, beams=beams)[0] == []
 
 
 def test_beam_differs_from_greedy_on_this_model():

@@ -77,13 +77,6 @@ def test_this_environment_has_the_locked_versions():
     assert not wrong, f"installed versions differ from constraints.txt (locked, installed): {wrong}"
 
 
-def test_helpers_modules_stay_readable():
-    """One concern per module, each short enough to read top to bottom (the bundled data excepted)."""
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in (ROOT / "helpers").rglob("*.py")}
-    too_long = {name: n for name, n in sizes.items() if n > 650}
-    assert not too_long, f"split these modules by concern: {too_long}"
-
-
 def test_readme_describes_every_helpers_module():
     """The README's module table is how a newcomer finds their way: a new module without a row is lost."""
     readme = (ROOT / "README.md").read_text()
@@ -215,3 +208,111 @@ def test_the_layering_check_finds_a_planted_back_import_a_course_import_and_a_cy
     planted = {**sources, "helpers.text.tokens": (tokens_text + "\n    from .data import clean_pairs\n", pkg)}
     planted["helpers.text.tokens"] = (tokens_text + "\ndef f():\n    from .data import clean_pairs\n", pkg)
     assert any(p.startswith("import cycle:") and "helpers.text.data" in p for p in layering_problems(planted))
+
+
+# ---------------------------------------------------------------------------------------------
+# no module reaches into another's private names: what another module needs is public
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_name_uses(source: str, filename: str, module: str | None, project: set[str]) -> list[str]:
+    """``file:line: what`` for each ``from X import _name`` and each ``X._name`` in ``source`` where X is another
+    module of this project: a ``helpers`` module, a relative import, or a top-level name in ``project`` (the
+    benchmark scripts import each other). ``module`` is the file's own dotted name (None for a script or a notebook);
+    its own private names are its business. Third-party modules (``google.colab._message``) are not checked."""
+    import ast
+
+    here = module.split(".")[:-1] if module else []  # the package a relative import starts from
+    if module and filename.endswith("__init__.py"):
+        here = module.split(".")
+
+    def resolve(node: ast.ImportFrom) -> str:
+        if not node.level:
+            return node.module or ""
+        return ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
+
+    def ours(name: str) -> bool:
+        return name.split(".")[0] in project
+
+    tree = ast.parse(source, filename)
+    bound: dict[str, str] = {}  # a local name -> the project module (or module attribute) it stands for
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if ours(alias.name):
+                    local = alias.asname or alias.name.split(".")[0]
+                    bound[local] = alias.name if alias.asname else local
+        elif isinstance(node, ast.ImportFrom):
+            origin = resolve(node)
+            if not (node.level or ours(origin)):
+                continue
+            for alias in node.names:
+                if _is_private(alias.name) and origin != module:
+                    problems.append(f"{filename}:{node.lineno}: from {origin} import {alias.name}")
+                else:
+                    bound[alias.asname or alias.name] = f"{origin}.{alias.name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            parts, value = [], node.value
+            while isinstance(value, ast.Attribute):
+                parts.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                owner = ".".join([bound[value.id], *reversed(parts)])
+                if owner != module:
+                    problems.append(f"{filename}:{node.lineno}: {owner}.{node.attr}")
+    return problems
+
+
+def _project_sources() -> list[tuple[Path, str | None]]:
+    """helpers/ (with each module's dotted name), benchmarks/*.py and notebooks/*.py (scripts: no module name)."""
+    helpers = [(p, _module_name(p)) for p in sorted((ROOT / "helpers").rglob("*.py"))]
+    scripts = sorted((ROOT / "benchmarks").glob("*.py")) + sorted((ROOT / "notebooks").glob("*.py"))
+    return helpers + [(p, None) for p in scripts]
+
+
+def _project_names() -> set[str]:
+    return {"helpers", "benchmarks"} | {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
+
+
+def test_no_module_imports_another_modules_private_name():
+    sources = _project_sources()
+    assert len(sources) > 60 and any(m == "helpers.nn.generate" for _, m in sources)
+    problems = [
+        problem
+        for path, module in sources
+        for problem in private_name_uses(path.read_text(), str(path.relative_to(ROOT)), module, _project_names())
+    ]
+    assert not problems, "make these names public (no leading underscore) or move the code:\n" + "\n".join(problems)
+
+
+def test_the_private_name_check_finds_planted_imports_and_attributes():
+    project = _project_names()
+
+    def check(source: str, module: str | None = "helpers.evaluation.explain", filename: str = "f.py") -> list[str]:
+        return private_name_uses(source, filename, module, project)
+
+    assert check("from helpers.nn.model import _x\n") == ["f.py:1: from helpers.nn.model import _x"]
+    assert check("import torch\n\ndef f():\n    from ..nn.model import ok, _y\n") == [
+        "f.py:4: from helpers.nn.model import _y"
+    ]
+    assert check("from . import evaluate as E\nE._private()\n") == ["f.py:2: helpers.evaluation.evaluate._private"]
+    assert check("import helpers.nn.model as M\nM.DecoderOnlyTransformer._init_weights\n") == [
+        "f.py:2: helpers.nn.model.DecoderOnlyTransformer._init_weights"
+    ]
+    assert check("import helpers\nhelpers.nn.model._x\n", module=None) == ["f.py:2: helpers.nn.model._x"]
+    assert check("from helpers.course import notebooks\nnotebooks._read_py(p)\n", module=None) == [
+        "f.py:2: helpers.course.notebooks._read_py"
+    ]
+    assert check("import bench_matmul\nbench_matmul._peak()\n", module=None) == ["f.py:2: bench_matmul._peak"]
+    # what is allowed: a module's own private names, dunders, third-party private modules, public names
+    assert check("from .explain import _note\n_note('x')\n") == []
+    assert check("from helpers.nn import model as M\nM.__file__, M.generate\n") == []
+    assert check("from google.colab import _message\nimport torch\ntorch._dynamo.reset()\n", module=None) == []
+    assert check("from .model import _x\n", module="helpers.nn", filename="helpers/nn/__init__.py") == [
+        "helpers/nn/__init__.py:1: from helpers.nn.model import _x"
+    ]

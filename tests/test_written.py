@@ -89,7 +89,7 @@ def test_key_phrases_found_in_the_student_copy_are_named_and_those_the_answer_ne
 
 @pytest.mark.parametrize("py", SOURCES, ids=IDS)
 def test_every_written_question_has_points_and_a_rubric_and_the_notebook_its_share(py):
-    nb = notebooks._read_py(py)
+    nb = notebooks.read_py(py)
     questions = exercises.find_questions(nb)
     unpointed = [q.label for q in questions if q.points <= 0]
     assert not unpointed, f"{py.name}: give these their points, '**Question N.M (K points).**': {unpointed}"
@@ -103,7 +103,7 @@ def test_every_written_question_has_points_and_a_rubric_and_the_notebook_its_sha
 @pytest.mark.parametrize("py", SOURCES, ids=IDS)
 def test_the_student_copy_states_no_rubric_key_phrase(py):
     """Nothing answers a question before the student does: no key phrase of any rubric in the student copy."""
-    leaks = written.leaked_key_phrases(notebooks._read_py(py))
+    leaks = written.leaked_key_phrases(notebooks.read_py(py))
     assert not leaks, f"{py.name}: the student copy gives answers away:\n" + "\n".join(leaks)
 
 
@@ -244,7 +244,7 @@ def test_a_key_phrase_planted_where_the_student_copy_keeps_it_is_found(py, cell_
     keeps (a comment, a message) is reported; the same text added to an answer cell is not."""
     import copy
 
-    nb = notebooks._read_py(py)
+    nb = notebooks.read_py(py)
     number, rubric = next(iter(written.rubrics(nb).items()))
     phrase = rubric.key_phrases[0]
     planted = copy.deepcopy(nb)

@@ -22,9 +22,9 @@ class InProcess:
 
     @contextlib.contextmanager
     def session(self):
-        from .notebooks import _quick_env
+        from .notebooks import quick_env
 
-        with _quick_env():
+        with quick_env():
             yield self
 
     def run(self, source: str, label: str, *, student: bool = False) -> tuple[str, str] | None:

@@ -306,7 +306,7 @@ def build_student(out: str | Path, only: list[str] | None = None, *, keep_answer
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for py in notebooks.notebook_sources(only):
-        nb = student_notebook(notebooks._read_py(py), keep_answers=keep_answers)
+        nb = student_notebook(notebooks.read_py(py), keep_answers=keep_answers)
         nb.metadata.update(notebooks.COLAB_METADATA)
         for i, cell in enumerate(nb.cells):
             cell.id = f"cell-{i:03d}"

@@ -416,14 +416,14 @@ def points_table(sources: list[Path] | None = None) -> str:
     """The README's table of points, one row per notebook: exercises (auto-graded) and written questions (graded
     by hand with their rubrics). A test holds the README to it."""
     from .exercises import find_exercises, find_questions
-    from .notebooks import _read_py, notebook_sources
+    from .notebooks import notebook_sources, read_py
 
     rows = [
         "| notebook | auto-graded points | written points | exercises (points) | written questions (points) |",
         "|---|---|---|---|---|",
     ]
     for py in sources or notebook_sources():
-        nb = _read_py(py)
+        nb = read_py(py)
         found, questions = find_exercises(nb), find_questions(nb)
         listed = ", ".join(f"{e.number} {re.sub(r'^[0-9]+[.] ', '', e.title)} ({e.points})" for e in found)
         asked = ", ".join(f"{q.number} ({q.points})" for q in questions) or "none"

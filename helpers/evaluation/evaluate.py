@@ -481,9 +481,15 @@ def bootstrap_bleu_difference(hyps_a: list[str], hyps_b: list[str], references: 
         raise ValueError("both systems need one hypothesis per reference, on the same (non-empty) test set.")
     sa, sb = sentence_bleu_counts(hyps_a, references), sentence_bleu_counts(hyps_b, references)
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(references), size=(resamples, len(references)))
-    a_sums, b_sums = sa[idx].sum(1), sb[idx].sum(1)
-    deltas = np.array([corpus_bleu_from_counts(b) - corpus_bleu_from_counts(a) for a, b in zip(a_sums, b_sums)])
+    n = len(references)
+    idx = rng.integers(0, n, size=(resamples, n))  # one draw of sentences per resample, the same for a and b
+    deltas = []
+    step = max(1, 2**22 // (n * sa.shape[1]))  # resamples per gather: about 32 MB at a time, whatever n is
+    for start in range(0, resamples, step):
+        rows = idx[start : start + step]
+        a_sums, b_sums = sa[rows].sum(1), sb[rows].sum(1)
+        deltas += [corpus_bleu_from_counts(b) - corpus_bleu_from_counts(a) for a, b in zip(a_sums, b_sums)]
+    deltas = np.array(deltas)
     low, high = np.percentile(deltas, [2.5, 97.5])
     return {
         "delta": round(corpus_bleu_from_counts(sb.sum(0)) - corpus_bleu_from_counts(sa.sum(0)), 2),

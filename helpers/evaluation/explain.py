@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..nn.generate import beam_search
 from ..text.testsets import WORD
 from ..text.testsets import words as french_words
 from ..text.tokens import max_source_tokens
@@ -60,12 +61,9 @@ class Explanation:
 
 
 def _candidates(model, prefix: list[int], eos_id: int, beams: int, length_penalty: float) -> list[list[int]]:
-    from ..nn.model import _beam_search, _CachedDecoder, _FullRecompute
-
+    """The tokens of every hypothesis the beam finished, best first."""
     budget = max_new_tokens_for(len(prefix), model.config.max_len)
-    decoder = (_CachedDecoder if model.supports_cache else _FullRecompute)(model, [prefix])
-    _beam_search(decoder, [budget], eos_id, beams, length_penalty)
-    return [tokens for _, tokens in decoder.finished[0]]
+    return [h.ids for h in beam_search(model, [prefix], budget, eos_id, beams, length_penalty)[0]]
 
 
 @torch.no_grad()

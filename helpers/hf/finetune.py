@@ -68,7 +68,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from .. import runtime
 from ..training import checkpoint as ckpt_lib
 from ..training import distributed
-from ..training.train import Budget, NonFiniteLossError, OutOfMemoryError, _fmt_time, _is_oom
+from ..training.train import Budget, NonFiniteLossError, OutOfMemoryError, format_duration, is_out_of_memory
 from .pretrained import CAUSAL, CHECKPOINT_DIR, FINETUNE_FILE, SEQ2SEQ, HFTranslator, too_large_message
 
 FORMAT = "tbb-finetune/2"  # 1: the hand-written loop before Trainer (its checkpoints cannot be resumed here)
@@ -225,7 +225,7 @@ class TimeBudget(TrainerCallback, ExportableState):
         if self.budget.minutes is not None:
             self.bar.n = min(self.bar.total, int(self.elapsed))
             self.bar.set_description_str(
-                f"fine-tune {_fmt_time(self.elapsed)} of {_fmt_time(self.budget.minutes * 60)}"
+                f"fine-tune {format_duration(self.elapsed)} of {format_duration(self.budget.minutes * 60)}"
             )
         else:
             self.bar.n = step
@@ -340,7 +340,7 @@ class _Steps:
         try:
             return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         except RuntimeError as e:
-            if _is_oom(e):
+            if is_out_of_memory(e):
                 raise OutOfMemoryError(too_large_message(self.run.info["base_model"], self.model)) from e
             raise
 

@@ -4,21 +4,21 @@ Translation is one sequence, ``<bos> French <sep> English <eos>``. A prefix-LM m
 position see the whole source (``<bos> French <sep>``, bidirectionally) while target positions
 attend causally, so one stack of blocks does the work of an encoder and a decoder.
 
-Read top to bottom: config, mask, attention, feed-forward, block, model, generation.
+Read top to bottom: config, mask, attention, feed-forward, block, model. Generation (greedy, beam search)
+is in :mod:`helpers.nn.generate`; ``DecoderOnlyTransformer.generate`` calls it.
 Shapes in comments: B batch, T time (sequence length), C = d_model, nh heads, hs = C // nh.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
-import warnings
 from dataclasses import asdict, dataclass, fields
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import generate as decoding
 from . import variants
 
 POSITIONAL_KINDS = ("learned", "sinusoidal", "rotary", "alibi", "none")  # the last three: notebook 05
@@ -422,8 +422,11 @@ class DecoderOnlyTransformer(nn.Module):
             x = x + block.ffn(block.ln2(x))
         return maps
 
-    # -- generation ----------------------------------------------------------------------------------
-    @torch.no_grad()
+    # -- generation: helpers.nn.generate --------------------------------------------------------------
+    def new_cache(self) -> list[LayerCache]:
+        """One empty :class:`LayerCache` per block: what cached generation fills, one position at a time."""
+        return [LayerCache() for _ in self.blocks]
+
     def generate(
         self,
         prefixes: list[list[int]],
@@ -436,215 +439,11 @@ class DecoderOnlyTransformer(nn.Module):
         """Continue each prefix (``<bos> French <sep>`` ids; lengths may differ) until ``eos_id``.
 
         Returns the new tokens per sentence, without the prefix and without the eos. ``beams=1`` is
-        greedy; beam search ranks finished hypotheses by ``score / length ** length_penalty``.
+        greedy; beam search ranks finished hypotheses by ``score / length ** length_penalty``
+        (:func:`helpers.nn.generate.beam_search` returns all of them, with their scores).
         ``max_new_tokens`` may be one number or one per sentence. A row also stops when prefix plus
         continuation reaches ``max_len`` (a warning says so). ``use_cache=False`` recomputes the whole
         sequence each step: slower, same answer; models without a cache (``supports_cache``) always do.
         The model is put in eval mode for the call.
         """
-        prefixes, budgets = self._check_generate_args(prefixes, max_new_tokens, eos_id, beams, length_penalty)
-        was_training = self.training
-        self.eval()  # dropout would make every step random, and the cache would disagree with a recomputation
-        try:
-            cached = use_cache and self.supports_cache
-            decoder = _CachedDecoder(self, prefixes) if cached else _FullRecompute(self, prefixes)
-            if beams == 1:
-                return _greedy(decoder, budgets, eos_id)
-            return _beam_search(decoder, budgets, eos_id, beams, length_penalty)
-        finally:
-            self.train(was_training)
-
-    def _check_generate_args(self, prefixes, max_new_tokens, eos_id, beams, length_penalty):
-        cfg = self.config
-        if isinstance(prefixes, torch.Tensor):
-            prefixes = prefixes.tolist()
-        if not isinstance(prefixes, (list, tuple)) or not all(isinstance(p, (list, tuple)) for p in prefixes):
-            raise TypeError(
-                "prefixes must be a list of token-id lists, one per sentence, e.g. [[bos, 5, 9, sep], [bos, 7, sep]]."
-            )
-        prefixes = [[int(t) for t in p] for p in prefixes]
-        for i, p in enumerate(prefixes):
-            if not p:
-                raise ValueError(f"prefix {i} is empty: start it with <bos> (and end the source with <sep>).")
-            if min(p) < 0 or max(p) >= cfg.vocab_size:
-                raise ValueError(
-                    f"prefix {i} has token ids outside [0, {cfg.vocab_size - 1}]: the tokenizer and vocab_size={cfg.vocab_size} disagree."
-                )
-            if len(p) >= cfg.max_len:
-                raise ValueError(
-                    f"prefix {i} has {len(p)} tokens, leaving no room within max_len={cfg.max_len}: "
-                    "shorten or skip that sentence, or build the model with a larger max_len."
-                )
-        if isinstance(max_new_tokens, numbers.Integral):
-            budgets = [int(max_new_tokens)] * len(prefixes)
-        else:
-            budgets = [int(n) for n in max_new_tokens]
-            if len(budgets) != len(prefixes):
-                raise ValueError(
-                    f"max_new_tokens has {len(budgets)} entries for {len(prefixes)} prefixes: give one per sentence or a single int."
-                )
-        if any(n < 0 for n in budgets):
-            raise ValueError("max_new_tokens must be >= 0.")
-        room = [min(n, cfg.max_len - len(p)) for n, p in zip(budgets, prefixes)]
-        if room != budgets:
-            short = sum(r < n for r, n in zip(room, budgets))
-            warnings.warn(
-                f"{short} sentence(s) would pass max_len={cfg.max_len}; their generation stops at max_len "
-                "(pass a smaller max_new_tokens or use a model with a larger max_len).",
-                stacklevel=3,
-            )
-        if not (0 <= int(eos_id) < cfg.vocab_size):
-            raise ValueError(
-                f"eos_id={eos_id} is outside the vocabulary [0, {cfg.vocab_size - 1}]: pass the tokenizer's <eos> id."
-            )
-        if not isinstance(beams, int) or beams < 1:
-            raise ValueError(f"beams must be a whole number >= 1 (1 = greedy), got {beams!r}.")
-        if not math.isfinite(length_penalty):
-            raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}.")
-        return prefixes, room
-
-
-class _CachedDecoder:
-    """Left-pads the prefixes so every row's next token sits in the same column; each row keeps its own positions."""
-
-    def __init__(self, model: DecoderOnlyTransformer, prefixes: list[list[int]]):
-        self.model = model
-        device = model.tok_emb.weight.device
-        lengths = torch.tensor([len(p) for p in prefixes], device=device)
-        S = int(lengths.max())
-        ids = torch.zeros(len(prefixes), S, dtype=torch.long, device=device)
-        for i, p in enumerate(prefixes):
-            ids[i, S - len(p) :] = torch.tensor(p, device=device)
-        self.ids = ids
-        self.pad = S - lengths  # (N,) left padding per row
-        self.next_pos = lengths.clone()  # (N,) position of the next token in each row
-        cols = torch.arange(S, device=device)
-        self.key_ok = cols[None, :] >= self.pad[:, None]  # (N, S): False on padding
-        self.caches = [LayerCache() for _ in model.blocks]
-
-    def start(self) -> torch.Tensor:
-        m, S = self.model, self.ids.shape[1]
-        positions = (torch.arange(S, device=self.ids.device)[None, :] - self.pad[:, None]).clamp(min=0)  # (N, S)
-        # the prefix is bidirectional: real queries see every real key; a padding query sees only itself
-        eye = torch.eye(S, dtype=torch.bool, device=self.ids.device)
-        mask = (self.key_ok[:, None, :] | eye[None])[:, None]  # (N, 1, S, S)
-        x = m.embed(self.ids, positions)
-        for block, cache in zip(m.blocks, self.caches):
-            x = block(x, mask, cache, positions)
-        return m.lm_head(m.ln_f(x[:, -1]))  # (N, V): the last column is every row's last prefix token
-
-    def step(self, index: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        m = self.model
-        for cache in self.caches:
-            cache.reorder(index)
-        self.key_ok, self.next_pos = self.key_ok[index], self.next_pos[index]
-        self.key_ok = torch.cat([self.key_ok, self.key_ok.new_ones(len(index), 1)], dim=1)  # (N, S+1)
-        mask = self.key_ok[:, None, None, :]  # (N, 1, 1, S+1): the new token sees every real token
-        x = m.embed(tokens[:, None], self.next_pos[:, None])  # (N, 1, C)
-        for block, cache in zip(m.blocks, self.caches):
-            x = block(x, mask, cache, self.next_pos[:, None])
-        self.next_pos = self.next_pos + 1
-        return m.lm_head(m.ln_f(x[:, -1]))  # (N, V)
-
-
-class _FullRecompute:
-    """The reference: rerun the whole (right-padded) sequence through forward() every step."""
-
-    def __init__(self, model: DecoderOnlyTransformer, prefixes: list[list[int]]):
-        self.model, self.seqs, self.plen = model, [list(p) for p in prefixes], [len(p) for p in prefixes]
-
-    def _last_logits(self) -> torch.Tensor:
-        device = self.model.tok_emb.weight.device
-        T = max(len(s) for s in self.seqs)
-        ids = torch.zeros(len(self.seqs), T, dtype=torch.long, device=device)
-        for i, s in enumerate(self.seqs):
-            ids[i, : len(s)] = torch.tensor(s, device=device)
-        logits = self.model(ids, prefix_len=torch.tensor(self.plen, device=device))  # (N, T, V)
-        last = torch.tensor([len(s) - 1 for s in self.seqs], device=device)
-        return logits[torch.arange(len(self.seqs), device=device), last]  # (N, V)
-
-    def start(self) -> torch.Tensor:
-        return self._last_logits()
-
-    def step(self, index: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        idx, toks = index.tolist(), tokens.tolist()
-        self.seqs = [self.seqs[i] + [t] for i, t in zip(idx, toks)]
-        self.plen = [self.plen[i] for i in idx]
-        return self._last_logits()
-
-
-def _greedy(decoder, budgets: list[int], eos_id: int) -> list[list[int]]:
-    out: list[list[int]] = [[] for _ in budgets]
-    logits = decoder.start()
-    rows = [s for s, n in enumerate(budgets) if n > 0]  # the sentence each row of logits belongs to
-    keep = rows[:]  # row indices into logits (at the start, row i is sentence i)
-    while rows:
-        picked = logits[keep].argmax(dim=-1)  # (N,)
-        next_rows, next_keep = [], []
-        for r, (s, tok) in enumerate(zip(rows, picked.tolist())):
-            if tok == eos_id:
-                continue
-            out[s].append(tok)
-            if len(out[s]) < budgets[s]:
-                next_rows.append(s)
-                next_keep.append(r)
-        if not next_rows:
-            break
-        index = torch.tensor(next_keep, device=logits.device)
-        src = torch.tensor(keep, device=logits.device)[index]  # rows of the decoder state to continue
-        logits = decoder.step(src, picked[index])
-        rows, keep = next_rows, list(range(len(next_rows)))
-    return out
-
-
-def _beam_search(decoder, budgets: list[int], eos_id: int, beams: int, length_penalty: float) -> list[list[int]]:
-    """Beam search per sentence, all sentences batched. Stops a sentence once it has `beams` finished hypotheses."""
-    finished: list[list[tuple[float, list[int]]]] = [[] for _ in budgets]
-    logits = decoder.start()
-    # live hypotheses: (sentence, decoder row, score, tokens); rows of one sentence are contiguous
-    live = [(s, s, 0.0, []) for s, n in enumerate(budgets) if n > 0]
-    while live:
-        logp = F.log_softmax(logits.float(), dim=-1)  # (N, V)
-        V = logp.shape[-1]
-        new_live, src, toks = [], [], []
-        i = 0
-        while i < len(live):
-            s = live[i][0]
-            j = i
-            while j < len(live) and live[j][0] == s:
-                j += 1
-            group = live[i:j]
-            rows = torch.tensor([h[1] for h in group], device=logp.device)
-            scores = torch.tensor([h[2] for h in group], device=logp.device)[:, None] + logp[rows]  # (k, V)
-            top_scores, top_idx = scores.view(-1).topk(min(2 * beams, scores.numel()))
-            kept = []
-            for rank, (sc, ix) in enumerate(zip(top_scores.tolist(), top_idx.tolist())):
-                hyp, tok = group[ix // V], ix % V
-                if tok == eos_id:
-                    if rank < beams:  # an eos below the top `beams` would not have survived the beam
-                        finished[s].append((sc / (len(hyp[3]) + 1) ** length_penalty, hyp[3]))
-                    continue
-                kept.append((hyp, tok, sc))
-                if len(kept) == beams:
-                    break
-            for hyp, tok, sc in kept:
-                tokens = hyp[3] + [tok]
-                if len(tokens) >= budgets[s]:  # out of room: this hypothesis ends here
-                    finished[s].append((sc / len(tokens) ** length_penalty, tokens))
-                elif len(finished[s]) < beams:
-                    new_live.append((s, len(src), sc, tokens))
-                    src.append(hyp[1])
-                    toks.append(tok)
-            if len(finished[s]) >= beams:  # enough finished hypotheses: drop this sentence's live ones
-                new_live = [h for h in new_live if h[0] != s]
-            i = j
-        if not new_live:
-            break
-        # rows were appended in order; drop those whose sentence finished, then renumber
-        keep_rows = [h[1] for h in new_live]
-        index = torch.tensor([src[r] for r in keep_rows], device=logits.device)
-        tokens = torch.tensor([toks[r] for r in keep_rows], device=logits.device)
-        live = [(s, n, sc, t) for n, (s, _, sc, t) in enumerate(new_live)]
-        logits = decoder.step(index, tokens)
-    decoder.finished = [sorted(f, key=lambda h: -h[0]) for f in finished]  # every finished hypothesis, best first
-    return [f[0][1] if f else [] for f in decoder.finished]
+        return decoding.generate(self, prefixes, max_new_tokens, eos_id, beams, use_cache, length_penalty)

@@ -325,7 +325,7 @@ def find_local_tatoeba() -> Path | None:
     return find_local_file("TATOEBA_PATH", "tatoeba-fra-eng/fra.txt")
 
 
-def _fetch(url: str, dest: Path, timeout: float = 60.0) -> None:
+def fetch(url: str, dest: Path, timeout: float = 60.0) -> None:
     """Download ``url`` (http, https or file) to ``dest``. Tests replace this function."""
     request = urllib.request.Request(url, headers={"User-Agent": "transformers-by-building (course notebooks)"})
     with urllib.request.urlopen(request, timeout=timeout) as response, open(dest, "wb") as out:
@@ -358,7 +358,7 @@ def fetch_tatoeba(
     for url in urls:
         part = folder / "fra-eng.zip.part"
         try:
-            _fetch(url, part)
+            fetch(url, part)
             with zipfile.ZipFile(part) as archive:
                 names = [n for n in archive.namelist() if n.rsplit("/", 1)[-1] == "fra.txt"]
                 if not names:

@@ -366,7 +366,7 @@ def fetch_newer_sentences(
     """
     import urllib.error
 
-    from .sources import DownloadError, _fetch, default_cache_dir, load_parallel
+    from .sources import DownloadError, default_cache_dir, fetch, load_parallel
 
     folder = (Path(cache_dir).expanduser() if cache_dir else default_cache_dir()) / "tatoeba-newer-fr-en"
     files = {side: folder / f"tatoeba-test-v2021-08-07.{side}" for side in ("fra", "eng")}
@@ -375,7 +375,7 @@ def fetch_newer_sentences(
         for side, path in files.items():
             if force or not path.is_file():
                 part = path.with_suffix(path.suffix + ".part")
-                _fetch(f"{base_url}.{side}", part)
+                fetch(f"{base_url}.{side}", part)
                 part.replace(path)
     except (OSError, urllib.error.URLError, ValueError) as err:
         raise DownloadError(

@@ -29,7 +29,6 @@ import torch
 from ..runtime import (  # noqa: F401
     TOKENIZER_DIR,
     ConfigMismatchError,
-    _fsync_dir,
     atomic_torch_save,
     atomic_write_text,
     save_tokenizer_once,

@@ -159,7 +159,7 @@ class OutOfMemoryError(RuntimeError):
     """The batch did not fit in memory; the message names the token budget to lower."""
 
 
-def _is_oom(err: BaseException) -> bool:
+def is_out_of_memory(err: BaseException) -> bool:
     oom_types = tuple(
         t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t
     )
@@ -252,7 +252,7 @@ def run_config(model: torch.nn.Module, cfg: TrainConfig, extra: dict | None = No
     return config
 
 
-def _fmt_time(seconds: float | None) -> str:
+def format_duration(seconds: float | None) -> str:
     if seconds is None:
         return "?"
     seconds = int(seconds)
@@ -328,7 +328,7 @@ class TrainingRun:
             if progress:
                 print(
                     f"Resuming from {self.checkpoint} at step {self.step} "
-                    f"({_fmt_time(saved['train_state']['elapsed'])} trained).",
+                    f"({format_duration(saved['train_state']['elapsed'])} trained).",
                     file=sys.stderr,
                 )
         else:
@@ -386,7 +386,7 @@ class TrainingRun:
             leave=True,
             file=sys.stderr,
             # a time budget fills the bar with seconds; its "rate" (1 s/s) would say nothing
-            bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed} of " + _fmt_time(self._bar_total) + "{postfix}"
+            bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed} of " + format_duration(self._bar_total) + "{postfix}"
             if by_time
             else None,
         )
@@ -475,7 +475,7 @@ class TrainingRun:
                 sec_per_step = self.train_seconds / max(1, step - (self.resumed_from or 0))
                 self.bar.set_postfix_str(
                     f"step {step} loss {loss_value:.3f} lr {lr:.2e} {self.tokens / max(self.train_seconds, 1e-9):,.0f} "
-                    f"target tok/s left {_fmt_time(budget.seconds_left(step, sec_per_step))}",
+                    f"target tok/s left {format_duration(budget.seconds_left(step, sec_per_step))}",
                     refresh=False,
                 )
                 self.bar.refresh()
@@ -640,7 +640,7 @@ def train(
                 run.scaler.update()
                 run.optimizer.zero_grad(set_to_none=True)
             except Exception as err:
-                if _is_oom(err):
+                if is_out_of_memory(err):
                     raise run.out_of_memory(ids.shape) from err
                 raise
             run.end_step(batch, loss, lr, time.perf_counter() - t0)
