@@ -559,3 +559,34 @@ def test_synthesizer_scores_come_from_the_query_alone():
     _, wy = blk.attn(hy, return_weights=True)
     assert torch.allclose(wx[:, :, 3:], wy[:, :, 3:]) and not torch.allclose(wx[:, :, 2], wy[:, :, 2])
     assert torch.allclose(wx.sum(-1), torch.ones(1, 4, 8)) and (wx.triu(1) == 0).all()
+
+
+def _branches_and_lines(source: str) -> tuple[int, int]:
+    """Branch points (if, conditional expressions, match, loops, and/or chains) and lines of a function's body,
+    its docstring left out."""
+    import ast
+    import textwrap
+
+    fn = ast.parse(textwrap.dedent(source)).body[0]
+    body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else fn.body
+    kinds = (ast.If, ast.IfExp, ast.Match, ast.For, ast.While, ast.BoolOp, ast.Try)
+    branches = sum(isinstance(node, kinds) for stmt in body for node in ast.walk(stmt))
+    return branches, body[-1].end_lineno - body[0].lineno + 1
+
+
+def test_the_attention_forward_is_short_and_has_at_most_three_branches():
+    """One architecture read top to bottom: notebook 05's variants are modules chosen when the model is built, not
+    branches inside the forward pass (nanoGPT's attention forward: about 15 lines, one if)."""
+    import inspect
+
+    from helpers.nn.model import SelfAttention
+
+    branches, lines = _branches_and_lines(inspect.getsource(SelfAttention.forward))
+    assert branches <= 3 and lines <= 20, f"SelfAttention.forward: {branches} branches, {lines} lines"
+    # the control: the forward pass before the variants became modules (two of its 19 branch points shown)
+    planted = (
+        "def forward(self, x, mask=None):\n    if self.qk_norm:\n        x = x\n"
+        "    if self.positional == 'rotary':\n        x = x\n    y = x if mask is None else x\n"
+        "    return (y, 1) if self.w else y\n"
+    )
+    assert _branches_and_lines(planted) == (4, 6)

@@ -196,11 +196,41 @@ class LayerCache:
         self.v: torch.Tensor | None = None
         self.pos: torch.Tensor | None = None  # (B, S) positions of the cached keys (ALiBi's distances need them)
 
+    def extend(self, k, v, positions, mask):
+        """Append this step's keys, values and positions; return all of them: (B, nh, S, hs) twice and (B, S)."""
+        B, _, T, _ = k.shape
+        pos = torch.arange(T, device=k.device) if positions is None else positions
+        pos = pos.expand(B, T) if pos.dim() == 1 else pos  # (B, T)
+        if self.k is not None:
+            if mask is None:
+                raise ValueError(
+                    "a cached attention step needs an explicit mask (the causal default assumes no cache)."
+                )
+            k, v, pos = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2), torch.cat([self.pos, pos], dim=1)
+        self.k, self.v, self.pos = k, v, pos
+        return k, v, pos
+
     def reorder(self, index: torch.Tensor) -> None:
         # beams and finished sentences change which rows continue
-        self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
-        if self.pos is not None:  # kept for ALiBi only
-            self.pos = self.pos.index_select(0, index)
+        self.k, self.v, self.pos = (t.index_select(0, index) for t in (self.k, self.v, self.pos))
+
+
+def explicit_attention(q, k, v, mask, dropout_p: float = 0.0):
+    """softmax(q k^T / sqrt(hs)) v written out, as in notebook 02: (B, nh, T, hs), and the weights (B, nh, T, S).
+
+    mask: bool (True = may read), or a float mask added to the scores (ALiBi's), or None for causal."""
+    att = variants.scaled_scores(q, k)  # (B, nh, T, S)
+    mask = build_attention_mask(q.size(-2), device=q.device) if mask is None else mask
+    # before the softmax, so each row still sums to 1
+    att = att + mask if mask.is_floating_point() else att.masked_fill(~mask, float("-inf"))
+    weights = F.softmax(att, dim=-1)  # over keys
+    return F.dropout(weights, dropout_p) @ v, weights
+
+
+def fused_attention(q, k, v, mask, dropout_p: float = 0.0):
+    """The same function by F.scaled_dot_product_attention's fused kernels (flash, memory-efficient); no weights.
+    mask None: causal, which lets the kernel skip the masked half."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=mask is None), None
 
 
 class SelfAttention(nn.Module):
@@ -211,60 +241,24 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model)
         self.resid_drop = nn.Dropout(config.dropout)
         self.kernel = config.attention_kernel  # "sdpa" or "explicit": the same function, computed two ways
-        self.positional = config.positional  # "rotary" and "alibi" act in here (notebook 05)
-        self.qk_norm = config.qk_norm  # notebook 05: unit-RMS queries and keys bound every score
-        if self.positional == "alibi":
-            self.register_buffer("slopes", variants.alibi_slopes(config.n_head), persistent=False)
+        self.attend = fused_attention if self.kernel == "sdpa" else explicit_attention
+        # notebook 05's variants, chosen here once: QK-norm and rotary act on q and k, ALiBi on the scores
+        self.rotate = variants.query_key_steps(config)  # no steps in notebook 02's model
+        self.score_bias = variants.score_bias(config)  # the mask as it is, in notebook 02's model
 
     def forward(self, x, mask=None, cache: LayerCache | None = None, positions=None, return_weights: bool = False):
         """mask: bool, broadcastable to (B, nh, T, S); None means causal. positions: (T,) or (B, T), for
-        rotary and ALiBi only (default 0..T-1). Returns (B, T, C) [, weights]."""
+        rotary and ALiBi only (default 0..T-1). Returns (B, T, C) [, weights (B, nh, T, S)]."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        if self.qk_norm:
-            q, k = variants.rms(q), variants.rms(k)
-        if positions is None:
-            positions = torch.arange(T, device=x.device)
-        if self.positional == "rotary":  # rotate before caching: a key's angle is fixed by its own position
-            q, k = variants.rotary(q, positions), variants.rotary(k, positions)
-        alibi = self.positional == "alibi"
-        k_pos = (positions.expand(B, T) if positions.dim() == 1 else positions) if alibi else None  # (B, T)
+        q, k = self.rotate(q, k, positions)  # before caching: a rotated key's angle is fixed by its own position
+        k_pos = positions
         if cache is not None:  # earlier positions' keys and values come from the cache
-            if cache.k is not None:
-                if mask is None:
-                    raise ValueError(
-                        "a cached attention step needs an explicit mask (the causal default assumes no cache)."
-                    )
-                k, v = torch.cat([cache.k, k], dim=2), torch.cat([cache.v, v], dim=2)  # (B, nh, S, hs)
-                if alibi:
-                    k_pos = torch.cat([cache.pos, k_pos], dim=1)  # (B, S): ALiBi's distances need the keys' positions
-            cache.k, cache.v, cache.pos = k, v, k_pos
-        p = self.dropout if self.training else 0.0
-        weights = None
-        bias = None
-        if alibi:  # a distance penalty per head, added to the scores; the mask still applies
-            if mask is None:
-                mask = build_attention_mask(T, device=x.device)
-            bias = variants.alibi_bias(self.slopes, positions, k_pos).to(q.dtype)  # (B, nh, T, S)
-        if self.kernel == "sdpa" and not return_weights:
-            if mask is None:
-                y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-            elif bias is not None:
-                y = F.scaled_dot_product_attention(
-                    q, k, v, attn_mask=bias.masked_fill(~mask, float("-inf")), dropout_p=p
-                )
-            else:
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
-        else:
-            if mask is None:
-                mask = build_attention_mask(T, device=x.device)
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, nh, T, S)
-            if bias is not None:
-                att = att + bias
-            att = att.masked_fill(~mask, float("-inf"))  # before the softmax, so each row still sums to 1
-            weights = F.softmax(att, dim=-1)  # over keys
-            y = F.dropout(weights, p) @ v  # (B, nh, T, hs)
+            k, v, k_pos = cache.extend(k, v, positions, mask)  # (B, nh, S, hs)
+        mask = self.score_bias(mask, positions, k_pos, q)  # ALiBi: its distance penalty joins the mask
+        attend = explicit_attention if return_weights else self.attend  # the weights need the written-out softmax
+        y, weights = attend(q, k, v, mask, self.dropout * self.training)  # (B, nh, T, hs); no dropout in eval
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again, head 0 first
         y = self.resid_drop(self.proj(y))
         return (y, weights) if return_weights else y
@@ -292,9 +286,13 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(config.d_model)
         self.ffn = FeedForward(config)
 
-    def forward(self, x, mask=None, cache: LayerCache | None = None, positions=None):
-        x = x + self.attn(self.ln1(x), mask, cache, positions)
-        return x + self.ffn(self.ln2(x))
+    def forward(self, x, mask=None, cache: LayerCache | None = None, positions=None, return_weights: bool = False):
+        """(B, T, C) [, the attention weights (B, nh, T, S), with return_weights]."""
+        a = self.attn(self.ln1(x), mask, cache, positions, return_weights=return_weights)
+        a, weights = a if return_weights else (a, None)
+        x = x + a
+        x = x + self.ffn(self.ln2(x))
+        return (x, weights) if return_weights else x
 
 
 class DecoderOnlyTransformer(nn.Module):
@@ -416,10 +414,8 @@ class DecoderOnlyTransformer(nn.Module):
         x = self.embed(input_ids, torch.arange(T, device=input_ids.device))
         maps = []
         for block in self.blocks:
-            a, w = block.attn(block.ln1(x), mask, return_weights=True)  # (positions default to 0..T-1)
-            maps.append(w.detach())
-            x = x + a
-            x = x + block.ffn(block.ln2(x))
+            x, weights = block(x, mask, return_weights=True)  # (positions default to 0..T-1)
+            maps.append(weights.detach())
         return maps
 
     # -- generation: helpers.nn.generate --------------------------------------------------------------

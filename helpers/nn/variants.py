@@ -57,6 +57,63 @@ def alibi_bias(slopes: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -
     return -slopes.to(dist.device)[None, :, None, None] * dist[:, None]
 
 
+class QKNorm(nn.Module):
+    """Unit-RMS queries and keys (:func:`rms`): every score bounded by sqrt(hs)."""
+
+    def forward(self, q, k, positions):
+        return rms(q), rms(k)
+
+
+class Rotary(nn.Module):
+    """Queries and keys turned by their positions (:func:`rotary`); positions None: 0..T-1."""
+
+    def forward(self, q, k, positions):
+        positions = torch.arange(q.size(-2), device=q.device) if positions is None else positions
+        return rotary(q, positions), rotary(k, positions)
+
+
+class QueryKeySteps(nn.ModuleList):
+    """What acts on queries and keys before the scores, in order; none in notebook 02's model."""
+
+    def forward(self, q, k, positions):
+        for step in self:
+            q, k = step(q, k, positions)
+        return q, k
+
+
+def query_key_steps(config) -> QueryKeySteps:
+    """QK-norm first (it would undo nothing of a rotation, but keeps the order the runs were made with), then rotary."""
+    return QueryKeySteps([QKNorm()] * config.qk_norm + [Rotary()] * (config.positional == "rotary"))
+
+
+class MaskAsIs(nn.Module):
+    """Notebook 02's scores: no bias, the mask unchanged."""
+
+    def forward(self, mask, q_pos, k_pos, q):
+        return mask
+
+
+class ALiBi(nn.Module):
+    """The mask as an additive float mask carrying ``-slope * |i - j|`` per head (-inf where the mask forbids)."""
+
+    def __init__(self, n_head: int):
+        super().__init__()
+        self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
+
+    def forward(self, mask, q_pos, k_pos, q):
+        T = q.size(-2)
+        q_pos = torch.arange(T, device=q.device) if q_pos is None else q_pos
+        k_pos = q_pos if k_pos is None else k_pos
+        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()[None, None] if mask is None else mask
+        bias = alibi_bias(self.slopes, q_pos, k_pos).to(q.dtype)  # (B or 1, nh, T, S)
+        return bias.masked_fill(~mask, float("-inf"))
+
+
+def score_bias(config) -> nn.Module:
+    """ALiBi for ``positional="alibi"``, else the mask as it is."""
+    return ALiBi(config.n_head) if config.positional == "alibi" else MaskAsIs()
+
+
 # --- the synthesizer ----------------------------------------------------------------------------------
 
 
