@@ -39,9 +39,12 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.nn.attention.attention",
         "helpers.nn.attention.self_attention",
         "helpers.nn.model.SelfAttention.forward",
+        "helpers.nn.model.explicit_attention",
+        "helpers.nn.model.fused_attention",
+        "helpers.nn.variants.scaled_scores",
         "torch.nn.functional.scaled_dot_product_attention",  # the identity as values gives the weights
     ],
-    "2.3": ["helpers.nn.model.SelfAttention.forward"],
+    "2.3": ["helpers.nn.model.SelfAttention.forward", "helpers.nn.model.explicit_attention"],
     "2.4": ["helpers.nn.model.build_attention_mask"],
     "2.5": ["helpers.nn.model.build_attention_mask"],
     "2.6": ["helpers.nn.model.FeedForward.forward"],
