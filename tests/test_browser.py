@@ -47,20 +47,8 @@ CLASSIC_OUTPUT_BUG = (
     "widgetsnbextension 3.6.10's classic bundle cannot create an Output widget (Backbone .extend of an ES2015 class: "
     "'_deserialize_state is not a function'); interact and the text box draw into one. See classic_js366."
 )
-FRONT_END_PARAMS = [
-    "lab",
-    pytest.param("classic", marks=pytest.mark.xfail(strict=True, reason=CLASSIC_OUTPUT_BUG)),
-    # with 3.6.6's front-end files a small notebook's Output widget draws, but the course's interact and text box
-    # still did not appear (no script error) on 2026-11-26: not yet explained, so not yet a result either way
-    pytest.param(
-        "classic_js366",
-        marks=pytest.mark.xfail(
-            strict=False,
-            reason="interact and the text box do not "
-            "appear with widgetsnbextension 3.6.6's files either; cause not found yet (issue 38's note)",
-        ),
-    ),
-]
+FRONT_END_PARAMS = ["lab", pytest.param("classic", marks=pytest.mark.xfail(strict=True, reason=CLASSIC_OUTPUT_BUG)),
+                    "classic_js366"]  # fmt: skip
 CLASSIC_JS366 = "classic-js-3.6.6"  # under ENVS: nbextensions/jupyter-js-widgets/ from widgetsnbextension 3.6.6
 NOTEBOOKS = {"01": "01_attention_math.ipynb", "03": "03_translate_fr_en.ipynb"}
 RUN_ALL_TIMEOUT_S = 900  # notebook 03 trains for a quick-mode budget; 01 takes well under a minute
@@ -159,6 +147,75 @@ def test_the_text_box_translates_a_typed_sentence_once():
     layer.value = 0
     button.click()
     assert seen[2:] == [(SENTENCE, 0)], "a new choice in a drop-down: the button translates again"
+
+
+def test_the_text_box_draws_its_figures_apart_from_another_threads_hooks(monkeypatch):
+    """The cause of the blank attention picture in Lab (ipykernel 7, 2026-11-26): while the box's callback ran, a
+    kernel subshell's thread ran pyplot's post-execute hook (``draw_all`` of every open figure, in interactive mode)
+    into the same Agg buffer the inline backend was turning into a PNG. Here a thread runs that hook in a loop while
+    the box draws: each figure the callback opens is shown once, from its ``plt.show()`` or (left open) when it
+    returns, closed, and its PNG (rendered as the inline backend's formatter does) has ink in every third."""
+    pytest.importorskip("ipywidgets")
+    import io
+    import threading
+
+    import IPython.display
+    import matplotlib
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from PIL import Image
+
+    from helpers.course.plotting import text_box
+
+    def ink_by_third(fig) -> list[float]:
+        buf = io.BytesIO()
+        fig.canvas.print_figure(buf, format="png", bbox_inches="tight")
+        a = np.asarray(Image.open(buf).convert("RGBA")).astype(int)
+        drawn = (a[..., 3] >= 128) & (a[..., :3].min(-1) < 235)
+        return [float(band.mean()) for band in np.array_split(drawn, 3, axis=0)]
+
+    def show(text, calls_show=True):
+        fig, ax = plt.subplots(figsize=(6, 4.8))
+        ax.imshow(np.random.default_rng(len(text)).random((11, 11)), cmap="Blues", vmin=0, aspect="auto")
+        ax.set_title(f"“{text}”")
+        fig.tight_layout()
+        if calls_show:
+            plt.show()
+        return fig
+
+    shown = []
+    monkeypatch.setattr(
+        IPython.display, "display", lambda *objs, **kw: shown.extend((o, ink_by_third(o)) for o in objs)
+    )
+    monkeypatch.setitem(matplotlib.rcParams, "interactive", matplotlib.is_interactive())  # restored after the test
+    plt.close("all")
+    matplotlib.interactive(True)  # as in a kernel with the inline backend
+    stop = threading.Event()
+
+    def hooks():  # pyplot's post-execute hook, as another thread's cells would run it
+        while not stop.is_set():
+            if matplotlib.is_interactive():
+                plt.draw_all()
+            stop.wait(0.001)
+
+    other = threading.Thread(target=hooks, daemon=True)
+    other.start()
+    real_show = plt.show
+    try:
+        box = text_box(show, "Il dort.", live=True, calls_show=[True, False])
+        text, calls_show, button, _ = box.children
+        for i in range(6):
+            calls_show.value = bool(i % 2 == 0)
+            text.value = f"Je suis content, {i}."
+    finally:
+        stop.set()
+        other.join(10)
+    assert matplotlib.is_interactive(), "interactive mode back as it was"
+    assert plt.show is real_show, "plt.show given back"
+    assert len(shown) == 6, f"each drawing shown once, from plt.show() or at the callback's end: {len(shown)} shown"
+    assert not plt.get_fignums(), "every figure closed: no other thread's hook or inline show() reaches it"
+    thin = [(i, [f"{t:.1%}" for t in thirds]) for i, (_, thirds) in enumerate(shown) if min(thirds) < 0.05]
+    assert not thin, f"figures drawn blank or cut off while another thread drew: {thin}"
 
 
 def test_expected_images_counts_each_saved_name_once_per_cell():
@@ -311,8 +368,62 @@ JS = {
                 {silent: false, store_history: false}); })""",
     },
 }
+# the share of an image's pixels that are opaque and not near-white (any channel under 235), in the whole image and in
+# its top, middle and bottom thirds: a heat map covers most of its picture (about 40 %, and 25 % or more in each third,
+# for notebook 03's quick model); a blank one (white or transparent), or a title alone, stays under 1 %, and a picture
+# whose drawing was cut off (the heat map's first rows, then white: Lab, 2026-11-26) has nothing in its lower thirds
+INK_JS = """img => { const c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
+    const g = c.getContext('2d'); g.drawImage(img, 0, 0); const d = g.getImageData(0, 0, c.width, c.height).data;
+    const bands = [0, 0, 0], rows = [0, 0, 0];
+    for (let y = 0; y < c.height; y++) { const b = Math.min(2, Math.floor(3 * y / c.height)); rows[b]++;
+        for (let x = 0; x < c.width; x++) { const i = 4 * (y * c.width + x);
+            if (d[i + 3] >= 128 && (d[i] < 235 || d[i + 1] < 235 || d[i + 2] < 235)) bands[b]++; } }
+    return [(bands[0] + bands[1] + bands[2]) / (c.width * c.height), ...bands.map((n, b) => n / (rows[b] * c.width))]; }"""
+MIN_INK, MIN_INK_THIRD = 0.05, 0.01
 SLIDER_HANDLE = {"lab": ".widget-slider .noUi-handle", "classic": ".widget-slider .ui-slider-handle"}
-SLIDER_HANDLE["classic_js366"] = SLIDER_HANDLE["classic"]
+OUTPUT_WIDGET = {"lab": ".widget-output", "classic": ".jupyter-widgets-output-area"}  # ipywidgets 8's class, 7's class
+for table in (SLIDER_HANDLE, OUTPUT_WIDGET):
+    table["classic_js366"] = table["classic"]
+
+# Classic Notebook's widget manager (widgetsnbextension 3.x) starts by asking the kernel which widgets exist: a
+# "jupyter.widget.control" comm (ipywidgets 7.7.1's kernel has none and closes it), then a comm_info_request. Both go
+# down the kernel's shell channel, behind any cell already queued. When that reply comes, the manager re-draws every
+# cell holding a widget view, and a view re-drawn that way comes back hidden (removing the old view blanks the
+# output's model_id, and an empty model_id is drawn as display:none). Run all cells before the reply came, and the
+# reply comes after the last cell: every slider and text box of the run disappears, with no error. A reader clicks
+# "Run all" seconds after the page opens, not milliseconds; the test waits for the manager's start-up the same way.
+# This script, added before the page's own, counts the start-up's messages on the kernel's WebSocket.
+WIDGET_STARTUP_JS = """(() => {
+  const s = window.__widgetStartup = {control: {}, controlOpened: 0, controlClosed: 0, controlAnswered: 0,
+                                      infoSent: 0, infoReplied: 0};
+  const Native = window.WebSocket;
+  const read = data => { try { return typeof data === 'string' ? JSON.parse(data) : null; } catch (e) { return null; } };
+  window.WebSocket = function (url, protocols) {
+    const ws = protocols === undefined ? new Native(url) : new Native(url, protocols);
+    const send = ws.send.bind(ws);
+    ws.send = data => { const m = read(data), t = m && m.header && m.header.msg_type;
+      if (t === 'comm_open' && m.content.target_name === 'jupyter.widget.control') {
+        s.control[m.content.comm_id] = true; s.controlOpened++; }
+      if (t === 'comm_info_request') s.infoSent++;
+      return send(data); };
+    ws.addEventListener('message', e => { const m = read(e.data), t = m && m.header && m.header.msg_type;
+      if (t === 'comm_info_reply') s.infoReplied++;
+      if (t && s.control[(m.content || {}).comm_id]) {
+        delete s.control[m.content.comm_id];
+        if (t === 'comm_close') s.controlClosed++; else s.controlAnswered++; } });
+    return ws; };
+  window.WebSocket.prototype = Native.prototype;
+  Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+})()"""
+# settled: the manager exists, its control comm was answered, or closed and the comm_info asked after it replied
+WIDGET_STARTUP_DONE = """() => { const s = window.__widgetStartup, k = Jupyter.notebook && Jupyter.notebook.kernel;
+    return !!(s && k && k.widget_manager && s.controlOpened > 0 && !Object.keys(s.control).length
+              && (s.controlAnswered > 0 || (s.controlClosed > 0 && s.infoSent > 0 && s.infoReplied >= s.infoSent))); }"""
+# then one more comm_info round trip through the page's own kernel queue: its reply is handled after the manager's,
+# and so after the manager's re-drawing, which runs as soon as its reply is handled
+WIDGET_STARTUP_FLUSH = (
+    """() => new Promise(resolve => Jupyter.notebook.kernel.comm_info('jupyter.widget', () => resolve(true)))"""
+)
 
 
 class Page:
@@ -323,14 +434,27 @@ class Page:
         self.js = JS["lab" if self.front == "lab" else "classic"]
         self.shots = SHOTS / self.front
         self.shots.mkdir(parents=True, exist_ok=True)
+        for stale in self.shots.glob(f"{key}_*.png"):  # an earlier run's shots (an error, a figure) would mislead
+            stale.unlink()
         self.page = browser.new_page()
         self.script_errors: list[str] = []
         self.page.on("pageerror", lambda e: self.script_errors.append(f"pageerror: {e}"))
         self.page.on("console", lambda m: m.type == "error" and self.script_errors.append(f"console: {m.text}"))
         name = NOTEBOOKS[key]
         url = f"{served['base']}/lab/tree/{name}" if self.front == "lab" else f"{served['base']}/notebooks/{name}"
+        if self.front != "lab":
+            self.page.add_init_script(WIDGET_STARTUP_JS)
         self.page.goto(url)
         self.page.wait_for_function(self.js["ready"], timeout=120_000, polling=500)
+        if self.front != "lab":
+            try:
+                self.page.wait_for_function(WIDGET_STARTUP_DONE, timeout=60_000, polling=100)
+            except Exception as err:
+                raise AssertionError(
+                    f"{self.front}: the widget manager's start-up (control comm, then comm_info) did not finish in 60 s: "
+                    f"{self.page.evaluate('() => JSON.stringify(window.__widgetStartup)')}"
+                ) from err
+            self.page.evaluate(WIDGET_STARTUP_FLUSH)
         nb = json.loads((served["work"] / name).read_text())
         self.sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
 
@@ -443,7 +567,7 @@ def test_notebook03_figures_once_and_the_text_box_translates(served, browser):
     text.scroll_into_view_if_needed()
     text.fill(SENTENCE)
     cell.locator("button", has_text="Translate").click()
-    out = cell.locator(".widget-output").first
+    out = cell.locator(OUTPUT_WIDGET[p.front]).first
     deadline = time.monotonic() + 120
     seen = []
     while True:
@@ -464,6 +588,14 @@ def test_notebook03_figures_once_and_the_text_box_translates(served, browser):
     picture.scroll_into_view_if_needed()
     p.page.wait_for_function(
         "img => img.complete && img.naturalWidth > 100", arg=picture.element_handle(), timeout=30_000
+    )
+    # a picture that loaded is not yet a picture: a blank PNG of the right size loads too (it did, in Lab, 2026-11-26)
+    ink, *thirds = picture.evaluate(INK_JS)
+    print(f"attention picture: {ink:.1%} drawn; top, middle, bottom thirds: {', '.join(f'{t:.1%}' for t in thirds)}")
+    assert ink > MIN_INK and min(thirds) > MIN_INK_THIRD, (
+        f"{p.front}: the attention picture under the box is blank or cut off ({ink:.1%} of its pixels drawn, over "
+        f"{MIN_INK:.0%} expected; top, middle, bottom thirds {[f'{t:.1%}' for t in thirds]}, each over "
+        f"{MIN_INK_THIRD:.0%} expected): the PNG the kernel sent has no heat map, or only its first rows"
     )
     shown = out.inner_text()
     print("text box polls (s, text, images):", seen[:3], "...", seen[-3:])

@@ -169,7 +169,7 @@ def text_box(show: Callable, default: str, *, live: bool | None = None, descript
         shown[:] = [(text.value, tuple(chosen.items()))]
         out.clear_output(wait=True)
         with out:
-            show(text.value, **chosen)
+            _figures_drawn_apart(show, text.value, **chosen)
 
     def click(_=None):
         # Typing then pressing the button changes the value first (the box loses focus), which already ran it:
@@ -185,6 +185,46 @@ def text_box(show: Callable, default: str, *, live: bool | None = None, descript
 
         display(box)
     return box
+
+
+def _figures_drawn_apart(show: Callable, *args, **kwargs):
+    """Call ``show(*args, **kwargs)`` from a widget's callback and display each pyplot figure it opens once, drawn
+    on a canvas of its own after leaving pyplot's list: at its ``plt.show()``, or when it returns (a figure left
+    open would otherwise come out under the next cell run).
+
+    Why not the inline backend's own ``plt.show()``: a callback runs between cells, and with ipykernel 7 another
+    thread can run code meanwhile (JupyterLab 4.6's page had a kernel subshell). The code it runs ends with IPython's
+    post-execute hooks, pyplot's ``draw_all`` among them, which draws every open figure into that figure's one
+    shared Agg buffer. A figure drawn there while the inline backend turns it into a PNG came out blank or cut off
+    (issue 38, notebook 03's attention picture). So, while ``show`` runs, pyplot is not interactive (no new figure is
+    queued for another thread's hooks), and each figure is closed before it is drawn, on a fresh canvas."""
+    import threading
+
+    import matplotlib
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    before, owner, real_show = set(plt.get_fignums()), threading.get_ident(), plt.show
+
+    def flush():
+        for fig in [plt.figure(n) for n in plt.get_fignums() if n not in before]:
+            plt.close(fig)  # out of pyplot's list: no other thread's draw_all or inline show() reaches it any more
+            FigureCanvasAgg(fig)  # a buffer of its own: what another thread drew into the old one cannot leak in
+            display(fig)
+
+    def show_here(*a, **kw):
+        return flush() if threading.get_ident() == owner else real_show(*a, **kw)
+
+    was_interactive = matplotlib.is_interactive()
+    matplotlib.interactive(False)
+    plt.show = show_here
+    try:
+        return show(*args, **kwargs)
+    finally:
+        plt.show = real_show
+        matplotlib.interactive(was_interactive)
+        flush()
 
 
 def save_then_explore(plot: Callable, name: str, *, caption: str = "", question: str = "", **sliders):
