@@ -330,7 +330,7 @@ def test_the_brute_force_check_catches_cache_rows_that_do_not_follow_their_hypot
 
     def gather_in_row_order(self, index):
         index = index.sort().values
-        self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+        self.k, self.v, self.pos = (t.index_select(0, index) for t in (self.k, self.v, self.pos))
 
     monkeypatch.setattr(M.LayerCache, "reorder", gather_in_row_order)
     assert len(set(decode_every_way(lm, beams=1).values())) == 1  # greedy never permutes rows: it cannot tell
