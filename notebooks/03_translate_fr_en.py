@@ -56,13 +56,11 @@
 # **What to expect.** Three scores, the honest one first. The **newer sentences** were typed into Tatoeba after
 # the training file was made, and none of them is in it: the closest thing to what a user types (section 6 says
 # where they come from). Our **new-sentence** set is held out of the training file to look like them (rarer
-# words, longer sentences; section 1 says how); the **in-distribution** set is a random split of the file. Measured
-# so far (issue 28), the `cpu` preset after 15 minutes on two CPU cores with bf16 instructions: BLEU 29.9 on newer
-# sentences, 43.8 on our new-sentence split and 53.9 in-distribution, against 11.6 for a word-by-word dictionary;
-# Question 3.6 asks what makes the three differ. On a T4 the figures are not yet
-# measured (an H100 running the T4's fp16 code path reached 53.4 in-distribution and 43.4 on our new-sentence
-# split in 5 minutes, before issue 28's levers). Quick mode's numbers are on synthetic
-# sentences from a model of 31,000 parameters: they say only that the code learns.
+# words, longer sentences; section 1 says how); the **in-distribution** set is a random split of the file. Section 6
+# prints your run's three scores beside a word-by-word dictionary's, and `benchmarks/RESULTS.md` records what the
+# `cpu` preset scored after 15 minutes on two CPU cores (a T4's figures are not yet measured there); Question 3.6
+# asks what makes the three differ. Quick mode's numbers are on synthetic sentences from a model of 31,000
+# parameters: they say only that the code learns.
 #
 # **The same pipeline from a terminal.** `python -m helpers train --data fra.txt --minutes 45 --preset t4
 # --out runs/fr-en` runs the data steps of section 1 in one call (`helpers.text.data.prepare_data`) and the
@@ -183,19 +181,15 @@ import numpy as np
 from sacrebleu.metrics import CHRF
 
 from helpers import pipeline
+from helpers.course import checks
 from helpers.course.plotting import in_live_kernel, save_figure
-from helpers.evaluation import evaluate as E
+from helpers.evaluation import evaluate
 from helpers.nn.model import DecoderOnlyTransformer, LayerCache, build_attention_mask, num_parameters
-from helpers.text import corpus
-from helpers.text import data as D
-from helpers.text import sources as S
-from helpers.text import testsets as TS
-from helpers.text import tokens as TK
-from helpers.training import checkpoint as ckpt
-from helpers.training import config as C
-from helpers.training import train as T
+from helpers.text import corpus, data, testsets, tokens
+from helpers.text import sources as text_sources  # `sources` is the French of the test set, below
+from helpers.training import checkpoint, config, train
 
-cfg = C.preset_config(PRESET, minutes=TRAIN_MINUTES, steps=TRAIN_STEPS, seed=SEED)
+cfg = config.preset_config(PRESET, minutes=TRAIN_MINUTES, steps=TRAIN_STEPS, seed=SEED)
 runtime.set_seed(SEED)
 # added to every sentence that compares this run's numbers, in quick mode
 QUICK_NOTE = (
@@ -221,7 +215,9 @@ else:
     RUN_DIR = (DRIVE or runtime.repo_root() or Path.cwd()) / "runs" / f"03_scratch-{PRESET}"
 RUN_DIR.mkdir(parents=True, exist_ok=True)
 print(
-    "run folder:", RUN_DIR, "(holds a checkpoint: this run resumes)" if ckpt.find_checkpoint(RUN_DIR) else "(new run)"
+    "run folder:",
+    RUN_DIR,
+    "(holds a checkpoint: this run resumes)" if checkpoint.find_checkpoint(RUN_DIR) else "(new run)",
 )
 
 # %% [markdown]
@@ -255,8 +251,8 @@ if QUICK:
     DATA = "builtin"
     print(corpus.describe_corpus(), "\n")
 else:
-    DATA = str(S.find_local_tatoeba() or S.fetch_tatoeba(cache_dir=DRIVE))
-pairs, load_report = S.load_path(DATA, limit=DATA_LIMIT, seed=SEED)
+    DATA = str(text_sources.find_local_tatoeba() or text_sources.fetch_tatoeba(cache_dir=DRIVE))
+pairs, load_report = text_sources.load_path(DATA, limit=DATA_LIMIT, seed=SEED)
 print(load_report, "\n")
 for fr, en in pairs[:3]:
     print(f"{fr!r:>45} → {en!r}")
@@ -271,7 +267,7 @@ for fr, en in pairs[:3]:
 # does not exist yet.
 
 # %%
-pairs, clean_report = D.clean_pairs(pairs)
+pairs, clean_report = data.clean_pairs(pairs)
 print(clean_report)
 
 # %% [markdown]
@@ -302,7 +298,7 @@ print(clean_report)
 # score first, since it is the one a user meets; the in-distribution one is beside it.
 
 # %%
-splits = D.split_pairs(pairs, seed=SEED)
+splits = data.split_pairs(pairs, seed=SEED)
 print(splits.report)
 
 # %% [markdown]
@@ -426,8 +422,8 @@ print(f"✓ split_pairs put each of your {len(groups):,} groups whole into one s
 # another vocabulary size is refused. This is what `prepare_data` does.
 
 # %%
-tok = D.tokenizer_for(splits.train, cfg, RUN_DIR, seed=SEED)  # TK.Tokenizer.train the first time, else reloaded
-print(tok, "in", RUN_DIR / ckpt.TOKENIZER_DIR)
+tok = data.tokenizer_for(splits.train, cfg, RUN_DIR, seed=SEED)  # tokens.Tokenizer.train the first time, else reloaded
+print(tok, "in", RUN_DIR / checkpoint.TOKENIZER_DIR)
 
 # %% [markdown]
 # **Did the new-sentence set come out as designed?** `helpers.text.testsets.WordTable` lists the French words of
@@ -438,10 +434,11 @@ print(tok, "in", RUN_DIR / ckpt.TOKENIZER_DIR)
 # cut silently: what does not fit is counted here and in every evaluation.
 
 # %%
-words = TS.WordTable.from_pairs(splits.train)  # prepare_data saves it in the run folder as train_words.tsv
+words = testsets.WordTable.from_pairs(splits.train)  # prepare_data saves it in the run folder as train_words.tsv
 test_sets = {"new": splits.new, "test": splits.test}
 test_set_stats = {
-    name: TS.describe_test_set(p, words, tok, TK.max_source_tokens(cfg.max_len)) for name, p in test_sets.items()
+    name: testsets.describe_test_set(p, words, tok, tokens.max_source_tokens(cfg.max_len))
+    for name, p in test_sets.items()
 }
 print(f"{len(words):,} French words in the training pairs")
 print(f"{'':>5} {'pairs':>7} {'median words':>13} {'> 15 words':>11} {'unseen word':>12} {'too long':>9}")
@@ -469,7 +466,7 @@ for text in EXAMPLE:
 
 # %%
 typed = "Tu l\u2019as vu\u202f?"  # curly apostrophe (U+2019), narrow no-break space (U+202F)
-plain = TK.normalise_text(typed)
+plain = tokens.normalise_text(typed)
 print(f"typed {typed!r} → normalised {plain!r}")
 print("sentencepiece alone:", tok.sp.encode(typed, out_type=str))
 print("tok.encode:         ", [tok.id_to_piece(i) for i in tok.encode(typed)])
@@ -484,8 +481,8 @@ print("✓ the same ids as the normalised sentence")
 # set is capped at `cfg.valid_sentences` pairs, so that a validation pass takes seconds.
 
 # %%
-train_examples, encode_train = TK.encode_pairs(tok, splits.train, cfg.max_len)
-valid_examples, encode_valid = TK.encode_pairs(tok, splits.valid[: cfg.valid_sentences], cfg.max_len)
+train_examples, encode_train = tokens.encode_pairs(tok, splits.train, cfg.max_len)
+valid_examples, encode_valid = tokens.encode_pairs(tok, splits.valid[: cfg.valid_sentences], cfg.max_len)
 print("training:", encode_train, "\nvalidation:", encode_valid, sep="\n")
 
 # %% [markdown]
@@ -496,7 +493,7 @@ print("training:", encode_train, "\nvalidation:", encode_valid, sep="\n")
 # `max_len` is small, so there a large share of the pairs is too long: the tiny model trains on the shorter ones.
 
 # %%
-test_len = TK.pair_lengths(splits.test, tok)  # tokens per side
+test_len = tokens.pair_lengths(splits.test, tok)  # tokens per side
 whole = test_len["fr"] + test_len["en"] + 3  # <bos>, <sep>, <eos>
 fig, ax = plt.subplots(figsize=(6.5, 3.2))
 bins = np.arange(0, whole.max() + 2)
@@ -561,8 +558,8 @@ print(f"✓ none of the {len(splits.test):,} test pairs appears in training")
 # or padding. The first scored position is `<sep>`, which must produce the first English piece.
 
 # %%
-example = TK.make_example(tok, *EXAMPLE, max_len=cfg.max_len)
-one = TK.collate([example])
+example = tokens.make_example(tok, *EXAMPLE, max_len=cfg.max_len)
+one = tokens.collate([example])
 pieces = [tok.id_to_piece(i) for i in example.input_ids]
 print(f"prefix_len = {example.prefix_len} (<bos>, {example.prefix_len - 2} French pieces, <sep>)\n")
 print(f"{'pos':>3}  {'piece':<12}{'id':>5}  {'part':<7} label (the next token)")
@@ -638,11 +635,11 @@ plt.show()
 # the same way, without shuffling. Compare with batches drawn in random order:
 
 # %%
-train_batcher = TK.BucketBatcher(train_examples, max_tokens=cfg.max_tokens, shuffle=True, seed=SEED)
+train_batcher = tokens.BucketBatcher(train_examples, max_tokens=cfg.max_tokens, shuffle=True, seed=SEED)
 valid_batches = (
-    list(TK.BucketBatcher(valid_examples, max_tokens=cfg.max_tokens, shuffle=False)) if valid_examples else []
+    list(tokens.BucketBatcher(valid_examples, max_tokens=cfg.max_tokens, shuffle=False)) if valid_examples else []
 )
-shuffled = TK.BucketBatcher(train_examples, max_tokens=cfg.max_tokens, seed=SEED, bucket=False)
+shuffled = tokens.BucketBatcher(train_examples, max_tokens=cfg.max_tokens, seed=SEED, bucket=False)
 for name, s in (("bucketed by length", train_batcher.stats()), ("random order", shuffled.stats())):
     print(
         f"{name:>19}: {s['batches']:>6,} batches, {s['mean_batch_size']:6.1f} sentences each, "
@@ -671,7 +668,7 @@ print(f"validation: {len(valid_batches)} batches of {len(valid_examples):,} pair
 
 
 # %%
-def batch_tensors(examples, pad_id=TK.PAD_ID):
+def batch_tensors(examples, pad_id=tokens.PAD_ID):
     """input_ids (B, T), labels (B, T), prefix_len (B,) and attention (B, T, T) for `examples` (see above)."""
     # BEGIN SOLUTION
     B, T = len(examples), max(len(e.input_ids) for e in examples)
@@ -699,9 +696,9 @@ def batch_tensors(examples, pad_id=TK.PAD_ID):
 
 
 # %% tags=["check"]
-def check_batch_tensors(batch_fn, examples=train_examples, pad_id=TK.PAD_ID):
+def check_batch_tensors(batch_fn, examples=train_examples, pad_id=tokens.PAD_ID):
     rows = [[1, 10, 11, 2, 20, 21, 3], [1, 12, 2, 22, 3], [1, 13, 2, 23, 24, 3]]  # <bos>=1 ... <sep>=2 ... <eos>=3
-    hand = [TK.Example(r, r.index(2) + 1) for r in rows]
+    hand = [tokens.Example(r, r.index(2) + 1) for r in rows]
     got = batch_fn(hand, pad_id=pad_id)
     assert set(got) >= {"input_ids", "labels", "prefix_len", "attention"}, f"missing keys: got {sorted(got)}"
     ids, labels, plen, att = (got[k] for k in ("input_ids", "labels", "prefix_len", "attention"))
@@ -730,7 +727,7 @@ def check_batch_tensors(batch_fn, examples=train_examples, pad_id=TK.PAD_ID):
                 )
     # real examples of different lengths, as a bucketed batch holds them
     real = sorted(examples[:64], key=lambda e: len(e.input_ids))[::8]
-    got, package = batch_fn(real, pad_id=pad_id), TK.collate(real, pad_id)
+    got, package = batch_fn(real, pad_id=pad_id), tokens.collate(real, pad_id)
     for key in ("input_ids", "labels", "prefix_len"):
         assert torch.equal(got[key], getattr(package, key)), f"{key} differs from the batcher's on real examples"
     lengths = torch.tensor([len(e.input_ids) for e in real])
@@ -754,7 +751,7 @@ for ex in train_examples:
 middle = sorted(by_length)[len(by_length) // 2 - 1 :][:3]  # three neighbouring lengths
 small_batch = batch_tensors([by_length[n] for n in middle])
 print({k: tuple(v.shape) for k, v in small_batch.items()})
-print(f"padding: {int((small_batch['input_ids'] == TK.PAD_ID).sum())} of {small_batch['input_ids'].numel()} ids")
+print(f"padding: {int((small_batch['input_ids'] == tokens.PAD_ID).sum())} of {small_batch['input_ids'].numel()} ids")
 print(f"labelled positions: {int((small_batch['labels'] != -100).sum())}")
 P0, mask0 = int(small_batch["prefix_len"][0]), small_batch["attention"][0]
 for i, row in enumerate(mask0.tolist()):
@@ -815,8 +812,8 @@ reports = {
     "encode_valid": encode_valid,
     "test_sets": test_set_stats,
 }
-DATA_INFO = D.data_info(DATA, splits, tok, cfg, limit=DATA_LIMIT)  # what prepare_data returns as `info`
-print(D.format_data_summary(D.data_summary(reports)))
+DATA_INFO = data.data_info(DATA, splits, tok, cfg, limit=DATA_LIMIT)  # what prepare_data returns as `info`
+print(data.format_data_summary(data.data_summary(reports)))
 
 # %% [markdown]
 # ## 2. The model
@@ -829,8 +826,8 @@ print(D.format_data_summary(D.data_summary(reports)))
 # %% [markdown]
 # ### How big a model for your budget?
 #
-# Machines differ: the same 15 minutes trained the width-256 model at about 1,850 target tokens per second on a
-# two-core CPU without bf16 instructions and at about 8,100 on one with them (issue 14 of this course). Question
+# Machines differ: a two-core CPU with bf16 instructions trains the same model several times faster than one
+# without them (`benchmarks/RESULTS.md` has the measured rates); the cells below measure yours. Question
 # 3.2 below asks which size wins in a fixed time on *your* machine, and why.
 #
 # Three sizes are each trained from scratch for the same short time, with the same data, seed and schedule
@@ -1069,7 +1066,7 @@ print(
 # plotted after training, in section 4.
 #
 # **What the full-mode presets use instead.** The `cpu` and `t4` presets replace two of these pieces by what
-# won on newer Tatoeba sentences (`benchmarks/RESULTS.md`, issue 28; notebook 05, section 9): **Muon** for the
+# won on newer Tatoeba sentences (`benchmarks/RESULTS.md`; notebook 05, section 9): **Muon** for the
 # blocks' weight matrices (AdamW keeps the embeddings, norms and biases), and **warm-up, stable, decay**: the
 # peak rate until the last 45 % of the run, then a straight line down. They also won with a squared ReLU in the
 # feed-forward (ReLU², notebook 05: the helpers' model has the switch; notebook 02 built GELU) and 8,000 vocabulary
@@ -1099,7 +1096,7 @@ margins_seen = {}
 for margin in (2, 5, 10, 20):  # the right token's logit is `margin` above every other one
     logits = torch.zeros(1, 1, tok.vocab_size)
     logits[0, 0, 7] = margin
-    plain, smooth = (T.loss_fn(logits, torch.tensor([[7]]), eps).item() for eps in (0.0, cfg.label_smoothing))
+    plain, smooth = (train.loss_fn(logits, torch.tensor([[7]]), eps).item() for eps in (0.0, cfg.label_smoothing))
     margins_seen[margin] = (plain, smooth)
     print(
         f"margin {margin:>2}: p(right) = {torch.softmax(logits[0, 0], -1)[7]:.4f}  loss {plain:.4f}  smoothed {smooth:.4f}"
@@ -1117,7 +1114,7 @@ print(
 # **Question 3.3 (2 points).** With label smoothing ε over a vocabulary of V pieces, at which probability of the right
 # token is the smoothed loss lowest, and at which margin (the right token's logit above all the others, the
 # others being equal)? Derive both in terms of ε and V, then check your margin numerically for this run's ε
-# and V with `T.loss_fn` in the cell below.
+# and V with `train.loss_fn` in the cell below.
 
 # %% [markdown] tags=["your-answer"]
 # **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
@@ -1128,7 +1125,7 @@ grid = torch.linspace(0, 25, 501)
 grid_logits = torch.zeros(len(grid), 1, tok.vocab_size)
 grid_logits[:, 0, 7] = grid
 grid_loss = [
-    T.loss_fn(grid_logits[k : k + 1], torch.tensor([[7]]), cfg.label_smoothing).item() for k in range(len(grid))
+    train.loss_fn(grid_logits[k : k + 1], torch.tensor([[7]]), cfg.label_smoothing).item() for k in range(len(grid))
 ]
 best = int(np.argmin(grid_loss))
 print(
@@ -1185,7 +1182,7 @@ print(f"p* = {1 - eps + eps / V:.4f}, m* = log(1 + V(1 - ε)/ε) = {math.log(1 +
 # %%
 PRECISION = runtime.resolve_precision(DEVICE, cfg.precision)
 print(
-    f"On {DEVICE}: precision {PRECISION}; gradient scaler {'on' if T.make_scaler(DEVICE, PRECISION).is_enabled() else 'off (not needed)'}"
+    f"On {DEVICE}: precision {PRECISION}; gradient scaler {'on' if train.make_scaler(DEVICE, PRECISION).is_enabled() else 'off (not needed)'}"
 )
 
 # %% [markdown]
@@ -1196,7 +1193,7 @@ print(
 # ## 4. The training loop
 #
 # The loop below is the whole of training, in the style of nanoGPT: the step is written out, and
-# everything around it is one object, `T.TrainingRun`. It is the loop `python -m helpers train` runs
+# everything around it is one object, `train.TrainingRun`. It is the loop `python -m helpers train` runs
 # (`helpers.training.train.train` holds the same lines), so from the same seed both end with the same weights
 # (`tests/test_notebook03.py` checks that), and a run started here can be finished from the command line.
 #
@@ -1229,8 +1226,8 @@ print(
 # when the scaler must be able to skip an update. On a CPU in fp32 the scaler is switched off and any order
 # trains; on a T4 in fp16 only one does, so the check below switches a scaler on.
 #
-# *Pieces you will need:* `T.autocast_context(run.device, run.precision)`, `model(ids, plen)`,
-# `T.loss_fn(logits, labels, cfg.label_smoothing)`, `run.scaler.scale(...)`, `.backward()`,
+# *Pieces you will need:* `train.autocast_context(run.device, run.precision)`, `model(ids, plen)`,
+# `train.loss_fn(logits, labels, cfg.label_smoothing)`, `run.scaler.scale(...)`, `.backward()`,
 # `run.scaler.unscale_(run.optimizer)`, `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` (it returns
 # the norm it measured), `run.check_finite(loss, grad_norm)`, `run.scaler.step(run.optimizer)`,
 # `run.scaler.update()`, `run.optimizer.zero_grad(set_to_none=True)`.
@@ -1238,7 +1235,8 @@ print(
 
 # %%
 def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
-    run = T.TrainingRun(model, batcher, valid_batches, cfg, out_dir, **run_options)  # resumes from out_dir's checkpoint
+    # resumes from out_dir's checkpoint
+    run = train.TrainingRun(model, batcher, valid_batches, cfg, out_dir, **run_options)
     while not run.done():
         t0 = time.perf_counter()
         batch = run.next_batch()  # resumes mid-epoch after a disconnect
@@ -1247,9 +1245,9 @@ def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
             t.to(run.device, non_blocking=True) for t in (batch.input_ids, batch.labels, batch.prefix_len)
         )
         # BEGIN SOLUTION
-        with T.autocast_context(run.device, run.precision):  # fp16 on a T4, bf16 where native, fp32 on CPU
+        with train.autocast_context(run.device, run.precision):  # fp16 on a T4, bf16 where native, fp32 on CPU
             logits = model(ids, plen)  # (B, T, vocab)
-        loss = T.loss_fn(logits, labels, cfg.label_smoothing)  # English tokens and <eos> only, in fp32
+        loss = train.loss_fn(logits, labels, cfg.label_smoothing)  # English tokens and <eos> only, in fp32
         run.scaler.scale(loss).backward()  # fp16: scaled up so small gradients survive
         run.scaler.unscale_(run.optimizer)  # true gradients again, before clipping
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -1264,141 +1262,24 @@ def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
 
 # %% [markdown]
 # The check runs six steps of your `train_loop` and six of `helpers.training.train.train`, from the same seed on the
-# same batches, on the CPU in fp32, each with an **enabled** gradient scaler: `RecordingScaler` below stands in
-# for `torch.amp.GradScaler`. Like it, it multiplies the loss by its scale (1,024), divides the gradients by it
-# in `unscale_`, skips the update if a gradient is inf or NaN and then halves its scale; unlike it, it records
-# every call, the loss and the gradient norm that `unscale_` and the update see. At the third step it makes
-# the scaled loss overflow, as fp16 does now and then. Your run must match the package's call for call and
-# step for step (losses and gradient norms equal to a relative 1e-5), skip the overflowing step, and end with
-# the same weights up to float rounding (`torch.testing.assert_close` with a relative tolerance of 1e-4 and an
-# absolute one of 1e-6).
+# same batches, on the CPU in fp32, each with an **enabled** gradient scaler: `RecordingScaler` (in
+# `helpers.course.checks`, which holds the check) stands in for `torch.amp.GradScaler`. Like it, it multiplies the
+# loss by its scale (1,024), divides the gradients by it in `unscale_`, skips the update if a gradient is inf or NaN
+# and then halves its scale; unlike it, it records every call, the loss and the gradient norm that `unscale_` and the
+# update see. At the third step it makes the scaled loss overflow, as fp16 does now and then. Your run must match the
+# package's call for call and step for step (losses and gradient norms equal to a relative 1e-5), skip the overflowing
+# step, and end with the same weights up to float rounding (`torch.testing.assert_close` with a relative tolerance of
+# 1e-4 and an absolute one of 1e-6).
 
 
 # %% tags=["check"]
-class RecordingScaler:
-    """A stand-in for an enabled torch.amp.GradScaler that records what the training step asks of it."""
-
-    def __init__(self, scale=2.0**10, overflow_at=3):
-        self.factor, self.overflow_at, self.found_inf = scale, overflow_at, False
-        self.calls, self.losses, self.norm_at_unscale, self.norm_at_step = [], [], [], []
-
-    def is_enabled(self):
-        return True
-
-    def get_scale(self):
-        return self.factor
-
-    def state_dict(self):
-        return {"scale": self.factor}
-
-    def load_state_dict(self, state):
-        self.factor = state["scale"]
-
-    @staticmethod
-    def _grads(optimizer):
-        return [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-
-    def _norm(self, optimizer):
-        grads = self._grads(optimizer)
-        return float(torch.linalg.vector_norm(torch.stack([g.float().norm() for g in grads]))) if grads else 0.0
-
-    def scale(self, loss):
-        self.calls.append("scale")
-        self.losses.append(float(loss.detach()))
-        overflow = sum(c == "scale" for c in self.calls) == self.overflow_at
-        return loss * (float("inf") if overflow else self.factor)  # inf: what an fp16 overflow leaves behind
-
-    def unscale_(self, optimizer):
-        self.calls.append("unscale_")
-        self.norm_at_unscale.append(self._norm(optimizer))
-        for g in self._grads(optimizer):
-            g.div_(self.factor)
-        self.found_inf = not all(bool(torch.isfinite(g).all()) for g in self._grads(optimizer))
-
-    def step(self, optimizer):
-        self.calls.append("step")
-        self.norm_at_step.append(self._norm(optimizer))
-        if not self.found_inf:  # an overflowed step is skipped: the weights stay as they are
-            optimizer.step()
-
-    def update(self):
-        self.calls.append("update")
-        if self.found_inf:
-            self.factor /= 2
-        self.found_inf = False
+def fresh_model_and_batches():  # the same start for both loops: seeded weights, a few hundred examples
+    torch.manual_seed(SEED)
+    model = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, "cpu"))
+    return model, tokens.BucketBatcher(train_examples[:256], max_tokens=cfg.max_tokens, shuffle=True, seed=SEED)
 
 
-def check_training_step(loop_fn, steps=6):
-    import dataclasses
-    from unittest import mock
-
-    small = dataclasses.replace(
-        cfg, steps=steps, minutes=None, eval_interval=steps, log_interval=1, checkpoint_minutes=1e6, precision="fp32"
-    )
-    runs = {}
-    with torch.random.fork_rng(devices=[]):  # leaves the random state of the real run below untouched
-        for name, fn in (("yours", loop_fn), ("package", T.train)):
-            scaler = RecordingScaler()
-            with mock.patch.object(T, "make_scaler", lambda *args, s=scaler, **kwargs: s):  # TrainingRun's scaler
-                torch.manual_seed(SEED)
-                m = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, "cpu"))
-                first = train_examples[:256]  # a few hundred examples are plenty for a few steps
-                batcher = TK.BucketBatcher(first, max_tokens=cfg.max_tokens, shuffle=True, seed=SEED)
-                with tempfile.TemporaryDirectory() as out:
-                    result = fn(m, batcher, valid_batches[:1], small, out, device="cpu", progress=False)
-            runs[name] = (scaler, result, m.state_dict())
-    (mine, my_result, my_weights), (ref, ref_result, ref_weights) = runs["yours"], runs["package"]
-    missing = {  # what each call of the scaler is for, when a step leaves it out
-        "update": "scaler.update() was never called: after an overflow the scale must come down",
-        "step": "scaler.step(optimizer) was never called: optimizer.step() alone cannot skip an overflow",
-        "unscale_": "the gradients were never unscaled: clipping saw them 1,024 times too large",
-        "scale": "the loss was never scaled: small fp16 gradients would underflow to 0",
-    }
-    per_step = len(ref.calls) // steps  # the package's step calls each method once
-    for k in range(steps):
-        calls, want = mine.calls[per_step * k : per_step * (k + 1)], ref.calls[per_step * k : per_step * (k + 1)]
-        absent = [missing[c] for c in missing if c in want and c not in calls]
-        assert calls == want, f"step {k + 1}: the scaler saw {calls}" + (
-            f": {absent[0]}" if absent else ": each call once per step, in the order that lets the scaler work"
-        )
-    assert len(mine.calls) == len(ref.calls), f"the scaler saw {len(mine.calls)} calls in {steps} steps: {mine.calls}"
-    clip, scale = small.grad_clip, RecordingScaler().factor
-
-    def same(a, b):  # equal up to float rounding; NaN equals NaN (the overflowing step)
-        return math.isclose(a, b, rel_tol=1e-5) or (math.isnan(a) and math.isnan(b))
-
-    for k in range(steps):
-        assert same(mine.losses[k], ref.losses[k]), (
-            f"step {k + 1}: loss {mine.losses[k]:.6f}, helpers.training.train.train's {ref.losses[k]:.6f}: check the forward "
-            "pass (the prefix lengths) and the loss (label smoothing)"
-        )
-        a, b = mine.norm_at_unscale[k], ref.norm_at_unscale[k]
-        if not same(a, b):
-            if a <= clip * 1.001 < b:
-                why = "they were clipped before they were unscaled, and the threshold is about the true gradients"
-            elif k > 0 and a > b:
-                why = "they are larger: are the previous step's gradients still there?"
-            else:
-                why = "compare the backward pass with the package's"
-            raise AssertionError(
-                f"step {k + 1}: unscale_ saw gradients of norm {a:.6g}; scaled by {scale:g} they should have norm "
-                f"{b:.6g}: {why}"
-            )
-        a, b = mine.norm_at_step[k], ref.norm_at_step[k]
-        assert same(a, b), f"step {k + 1}: the update saw gradients of norm {a:.6g}, expected {b:.6g}" + (
-            f": they were not clipped to grad_clip = {clip:g}" if a > clip * 1.001 else ""
-        )
-    assert my_result.skipped_steps == ref_result.skipped_steps == 1, (
-        f"{my_result.skipped_steps} steps counted as skipped, expected 1 (the overflow at step 3): after an overflow "
-        "scaler.update() lowers the scale, and that is how the run knows the step was skipped"
-    )
-    for name, ours in my_weights.items():
-        torch.testing.assert_close(
-            ours, ref_weights[name], rtol=1e-4, atol=1e-6, msg=lambda m, name=name: f"after {steps} steps {name}: {m}"
-        )
-
-
-check_training_step(train_loop)
+checks.check_training_step(train_loop, train, fresh_model_and_batches, valid_batches[:1], cfg)
 print("✓ with a gradient scaler switched on, the step matches helpers.training.train.train call for call")
 
 # %% [markdown]
@@ -1412,9 +1293,9 @@ print("✓ with a gradient scaler switched on, the step matches helpers.training
 # %%
 def draw_losses(ax, history):
     ax.clear()
-    train = [h for h in history if "loss" in h]
+    logged = [h for h in history if "loss" in h]
     val = [h for h in history if "val_loss" in h]
-    ax.plot([h["tokens"] / 1e6 for h in train], [h["loss"] for h in train], label="training (label-smoothed)")
+    ax.plot([h["tokens"] / 1e6 for h in logged], [h["loss"] for h in logged], label="training (label-smoothed)")
     ax.plot([h["tokens"] / 1e6 for h in val], [h["val_loss"] for h in val], "o-", ms=3, label="validation")
     last = f": validation loss {val[-1]['val_loss']:.3f}, perplexity {val[-1]['val_ppl']:.1f}" if val else ""
     ax.set_title(f"Loss per target token, step {history[-1]['step'] if history else 0:,}{last}", fontsize=9)
@@ -1540,7 +1421,7 @@ steps_all = np.arange(1, result.steps + 1)
 fig, ax = plt.subplots(figsize=(6.5, 3))
 ax.plot(
     steps_all,
-    [T.lr_at(s - 1, cfg, result.steps) for s in steps_all],
+    [train.lr_at(s - 1, cfg, result.steps) for s in steps_all],
     "--",
     color="grey",
     lw=1,
@@ -1552,7 +1433,7 @@ ax.set_xlabel("step")
 ax.set_ylabel("learning rate")
 zoom = ax.inset_axes([0.07, 0.1, 0.3, 0.4])  # the first steps, where the warm-up happens
 first = steps_all[: 3 * cfg.warmup_steps]
-zoom.plot(first, [T.lr_at(s - 1, cfg, result.steps) for s in first], "--", color="grey", lw=1)
+zoom.plot(first, [train.lr_at(s - 1, cfg, result.steps) for s in first], "--", color="grey", lw=1)
 zoom.plot(
     [s for s, _ in recorded if s <= first[-1]], [lr for s, lr in recorded if s <= first[-1]], ".", color="tab:blue"
 )
@@ -1745,8 +1626,8 @@ def check_greedy_decode(decode_fn, model=model, tok=tok, n=24):
     import copy
 
     max_len = model.config.max_len
-    prompts = [p for p in (TK.prompt_ids(tok, s) for s in sources) if len(p) <= max_len // 2][:n]
-    budgets = [E.max_new_tokens_for(len(p), max_len) for p in prompts]
+    prompts = [p for p in (tokens.prompt_ids(tok, s) for s in sources) if len(p) <= max_len // 2][:n]
+    budgets = [evaluate.max_new_tokens_for(len(p), max_len) for p in prompts]
     budgets[1], budgets[2] = 1, 3  # rows that run out of room before their <eos>
     want = model.generate(prompts, budgets, eos_id=tok.eos_id, use_cache=False)  # every step recomputed in full
     cached = model.generate(prompts, budgets, eos_id=tok.eos_id)  # the package's cache: the same up to rounding
@@ -1809,15 +1690,17 @@ class GreedyWithYourDecoder:
         return self.model.generate(prefixes, budgets, eos_id, beams=beams, **options)
 
     def translate(self, sources, **options):  # what helpers.evaluation.evaluate.evaluate_pairs calls
-        return E.translate(self, self.tok, sources, **options)
+        return evaluate.translate(self, self.tok, sources, **options)
 
 
 translator = GreedyWithYourDecoder(model, tok)
-few = [s for s in sources if len(TK.prompt_ids(tok, s)) <= cfg.max_len // 2][:4]
+few = [s for s in sources if len(tokens.prompt_ids(tok, s)) <= cfg.max_len // 2][:4]
 side_by_side = {"greedy": translator.translate(few, beams=1), f"beam {BEAMS}": translator.translate(few, beams=BEAMS)}
 for k, src in enumerate(few):
-    plen = len(TK.prompt_ids(tok, src))
-    print(f"{src!r}: a prefix of {plen} tokens may get up to {E.max_new_tokens_for(plen, cfg.max_len)} new tokens")
+    plen = len(tokens.prompt_ids(tok, src))
+    print(
+        f"{src!r}: a prefix of {plen} tokens may get up to {evaluate.max_new_tokens_for(plen, cfg.max_len)} new tokens"
+    )
     for name, out in side_by_side.items():
         print(f"   {name:>7}: {out[k]!r}")
 
@@ -1856,26 +1739,26 @@ for k, src in enumerate(few):
 # has grown since that file was made: sentences people typed later, whose French and English never occur in the
 # file, are the closest thing to what a user types. The project keeps one half of them as its development set
 # (`../shared/data/tatoeba-newer-fr-en/dev.fr-en.tsv`, or `$TATOEBA_NEWER_DEV`); on Colab,
-# `TS.newer_sentences_for` downloads the Tatoeba Challenge's test set and keeps the pairs new to your training
+# `testsets.newer_sentences_for` downloads the Tatoeba Challenge's test set and keeps the pairs new to your training
 # file, as that file was built. When neither is possible the cell says why and the two sets of our own remain.
 
 # %%
-newer_pairs, NEWER, newer_note = TS.newer_sentences_for(
+newer_pairs, NEWER, newer_note = testsets.newer_sentences_for(
     DATA, splits.train, cache_dir=DRIVE, download=not QUICK, limit=200 if QUICK else None
 )
 print(newer_note)
 TEST_SETS = {NEWER: newer_pairs} if newer_pairs else {}  # the one that measures what a user meets comes first
-TEST_SETS |= {D.NEW_SENTENCES: splits.new, D.IN_DISTRIBUTION: splits.test}
+TEST_SETS |= {data.NEW_SENTENCES: splits.new, data.IN_DISTRIBUTION: splits.test}
 evaluations, outputs = {}, {}
 for name, pairs_ in TEST_SETS.items():
     n_beam = len(pairs_) if BEAM_SENTENCES is None else min(BEAM_SENTENCES, len(pairs_))
     for beams, subset in ((1, pairs_), (BEAMS, pairs_[:n_beam])):
         label = name if len(subset) == len(pairs_) else f"{name}, first {n_beam:,} pairs"
-        ev, hyps = E.evaluate_pairs(translator, tok, subset, test_set=label, words=words, beams=beams)
+        ev, hyps = evaluate.evaluate_pairs(translator, tok, subset, test_set=label, words=words, beams=beams)
         evaluations[name, beams], outputs[name, beams] = ev, hyps
-        print(E.format_evaluation(ev), end="\n\n")
-greedy_eval, greedy = evaluations[D.IN_DISTRIBUTION, 1], outputs[D.IN_DISTRIBUTION, 1]
-beam = outputs[D.IN_DISTRIBUTION, BEAMS]
+        print(evaluate.format_evaluation(ev), end="\n\n")
+greedy_eval, greedy = evaluations[data.IN_DISTRIBUTION, 1], outputs[data.IN_DISTRIBUTION, 1]
+beam = outputs[data.IN_DISTRIBUTION, BEAMS]
 n_beam = len(beam)
 
 
@@ -1924,7 +1807,7 @@ for name in TEST_SETS:
 for name, pairs_ in TEST_SETS.items():
     n = len(outputs[name, BEAMS])  # on a CPU in full mode beam search scored the first BEAM_SENTENCES pairs only
     refs = [en for _, en in pairs_[:n]]
-    g, b = E.score(outputs[name, 1][:n], refs)["bleu"], E.score(outputs[name, BEAMS], refs)["bleu"]
+    g, b = evaluate.score(outputs[name, 1][:n], refs)["bleu"], evaluate.score(outputs[name, BEAMS], refs)["bleu"]
     print(f"{name}, {n:,} sentences: greedy {g:.2f}, beam {BEAMS} {b:.2f}, difference {b - g:+.2f}")
 
 # %% [markdown] tags=["answer"]
@@ -1958,11 +1841,11 @@ for name, pairs_ in TEST_SETS.items():
 # %% tags=["check"]
 def check_scores(hypotheses, references, sources):
     assert len(hypotheses) == len(references) == len(sources), "one translation per source and reference"
-    ours, copy = E.score(hypotheses, references), E.copy_baseline(sources, references)
+    ours, copy = evaluate.score(hypotheses, references), evaluate.copy_baseline(sources, references)
     assert ours["bleu"] > copy["bleu"] and ours["chrf"] > copy["chrf"], (
         f"BLEU {ours['bleu']} / chrF {ours['chrf']} do not beat copying the source ({copy['bleu']} / {copy['chrf']})"
     )
-    shifted = E.score(hypotheses, references[1:] + references[:1])
+    shifted = evaluate.score(hypotheses, references[1:] + references[:1])
     assert ours["bleu"] > 2 * shifted["bleu"] and ours["chrf"] > shifted["chrf"] + 5, (
         f"scored against the wrong references the translations get BLEU {shifted['bleu']} (vs {ours['bleu']}), chrF "
         f"{shifted['chrf']} (vs {ours['chrf']}): are the translations in the order of the sources?"
@@ -2076,12 +1959,12 @@ for name, pairs_ in TEST_SETS.items():
 # The same rows every run:
 
 # %%
-rows = E.sample_table(sources[:n_beam], references[:n_beam], greedy[:n_beam], n=8, seed=SEED)
-rows_beam = E.sample_table(sources[:n_beam], references[:n_beam], beam, n=8, seed=SEED)  # same seed: same rows
+rows = evaluate.sample_table(sources[:n_beam], references[:n_beam], greedy[:n_beam], n=8, seed=SEED)
+rows_beam = evaluate.sample_table(sources[:n_beam], references[:n_beam], beam, n=8, seed=SEED)  # same seed: same rows
 for row, row_beam in zip(rows, rows_beam):
     row["greedy"] = row.pop("ours")
     row[f"beam {BEAMS}"] = row_beam["ours"]
-print(E.format_table(rows, width=48))
+print(evaluate.format_table(rows, width=48))
 
 # %% [markdown]
 # ### Where does the model look?
@@ -2101,8 +1984,8 @@ def attention_panels(model, sentences, references, layer=-1, note=""):
     dev = next(model.parameters()).device
     fig, axes = plt.subplots(1, len(sentences), figsize=(3.25 * len(sentences), 3.9), squeeze=False)
     for ax, fr, ref in zip(axes[0], sentences, references):
-        prompt = TK.prompt_ids(tok, fr)
-        new = greedy_decode(model, [prompt], [E.max_new_tokens_for(len(prompt), cfg.max_len)], tok.eos_id)[0]
+        prompt = tokens.prompt_ids(tok, fr)
+        new = greedy_decode(model, [prompt], [evaluate.max_new_tokens_for(len(prompt), cfg.max_len)], tok.eos_id)[0]
         ids = prompt + new + [tok.eos_id]
         P = len(prompt)
         maps = model.attention_maps(torch.tensor([ids], device=dev), torch.tensor([P], device=dev))
@@ -2155,7 +2038,7 @@ plt.show()
 
 # %%
 fig, (ax_len, ax_unseen) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [3, 1.4]})
-colours = {NEWER: "tab:purple", D.NEW_SENTENCES: "tab:red", D.IN_DISTRIBUTION: "tab:blue"}
+colours = {NEWER: "tab:purple", data.NEW_SENTENCES: "tab:red", data.IN_DISTRIBUTION: "tab:blue"}
 width = 0.8 / len(TEST_SETS)
 for ax, kind in ((ax_len, "length"), (ax_unseen, "unseen_word")):
     names = []
@@ -2202,7 +2085,7 @@ plt.show()
 
 # %%
 # Compute here what supports your answer: the two test sets side by side, and BLEU on each slice.
-for key, name in (("new", D.NEW_SENTENCES), ("test", D.IN_DISTRIBUTION)):
+for key, name in (("new", data.NEW_SENTENCES), ("test", data.IN_DISTRIBUTION)):
     t, ev = test_set_stats[key], evaluations[name, 1]
     print(
         f"{name}: {t['pairs']:,} pairs, {t['share_unseen_word']:.1%} with a word unseen in training, "
@@ -2249,7 +2132,7 @@ def compare_test_sets(new_bleu, indist_bleu, quick=QUICK):
 
 print(
     textwrap.fill(
-        compare_test_sets(evaluations[D.NEW_SENTENCES, 1]["bleu"], evaluations[D.IN_DISTRIBUTION, 1]["bleu"]), 110
+        compare_test_sets(evaluations[data.NEW_SENTENCES, 1]["bleu"], evaluations[data.IN_DISTRIBUTION, 1]["bleu"]), 110
     )
 )
 
@@ -2283,8 +2166,8 @@ def the_gap(newer_bleu, held_out_bleu, indist_bleu, quick=QUICK):
 
 
 newer_bleu = evaluations[NEWER, 1]["bleu"] if NEWER in TEST_SETS else None
-print(textwrap.fill(the_gap(newer_bleu, evaluations[D.NEW_SENTENCES, 1]["bleu"],
-                            evaluations[D.IN_DISTRIBUTION, 1]["bleu"]), 110))  # fmt: skip
+print(textwrap.fill(the_gap(newer_bleu, evaluations[data.NEW_SENTENCES, 1]["bleu"],
+                            evaluations[data.IN_DISTRIBUTION, 1]["bleu"]), 110))  # fmt: skip
 
 # %% [markdown] tags=["answer", "rubric"]
 # **Rubric · Question 3.6 (2 points).**
@@ -2314,7 +2197,7 @@ print(textwrap.fill(the_gap(newer_bleu, evaluations[D.NEW_SENTENCES, 1]["bleu"],
 from helpers.course.plotting import text_box  # noqa: E402
 from helpers.evaluation.explain import draw_explanation, explain_translation  # noqa: E402
 
-MY_SENTENCE = TEST_SETS[D.NEW_SENTENCES][0][0] if QUICK else "Je ne sais pas si elle viendra demain matin."
+MY_SENTENCE = TEST_SETS[data.NEW_SENTENCES][0][0] if QUICK else "Je ne sais pas si elle viendra demain matin."
 
 
 def show_explanation(text, layer=-1, head="mean"):
@@ -2400,7 +2283,7 @@ print(f"✓ {RUN_DIR} holds the trained model")
 # people typed when they were available, else our new-sentence set.
 
 # %%
-record = E.metrics_record(
+record = evaluate.metrics_record(
     model={
         "name": f"scratch, notebook 03 ({PRESET} preset)",
         "parameters": N_PARAMS,
@@ -2409,18 +2292,18 @@ record = E.metrics_record(
         "config": model_cfg.to_dict(),
     },
     evaluations=list(evaluations.values()),
-    training=T.training_summary(result, cfg, preset=PRESET, precision=PRECISION),
+    training=train.training_summary(result, cfg, preset=PRESET, precision=PRECISION),
     data={
         **DATA_INFO,
         "synthetic": DATA == "builtin",
         "attribution": None if DATA == "builtin" else "CC-BY 2.0: www.manythings.org/anki and tatoeba.org",
-        "report": D.data_summary(reports),
+        "report": data.data_summary(reports),
     },
     notebook="03_translate_fr_en",
     quick=QUICK,
 )
-metrics_path = E.write_json(record, runtime.metrics_dir() / "03_scratch.json")
-E.write_json(record, RUN_DIR / "03_scratch.json")  # beside the checkpoint (on Drive): notebook 04 finds it there
+metrics_path = evaluate.write_json(record, runtime.metrics_dir() / "03_scratch.json")
+evaluate.write_json(record, RUN_DIR / "03_scratch.json")  # beside the checkpoint (on Drive): notebook 04 finds it there
 print(f"wrote {metrics_path} and {RUN_DIR / '03_scratch.json'}")
 for name in TEST_SETS:
     g, b = evaluations[name, 1], evaluations[name, BEAMS]
@@ -2440,7 +2323,7 @@ print(f"{N_PARAMS / 1e6:.2f} M parameters | {result.seconds / 60:.1f} min on {re
 
 # %%
 newer_bleu = evaluations[NEWER, 1]["bleu"] if NEWER in TEST_SETS else None
-held_out_bleu, indist_bleu = evaluations[D.NEW_SENTENCES, 1]["bleu"], evaluations[D.IN_DISTRIBUTION, 1]["bleu"]
+held_out_bleu, indist_bleu = evaluations[data.NEW_SENTENCES, 1]["bleu"], evaluations[data.IN_DISTRIBUTION, 1]["bleu"]
 print(f"greedy BLEU: newer sentences {'not available here' if newer_bleu is None else f'{newer_bleu:.2f}'}, our "
       f"new-sentence split {held_out_bleu:.2f}, random split {indist_bleu:.2f}")  # fmt: skip
 if newer_bleu is not None:

@@ -179,12 +179,9 @@ import numpy as np
 from helpers import pipeline
 from helpers.cli import train_command
 from helpers.course.plotting import save_figure
-from helpers.evaluation import evaluate as E
-from helpers.hf import finetune as FT
-from helpers.hf import pretrained as P
-from helpers.text import data as D
-from helpers.text import sources as S
-from helpers.text import testsets as TS
+from helpers.evaluation import evaluate
+from helpers.hf import finetune, pretrained
+from helpers.text import data, sources, testsets
 
 # %% [markdown]
 # Three small tools for what this notebook prints: minutes as a person reads them (a quarter of a minute is
@@ -231,19 +228,19 @@ if scratch_record is not None and scratch_record.get("quick", False) == QUICK:
     DATA, LIMIT, COLUMNS = data_info["source"], data_info["limit"], data_info["columns"]
     SEED = scratch_record["training"]["config"]["seed"]
     if DATA != "builtin" and not Path(DATA).is_file():  # e.g. a Colab cache that did not survive
-        DATA = str(S.find_local_tatoeba() or S.fetch_tatoeba())
+        DATA = str(sources.find_local_tatoeba() or sources.fetch_tatoeba())
     print(f"notebook 03's data: {DATA} (limit {LIMIT}, seed {SEED})")
 else:
     scratch_record = None
-    DATA = "builtin" if QUICK else str(S.find_local_tatoeba() or S.fetch_tatoeba())
+    DATA = "builtin" if QUICK else str(sources.find_local_tatoeba() or sources.fetch_tatoeba())
     LIMIT, COLUMNS = (6000 if QUICK else None), None
     print(
         f"no notebook 03 record for this mode in {[str(p) for p in places]}: using {DATA} (limit {LIMIT}, seed {SEED})"
     )
 
-stage = D.load_clean_split(DATA, COLUMNS, limit=LIMIT, seed=SEED)  # the data stage of `train` and `finetune`
+stage = data.load_clean_split(DATA, COLUMNS, limit=LIMIT, seed=SEED)  # the data stage of `train` and `finetune`
 splits = stage.splits
-words = TS.WordTable.from_pairs(splits.train)
+words = testsets.WordTable.from_pairs(splits.train)
 if scratch_record is not None:
     recorded = scratch_record["data"]["pairs"]
     ours = {"train": len(splits.train), "valid": len(splits.valid), "test": len(splits.test), "new": len(splits.new)}
@@ -258,13 +255,13 @@ if scratch_record is not None:
 # downloaded instead. In quick mode the sets are cut to 100 sentences (40 out of domain).
 
 # %%
-TEST_SETS = {D.NEW_SENTENCES: splits.new, D.IN_DISTRIBUTION: splits.test}
-tico = S.find_local_file("TICO19_PATH", "tico19-fr-en/tico19-test.fr-en.tsv")
+TEST_SETS = {data.NEW_SENTENCES: splits.new, data.IN_DISTRIBUTION: splits.test}
+tico = sources.find_local_file("TICO19_PATH", "tico19-fr-en/tico19-test.fr-en.tsv")
 if tico is not None:
-    TEST_SETS["out of domain: TICO-19 (medical)"] = S.load_path(tico)[0]
+    TEST_SETS["out of domain: TICO-19 (medical)"] = sources.load_path(tico)[0]
 elif not QUICK:
     try:
-        TEST_SETS["out of domain: newstest2014 (news)"] = TS.load_public("wmt14")[0]
+        TEST_SETS["out of domain: newstest2014 (news)"] = testsets.load_public("wmt14")[0]
     except Exception as err:  # offline: say so, score the two Tatoeba sets
         print(f"no out-of-domain set: {err}")
 cap = {"tatoeba": 100, "out of domain": 40} if QUICK else {"tatoeba": EVAL_SENTENCES, "out of domain": EVAL_SENTENCES}
@@ -273,7 +270,7 @@ TEST_SETS = {
     for name, test in TEST_SETS.items()
 }
 for name, test in TEST_SETS.items():
-    desc = TS.describe_test_set(test, words)
+    desc = testsets.describe_test_set(test, words)
     print(f"{name}: {len(test):,} pairs, median {desc['median_words']} words, "
           f"{desc['share_unseen_word']:.0%} with a word unseen in training")  # fmt: skip
 
@@ -303,10 +300,10 @@ else:
     trained_for = format_minutes(result.seconds / 60)
     print(f"a stand-in for notebook 03's model: {preset} preset, trained here for {trained_for}")
     SCRATCH_MINUTES, SCRATCH_TOKENS = result.seconds / 60, result.tokens
-for name, file in D.TEST_FILES.items():  # the test sets `train` wrote into the scratch run's folder, when it did
+for name, file in data.TEST_FILES.items():  # the test sets `train` wrote into the scratch run's folder, when it did
     if (scratch.path / file).is_file():
         written = [tuple(line.split("\t")) for line in (scratch.path / file).read_text().splitlines()]
-        assert written == D.test_sets_of(splits)[name], f"{file} in {scratch.path} is not this notebook's {name}"
+        assert written == data.test_sets_of(splits)[name], f"{file} in {scratch.path} is not this notebook's {name}"
         print(f"✓ {file} of the scratch run holds this notebook's {name} test set ({len(written):,} pairs)")
 
 # %% [markdown]
@@ -366,10 +363,10 @@ def lm_example(tokenizer, fr: str, en: str) -> dict:
 # %%
 if QUICK:
     stand_ins = Path(tempfile.mkdtemp(prefix="04_models-"))
-    SEQ2SEQ_MODEL = str(P.tiny_marian(splits.train, stand_ins / "tiny-marian", seed=SEED))
-    CAUSAL_MODEL = str(P.tiny_causal_lm(splits.train, stand_ins / "tiny-llama", seed=SEED))
-marian = P.load_pretrained(SEQ2SEQ_MODEL, device=DEVICE)
-lm = P.load_pretrained(CAUSAL_MODEL, device=DEVICE)
+    SEQ2SEQ_MODEL = str(pretrained.tiny_marian(splits.train, stand_ins / "tiny-marian", seed=SEED))
+    CAUSAL_MODEL = str(pretrained.tiny_causal_lm(splits.train, stand_ins / "tiny-llama", seed=SEED))
+marian = pretrained.load_pretrained(SEQ2SEQ_MODEL, device=DEVICE)
+lm = pretrained.load_pretrained(CAUSAL_MODEL, device=DEVICE)
 for t in (marian, lm):
     print(t.describe(), *(f"\n   note: {n}" for n in t.notes))
 
@@ -392,7 +389,7 @@ def first_difference(got, want):
     return next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
 
 
-FORMAT = P.PromptFormat()  # the package's text of a pair: the prompt, then what the model writes
+FORMAT = pretrained.PromptFormat()  # the package's text of a pair: the prompt, then what the model writes
 by_hand = lm_example(CharTokenizer(), "Je lis.", "I read.")
 prompt_text, target_text = FORMAT.prompt("Je lis."), FORMAT.target("I read.")
 want_ids = [1] + [ord(c) for c in prompt_text + target_text] + [2]
@@ -528,7 +525,9 @@ print(f"a batch of {len(real)} pairs, width {batch['input_ids'].shape[1]}: {padd
 few_shot = lm.with_examples(splits.train[1:4])
 before = {}
 for label, translator in (("opus-mt as it is", marian), ("SmolLM2 3-shot", few_shot)):
-    ev, _ = E.evaluate_pairs(translator, None, TEST_SETS[D.NEW_SENTENCES], test_set=D.NEW_SENTENCES, words=words)
+    ev, _ = evaluate.evaluate_pairs(
+        translator, None, TEST_SETS[data.NEW_SENTENCES], test_set=data.NEW_SENTENCES, words=words
+    )
     before[label] = ev
     print(f"{label:>18}: BLEU {ev['bleu']:5.2f}  chrF {ev['chrf']:5.2f}  ({ev['sentences_per_s']} sentences/s)")
 print("\n3-shot prompt as the model sees it:\n" + textwrap.indent(few_shot.tokenizer.decode(
@@ -541,7 +540,7 @@ print("\n3-shot prompt as the model sees it:\n" + textwrap.indent(few_shot.token
 # `Seq2SeqTrainingArguments`, a `Seq2SeqTrainer` and `DataCollatorForSeq2Seq` (which pads the French with the
 # tokenizer's pad token and the English labels with -100); for SmolLM2 `TrainingArguments` and `Trainer`, fed
 # with our examples and padded by our collate of section 3, so that the loss is on the English only.
-# `FT.build_trainer` builds them; in essence, for opus-mt:
+# `finetune.build_trainer` builds them; in essence, for opus-mt:
 #
 # ```python
 # args = Seq2SeqTrainingArguments(output_dir=out / "trainer", per_device_train_batch_size=32, learning_rate=5e-5,
@@ -549,7 +548,7 @@ print("\n3-shot prompt as the model sees it:\n" + textwrap.indent(few_shot.token
 #                                 fp16=True, save_total_limit=1, logging_steps=10, seed=SEED, data_seed=SEED)
 # trainer = Seq2SeqTrainer(model=marian.model, args=args, train_dataset=examples, processing_class=marian.tokenizer,
 #                          data_collator=DataCollatorForSeq2Seq(marian.tokenizer, model=marian.model),
-#                          callbacks=[FT.TimeBudget(minutes=15), FT.MonitorBLEU(...)])
+#                          callbacks=[finetune.TimeBudget(minutes=15), finetune.MonitorBLEU(...)])
 # trainer.train(resume_from_checkpoint=...)  # None on a first run; after a disconnect, the last checkpoint
 # ```
 #
@@ -559,7 +558,7 @@ print("\n3-shot prompt as the model sees it:\n" + textwrap.indent(few_shot.token
 # training, earlier sessions included, and writes a checkpoint every 10 minutes), the **monitor** (`MonitorBLEU`
 # translates a fixed set of validation pairs every few minutes and records BLEU: the curve of section 6; the clock
 # stops while it scores and while it saves), and a **stop on a NaN loss** before the update that would write it
-# into the weights (Trainer would apply it). `FT.finish` then saves the model where `load_pretrained` reads it.
+# into the weights (Trainer would apply it). `finetune.finish` then saves the model where `load_pretrained` reads it.
 #
 # > Words met here. **fp16 / bf16**: 16-bit number formats; fp16 keeps precision but overflows above 65,504,
 # > bf16 keeps fp32's range with less precision (a T4 has fast fp16 only). **Gradient scaler**: multiplies the
@@ -578,9 +577,9 @@ data_for_run = {"source": DATA, "limit": LIMIT, "columns": COLUMNS, "seed": SEED
 finetuned, results = {}, {}
 for kind, base in (("seq2seq", marian), ("causal", lm)):
     out = RUNS / f"04_finetune-{kind}"
-    cfg = FT.FinetuneConfig(batch_size=BATCH_SIZE, seed=SEED, lr=3e-3 if QUICK else None)  # tiny models: large lr
+    cfg = finetune.FinetuneConfig(batch_size=BATCH_SIZE, seed=SEED, lr=3e-3 if QUICK else None)  # tiny models: large lr
     print(f"fine-tuning {base.describe()} into {out}")
-    trainer = FT.build_trainer(base, splits.train, out, minutes=MINUTES[kind], steps=STEPS[kind], cfg=cfg,
+    trainer = finetune.build_trainer(base, splits.train, out, minutes=MINUTES[kind], steps=STEPS[kind], cfg=cfg,
                                data=data_for_run, monitor=splits.valid[:MONITOR_PAIRS],
                                monitor_every_minutes=0.05 if QUICK else MINUTES[kind] / 6)  # fmt: skip
     a = trainer.args
@@ -589,7 +588,7 @@ for kind, base in (("seq2seq", marian), ("causal", lm)):
           f"{a.per_device_train_batch_size}, fp16 {a.fp16}, bf16 {a.bf16}, callbacks "
           f"{[type(c).__name__ for c in trainer.callback_handler.callbacks]}")  # fmt: skip
     trainer.train(resume_from_checkpoint=trainer.run.checkpoint)
-    results[kind] = r = FT.finish(trainer)  # the last BLEU point; the model saved to out/checkpoint
+    results[kind] = r = finetune.finish(trainer)  # the last BLEU point; the model saved to out/checkpoint
     finetuned[kind] = base
     print(f"  {r.steps} steps, {r.pairs:,} pairs, {r.tokens:,} target tokens, {format_minutes(r.seconds / 60)}, "
           f"{r.precision}, {r.trainable:,} of {r.parameters:,} parameters trained; last loss {r.loss}")  # fmt: skip
@@ -600,7 +599,7 @@ for kind, base in (("seq2seq", marian), ("causal", lm)):
 
 # %%
 for kind, translator in finetuned.items():
-    again = P.load_pretrained(RUNS / f"04_finetune-{kind}", device=DEVICE)
+    again = pretrained.load_pretrained(RUNS / f"04_finetune-{kind}", device=DEVICE)
     some = [fr for fr, _ in splits.valid[:8]]
     assert again.translate(some) == translator.translate(some), f"{kind}: the saved model translates differently"
 print("✓ both fine-tuned folders reload to the same translations")
@@ -623,7 +622,7 @@ several_args = ["finetune", "--model", SEQ2SEQ_MODEL, "--data", DATA, "--minutes
 several_args += ["--limit", str(LIMIT)] if LIMIT else []
 several_args += ["--columns", ",".join(COLUMNS)] if COLUMNS else []
 if distributed.launch_or_say_why(N_GPUS, SKIP, several_args):  # the command to type; then run here, or why not
-    done = FT.load_finetuned_info(several_args[several_args.index("--out") + 1])["result"]
+    done = finetune.load_finetuned_info(several_args[several_args.index("--out") + 1])["result"]
     print(f"{N_GPUS} GPUs: {done['steps']:,} steps, {done['pairs']:,} pairs in {done['minutes']:.1f} min; one GPU "
           f"above: {results['seq2seq'].steps:,} steps, {results['seq2seq'].pairs:,} pairs")  # fmt: skip
 
@@ -638,22 +637,26 @@ if distributed.launch_or_say_why(N_GPUS, SKIP, several_args):  # the command to 
 # %%
 CONTESTANTS = {
     SCRATCH_NAME: (scratch.model, scratch.tokenizer),
-    "opus-mt as it is": (P.load_pretrained(SEQ2SEQ_MODEL, device=DEVICE), None),
+    "opus-mt as it is": (pretrained.load_pretrained(SEQ2SEQ_MODEL, device=DEVICE), None),
     "opus-mt fine-tuned": (finetuned["seq2seq"], None),
-    "SmolLM2 3-shot": (P.load_pretrained(CAUSAL_MODEL, device=DEVICE).with_examples(splits.train[1:4]), None),
+    "SmolLM2 3-shot": (pretrained.load_pretrained(CAUSAL_MODEL, device=DEVICE).with_examples(splits.train[1:4]), None),
     "SmolLM2 fine-tuned": (finetuned["causal"], None),
 }
 evaluations, hypotheses = {}, {}
 for label, (model, tok) in CONTESTANTS.items():
     for name, test in TEST_SETS.items():
         for beams in (1, BEAMS):
-            ev, hyps = E.evaluate_pairs(model, tok, test, test_set=name, words=words, beams=beams)
+            ev, hyps = evaluate.evaluate_pairs(model, tok, test, test_set=name, words=words, beams=beams)
             evaluations[label, name, beams] = ev
             if beams == 1:
                 hypotheses[label, name] = hyps
     print(f"scored {label}")
 
+# %% [markdown]
+# One row per model: its size, what it trained on our pairs, and its scores on each test set.
 
+
+# %%
 def params_of(label):
     model = CONTESTANTS[label][0]
     if isinstance(model, torch.nn.Module):
@@ -684,7 +687,8 @@ for label in CONTESTANTS:
                      "bleu_unseen_word": unseen["bleu"] if unseen else None}  # fmt: skip
     rows.append(row)
 
-short = {D.NEW_SENTENCES: "new", D.IN_DISTRIBUTION: "in-dist"}
+# %%
+short = {data.NEW_SENTENCES: "new", data.IN_DISTRIBUTION: "in-dist"}
 header = (
     f"{'model':<44} {'params':>8} {'trained':>8} {'time':>7} "
     + " ".join(f"{short.get(n, 'out-of-dom'):>17}" for n in TEST_SETS)
@@ -695,15 +699,15 @@ for row in rows:
     cells = " ".join(
         f"{row[n]['bleu_greedy']:6.1f}/{row[n]['bleu_beam']:4.1f} {row[n]['chrf_greedy']:5.1f}" for n in TEST_SETS
     )
-    new = row[D.NEW_SENTENCES]
+    new = row[data.NEW_SENTENCES]
     unseen = "-" if new["bleu_unseen_word"] is None else f"{new['bleu_unseen_word']:.1f}"
     print(f"{row['model'][:44]:<44} {row['parameters'] / 1e6:7.2f}M {row['trained'] / 1e6:7.2f}M "
           f"{format_minutes(row['minutes'] or 0):>7} {cells}  {unseen:>11}  {new['sentences_per_s']:6.1f}")  # fmt: skip
 print("sources cut to fit:", "; ".join(f"{label[:20]}: " + ", ".join(str(evaluations[label, n, 1]["truncated"])
       for n in TEST_SETS) for label in CONTESTANTS))  # fmt: skip
-print(f"sacreBLEU: {evaluations[SCRATCH_NAME, D.NEW_SENTENCES, 1]['bleu_signature']}")
+print(f"sacreBLEU: {evaluations[SCRATCH_NAME, data.NEW_SENTENCES, 1]['bleu_signature']}")
 for name, model_id in (("opus-mt", SEQ2SEQ_MODEL), ("SmolLM2", CAUSAL_MODEL), ("ours", None)):
-    card = P.CARDS.get(model_id, "random weights (quick mode)" if QUICK else "see its model card") if model_id else (
+    card = pretrained.CARDS.get(model_id, "random weights (quick mode)" if QUICK else "see its model card") if model_id else (
         "nothing: trained from random weights on our pairs only")  # fmt: skip
     print(f"pretrained on, {name}: {card}")
 if QUICK:
@@ -759,7 +763,7 @@ for kind, label in curve_names.items():
     mon = results[kind].monitor
     ax.plot([m["minutes"] for m in mon], [m["bleu"] for m in mon], "o-", label=f"{label} ({results[kind].precision})")
 monitor = splits.valid[:MONITOR_PAIRS]
-ours_on_monitor = E.score(E.translate(scratch.model, scratch.tokenizer, [fr for fr, _ in monitor]),
+ours_on_monitor = evaluate.score(evaluate.translate(scratch.model, scratch.tokenizer, [fr for fr, _ in monitor]),
                           [en for _, en in monitor])["bleu"]  # fmt: skip
 ax.axhline(ours_on_monitor, ls="--", c="grey", label=f"{SCRATCH_NAME} ({format_minutes(SCRATCH_MINUTES)} of training)")
 ax.set_xlabel("minutes of fine-tuning")
@@ -925,10 +929,10 @@ def bootstrap_sentence(a: str, b: str, result: dict, alpha: float = 0.05) -> str
     return f"{head}: {a} was level or ahead in {p:.0%} of resamples, so this test set does not resolve the difference."
 
 
-new_refs = [en for _, en in TEST_SETS[D.NEW_SENTENCES]]
-counts = {label: sentence_stats(hypotheses[label, D.NEW_SENTENCES], new_refs) for label in CONTESTANTS}
+new_refs = [en for _, en in TEST_SETS[data.NEW_SENTENCES]]
+counts = {label: sentence_stats(hypotheses[label, data.NEW_SENTENCES], new_refs) for label in CONTESTANTS}
 for label in CONTESTANTS:
-    reported = evaluations[label, D.NEW_SENTENCES, 1]["bleu"]
+    reported = evaluations[label, data.NEW_SENTENCES, 1]["bleu"]
     assert abs(bleu_from_stats(counts[label].sum(axis=0)) - reported) < 0.01, f"{label}: counts disagree with BLEU"
 significance = {}
 for label in ("opus-mt fine-tuned", "SmolLM2 fine-tuned"):
@@ -949,7 +953,7 @@ if QUICK:
 from sacrebleu.metrics import CHRF  # noqa: E402
 
 chrf = CHRF()
-new = TEST_SETS[D.NEW_SENTENCES]
+new = TEST_SETS[data.NEW_SENTENCES]
 shown = ["opus-mt fine-tuned", "SmolLM2 fine-tuned", SCRATCH_NAME]
 
 
@@ -959,13 +963,13 @@ def sentence_chrf(hyp, ref):
 
 spread = []
 for i, (_, en) in enumerate(new):
-    s = [sentence_chrf(hypotheses[label, D.NEW_SENTENCES][i], en) for label in shown]
+    s = [sentence_chrf(hypotheses[label, data.NEW_SENTENCES][i], en) for label in shown]
     spread.append((max(s) - min(s), i))
 for _, i in sorted(spread, reverse=True)[:6]:
     fr, en = new[i]
     print(f"FR   {fr}\nREF  {en}")
     for label in shown:
-        print(f"     {label[:24]:<24} {hypotheses[label, D.NEW_SENTENCES][i]}")
+        print(f"     {label[:24]:<24} {hypotheses[label, data.NEW_SENTENCES][i]}")
     unseen = words.unseen(fr)
     print(f"     (words unseen in training: {', '.join(unseen) if unseen else 'none'})\n")
 
@@ -1009,7 +1013,7 @@ box = text_box(show_side_by_side, MY_SENTENCE)  # live kernels only
 # %%
 by_slice = {}
 for label in CONTESTANTS:
-    rows_unseen = {r["slice"]: r for r in evaluations[label, D.NEW_SENTENCES, 1]["slices"]["unseen_word"]}
+    rows_unseen = {r["slice"]: r for r in evaluations[label, data.NEW_SENTENCES, 1]["slices"]["unseen_word"]}
     a, b = rows_unseen.get("with an unseen word"), rows_unseen.get("all words seen in training")
     if a and b:
         by_slice[label] = {"unseen": a["bleu"], "seen": b["bleu"]}
@@ -1037,7 +1041,7 @@ for i, fr, en in with_unseen:
               f"SmolLM2's -> {lm.tokenizer.tokenize(' ' + w)}")  # fmt: skip
     print(f"  FR  {fr}\n  REF {en}")
     for label in shown:
-        print(f"  {label[:24]:<24} {hypotheses[label, D.NEW_SENTENCES][i]}")
+        print(f"  {label[:24]:<24} {hypotheses[label, data.NEW_SENTENCES][i]}")
     print()
 
 # %% [markdown]
@@ -1166,13 +1170,13 @@ if QUICK:
 # %%
 # Compute here what supports your answer. A start: BLEU of every model by source length on the new sentences.
 for label in CONTESTANTS:
-    lengths = {r["slice"]: r["bleu"] for r in evaluations[label, D.NEW_SENTENCES, 1]["slices"]["length"]}
+    lengths = {r["slice"]: r["bleu"] for r in evaluations[label, data.NEW_SENTENCES, 1]["slices"]["length"]}
     print(f"{label[:30]:<30}", "  ".join(f"{k} words: {v:5.1f}" for k, v in lengths.items()))
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** Measured on two CPU cores (`benchmarks/RESULTS.md`: SmolLM2-135M-*Instruct* from a 4-bit GGUF
 # file turned back into fp32 weights, fine-tuned for 15 minutes, against our `cpu` preset trained for 15 minutes,
-# before issue 28 gave the preset Muon, WSD, ReLU² and 8,000 pieces; the same new-sentence set, greedy, one run
+# before the preset was given Muon, WSD, ReLU² and 8,000 pieces; the same new-sentence set, greedy, one run
 # each). SmolLM2 scored BLEU 27.7 against our 26.4 overall (sacreBLEU's paired bootstrap there: p = 0.008), **18.7
 # against 12.2 on sentences with a word unseen in our training pairs** (+6.5), 20.5 against 12.0 on sentences of
 # 16-25 words (+8.5), but **29.0 against 35.2 on sentences of 1-5 words** (-6.2).
@@ -1230,7 +1234,7 @@ for label in ("opus-mt fine-tuned", "SmolLM2 fine-tuned"):
 
 # %%
 # Compute here what supports your answer. A start: what the checker flagged for one model on the new sentences.
-for fr, en, hyp, what in risks["SmolLM2 fine-tuned", D.NEW_SENTENCES]["examples_dropped"]:
+for fr, en, hyp, what in risks["SmolLM2 fine-tuned", data.NEW_SENTENCES]["examples_dropped"]:
     print(f"dropped {what}\n  FR  {fr}\n  REF {en}\n  OUT {hyp}")
 
 # %% [markdown] tags=["answer"]
@@ -1269,9 +1273,9 @@ def risk_sentence(name: str, theirs: dict, ours: dict, ours_name: str) -> str:
     )
 
 
-ours_risks = risks[SCRATCH_NAME, D.NEW_SENTENCES]
+ours_risks = risks[SCRATCH_NAME, data.NEW_SENTENCES]
 for label in shown[:2]:
-    print("new sentences:", risk_sentence(label, risks[label, D.NEW_SENTENCES], ours_risks, OURS))
+    print("new sentences:", risk_sentence(label, risks[label, data.NEW_SENTENCES], ours_risks, OURS))
 
 # %% [markdown] tags=["answer", "rubric"]
 # **Rubric · Question 4.2 (3 points).**
@@ -1301,7 +1305,10 @@ sentence = "Je suis de Singapour."
 print("our pieces:", scratch.tokenizer.pieces("Singapour"), "| SmolLM2's:", lm.tokenizer.tokenize(" Singapour"))
 for label in shown:
     model, tok = CONTESTANTS[label]
-    print(f"{label[:24]:<24}", (model.translate([sentence]) if tok is None else E.translate(model, tok, [sentence]))[0])
+    print(
+        f"{label[:24]:<24}",
+        (model.translate([sentence]) if tok is None else evaluate.translate(model, tok, [sentence]))[0],
+    )
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** Our model, meeting a word it never saw, has only the word's sub-word pieces, which it saw
@@ -1337,9 +1344,9 @@ records = []
 for label in CONTESTANTS:
     total, trained = params_of(label)
     kind = "seq2seq" if "opus" in label else "causal"
-    records.append(E.metrics_record(
+    records.append(evaluate.metrics_record(
         model={"name": label, "parameters": total, "trained_parameters": trained,
-               "pretrained_on": None if label == SCRATCH_NAME else P.CARDS.get(
+               "pretrained_on": None if label == SCRATCH_NAME else pretrained.CARDS.get(
                    SEQ2SEQ_MODEL if kind == "seq2seq" else CAUSAL_MODEL, "see the model card"),
                "checkpoint": str(RUNS / f"04_finetune-{kind}") if "fine-tuned" in label else None},
         evaluations=[evaluations[label, name, beams] for name in TEST_SETS for beams in (1, BEAMS)],
@@ -1359,7 +1366,7 @@ comparison = {
     "paired_bootstrap_new_sentences": significance,
     "models": records,
 }
-path = E.write_json(comparison, runtime.metrics_dir() / "04_comparison.json")
+path = evaluate.write_json(comparison, runtime.metrics_dir() / "04_comparison.json")
 print(f"wrote {path}")
 assert all(len(r["evaluations"]) == 2 * len(TEST_SETS) for r in comparison["models"])
 
@@ -1370,7 +1377,7 @@ assert all(len(r["evaluations"]) == 2 * len(TEST_SETS) for r in comparison["mode
 # model, on the same sentences. Things to try:
 #
 # - **LoRA** (low-rank adapters: small matrices added beside the frozen weights, the only ones trained):
-#   `FT.FinetuneConfig(lora=True)` trains about 2 % of SmolLM2's parameters at rank 8. How much BLEU does it
+#   `finetune.FinetuneConfig(lora=True)` trains about 2 % of SmolLM2's parameters at rank 8. How much BLEU does it
 #   lose in the same minutes, and how much memory does it save?
 # - **A stronger small multilingual model**: `google/gemma-3-270m` (its own licence terms) scored about 32 BLEU
 #   on newer Tatoeba sentences from a three-shot prompt in an earlier try recorded in the issue tracker (not

@@ -146,16 +146,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from helpers import experiments as X
+from helpers import experiments
 from helpers.course import plotting
-from helpers.evaluation import evaluate as E
-from helpers.hf import pretrained as PT
-from helpers.nn import model as M
-from helpers.nn import variants as VAR
-from helpers.text import data as D
-from helpers.text import sources as S
-from helpers.training import config as C
-from helpers.training import pretrain as P
+from helpers.evaluation import evaluate
+from helpers.hf import pretrained
+from helpers.nn import variants
+from helpers.nn.model import DecoderOnlyTransformer, ModelConfig, SelfAttention, build_attention_mask, num_parameters
+from helpers.text import data, sources
+from helpers.training import config, pretrain
 
 DEVICE = runtime.pick_device()
 PRESET = "tiny" if QUICK else ("t4" if DEVICE.type == "cuda" else "cpu")
@@ -177,24 +175,26 @@ reference = runtime.reference_outputs  # outputs saved for the checks (data/refe
 # with the new-sentence test set held out first, tokenizer on the training split only, encode, batch).
 
 # %%
-DATA = "builtin" if QUICK else str(S.find_local_tatoeba() or S.fetch_tatoeba(cache_dir=DRIVE))
-BASE = C.preset_config(PRESET, seed=SEED, **BUDGET)
-prepared = D.prepare_data(DATA, BASE, None, seed=SEED, limit=DATA_LIMIT, progress=False)
+DATA = "builtin" if QUICK else str(sources.find_local_tatoeba() or sources.fetch_tatoeba(cache_dir=DRIVE))
+BASE = config.preset_config(PRESET, seed=SEED, **BUDGET)
+prepared = data.prepare_data(DATA, BASE, None, seed=SEED, limit=DATA_LIMIT, progress=False)
 tok = prepared.tokenizer
 print(prepared.describe())
 # finished rows survive a disconnect in full mode (Drive if mounted); quick mode always recomputes
-CACHE = X.ResultsCache(None if QUICK else runtime.reports_dir() / "05_rows.json")
+CACHE = experiments.ResultsCache(None if QUICK else runtime.reports_dir() / "05_rows.json")
 FINGERPRINT = {"data": prepared.info, "base": BASE.to_dict()}
 ROWS: dict[str, dict] = {}  # every row of every table, for 05_variants.json
 
 
 def run_row(label: str, **changes) -> dict:
     """Train BASE with `changes` for the same budget and score it (helpers.experiments.run_variant)."""
-    cfg = C.preset_config(PRESET, **{"seed": SEED, **BUDGET, **changes})  # a setting may change the seed
+    cfg = config.preset_config(PRESET, **{"seed": SEED, **BUDGET, **changes})  # a setting may change the seed
     row = CACHE.run(
         label,
         {**FINGERPRINT, "changes": changes},
-        lambda: X.run_variant(prepared, cfg, label=label, base=BASE, device=DEVICE, eval_sentences=EVAL_SENTENCES),
+        lambda: experiments.run_variant(
+            prepared, cfg, label=label, base=BASE, device=DEVICE, eval_sentences=EVAL_SENTENCES
+        ),
     )
     ROWS[label] = row
     print(
@@ -235,12 +235,12 @@ def synthesizer_weights(x, w1, w2, b2, n_head, mask):
 
 # %% tags=["check"]
 torch.manual_seed(0)
-small = M.ModelConfig(vocab_size=50, max_len=16, n_layer=2, n_head=2, d_model=16, attention="synthesizer")
-layer = VAR.SynthesizerAttention(small).eval()
+small = ModelConfig(vocab_size=50, max_len=16, n_layer=2, n_head=2, d_model=16, attention="synthesizer")
+layer = variants.SynthesizerAttention(small).eval()
 with torch.no_grad():
     layer.b2.normal_()  # b2 starts at zero; random values make a forgotten b2 show
 x = torch.randn(2, 9, 16)
-mask = M.build_attention_mask(9, torch.tensor([4, 6]))  # a 4- and a 6-token source
+mask = build_attention_mask(9, torch.tensor([4, 6]))  # a 4- and a 6-token source
 mine = synthesizer_weights(x, layer.w1, layer.w2, layer.b2, 2, mask)
 _, theirs = layer(x, mask, return_weights=True)
 assert torch.allclose(mine, theirs, atol=1e-6), "the notebook's synthesizer and helpers.nn.variants disagree"
@@ -250,10 +250,10 @@ y = x.clone()
 y[:, 2] += 1.0
 moved = synthesizer_weights(y, layer.w1, layer.w2, layer.b2, 2, mask)
 assert torch.allclose(moved[:, :, 3:], mine[:, :, 3:]) and not torch.allclose(moved[:, :, 2], mine[:, :, 2])
-dot = M.ModelConfig(**{**small.to_dict(), "attention": "dot"})
+dot = ModelConfig(**{**small.to_dict(), "attention": "dot"})
 print(
-    f"parameters per attention layer: dot product {VAR.num_variant_parameters(dot)['attention']:,}, "
-    f"synthesizer {VAR.num_variant_parameters(small)['attention']:,} (B_i and b2 grow with the block length ℓ)"
+    f"parameters per attention layer: dot product {variants.num_variant_parameters(dot)['attention']:,}, "
+    f"synthesizer {variants.num_variant_parameters(small)['attention']:,} (B_i and b2 grow with the block length ℓ)"
 )
 
 # %% [markdown]
@@ -276,10 +276,10 @@ print(
 # Compute here what supports your answer. A working example: the weights with which query 5 reads positions 1
 # and 3, before and after the tokens at those two positions swap places, for a synthesizer head (your weights)
 # and for a dot-product head of the same size.
-causal = M.build_attention_mask(9)  # (1, 1, 9, 9): no source, every position causal
+causal = build_attention_mask(9)  # (1, 1, 9, 9): no source, every position causal
 swapped = x.clone()
 swapped[:, [1, 3]] = x[:, [3, 1]]
-dot_layer = M.SelfAttention(dot).eval()
+dot_layer = SelfAttention(dot).eval()
 heads = {
     "synthesizer": lambda z: synthesizer_weights(z, layer.w1, layer.w2, layer.b2, 2, causal),
     "dot product": lambda z: dot_layer(z, causal, return_weights=True)[1],
@@ -380,13 +380,13 @@ def bottleneck_masks(m, ell, prefix_len):
 # %% tags=["check"]
 L_BLOCK, M_LATENTS = 96, 16
 course = torch.arange(M_LATENTS)
-ours = VAR.latent_horizons(M_LATENTS, L_BLOCK)
+ours = variants.latent_horizons(M_LATENTS, L_BLOCK)
 reach = {name: int(h.max()) + 1 for name, h in (("course", course), ("spread", ours))}
 print(f"horizons, spread: {ours.tolist()}")
 print(f"inputs some latent reads: course {reach['course']} of {L_BLOCK}, spread {reach['spread']} of {L_BLOCK}")
 plens = torch.tensor([1, 3, 6])
 pos = torch.arange(6)
-assert torch.equal(may_read(pos, pos, plens), M.build_attention_mask(6, plens)), "positions: notebook 02's mask"
+assert torch.equal(may_read(pos, pos, plens), build_attention_mask(6, plens)), "positions: notebook 02's mask"
 # the bottleneck's three masks on a small block (12 positions, 4 latents), saved from the model's own masks
 saved = reference("05_bottleneck_masks.json")
 plen12 = torch.tensor(saved["prefix_len"])
@@ -399,10 +399,10 @@ for name in ("down", "middle", "up"):
 # the same for blocks the saved file does not hold, against the model's masks computed now: m divides ℓ, or not
 for m_, ell_ in ((16, 96), (5, 12), (3, 10)):
     plen_ = torch.tensor([1, ell_ // 3, ell_ - 1])
-    lat_, pos_ = VAR.latent_horizons(m_, ell_), torch.arange(ell_)
+    lat_, pos_ = variants.latent_horizons(m_, ell_), torch.arange(ell_)
     mine = bottleneck_masks(m_, ell_, plen_)
     for name, (q_h, k_h) in {"down": (lat_, pos_), "middle": (lat_, lat_), "up": (pos_, lat_)}.items():
-        assert torch.equal(mine[name], VAR.read_mask(q_h, k_h, plen_)), f"{name} (m = {m_}, ℓ = {ell_}): not the model's mask"  # fmt: skip
+        assert torch.equal(mine[name], variants.read_mask(q_h, k_h, plen_)), f"{name} (m = {m_}, ℓ = {ell_}): not the model's mask"  # fmt: skip
 
 # %% [markdown]
 # ### The price of causality
@@ -465,9 +465,7 @@ VARIANTS = {
 
 def leakage_report(changes: dict) -> dict:
     torch.manual_seed(1)
-    model = M.DecoderOnlyTransformer(
-        M.ModelConfig(vocab_size=30, max_len=24, n_layer=3, n_head=2, d_model=16, **changes)
-    )
+    model = DecoderOnlyTransformer(ModelConfig(vocab_size=30, max_len=24, n_layer=3, n_head=2, d_model=16, **changes))
     with torch.no_grad():
         for p in model.parameters():  # large random weights: any leak shows clearly
             if p.dim() > 1:
@@ -561,18 +559,18 @@ LENGTHS = [64, 128, 256, 512] if QUICK else [64, 128, 256, 512, 1024]
 shape = dict(vocab_size=64, max_len=max(LENGTHS), n_head=4, attention_kernel="explicit")
 shape.update(dict(n_layer=4, d_model=64) if QUICK else dict(n_layer=6, d_model=256))
 complexity = {
-    "plain": X.measure_forward(M.ModelConfig(**shape), LENGTHS),
-    "bottleneck m=16": X.measure_forward(M.ModelConfig(**shape, bottleneck_dim=16), LENGTHS),
+    "plain": experiments.measure_forward(ModelConfig(**shape), LENGTHS),
+    "bottleneck m=16": experiments.measure_forward(ModelConfig(**shape, bottleneck_dim=16), LENGTHS),
 }
 sec_per_flop = complexity["plain"][-1]["seconds"] / complexity["plain"][-1]["flops"]
 for name, rows in complexity.items():
-    measured = {k: X.local_slopes(LENGTHS, [r[k] for r in rows])[-1] for k in ("seconds", "bytes")}
+    measured = {k: experiments.local_slopes(LENGTHS, [r[k] for r in rows])[-1] for k in ("seconds", "bytes")}
     print(f"{name}, measured per doubling of ℓ: time ×2^{measured['seconds']:.2f}, memory (all saved tensors) ×2^{measured['bytes']:.2f}")  # fmt: skip
 if QUICK:
     print("Quick mode: a small model on a shared CPU, so the times include fixed overheads and move from run to run; "
           "the bytes are exact.")  # fmt: skip
-plain_mem = X.local_slopes(LENGTHS, [r["bytes"] for r in complexity["plain"]])[-1]
-neck_mem = X.local_slopes(LENGTHS, [r["bytes"] for r in complexity["bottleneck m=16"]])[-1]
+plain_mem = experiments.local_slopes(LENGTHS, [r["bytes"] for r in complexity["plain"]])[-1]
+neck_mem = experiments.local_slopes(LENGTHS, [r["bytes"] for r in complexity["bottleneck m=16"]])[-1]
 
 
 # %% tags=["answer"]
@@ -591,7 +589,8 @@ def growth_verdict(name: str, what: str, measured: float, derived: float, tolera
 
 for name, rows in complexity.items():
     slopes = {
-        k: X.local_slopes(LENGTHS, [r[k] for r in rows])[-1] for k in ("seconds", "flops", "bytes", "attention_bytes")
+        k: experiments.local_slopes(LENGTHS, [r[k] for r in rows])[-1]
+        for k in ("seconds", "flops", "bytes", "attention_bytes")
     }
     print(growth_verdict(name, "time", slopes["seconds"], slopes["flops"]))
     print(growth_verdict(name, "memory (measured: all saved tensors; derived: the attention weights)", slopes["bytes"], slopes["attention_bytes"]))  # fmt: skip
@@ -825,8 +824,8 @@ scores = torch.randn(2, 6, 6)  # (nh, T, T)
 slopes2 = -alibi_causal_bias(2, 6)[:, 1, 0]  # (nh,)
 key_only = slopes2[:, None, None] * torch.arange(6.0)[None, None, :]  # m_h * j
 for mask_name, allowed in (
-    ("causal", M.build_attention_mask(6)[0]),
-    ("prefix of 3", M.build_attention_mask(6, torch.tensor([3]))[0]),
+    ("causal", build_attention_mask(6)[0]),
+    ("prefix of 3", build_attention_mask(6, torch.tensor([3]))[0]),
 ):
     ours_w = (scores + alibi_causal_bias(2, 6)).masked_fill(~allowed, float("-inf")).softmax(-1)
     paper_w = (scores + key_only).masked_fill(~allowed, float("-inf")).softmax(-1)
@@ -884,7 +883,7 @@ for mask_name, allowed in (
 # The special ids are `BOS`, `MASK`, `SEP` and `EOS` below.
 
 # %%
-BOS, MASK, SEP, EOS = tok.bos_id, P.MASK_ID, tok.sep_id, tok.eos_id
+BOS, MASK, SEP, EOS = tok.bos_id, pretrain.MASK_ID, tok.sep_id, tok.eos_id
 print(f"special ids: <bos> {BOS}, <mask> {MASK} (the <unk> id), <sep> {SEP}, <eos> {EOS}")
 
 
@@ -1085,7 +1084,7 @@ plt.show()
 
 # %%
 # Compute here what supports your answer: each variant's row, with the vanilla row.
-print(X.format_rows([ROWS[k] for k in VARIANT_LABELS]))
+print(experiments.format_rows([ROWS[k] for k in VARIANT_LABELS]))
 
 # %% tags=["answer"]
 print(compare_rows(ROWS, VARIANT_LABELS[1:], key="val_loss"))
@@ -1138,10 +1137,10 @@ for kind in ("none", "sinusoidal", "rotary", "alibi"):
 # %%
 if QUICK:
     EMBEDDINGS_FROM = str(
-        PT.tiny_causal_lm(prepared.splits.train[:2000], Path(tempfile.mkdtemp(prefix="05_lm-")), seed=SEED)
+        pretrained.tiny_causal_lm(prepared.splits.train[:2000], Path(tempfile.mkdtemp(prefix="05_lm-")), seed=SEED)
     )
 else:
-    EMBEDDINGS_FROM = PT.DEFAULT_CAUSAL  # from the hub on Colab; a local folder or .gguf file works too
+    EMBEDDINGS_FROM = pretrained.DEFAULT_CAUSAL  # from the hub on Colab; a local folder or .gguf file works too
 row = run_row("pretrained embeddings", init_embeddings=EMBEDDINGS_FROM)
 print(row["embeddings"])
 POSITION_LABELS.append("pretrained embeddings")
@@ -1185,7 +1184,7 @@ plt.show()
 
 # %%
 # Compute here what supports your answer: each row of this section.
-print(X.format_rows([ROWS[k] for k in POSITION_LABELS]))
+print(experiments.format_rows([ROWS[k] for k in POSITION_LABELS]))
 
 # %% tags=["answer"]
 print(compare_rows(ROWS, POSITION_LABELS[1:], key="bleu_new"))
@@ -1349,12 +1348,12 @@ for name, change in STUDY_MENU.items():
 # %%
 MY_SETTINGS = ["lr ×2", "half the batch tokens", "vanilla, seed 1"]  # ✏️ edit: your settings, within the budget
 
-SETTINGS = X.choose_settings(MY_SETTINGS, STUDY_MENU, budget=STUDY_RUNS)
+SETTINGS = experiments.choose_settings(MY_SETTINGS, STUDY_MENU, budget=STUDY_RUNS)
 for label, setting in SETTINGS.items():
     run_row(label, **setting)
 SWEEP_LABELS = ["vanilla", *SETTINGS]
 sweep_rows = [ROWS[k] for k in SWEEP_LABELS]
-print(X.format_rows(sweep_rows))
+print(experiments.format_rows(sweep_rows))
 
 # %% [markdown]
 # **Which setting helps most within the budget, on the validation split and then on new sentences?**
@@ -1515,10 +1514,10 @@ else:
 # The solved notebook's paragraph, computed from the rows (the student copy prints only the numbers above).
 def sweep_paragraph(rows: list[dict], budget: str, quick: bool = QUICK, reference: str = "vanilla") -> str:
     """A paragraph for the report, every comparison computed from the rows; in quick mode, no reasons invited."""
-    best, ref = X.best_row(rows), next(r for r in rows if r["label"] == reference)
+    best, ref = experiments.best_row(rows), next(r for r in rows if r["label"] == reference)
     text = f"We compared {len(rows)} settings at the same budget ({budget} each, same data, tokenizer and seed). "
     if best["label"] == reference:
-        rival = X.best_row([r for r in rows if r["label"] != reference] or [ref])
+        rival = experiments.best_row([r for r in rows if r["label"] != reference] or [ref])
         text += (
             f"Chosen on the validation split, no change beat '{reference}' (validation BLEU {ref['bleu_valid']:.1f}; "
             f"the best change, '{rival['label']}', {rival['bleu_valid']:.1f}). "
@@ -1544,9 +1543,9 @@ def sweep_paragraph(rows: list[dict], budget: str, quick: bool = QUICK, referenc
 
 
 print(sweep_paragraph(sweep_rows, BUDGET_TEXT))
-best = X.best_row(sweep_rows)
+best = experiments.best_row(sweep_rows)
 if best["label"] != "vanilla":
-    print(f"\nTo try it in the {PRESET} preset: C.preset_config({PRESET!r}, **{best['changed']}); adopt it only if it "
+    print(f"\nTo try it in the {PRESET} preset: config.preset_config({PRESET!r}, **{best['changed']}); adopt it only if it "
           "also wins a full-length run on the validation split (benchmarks/RESULTS.md records such runs).")  # fmt: skip
 
 # %% [markdown] tags=["answer"]
@@ -1602,10 +1601,10 @@ if best["label"] != "vanilla":
 # - **Joined pairs** (`--concat-pairs 0.25`): a quarter more examples, each two training pairs joined, so that
 #   long sources, rare in Tatoeba, are not rare in training.
 #
-# Each one was measured with two seeds on the newer-sentence development set (the course's benchmark runs, issue 28);
-# Muon, WSD and ReLU² won there and are in the `cpu` and `t4` presets (with 8,000 vocabulary pieces), the others
-# lost or tied at our budget. The cell below only shows what each switch changes in a tiny model: its parameter count and how far its first
-# output moves from the plain model's.
+# Each one was measured with two seeds on the newer-sentence development set (the course's benchmark runs); Muon,
+# WSD and ReLU² won there and are in the `cpu` and `t4` presets (with 8,000 vocabulary pieces), the others lost or
+# tied at our budget. The cell below only shows what each switch changes in a tiny model: its parameter count and
+# how far its first output moves from the plain model's.
 
 # %%
 levers = {"plain": {}, "QK-norm": {"qk_norm": True}, "ReLU²": {"activation": "relu2"},
@@ -1614,23 +1613,21 @@ ids = torch.randint(4, 200, (2, 16))
 first = {}
 for name, switch in levers.items():
     torch.manual_seed(0)  # the same starting weights wherever the switch leaves them alone
-    lever_model = M.DecoderOnlyTransformer(
-        M.ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32, **switch)
+    lever_model = DecoderOnlyTransformer(
+        ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32, **switch)
     )
     first[name] = lever_model(ids).detach()
     moved = (first[name] - first["plain"]).abs().max()
-    print(f"{name:>12}: {M.num_parameters(lever_model.config):>7,} parameters, logits moved by {moved:.2e}")
-assert M.num_parameters(
-    M.ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32, tie_weights=False)
-) == (M.num_parameters(M.ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32)) + 200 * 32), (
-    "an untied head adds one vocabulary x width matrix, nothing else"
-)
+    print(f"{name:>12}: {num_parameters(lever_model.config):>7,} parameters, logits moved by {moved:.2e}")
+assert num_parameters(ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32, tie_weights=False)) == (
+    num_parameters(ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32)) + 200 * 32
+), "an untied head adds one vocabulary x width matrix, nothing else"
 assert all((first[k] - first["plain"]).abs().max() > 0 for k in levers if k != "plain"), (
     "every switch changes the model"
 )
 from helpers.training.optim import make_optimizer  # noqa: E402
 
-muon = make_optimizer(lever_model, C.preset_config("tiny", optimizer="muon"))
+muon = make_optimizer(lever_model, config.preset_config("tiny", optimizer="muon"))
 print(f"Muon takes {sum(len(g['params']) for g in muon.optimizers[0].param_groups)} matrices of the blocks; AdamW "
       f"{sum(len(g['params']) for g in muon.optimizers[1].param_groups)} tensors (embeddings, head, norms, biases).")  # fmt: skip
 
@@ -1654,9 +1651,9 @@ record = {
     },
     "leakage_checks": checks,
     "complexity": complexity,
-    "rows": X.table_rows(list(ROWS.values())),
+    "rows": experiments.table_rows(list(ROWS.values())),
 }
-path = E.write_json(record, runtime.metrics_dir() / "05_variants.json")
+path = evaluate.write_json(record, runtime.metrics_dir() / "05_variants.json")
 print(f"wrote {path}: {len(record['rows'])} rows")
 assert json.loads(path.read_text())["rows"][0]["label"] == "vanilla"
 

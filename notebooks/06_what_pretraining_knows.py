@@ -132,19 +132,19 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-from helpers import knowledge as K
+from helpers import knowledge
 from helpers.course import plotting
-from helpers.evaluation import evaluate as E
-from helpers.hf import pretrained as PT
+from helpers.evaluation import evaluate
+from helpers.hf import pretrained
 from helpers.nn.model import DecoderOnlyTransformer
-from helpers.text import data as D
-from helpers.text import sources as S
-from helpers.training import config as C
+from helpers.text import sources
+from helpers.text.data import prepare_data  # `data` names the experiment's data set in Exercise 6.5
+from helpers.training import config
 
 DEVICE = runtime.pick_device()
 if QUICK:
     torch.set_num_threads(1)  # tiny models: a second thread only waits (see notebook 03)
-KCFG, KMODEL = K.knowledge_configs(QUICK)  # the people and budgets; the model's shape and optimiser
+KCFG, KMODEL = knowledge.knowledge_configs(QUICK)  # the people and budgets; the model's shape and optimiser
 print(f"{KCFG.n_people} people, {KCFG.n_test} of them held out of fine-tuning; {runtime.hardware_name(DEVICE)}")
 
 # %% [markdown]
@@ -160,7 +160,7 @@ print(f"{KCFG.n_people} people, {KCFG.n_test} of them held out of fine-tuning; {
 # model is trained on, and the **held-out people**, who appear in the biographies and nowhere else.
 
 # %%
-DATA = K.make_knowledge_data(KCFG.n_people, KCFG.n_test, SEED, skew=KCFG.skew)
+DATA = knowledge.make_knowledge_data(KCFG.n_people, KCFG.n_test, SEED, skew=KCFG.skew)
 for bio in DATA.biographies[:3]:
     print(bio)
 print()
@@ -168,7 +168,7 @@ for q, a in DATA.finetune_pairs[:2]:
     print(f"{q}  ->  {a}")
 held_out = {p.name for p in DATA.test}
 asked = {q for q, _ in DATA.finetune_pairs}
-assert not any(K.question(p) in asked for p in DATA.test), "a held-out person is asked about in fine-tuning"
+assert not any(knowledge.question(p) in asked for p in DATA.test), "a held-out person is asked about in fine-tuning"
 assert len(DATA.biographies) == len(DATA.people) and held_out <= {p.name for p in DATA.people}
 print(
     f"\n{len(DATA.biographies)} biographies (everyone), {len(asked)} fine-tuning questions, {len(held_out)} held-out people"
@@ -180,12 +180,12 @@ print(
 
 # %%
 TOP = 10
-towns = list(K.PLACES[:TOP])
+towns = list(knowledge.PLACES[:TOP])
 share = {
     who: [Counter(p.born for p in people)[t] / len(people) for t in towns]
     for who, people in (("fine-tuning people", DATA.finetune), ("held-out people", DATA.test))
 }
-law = K.place_weights(skew=KCFG.skew)[:TOP]
+law = knowledge.place_weights(skew=KCFG.skew)[:TOP]
 fig, ax = plt.subplots(figsize=(9, 3.8))
 x = torch.arange(TOP).float()
 ax.bar(x - 0.2, share["fine-tuning people"], width=0.4, label="fine-tuning people")
@@ -268,12 +268,12 @@ for case in load_reference("06_exact_match.json")["cases"]:
     )
 draw = random.Random(6)
 for _ in range(300):
-    answers = draw.choices(K.PLACES, k=draw.randint(1, 6))
+    answers = draw.choices(knowledge.PLACES, k=draw.randint(1, 6))
     made = []
     for a in answers:
         a = draw.choice([a, a.upper(), a.lower(), a.replace(" ", "   "), a + draw.choice(".!?,;"), a[:-1], a + "s"])
         made.append(draw.choice(["", " ", '"', "("]) + a + draw.choice(["", " ", '"', ")", ". "]))
-    got, want = exact_match_accuracy(made, answers), K.accuracy(made, answers)
+    got, want = exact_match_accuracy(made, answers), knowledge.accuracy(made, answers)
     assert math.isclose(got, want), (
         f"predictions {made} for answers {answers}: the grader's rule gives {want}, got {got}"
     )
@@ -351,17 +351,17 @@ print(f"this run's baseline: always {BASELINE_PLACE!r}, {BASELINE:.1%} of {len(T
 # %% tags=["answer"]
 # The numbers of the model answer, from this run: the law's share of the most common town, its standard error
 # on this many people, and the baseline if the town were picked on the test answers.
-LAW_TOP = float(K.place_weights(skew=KCFG.skew)[0])
-print(f"Zipf share of {K.PLACES[0]!r}: {LAW_TOP:.1%} (1/H_32)")
+LAW_TOP = float(knowledge.place_weights(skew=KCFG.skew)[0])
+print(f"Zipf share of {knowledge.PLACES[0]!r}: {LAW_TOP:.1%} (1/H_32)")
 print(
-    f"standard error of a share of {LAW_TOP:.1%} on {len(TEST_ANSWERS)} people: {K.standard_error(LAW_TOP, len(TEST_ANSWERS)):.1%}"
+    f"standard error of a share of {LAW_TOP:.1%} on {len(TEST_ANSWERS)} people: {knowledge.standard_error(LAW_TOP, len(TEST_ANSWERS)):.1%}"
 )
 print(f"picked on the test answers: {most_common_place_baseline(TEST_ANSWERS, TEST_ANSWERS)}")
 
 
 def compare_with_law(measured: float, expected: float, n: int) -> str:
     """Whether the baseline's accuracy is what the Zipf law predicts, within two standard errors."""
-    se = K.standard_error(expected, n)
+    se = knowledge.standard_error(expected, n)
     verdict = "within" if abs(measured - expected) <= 2 * se else "outside"
     return (
         f"The baseline's {measured:.1%} is {verdict} two standard errors ({2 * se:.1%}) of the {expected:.1%} that the "
@@ -393,9 +393,11 @@ print(compare_with_law(BASELINE, LAW_TOP, len(TEST_ANSWERS)))
 # trained on the biographies and the fine-tuning questions, serves every model:
 
 # %%
-TOK = K.knowledge_tokenizer(DATA, KCFG.vocab_size, SEED)
+TOK = knowledge.knowledge_tokenizer(DATA, KCFG.vocab_size, SEED)
 MAX_LEN, IGNORE = KMODEL.max_len, -100  # IGNORE: the label that torch's cross-entropy skips
-print(f"{TOK.vocab_size} pieces; <bos> {TOK.bos_id}, <sep> {TOK.sep_id}, <eos> {TOK.eos_id}, <mask> {K.MASK_ID}")
+print(
+    f"{TOK.vocab_size} pieces; <bos> {TOK.bos_id}, <sep> {TOK.sep_id}, <eos> {TOK.eos_id}, <mask> {knowledge.MASK_ID}"
+)
 print(DATA.finetune_pairs[0][0], "->", [TOK.id_to_piece(i) for i in TOK.encode(DATA.finetune_pairs[0][0])])
 
 # %% [markdown]
@@ -449,9 +451,11 @@ assert len(labels) == len(ids), f"one label per position: {len(labels)} labels f
 assert [y for y in labels if y != IGNORE] == [*A, TOK.eos_id], (
     "the labels ask for the answer's pieces and <eos>, once each"
 )
-assert list(labels) == K.labels_for(ids, len(Q) + 2), f"labels {labels} are in the wrong positions for ids {ids}"
+assert list(labels) == knowledge.labels_for(ids, len(Q) + 2), (
+    f"labels {labels} are in the wrong positions for ids {ids}"
+)
 for pair in DATA.pairs(DATA.people) + DATA.pairs(DATA.people, "biography"):
-    got, want = finetune_example(TOK, *pair, MAX_LEN), K.finetune_example(TOK, *pair, MAX_LEN)
+    got, want = finetune_example(TOK, *pair, MAX_LEN), knowledge.finetune_example(TOK, *pair, MAX_LEN)
     assert got is not None and (list(got[0]), list(got[1])) == want, f"{pair}: expected {want}, got {got}"
 n = len(ids)
 assert finetune_example(TOK, q, a, n) is not None and finetune_example(TOK, q, a, n - 1) is None, (
@@ -464,8 +468,8 @@ draw = random.Random(3)
 for _ in range(200):
     seq = [draw.randrange(5, 400) for _ in range(draw.randint(2, 12))]
     n_source = draw.randint(1, len(seq) - 1)
-    assert list(answer_labels(seq, n_source)) == K.labels_for(seq, n_source), (
-        f"answer_labels({seq}, n_source={n_source}) should be {K.labels_for(seq, n_source)}"
+    assert list(answer_labels(seq, n_source)) == knowledge.labels_for(seq, n_source), (
+        f"answer_labels({seq}, n_source={n_source}) should be {knowledge.labels_for(seq, n_source)}"
     )
 print(f"fine-tuning examples: {len(DATA.people) * 2} questions and 200 label sets agree with the package's")
 
@@ -492,7 +496,7 @@ print(f"fine-tuning examples: {len(DATA.people) * 2} questions and 200 label set
 #   out why each epoch gets a generator of its own.
 
 # %%
-MASK = K.MASK_ID
+MASK = knowledge.MASK_ID
 
 
 def corrupt_biography(ids: list[int], rng: random.Random, max_len: int) -> tuple[list[int], list[int]] | None:
@@ -528,7 +532,7 @@ odd = [[], [9], [9, 10], [9, 10, 11]] + [list(range(100, 100 + n)) for n in rang
 for max_len in (6, 16, MAX_LEN):
     mine, ref = random.Random(max_len), random.Random(max_len)
     for ids in odd + BIO_IDS:
-        got, want = corrupt_biography(list(ids), mine, max_len), K.corrupt_biography(ids, ref, max_len)
+        got, want = corrupt_biography(list(ids), mine, max_len), knowledge.corrupt_biography(ids, ref, max_len)
         if want is None:
             assert got is None, f"{ids} with max_len {max_len} makes no example: return None, got {got}"
             continue
@@ -537,7 +541,7 @@ for max_len in (6, 16, MAX_LEN):
         assert inp.count(MASK) == 1 and inp.count(TOK.sep_id) == 1, "one <mask> (where the span was) and one <sep>"
         assert inp[0] == TOK.bos_id and inp[-1] == TOK.eos_id and len(inp) <= max_len, "<bos> ... <eos>, within max_len"
         s = inp.index(TOK.sep_id)
-        assert labels == K.labels_for(inp, s + 1), "the labels ask for span <eos> only, as in Exercise 6.3"
+        assert labels == knowledge.labels_for(inp, s + 1), "the labels ask for span <eos> only, as in Exercise 6.3"
         assert (inp, labels) == want, (
             f"cut of {ids} (max_len {max_len}): expected {want[0]}, got {inp}. Check the three draws: their ranges "
             "and their order"
@@ -545,7 +549,7 @@ for max_len in (6, 16, MAX_LEN):
 some = BIO_IDS[:30] + [[9]] + BIO_IDS[30:60]
 for epoch in (0, 1, 2):
     got = [(list(i), list(y)) for i, y in pretraining_epoch(some, epoch, 5, MAX_LEN)]
-    want = K.pretraining_examples(some, epoch, 5, MAX_LEN)
+    want = knowledge.pretraining_examples(some, epoch, 5, MAX_LEN)
     assert len(got) == len(want) == 60, f"one example per biography long enough to cut: {len(want)}, got {len(got)}"
     assert got == want, f"epoch {epoch} (seed 5): the examples differ from the package's"
 print(f"span corruption: {3 * len(odd + BIO_IDS)} cuts and 3 epochs agree with the package's")
@@ -560,12 +564,12 @@ print(f"span corruption: {3 * len(odd + BIO_IDS)} cuts and 3 epochs agree with t
 # steps, fine-tuning learning rate, seed) and `model_cfg` (the model's shape and learning rate, `max_len`,
 # `max_tokens`). Every seed is `kcfg.seed`. The package gives the machinery:
 #
-# - `K.new_model(tok, model_cfg, seed, device)`: a fresh model, the same initial weights for the same seed;
-# - `K.training_config(model_cfg, steps, lr, seed)`: one phase's budget;
-# - `K.ExampleBatcher(examples, model_cfg.max_tokens, seed=seed)`: batches of `(input_ids, labels)` examples,
+# - `knowledge.new_model(tok, model_cfg, seed, device)`: a fresh model, the same initial weights for the same seed;
+# - `knowledge.training_config(model_cfg, steps, lr, seed)`: one phase's budget;
+# - `knowledge.ExampleBatcher(examples, model_cfg.max_tokens, seed=seed)`: batches of `(input_ids, labels)` examples,
 #   from a list, or from a function `epoch -> list` (new examples each epoch);
-# - `K.train_phase(model, batcher, cfg, phase, device=device)`: trains in place (`phase`: a name for the log);
-# - `K.answer_questions(model, tok, pairs)`: the model's greedy answers to the questions of `(question, answer)`
+# - `knowledge.train_phase(model, batcher, cfg, phase, device=device)`: trains in place (`phase`: a name for the log);
+# - `knowledge.answer_questions(model, tok, pairs)`: the model's greedy answers to the questions of `(question, answer)`
 #   pairs; the held-out people's pairs are `data.test_pairs` (in `data.test` order), the fine-tuning people's
 #   `data.finetune_pairs`.
 #
@@ -581,18 +585,22 @@ def knowledge_table(data, tok, kcfg, model_cfg, device=None) -> dict:
     seed, max_len, max_tokens = kcfg.seed, model_cfg.max_len, model_cfg.max_tokens
     questions = [finetune_example(tok, q, a, max_len) for q, a in data.finetune_pairs]
     bios = tok.encode_batch(data.biographies)  # everyone's: the held-out people are read only here
-    pre_cfg = K.training_config(model_cfg, kcfg.pretrain_steps, model_cfg.lr, seed)
-    ft_cfg = K.training_config(model_cfg, kcfg.finetune_steps, kcfg.finetune_lr, seed)
+    pre_cfg = knowledge.training_config(model_cfg, kcfg.pretrain_steps, model_cfg.lr, seed)
+    ft_cfg = knowledge.training_config(model_cfg, kcfg.finetune_steps, kcfg.finetune_lr, seed)
     models = {}
     for name in ("scratch", "pretrained"):
-        model = K.new_model(tok, model_cfg, seed, device)  # the same start for both
+        model = knowledge.new_model(tok, model_cfg, seed, device)  # the same start for both
         if name == "pretrained":
-            cuts = K.ExampleBatcher(lambda epoch: pretraining_epoch(bios, epoch, seed, max_len), max_tokens, seed=seed)
-            K.train_phase(model, cuts, pre_cfg, "pretrain-span", device=device)
-        K.train_phase(model, K.ExampleBatcher(questions, max_tokens, seed=seed), ft_cfg, "finetune", device=device)
+            cuts = knowledge.ExampleBatcher(
+                lambda epoch: pretraining_epoch(bios, epoch, seed, max_len), max_tokens, seed=seed
+            )
+            knowledge.train_phase(model, cuts, pre_cfg, "pretrain-span", device=device)
+        knowledge.train_phase(
+            model, knowledge.ExampleBatcher(questions, max_tokens, seed=seed), ft_cfg, "finetune", device=device
+        )
         models[name] = model
     gold = [p.born for p in data.test]
-    answers = {name: K.answer_questions(m, tok, data.test_pairs) for name, m in models.items()}
+    answers = {name: knowledge.answer_questions(m, tok, data.test_pairs) for name, m in models.items()}
     place, baseline = most_common_place_baseline([p.born for p in data.finetune], gold)
     return {
         "scratch": exact_match_accuracy(answers["scratch"], gold),
@@ -610,11 +618,11 @@ def knowledge_table(data, tok, kcfg, model_cfg, device=None) -> dict:
 # helpers.knowledge.knowledge_table: the same data and settings must give the same weights, answers and numbers.
 from dataclasses import replace  # noqa: E402
 
-SMALL = K.make_knowledge_data(30, 10, seed=1)
+SMALL = knowledge.make_knowledge_data(30, 10, seed=1)
 SMALL_K = replace(KCFG, n_people=30, n_test=10, pretrain_steps=12, finetune_steps=8, seed=1)
 SMALL_M = replace(KMODEL, warmup_steps=2)
 mine = knowledge_table(SMALL, TOK, SMALL_K, SMALL_M, device="cpu")
-ref = K.knowledge_table(SMALL, TOK, SMALL_K, SMALL_M, device="cpu")
+ref = knowledge.knowledge_table(SMALL, TOK, SMALL_K, SMALL_M, device="cpu")
 assert set(mine) >= {"scratch", "pretrained", "baseline", "baseline_place", "answers", "models"}, sorted(mine)
 for name in ("scratch", "pretrained"):
     assert isinstance(mine["models"][name], DecoderOnlyTransformer), f"models[{name!r}] is a trained model"
@@ -647,7 +655,7 @@ ANSWERS = TABLE["answers"]  # the held-out people's answers, per model
 for name, acc in (("fine-tuned from scratch", TABLE["scratch"]),
                   (f"pretrained ({KCFG.pretrain_steps:,} steps), then fine-tuned", TABLE["pretrained"]),
                   (f"always {TABLE['baseline_place']!r}", TABLE["baseline"])):  # fmt: skip
-    print(f"{name:<48} {acc:6.1%}  (± {2 * K.standard_error(acc, len(DATA.test)):.1%})")
+    print(f"{name:<48} {acc:6.1%}  (± {2 * knowledge.standard_error(acc, len(DATA.test)):.1%})")
 
 # %% [markdown]
 # ## More of the same run: how much reading, and in which words
@@ -659,7 +667,7 @@ for name, acc in (("fine-tuned from scratch", TABLE["scratch"]),
 # question in the biographies' own words, *Varo Tesimal was born in* → *Dunmere*.
 
 # %%
-RESULT, RUN = K.run_knowledge(KCFG, KMODEL, device=DEVICE, data=DATA, tokenizer=TOK)
+RESULT, RUN = knowledge.run_knowledge(KCFG, KMODEL, device=DEVICE, data=DATA, tokenizer=TOK)
 SCORES = {
     "fine-tuned from scratch": TABLE["scratch"],
     f"pretrained ({KCFG.pretrain_steps:,} steps), then fine-tuned": TABLE["pretrained"],
@@ -669,7 +677,7 @@ SCORES = {
 if DEVICE.type == "cpu":  # on a GPU, training is not bit-for-bit repeatable
     assert (TABLE["scratch"], TABLE["pretrained"], BASELINE) == (RESULT.scratch, RESULT.pretrained, RESULT.baseline)
 for name, acc in SCORES.items():
-    print(f"{name:<48} {acc:6.1%}  (± {2 * K.standard_error(acc, RESULT.n_test):.1%})")
+    print(f"{name:<48} {acc:6.1%}  (± {2 * knowledge.standard_error(acc, RESULT.n_test):.1%})")
 print(f"\nfine-tuning people answered correctly: {RESULT.finetune_accuracy}; {RESULT.seconds:.0f} s in all")
 if QUICK:
     print(
@@ -822,20 +830,20 @@ print(f"asked in the biographies' words: {RESULT.pretrained_biography_words:.1%}
 # %%
 PRESET = "tiny" if QUICK else ("t4" if DEVICE.type == "cuda" else "cpu")
 EMB_BUDGET = {"steps": 100} if QUICK else {"minutes": 3.0}
-EMB_DATA = "builtin" if QUICK else str(S.find_local_tatoeba() or S.fetch_tatoeba())
+EMB_DATA = "builtin" if QUICK else str(sources.find_local_tatoeba() or sources.fetch_tatoeba())
 EVAL_SENTENCES = 100 if QUICK else 1000
-EMB_CFG = C.preset_config(PRESET, seed=SEED, **EMB_BUDGET)
-prepared = D.prepare_data(EMB_DATA, EMB_CFG, None, seed=SEED, limit=3000 if QUICK else None, progress=False)
+EMB_CFG = config.preset_config(PRESET, seed=SEED, **EMB_BUDGET)
+prepared = prepare_data(EMB_DATA, EMB_CFG, None, seed=SEED, limit=3000 if QUICK else None, progress=False)
 if QUICK:
-    LM = str(PT.tiny_causal_lm(prepared.splits.train[:500], Path(tempfile.mkdtemp(prefix="06_lm-")), seed=SEED))
+    LM = str(pretrained.tiny_causal_lm(prepared.splits.train[:500], Path(tempfile.mkdtemp(prefix="06_lm-")), seed=SEED))
 else:
-    LM = PT.DEFAULT_CAUSAL  # from the hub on Colab; a local folder or .gguf file works too
+    LM = pretrained.DEFAULT_CAUSAL  # from the hub on Colab; a local folder or .gguf file works too
 print(f"{prepared.tokenizer.vocab_size} pieces, {len(prepared.splits.train):,} training pairs, preset {PRESET}")
 
 # %% [markdown]
 # ## Exercise 6.6 · Word vectors into the embedding table (2 points)
 #
-# `K.train_word2vec(tok, sentences, d_model, seed=...)` trains gensim's skip-gram on the sentences cut into our
+# `knowledge.train_word2vec(tok, sentences, d_model, seed=...)` trains gensim's skip-gram on the sentences cut into our
 # pieces and returns its vectors, keyed by piece id written as text: `wv["17"]` is piece 17's vector (a NumPy
 # array; `"17" in wv` says whether it has one). Write `put_word_vectors(model, tok, wv, std)`, which starts the
 # model's token embeddings (`model.tok_emb.weight`, one row per piece id) from those vectors and returns how
@@ -870,8 +878,8 @@ def put_word_vectors(model, tok, wv, std: float = 0.02) -> int:
 # (helpers.knowledge.put_word_vectors) from the same start, at two scales.
 w_tok = prepared.tokenizer
 w_sentences = [s for pair in prepared.splits.train[:300] for s in pair]
-w_cfg = C.preset_config("tiny", d_model=16, n_head=2).model_config(w_tok.vocab_size)
-wv = K.train_word2vec(w_tok, w_sentences, 16, seed=SEED)
+w_cfg = config.preset_config("tiny", d_model=16, n_head=2).model_config(w_tok.vocab_size)
+wv = knowledge.train_word2vec(w_tok, w_sentences, 16, seed=SEED)
 byte = [i for i in range(w_tok.vocab_size) if w_tok.id_to_piece(i).startswith("<0x")]
 for std in (0.02, 0.05):
     torch.manual_seed(0)
@@ -879,7 +887,7 @@ for std in (0.02, 0.05):
     before = start.tok_emb.weight.detach().clone()
     torch.manual_seed(0)
     want = DecoderOnlyTransformer(w_cfg)
-    n_want = K.put_word_vectors(want, w_tok, wv, std)
+    n_want = knowledge.put_word_vectors(want, w_tok, wv, std)
     n_got = put_word_vectors(start, w_tok, wv, std)
     table = start.tok_emb.weight
     assert isinstance(table, torch.nn.Parameter) and table.requires_grad, "the table stays a trainable parameter"
@@ -906,8 +914,8 @@ print(f"word vectors: {n_got} rows written, equal to the package's table at two 
 
 # %%
 EMB_ROWS = []
-for kind in K.EMBEDDING_KINDS:
-    row = K.embedding_row(prepared, EMB_CFG, kind, lm=LM, device=DEVICE, eval_sentences=EVAL_SENTENCES,
+for kind in knowledge.EMBEDDING_KINDS:
+    row = knowledge.embedding_row(prepared, EMB_CFG, kind, lm=LM, device=DEVICE, eval_sentences=EVAL_SENTENCES,
                           put_word2vec=put_word_vectors)  # fmt: skip
     EMB_ROWS.append(row)
     print(
@@ -920,7 +928,7 @@ for kind in K.EMBEDDING_KINDS:
 # share of resamples in which the start does not gain.
 
 # %%
-COMPARISONS = K.compare_embeddings(EMB_ROWS, resamples=1000, seed=SEED)
+COMPARISONS = knowledge.compare_embeddings(EMB_ROWS, resamples=1000, seed=SEED)
 for c in COMPARISONS:
     print(f"{c['label']:<14} {c['delta']:+6.2f} BLEU [{c['low']:+.2f}, {c['high']:+.2f}], p = {c['p']:.3f}")
 if QUICK:
@@ -980,7 +988,7 @@ for c in COMPARISONS:
 
 # %% tags=["answer"]
 for c in COMPARISONS:  # each comparison in a sentence, from the bootstrap's numbers
-    print(K.bootstrap_sentence(c))
+    print(knowledge.bootstrap_sentence(c))
 
 # %% [markdown] tags=["answer", "rubric"]
 # **Rubric · Question 6.4 (2 points).**
@@ -1023,7 +1031,7 @@ record = {
         "test": f"greedy BLEU on the first {EVAL_SENTENCES} new-sentence pairs; paired bootstrap against 'learned'",
     },
 }
-path = E.write_json(record, runtime.metrics_dir() / "06_knowledge.json")
+path = evaluate.write_json(record, runtime.metrics_dir() / "06_knowledge.json")
 print(f"wrote {path}")
 
 # %% [markdown]

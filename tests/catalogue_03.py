@@ -62,7 +62,7 @@ CATALOGUE = [
         "03",
         "3.3",
         "loss without label smoothing",
-        [("loss = T.loss_fn(logits, labels, cfg.label_smoothing)", "loss = T.loss_fn(logits, labels)")],
+        [("loss = train.loss_fn(logits, labels, cfg.label_smoothing)", "loss = train.loss_fn(logits, labels)")],
     ),
     ("03", "3.3", "causal mask: prefix_len not passed", [("logits = model(ids, plen)", "logits = model(ids)")]),
     (

@@ -51,20 +51,20 @@ CATALOGUE += [
          "    bios = tok.encode_batch([b for p, b in zip(data.people, data.biographies) if p in data.finetune])  # everyone's"),
     ]),
     ("06", "6.5", "fine-tuned at the pretraining learning rate", [
-        ("ft_cfg = K.training_config(model_cfg, kcfg.finetune_steps, kcfg.finetune_lr, seed)",
-         "ft_cfg = K.training_config(model_cfg, kcfg.finetune_steps, model_cfg.lr, seed)"),
+        ("ft_cfg = knowledge.training_config(model_cfg, kcfg.finetune_steps, kcfg.finetune_lr, seed)",
+         "ft_cfg = knowledge.training_config(model_cfg, kcfg.finetune_steps, model_cfg.lr, seed)"),
     ]),
     ("06", "6.5", "the held-out people's questions in fine-tuning (a leak)", [
         ("    questions = [finetune_example(tok, q, a, max_len) for q, a in data.finetune_pairs]",
          "    questions = [finetune_example(tok, q, a, max_len) for q, a in data.finetune_pairs + data.test_pairs]"),
     ]),
     ("06", "6.5", "the two models start from different weights", [
-        ("        model = K.new_model(tok, model_cfg, seed, device)  # the same start for both",
-         "        model = K.new_model(tok, model_cfg, seed + (name == 'pretrained'), device)"),
+        ("        model = knowledge.new_model(tok, model_cfg, seed, device)  # the same start for both",
+         "        model = knowledge.new_model(tok, model_cfg, seed + (name == 'pretrained'), device)"),
     ]),
     ("06", "6.5", "asked about the fine-tuning people", [
-        ("    answers = {name: K.answer_questions(m, tok, data.test_pairs) for name, m in models.items()}",
-         "    answers = {name: K.answer_questions(m, tok, data.finetune_pairs[: len(data.test)]) for name, m in models.items()}"),
+        ("    answers = {name: knowledge.answer_questions(m, tok, data.test_pairs) for name, m in models.items()}",
+         "    answers = {name: knowledge.answer_questions(m, tok, data.finetune_pairs[: len(data.test)]) for name, m in models.items()}"),
     ]),
     ("06", "6.5", "the baseline's town picked on the test answers", [
         ("    place, baseline = most_common_place_baseline([p.born for p in data.finetune], gold)",

@@ -108,7 +108,7 @@ def test_strip_solutions_keeps_signature_docstring_and_indentation_and_names_the
 def test_every_notebook_has_exercises_with_points_and_every_solution_under_one():
     numbers = []
     for py in SOURCES:
-        found = exercises.find_exercises(notebooks._read_py(py))
+        found = exercises.find_exercises(notebooks.read_py(py))
         assert found, f"{py.name} has no exercises"
         assert all(e.number.split(".")[0] == str(int(py.stem[:2])) for e in found), f"{py.name}: numbered N.M"
         numbers += [e.number for e in found]
@@ -149,7 +149,7 @@ def student(tmp_path_factory):
 
 @pytest.mark.parametrize("py", SOURCES, ids=IDS)
 def test_student_copy_has_no_solution_line_and_every_cell_parses(student, py):
-    solved = notebooks._read_py(py)
+    solved = notebooks.read_py(py)
     solution = {
         line.strip()
         for c in solved.cells
@@ -190,7 +190,7 @@ def test_running_a_student_copy_stops_at_its_first_stub_with_that_exercises_mess
 
 @pytest.mark.parametrize("py", SOURCES, ids=IDS)
 def test_student_copy_holds_no_line_unique_to_a_model_answer(student, py):
-    solved = notebooks._read_py(py)
+    solved = notebooks.read_py(py)
     questions = exercises.find_questions(solved)
     answers = {line.strip() for line in exercises.answer_lines(solved) if len(line.strip()) > 12}
     elsewhere = {
@@ -305,7 +305,7 @@ def test_one_mistake_costs_only_its_own_points(number, exercise, old, new, tmp_p
 def test_the_reference_checks_decide_not_the_students_copy_of_them(tmp_path):
     """A copy whose check cells were emptied still fails: the grader runs the reference's checks."""
     path = notebooks.notebook_sources(["02"])[0]
-    nb = notebooks._read_py(path)
+    nb = notebooks.read_py(path)
     target = next(e for e in exercises.find_exercises(nb) if e.number == "2.2")
     source = path.read_text().replace("scores.softmax(dim=-1)", "scores.softmax(dim=-2)", 1)
     for i in target.cells:
@@ -395,14 +395,14 @@ def test_the_catalogue_has_three_wrong_answers_for_every_exercise():
     for nb, number, *_ in CATALOGUE:
         per_exercise.setdefault((nb, number), 0)
         per_exercise[(nb, number)] += 1
-    every = {(py.stem[:2], e.number) for py in SOURCES for e in exercises.find_exercises(notebooks._read_py(py))}
+    every = {(py.stem[:2], e.number) for py in SOURCES for e in exercises.find_exercises(notebooks.read_py(py))}
     assert set(per_exercise) == every, f"exercises without wrong answers: {sorted(every - set(per_exercise))}"
     assert min(per_exercise.values()) >= 3, per_exercise
 
 
 def _following(number: str, exercise: str) -> str | None:
     """The exercise after ``exercise`` in notebook ``number`` (None for the last)."""
-    found = [e.number for e in exercises.find_exercises(notebooks._read_py(notebooks.notebook_sources([number])[0]))]
+    found = [e.number for e in exercises.find_exercises(notebooks.read_py(notebooks.notebook_sources([number])[0]))]
     i = found.index(exercise)
     return found[i + 1] if i + 1 < len(found) else None
 
@@ -489,7 +489,7 @@ def test_an_exercise_graded_alone_from_its_snapshot_passes_with_the_solution(num
 def test_each_wrong_answer_fails_its_own_exercise_and_no_other(number, exercise, name, replacements, error, tmp_path):
     path = notebooks.notebook_sources([number])[0]
     source = path.read_text()
-    nb = notebooks._read_py(path)
+    nb = notebooks.read_py(path)
     target = next(e for e in exercises.find_exercises(nb) if e.number == exercise)
     solution = "\n".join(line for i in target.cells for line in exercises.solution_lines(nb.cells[i].source))
     for old, new in replacements:

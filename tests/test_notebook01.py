@@ -81,7 +81,7 @@ def ns():
 
 
 def _solved():
-    return notebooks._read_py(notebooks.notebook_sources([NB])[0])
+    return notebooks.read_py(notebooks.notebook_sources([NB])[0])
 
 
 def _check_cells():

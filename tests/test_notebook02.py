@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from conftest import solved
 
 from helpers.course import exercises
-from helpers.course.notebooks import _read_py, code_cells, exec_cells
+from helpers.course.notebooks import code_cells, exec_cells, read_py
 from helpers.nn import model as pkg
 
 pytestmark = pytest.mark.notebook  # every test here reads the solved notebook's run
@@ -408,7 +408,7 @@ def test_the_checks_of_the_derivation_exercises_accept_other_correct_solutions(n
 
 def test_the_derivation_exercises_do_not_show_what_they_ask_for():
     """Issue 37, "no retyping": the student copy of 2.1, 2.7 and 2.9 states properties, not the formula or the lines."""
-    copy = exercises.student_notebook(_read_py(NOTEBOOK))
+    copy = exercises.student_notebook(read_py(NOTEBOOK))
     text = "\n".join(cell.source for cell in copy.cells)
     shown = [
         "10000^{2i/d}",  # 2.1: the angle's formula, as LaTeX, as a docstring or as code

@@ -22,7 +22,7 @@ import torch
 from conftest import solved
 
 from helpers import runtime
-from helpers.course import exercises
+from helpers.course import checks, exercises
 from helpers.course.notebooks import code_cells
 from helpers.evaluation import evaluate as E
 from helpers.nn.model import DecoderOnlyTransformer, build_attention_mask, num_parameters
@@ -74,6 +74,13 @@ def cell_calling(cells, call):
 def mutate(source: str, old: str, new: str) -> str:
     assert source.count(old) == 1, f"the notebook cell no longer contains {old!r} once: update this test"
     return source.replace(old, new)
+
+
+def run_step_check(nb, loop) -> None:
+    """The notebook's check cell of Exercise 3.3 (one call into helpers.course.checks), run on ``loop``."""
+    cells, ns = nb
+    cell = cell_calling(cells, "checks.check_training_step(")
+    exec(compile(cell.source, "<notebook 03 training-step check>", "exec"), dict(ns, train_loop=loop))
 
 
 def mutated_loop(nb, old: str, new: str):
@@ -338,14 +345,14 @@ def test_leak_check_reads_the_split_report(ns):
 
 # one cell each; what each call string marks is run in order, in a copy of the notebook's namespace
 PIPELINE_CALLS = (
-    "S.load_path(",
-    "D.clean_pairs(",
-    "D.split_pairs(",
-    "D.tokenizer_for(",
-    "TS.WordTable.from_pairs(",
-    "TK.encode_pairs(",
-    "TK.BucketBatcher(train_examples",
-    "DATA_INFO = D.data_info(",
+    "text_sources.load_path(",
+    "data.clean_pairs(",
+    "data.split_pairs(",
+    "data.tokenizer_for(",
+    "testsets.WordTable.from_pairs(",
+    "tokens.encode_pairs(",
+    "train_batcher = tokens.BucketBatcher(train_examples",
+    "DATA_INFO = data.data_info(",
 )
 PIPELINE_OUTPUTS = (
     "pairs", "load_report", "clean_report", "splits", "tok", "words", "test_sets", "test_set_stats", "train_examples",
@@ -436,11 +443,11 @@ def test_the_notebooks_data_cells_give_what_prepare_data_gives(nb, packaged, tmp
 
 DATA_MISTAKES = {  # a plausible slip in one data cell -> the difference the comparison must report
     "sample drawn with another seed": ("limit=DATA_LIMIT, seed=SEED)", "limit=DATA_LIMIT, seed=SEED + 1)", "splits"),
-    "split with another seed": ("D.split_pairs(pairs, seed=SEED)", "D.split_pairs(pairs, seed=SEED + 1)", "splits"),
-    "no new-sentence set": ("D.split_pairs(pairs, seed=SEED)", "D.split_pairs(pairs, new=None, seed=SEED)", "splits"),
-    "word table from every split": ("TS.WordTable.from_pairs(splits.train)", "TS.WordTable.from_pairs(pairs)", "word tables"),
-    "tokenizer trained on every split": ("D.tokenizer_for(splits.train,", "D.tokenizer_for(pairs,", "tokenizers"),
-    "another max_len": ("TK.encode_pairs(tok, splits.train, cfg.max_len)", "TK.encode_pairs(tok, splits.train, 64)", "training examples"),
+    "split with another seed": ("data.split_pairs(pairs, seed=SEED)", "data.split_pairs(pairs, seed=SEED + 1)", "splits"),
+    "no new-sentence set": ("data.split_pairs(pairs, seed=SEED)", "data.split_pairs(pairs, new=None, seed=SEED)", "splits"),
+    "word table from every split": ("testsets.WordTable.from_pairs(splits.train)", "testsets.WordTable.from_pairs(pairs)", "word tables"),
+    "tokenizer trained on every split": ("data.tokenizer_for(splits.train,", "data.tokenizer_for(pairs,", "tokenizers"),
+    "another max_len": ("tokens.encode_pairs(tok, splits.train, cfg.max_len)", "tokens.encode_pairs(tok, splits.train, 64)", "training examples"),
     "validation not capped": ("splits.valid[: cfg.valid_sentences]", "splits.valid", "validation batches"),
     "batches shuffled with another seed": ("shuffle=True, seed=SEED)", "shuffle=True, seed=SEED + 1)", "first training batches"),
 }  # fmt: skip
@@ -674,7 +681,7 @@ def test_notebook_loop_and_helpers_train_end_with_identical_weights(ns, parity_d
 
 
 STEP_MISTAKES = {
-    "no label smoothing": ("T.loss_fn(logits, labels, cfg.label_smoothing)", "T.loss_fn(logits, labels)"),
+    "no label smoothing": ("train.loss_fn(logits, labels, cfg.label_smoothing)", "train.loss_fn(logits, labels)"),
     "gradients never zeroed": ("run.optimizer.zero_grad(set_to_none=True)", "pass"),
 }
 
@@ -736,7 +743,11 @@ SCALER_MISTAKES = {  # a mistake about the scaler -> what the check must say
         'float("inf"))\n        run.check_finite',
         "not clipped",
     ),
-    "no label smoothing": ("T.loss_fn(logits, labels, cfg.label_smoothing)", "T.loss_fn(logits, labels)", "loss"),
+    "no label smoothing": (
+        "train.loss_fn(logits, labels, cfg.label_smoothing)",
+        "train.loss_fn(logits, labels)",
+        "loss",
+    ),
 }
 
 
@@ -744,12 +755,12 @@ SCALER_MISTAKES = {  # a mistake about the scaler -> what the check must say
 def test_training_step_check_names_each_mistake(nb, mistake):
     old, new, message = SCALER_MISTAKES[mistake]
     with pytest.raises(AssertionError, match=message):
-        nb[1]["check_training_step"](mutated_loop(nb, old, new))
+        run_step_check(nb, mutated_loop(nb, old, new))
 
 
 CORRECT_VARIANTS = {  # other correct ways to write the step: the check must accept them
     "cross_entropy with ignore_index": (
-        "loss = T.loss_fn(logits, labels, cfg.label_smoothing)",
+        "loss = train.loss_fn(logits, labels, cfg.label_smoothing)",
         "loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), "
         "ignore_index=-100, label_smoothing=cfg.label_smoothing)",
     ),
@@ -762,7 +773,7 @@ CORRECT_VARIANTS = {  # other correct ways to write the step: the check must acc
 
 @pytest.mark.parametrize("variant", list(CORRECT_VARIANTS))
 def test_training_step_check_accepts_other_correct_steps(nb, variant):
-    nb[1]["check_training_step"](mutated_loop(nb, *CORRECT_VARIANTS[variant]))
+    run_step_check(nb, mutated_loop(nb, *CORRECT_VARIANTS[variant]))
 
 
 def test_the_recording_scaler_trains_like_torchs_grad_scaler(ns, parity_data, tmp_path, monkeypatch):
@@ -770,9 +781,9 @@ def test_the_recording_scaler_trains_like_torchs_grad_scaler(ns, parity_data, tm
     under it as under an enabled torch.amp.GradScaler with the same scale; and it really multiplies the loss."""
     cfg, prepared = parity_data
     cfg = replace(cfg, steps=8)
-    stand_in = ns["RecordingScaler"](overflow_at=None)
+    stand_in = checks.RecordingScaler(overflow_at=None)
     assert float(stand_in.scale(torch.tensor(3.0))) == 3.0 * 2**10
-    stand_in = ns["RecordingScaler"](overflow_at=None)
+    stand_in = checks.RecordingScaler(overflow_at=None)
     weights = []
     for scaler in (stand_in, torch.amp.GradScaler("cpu", init_scale=2.0**10)):
         monkeypatch.setattr(T, "make_scaler", lambda *args, s=scaler, **kwargs: s)
@@ -899,7 +910,7 @@ def test_no_cell_outside_the_model_answers_reads_a_name_only_they_define(nb):
 
     from helpers.course import notebooks as NB
 
-    cells = NB._read_py(NOTEBOOK).cells
+    cells = NB.read_py(NOTEBOOK).cells
     defined_in_answers, defined_elsewhere, used_elsewhere = set(), set(), set()
     for cell in cells:
         if cell.cell_type != "code":
@@ -914,7 +925,7 @@ def test_no_cell_outside_the_model_answers_reads_a_name_only_they_define(nb):
             used_elsewhere |= names
     only_in_answers = defined_in_answers - defined_elsewhere
     assert only_in_answers and not (only_in_answers & used_elsewhere), only_in_answers & used_elsewhere
-    numbers = [q.number for q in exercises.find_questions(NB._read_py(NOTEBOOK))]
+    numbers = [q.number for q in exercises.find_questions(NB.read_py(NOTEBOOK))]
     assert numbers == [f"3.{k}" for k in range(1, 8)]
 
 

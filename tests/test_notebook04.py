@@ -108,7 +108,7 @@ def test_the_same_split_as_helpers_data(nb, tmp_path):
 def test_the_as_is_row_is_the_untouched_model(nb):
     """Fine-tuning changes the translator object in place: the table's "as it is" row must be a fresh copy."""
     _, ns = nb
-    as_is = ns["evaluations"]["opus-mt as it is", ns["D"].NEW_SENTENCES, 1]
+    as_is = ns["evaluations"]["opus-mt as it is", ns["data"].NEW_SENTENCES, 1]
     assert as_is["bleu"] == ns["before"]["opus-mt as it is"]["bleu"]
     assert as_is["samples"] == ns["before"]["opus-mt as it is"]["samples"]
 
@@ -349,7 +349,7 @@ def test_fluent_but_wrong_check_counts_what_it_says(nb):
 
 def test_fluent_but_wrong_counts_in_the_json_are_the_checker_on_the_outputs(nb):
     _, ns = nb
-    label, name = "SmolLM2 fine-tuned", ns["D"].NEW_SENTENCES
+    label, name = "SmolLM2 fine-tuned", ns["data"].NEW_SENTENCES
     dropped, invented = ns["flag_fluent_but_wrong"](ns["TEST_SETS"][name], ns["hypotheses"][label, name])
     record = json.loads((runtime.metrics_dir() / "04_comparison.json").read_text())
     assert record["fluent_but_wrong"][f"{label} | {name}"] == {
@@ -453,7 +453,7 @@ def test_the_several_gpu_cell_is_skipped_in_quick_mode_and_launches_this_fine_tu
     monkeypatch.setattr(distributed, "several_gpus", lambda quick: (2, None))
     monkeypatch.setattr(distributed, "launch", lambda n, args, out=None: calls.append((n, args)) or 0)
     monkeypatch.setattr(
-        ns["FT"], "load_finetuned_info", lambda out: {"result": {"steps": 3, "pairs": 48, "minutes": 0.1}}
+        ns["finetune"], "load_finetuned_info", lambda out: {"result": {"steps": 3, "pairs": 48, "minutes": 0.1}}
     )
     (cell,) = [c for c in cells if "distributed.several_gpus(QUICK)" in c.source]
     exec(compile(cell.source, "<several GPUs>", "exec"), dict(ns))

@@ -309,7 +309,7 @@ def test_the_growth_verdict_and_the_order_disagreements_flip(nb):
 
 
 def test_every_question_has_its_answer_and_the_student_copy_leaves_the_answers_out():
-    nb = notebooks._read_py(NOTEBOOK)
+    nb = notebooks.read_py(NOTEBOOK)
     questions = exercises.find_questions(nb)
     assert [q.number for q in questions] == [f"5.{i}" for i in range(1, 12)]
     for q in questions:
@@ -328,7 +328,7 @@ def test_every_question_has_its_answer_and_the_student_copy_leaves_the_answers_o
 
 
 def test_the_student_copy_sends_no_one_to_the_results_and_prints_no_verdict():
-    nb = notebooks._read_py(NOTEBOOK)
+    nb = notebooks.read_py(NOTEBOOK)
     copy = "\n".join(cell.source for cell in exercises.student_notebook(nb).cells)
     assert "RESULTS.md" not in copy
     for verdict in ("order_disagreements", "pretraining_verdict", "sweep_paragraph"):

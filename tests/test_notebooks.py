@@ -12,6 +12,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
+import jupytext
 import nbformat
 import pytest
 from conftest import solved
@@ -84,6 +85,45 @@ def test_no_ipython_magics(py):
 def test_colab_badge_in_readme(py):
     readme = (ROOT / "README.md").read_text()
     assert f"notebooks/{py.with_suffix('.ipynb').name}" in readme, f"README lacks an Open-in-Colab badge for {py.name}"
+
+
+# ---------------------------------------------------------------------------------------------
+# notebooks keep only what they teach: short code cells, no project history in the text
+
+MAX_CELL_LINES = 60  # non-blank source lines of a code cell; a longer check belongs in helpers.course.checks
+ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\d+", re.IGNORECASE)
+
+
+def cell_size_and_history_problems(text: str) -> list[str]:
+    """Code cells after the first that are longer than MAX_CELL_LINES non-blank lines, and "issue NN" anywhere in
+    the notebook's text (prose, comments, strings): the learner never saw the course's issues."""
+    nb = jupytext.reads(text, fmt="py:percent")
+    problems, code = [], 0
+    for k, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            lines = sum(1 for line in cell.source.splitlines() if line.strip())
+            if code > 0 and lines > MAX_CELL_LINES:
+                problems.append(f"cell {k} ({cell.source.strip().splitlines()[0][:60]!r}...) has {lines} lines")
+            code += 1
+        for hit in ISSUE_NUMBER.finditer(cell.source):
+            problems.append(f"cell {k} names {hit.group(0)!r}: say what is meant instead")
+    return problems
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=IDS)
+def test_code_cells_are_short_and_the_text_names_no_issue(py):
+    problems = cell_size_and_history_problems(py.read_text())
+    assert not problems, f"{py.name}: " + "; ".join(problems)
+
+
+def test_the_cell_size_and_issue_check_finds_planted_problems():
+    first = "# %%\n" + "x = 1\n" * 80  # the first code cell (the installer) is exempt for now
+    fine = first + "# %% [markdown]\n# Prose about an issue of scale.\n\n# %%\n" + "y = 2\n\n" * MAX_CELL_LINES
+    assert cell_size_and_history_problems(fine) == []  # the control: 60 lines (blank ones not counted) pass
+    too_long = fine + "# %%\n" + "z = 3\n" * (MAX_CELL_LINES + 1)
+    assert [p for p in cell_size_and_history_problems(too_long) if "61 lines" in p]
+    for planted in ("# %% [markdown]\n# Measured in issue 28.\n", "# %%\nx = 1  # see Issue #14\n"):
+        assert [p for p in cell_size_and_history_problems(fine + planted) if "names" in p], planted
 
 
 # ---------------------------------------------------------------------------------------------

@@ -73,9 +73,6 @@ def read_py(path: Path):
     return jupytext.read(path, fmt="py:percent")
 
 
-_read_py = read_py  # the old name, until exercises.py and the tests that still call it say read_py; then delete
-
-
 FIRST_CELL_MARKER = '# %% tags=["parameters"]'
 
 
