@@ -408,21 +408,22 @@ def _same_batches(a, b):
 
 def assert_same_data(env, prepared):
     """The notebook's step-by-step data equal prepare_data's, step by step; the message names the first that differs."""
+    # each comparison is made before its assert: pytest would otherwise diff two lists of thousands of pairs to
+    # explain a failure (100 s for the training examples), and the planted mistakes below fail on purpose
     mine = env["splits"]
-    assert (mine.train, mine.valid, mine.test, mine.new) == (
+    same_splits = (mine.train, mine.valid, mine.test, mine.new) == (
         prepared.splits.train,
         prepared.splits.valid,
         prepared.test_pairs,
         prepared.new_pairs,
-    ), "the splits differ from prepare_data's"
-    assert (env["words"].counts, env["words"].english) == (prepared.words.counts, prepared.words.english), (
-        "the word tables differ from prepare_data's"
     )
+    assert same_splits, "the splits differ from prepare_data's"
+    same_words = (env["words"].counts, env["words"].english) == (prepared.words.counts, prepared.words.english)
+    assert same_words, "the word tables differ from prepare_data's"
     assert env["tok"].model_proto == prepared.tokenizer.model_proto, "the tokenizers differ from prepare_data's"
     pairs_of = lambda examples: [(e.input_ids, e.prefix_len) for e in examples]  # noqa: E731
-    assert pairs_of(env["train_examples"]) == pairs_of(prepared.train_batcher.examples), (
-        "the training examples differ from prepare_data's"
-    )
+    same_examples = pairs_of(env["train_examples"]) == pairs_of(prepared.train_batcher.examples)
+    assert same_examples, "the training examples differ from prepare_data's"
     assert _same_batches(env["valid_batches"], prepared.valid_batches), (
         "the validation batches differ from prepare_data's"
     )
