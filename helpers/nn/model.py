@@ -432,14 +432,6 @@ class DecoderOnlyTransformer(nn.Module):
         use_cache: bool = True,
         length_penalty: float = 1.0,
     ) -> list[list[int]]:
-        """Continue each prefix (``<bos> French <sep>`` ids; lengths may differ) until ``eos_id``.
-
-        Returns the new tokens per sentence, without the prefix and without the eos. ``beams=1`` is
-        greedy; beam search ranks finished hypotheses by ``score / length ** length_penalty``
-        (:func:`helpers.nn.generate.beam_search` returns all of them, with their scores).
-        ``max_new_tokens`` may be one number or one per sentence. A row also stops when prefix plus
-        continuation reaches ``max_len`` (a warning says so). ``use_cache=False`` recomputes the whole
-        sequence each step: slower, same answer; models without a cache (``supports_cache``) always do.
-        The model is put in eval mode for the call.
-        """
+        """The new tokens after each prefix (``<bos> French <sep>`` ids), up to ``eos_id``, without it: greedy with
+        ``beams=1``, else beam search's best. See :func:`helpers.nn.generate.generate` (and its ``beam_search``)."""
         return decoding.generate(self, prefixes, max_new_tokens, eos_id, beams, use_cache, length_penalty)
