@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def code_cells(text: str) -> list[str]:
-    """The code cells of a jupytext percent-format file, in order (markdown cells skipped)."""
+    """The code cells of a jupytext percent-format file, in order (markdown cells skipped). Not
+    ``helpers.course.notebooks.code_cells``: it needs jupytext, which the GPU machine does not have."""
     chunks = re.split(r"^# %%(.*)$", text, flags=re.M)
     cells = []
     for header, body in zip(chunks[1::2], chunks[2::2]):

@@ -10,6 +10,7 @@ import time
 
 import pytest
 import torch
+from test_notebook03 import SCALER_MISTAKES
 
 from helpers import runtime
 from helpers.course import checks
@@ -51,18 +52,9 @@ def test_the_notebooks_own_training_step_passes(tiny):
     checks.check_training_step(notebook_train_loop(), train, fresh, valid, cfg, steps=STEPS)
 
 
-# a plausible slip in the step -> what the check's message must say; two here, the cheapest (a few seconds each);
-# tests/test_notebook03.py plants these and four more in the notebook's own run (the `notebook` group)
-STEP_MISTAKES = {
-    "update forgotten": ("        run.scaler.update()\n", "", r"scaler.update\(\) was never called"),
-    "clipping before unscaling": (
-        "run.scaler.unscale_(run.optimizer)  # true gradients again, before clipping\n"
-        "        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)",
-        "grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)\n"
-        "        run.scaler.unscale_(run.optimizer)",
-        "clipped before they were unscaled",
-    ),
-}
+# two of the scaler mistakes tests/test_notebook03.py plants in the notebook's own run (the `notebook` group): the
+# cheapest, a few seconds each
+STEP_MISTAKES = {name: SCALER_MISTAKES[name] for name in ("update forgotten", "clipping before unscaling")}
 
 
 @pytest.mark.parametrize("mistake", list(STEP_MISTAKES))
