@@ -495,10 +495,25 @@ class _Grammar:
             + (["this"] if difficulty >= 3 else [])
         )
 
+        # the lists each draw picks from, built once per grammar (building them at every draw was most of the time
+        # a 30,000-pair corpus took; the draws, and so the corpus, are the same)
+        self._nouns_with: dict[tuple, list[Noun]] = {}
+        self._adjs_for: dict[tuple, list[Adj]] = {}
+        self.verbs_with_objects = [v for v in self.verbs if v.objects]
+        self.verbs_without_objects = [v for v in self.verbs if not v.objects]
+
     def nouns_with(self, tags) -> list[Noun]:
-        if tags == ("place",):
-            return [n for n in self.nouns if "place" in n.tags]
-        return [n for n in self.nouns if any(t in n.tags for t in tags)]
+        tags = tuple(tags)
+        if tags not in self._nouns_with:
+            self._nouns_with[tags] = [n for n in self.nouns if any(t in n.tags for t in tags)]
+        return self._nouns_with[tags]
+
+    def adjectives_for(self, tags) -> list[Adj]:
+        """The adjectives that fit a noun with these tags."""
+        tags = tuple(tags)
+        if tags not in self._adjs_for:
+            self._adjs_for[tags] = [a for a in self.adjs if any(t in tags for t in a.tags)]
+        return self._adjs_for[tags]
 
     def np(self, rng: random.Random, tags, max_adjs: int, dets=None) -> NP:
         noun = rng.choice(self.nouns_with(tags))
@@ -512,7 +527,7 @@ class _Grammar:
             r = rng.random()
             n_adj = 0 if r < 0.55 else (1 if (r < 0.9 or max_adjs == 1) else 2)
         adjs: list[Adj] = []
-        fits = [a for a in self.adjs if any(t in noun.tags for t in a.tags)]
+        fits = self.adjectives_for(noun.tags)
         if n_adj >= 1 and fits:
             adjs.append(rng.choice(fits))
         if n_adj == 2:
@@ -545,21 +560,21 @@ class _Grammar:
         if d >= 2 and not negative and rng.random() < 0.25:
             question = "estceque"
         if r < 0.55:
-            verb = rng.choice([v for v in self.verbs if v.objects])
+            verb = rng.choice(self.verbs_with_objects)
             subj = self.subject(rng, verb.subjects)
             obj = self.np(rng, verb.objects, max_adjs={1: 0, 2: 1, 3: 2}[d])
             if negative and obj.det == "indef" and obj.noun.fr == obj.noun.fr_pl:
                 obj.plural = False  # "pas de souris" would not say whether one mouse or many
             clause = Clause("transitive", subj, tense, negative, question, verb=verb, obj=obj)
         elif r < 0.75:
-            verb = rng.choice([v for v in self.verbs if not v.objects])
+            verb = rng.choice(self.verbs_without_objects)
             subj = self.subject(rng, verb.subjects)
             clause = Clause("intransitive", subj, tense, negative, question, verb=verb)
         else:
             tags = ("person", "animal", "food", "thing")
             subj = self.subject(rng, tags)
             stags = subj.np.noun.tags if subj.np is not None else ("person",)
-            adj = rng.choice([a for a in self.adjs if any(t in stags for t in a.tags)])
+            adj = rng.choice(self.adjectives_for(stags))
             clause = Clause("copula", subj, tense, negative, question, adj=adj)
         if question and d >= 3 and clause.subject.is_pronoun and clause.subject.person != 0 and rng.random() < 0.5:
             clause.question = "inversion"  # "Manges-tu une pomme ?"; never with je
