@@ -46,7 +46,7 @@ CACHE = ROOT / ".cache" / "colab-standin"
 FLOOR_TORCH = "2.13.0"  # the wheel on this machine's disk (requirements.txt's pin); CI's floor job uses it
 UV_VERSION = "0.13.8"  # builds the environment: parallel downloads, links from its cache
 # CI's floor job runs these from their first cell (the install path, in a kernel); the others run in-process through
-# --pytest (tests/test_notebooks.py's figure test runs each notebook solved), which is cheaper on 2 cores
+# --pytest (tests/notebooks/test_every_notebook.py's figure test runs each notebook solved), which is cheaper on 2 cores
 FLOOR_NOTEBOOKS = ["01"]
 
 # Jupyter's kernel and widget stack, as Colab runs it (besides what the course's own dependencies pull in)

@@ -42,7 +42,7 @@
 # **How to run.** On Colab: *Runtime → Run all* (a CPU runtime is enough here). In a live
 # notebook, sliders appear under several figures. Headless, from the repository root:
 # `QUICK=1 python -m helpers run-notebooks --only 01`. Figures go to `reports/figures/01_*.pdf`
-# and `.png`. Cells tagged `check` hold the asserts; `tests/test_notebook01.py` calls them again
+# and `.png`. Cells tagged `check` hold the asserts; `tests/notebooks/test_notebook01.py` calls them again
 # with broken inputs to show that each one can fail.
 #
 # **Notation.** In the math, vectors are columns and a score is $k_i^\top q$. In the code, vectors

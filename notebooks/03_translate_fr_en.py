@@ -236,7 +236,7 @@ print(
 # **split**, train the **tokenizer**, **encode**, **batch**. Each calls one function of `helpers` and
 # shows what it kept and what it dropped, and why. The terminal command does the same six steps in one call,
 # `helpers.text.data.prepare_data(DATA, cfg, RUN_DIR, seed=SEED, limit=DATA_LIMIT)`, with the same arguments as
-# the cells here (`tests/test_notebook03.py` checks that both give the same splits, tokenizer, examples and
+# the cells here (`tests/notebooks/test_notebook03.py` checks that both give the same splits, tokenizer, examples and
 # batches).
 #
 # ### Loading
@@ -1195,7 +1195,7 @@ print(
 # The loop below is the whole of training, in the style of nanoGPT: the step is written out, and
 # everything around it is one object, `train.TrainingRun`. It is the loop `python -m helpers train` runs
 # (`helpers.training.train.train` holds the same lines), so from the same seed both end with the same weights
-# (`tests/test_notebook03.py` checks that), and a run started here can be finished from the command line.
+# (`tests/notebooks/test_notebook03.py` checks that), and a run started here can be finished from the command line.
 #
 # What `TrainingRun` does, so that the step does not have to:
 #
@@ -1474,7 +1474,7 @@ plt.show()
 # masks and the same learning rates as the uninterrupted one, and ends with the same weights, bit for bit.
 # A test shows it with this notebook's `train_loop`: a run cut at step 25 and resumed from its step-20
 # checkpoint ends with the weights of an uninterrupted run, and it fails if any one of those pieces is left
-# out of the restore (`tests/test_notebook03.py::test_an_interrupted_notebook_loop_resumes_to_the_same_weights`).
+# out of the restore (`tests/notebooks/test_notebook03.py::test_an_interrupted_notebook_loop_resumes_to_the_same_weights`).
 #
 # Running the training cell again on a finished run does nothing more (the budget is spent):
 

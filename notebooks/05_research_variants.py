@@ -40,7 +40,7 @@
 # `python -m helpers train --attention synthesizer`, `--bottleneck-dim 16`, `--positions rotary`,
 # `--pretrain span`, `--parallel-pairs 5000`. Each variant passes the tests the plain model passes: a later
 # token never changes an earlier prediction, padding never changes a real position, and the French source
-# is visible in both directions (`tests/test_model.py` runs the same tests on each).
+# is visible in both directions (`tests/nn/test_model.py` runs the same tests on each).
 #
 # **How every row is scored.** Same data, tokenizer, seed and budget; only the named setting changes. Settings
 # are *chosen* on the validation split (`BLEU valid`); the new-sentence test set (`BLEU new`, sentences unlike
@@ -259,7 +259,7 @@ print(
 # %% [markdown]
 # **Generation.** A key/value cache works because an earlier position's key and value never change. The
 # synthesizer has no keys, so `generate` recomputes the whole sequence at each step for it (`supports_cache` is
-# False), and `tests/test_model.py` checks that this gives the same tokens as decoding one sentence at a time.
+# False), and `tests/nn/test_model.py` checks that this gives the same tokens as decoding one sentence at a time.
 
 # %% [markdown]
 # ### What a synthesizer head can learn
@@ -839,7 +839,7 @@ for mask_name, allowed in (
 # the signed bias is $+m_h(j - i)$: a bonus that grows with the distance, pulling every source position
 # toward the end of the sentence. So the package uses $-m_h|i - j|$, a penalty both ways, which is not a row
 # constant plus $m_h j$, and no key-only shortcut reproduces it; on the target (keys $j \le i$) it equals your
-# signed bias (`tests/test_notebook05.py` checks that).
+# signed bias (`tests/notebooks/test_notebook05.py` checks that).
 
 # %% [markdown] tags=["answer", "rubric"]
 # **Rubric · Question 5.5 (2 points).**
@@ -980,7 +980,7 @@ for fr, _en in prepared.splits.train[:3]:
 
 # %% [markdown]
 # The training runs of section 7 cut their examples with the package's `helpers.training.pretrain.corrupt_span`, the
-# same recipe drawn from Python's `random` (`tests/test_notebook05.py` checks that your function and the
+# same recipe drawn from Python's `random` (`tests/notebooks/test_notebook05.py` checks that your function and the
 # package's cut the same examples from the same draws), afresh each epoch. Pretraining reads unpaired sentences
 # from the training file.
 

@@ -1,8 +1,8 @@
 """The first cell's installer: how a notebook gets the course package on Colab, and what it says when it cannot.
 
 The package is not importable before it is installed, so every notebook's first cell carries a verbatim copy
-of :func:`ensure_course` (``tests/test_notebooks.py`` checks each copy against this one, and
-``tests/test_bootstrap.py`` runs this one for real against a local git repository and an unreachable address).
+of :func:`ensure_course` (``tests/notebooks/test_every_notebook.py`` checks each copy against this one, and
+``tests/course/test_bootstrap.py`` runs this one for real against a local git repository and an unreachable address).
 It uses the standard library only.
 """
 

@@ -1,7 +1,7 @@
 """Attention on plain vectors: the pieces notebook 01 derives and later notebooks reuse.
 
 Notebook 01 writes each of these out in front of the learner first (``attend`` there is
-:func:`attention` here) and tests/test_notebook01.py proves the two agree.
+:func:`attention` here) and tests/notebooks/test_notebook01.py proves the two agree.
 
 Conventions: vectors are rows. ``q`` is one query ``(d,)`` or a stack of queries ``(..., m, d)``;
 keys ``K`` are ``(..., n, d)`` and values ``V`` are ``(..., n, d_v)``; leading dims broadcast.

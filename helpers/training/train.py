@@ -604,7 +604,7 @@ def train(
     ``valid_batches`` are scored every ``cfg.eval_interval`` steps and at the end. ``callback(record, history)``
     is called for every new history record (the notebook redraws its loss plot there).
     Checkpoints go to ``out_dir`` every ``cfg.checkpoint_minutes`` (and ``cfg.checkpoint_every_steps``) and at the end.
-    The step below is notebook 03's loop, line for line (tests/test_notebook03.py checks both give the same
+    The step below is notebook 03's loop, line for line (tests/notebooks/test_notebook03.py checks both give the same
     weights); only the out-of-memory message is added, and the forward pass calls ``run.net``: the model itself, or
     under ``torchrun`` the model in DistributedDataParallel (``helpers.training.distributed``).
     """

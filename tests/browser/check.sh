@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The browser test (issue 38, item 4) in one command: build the two Jupyter front-ends if they are missing, then run
-# tests/test_browser.py (pytest marker `browser`) from the JupyterLab environment, which also has Playwright.
+# tests/browser/test_browser.py (pytest marker `browser`) from the JupyterLab environment, which also has Playwright.
 #
 #   tests/browser/check.sh            build what is missing, then run the test
 #   tests/browser/check.sh --build    build (or rebuild) the environments only (--build-lab, --build-classic: one)
@@ -80,7 +80,7 @@ print(' '.join(x for x in d if not x.lower().startswith(('ipywidgets', 'torch'))
 
 run_test() {
   local t0=$SECONDS
-  BROWSER_ENVS=$BASE "$BASE/lab/bin/python" -m pytest tests/test_browser.py -m browser -p no:cacheprovider -v "$@"
+  BROWSER_ENVS=$BASE "$BASE/lab/bin/python" -m pytest tests/browser/test_browser.py -m browser -p no:cacheprovider -v "$@"
   log "browser test ran in $((SECONDS - t0)) s; screenshots in reports/browser/"
 }
 

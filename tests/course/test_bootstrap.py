@@ -1,0 +1,226 @@
+"""The first cell's installer, for real: pip installs from a local git repository at a tag, from a Drive copy
+(folder or zip), and says what to do, without a traceback, when nothing can be reached.
+
+The package installed is a stand-in with the course's distribution name and version 9.9.9 (so it is never
+"already installed"), built and installed by pip into a temporary --target: the same pip call the notebooks
+make on Colab, minus the dependencies. Nothing here touches the network: git+file:// is a local path.
+"""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from helpers.course import bootstrap, colab, notebooks
+
+ROOT = Path(__file__).resolve().parents[2]
+VERSION = "9.9.9"
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def course_repo(tmp_path_factory):
+    """A git repository holding a minimal package named like the course, tagged v9.9.9."""
+    repo = tmp_path_factory.mktemp("course-repo")
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "{colab.PACKAGE}"\nversion = "{VERSION}"\n\n'
+        '[tool.setuptools]\npackages = ["course_probe"]\n'
+    )
+    (repo / "course_probe").mkdir()
+    (repo / "course_probe" / "__init__.py").write_text("VALUE = 42\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "release")
+    _git(repo, "tag", f"v{VERSION}")
+    return repo
+
+
+def _installed(target: Path) -> bool:
+    return (target / "course_probe" / "__init__.py").exists() and any(
+        p.name.startswith("transformers_by_building-9.9.9") for p in target.glob("*.dist-info")
+    )
+
+
+def test_installs_the_pinned_release_from_a_git_repository(course_repo, tmp_path, capsys):
+    target = tmp_path / "site"
+    got = bootstrap.ensure_course(
+        f"git+file://{course_repo}@v{VERSION}",
+        tmp_path / "no-drive-copy",
+        VERSION,
+        install=True,
+        pip_args=("--target", str(target), "--no-deps"),
+    )
+    assert got == "the pinned release"
+    assert _installed(target)
+    assert "Installing the course package from the pinned release" in capsys.readouterr().out
+
+
+def test_a_drive_copy_comes_first_as_a_folder_or_as_a_zip(course_repo, tmp_path):
+    folder = tmp_path / "course"
+    shutil.copytree(course_repo, folder, ignore=shutil.ignore_patterns(".git"))
+    unreachable = "git+file:///nonexistent/course@v1"  # proves the pinned address is never needed
+    for copy in (folder, tmp_path / "course.zip"):
+        if copy.suffix == ".zip":  # as GitHub's "Download ZIP" makes it: one top folder
+            with zipfile.ZipFile(copy, "w") as z:
+                for path in folder.rglob("*"):
+                    z.write(path, Path("course-main") / path.relative_to(folder))
+        target = tmp_path / f"site-{copy.suffix or 'dir'}"
+        got = bootstrap.ensure_course(
+            unreachable, copy, VERSION, install=True, pip_args=("--target", str(target), "--no-deps")
+        )
+        assert got == "the copy in Drive" and _installed(target)
+
+
+def test_an_unreachable_address_gives_two_ways_out_and_no_traceback(tmp_path, capsys):
+    with pytest.raises(RuntimeError) as err:
+        bootstrap.ensure_course(
+            "git+file:///nonexistent/course@v1",
+            tmp_path / "missing",
+            VERSION,
+            install=True,
+            pip_args=("--target", str(tmp_path / "site"), "--no-deps"),
+        )
+    message = str(err.value)
+    assert "could not be installed" in message
+    assert "the pinned release:" in message, "says what was tried, with pip's own last line"
+    assert "internet" in message and "Google Drive" in message and str(tmp_path / "missing") in message
+    shown = err.value._render_traceback_()  # what Jupyter prints instead of a traceback
+    assert shown[0] == "Course set-up failed." and not any("Traceback" in line for line in shown)
+    assert not (tmp_path / "site").exists() or not _installed(tmp_path / "site")
+
+
+def test_nothing_is_installed_when_this_version_is_already_there_or_off_colab(tmp_path):
+    here = metadata.version(colab.PACKAGE)
+    unreachable = "git+file:///nonexistent/course@v1"
+    assert bootstrap.ensure_course(unreachable, tmp_path, here, install=True) == "already installed"
+    assert bootstrap.ensure_course(unreachable, tmp_path, VERSION).startswith("this checkout"), "off Colab: no pip"
+
+
+def test_the_pin_is_this_repository_at_this_release():
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert colab.COURSE_PIN == f"git+{colab.REPO_URL}@v{version}", (
+        "the notebooks must install the release they belong to: update COURSE_PIN with the version"
+    )
+
+
+@pytest.mark.parametrize("py", notebooks.notebook_sources(), ids=lambda p: p.stem[:2])
+def test_every_first_cell_is_the_shared_setup_with_this_installer(py):
+    first = notebooks.code_cells(py)[0]
+    assert "parameters" in first.tags, "the first code cell must carry the papermill tag `parameters`"
+    assert first.source.strip() == notebooks.first_cell_source().strip(), (
+        f"{py.name}'s first cell differs from helpers.course.notebooks.first_cell_source(): run python -m helpers sync-notebooks"
+    )
+    assert inspect.getsource(bootstrap.ensure_course).strip() in first.source
+    assert f'"{colab.COURSE_PIN}"' in first.source and "torch" not in first.source.split("pip_args")[-1]
+
+
+def test_sync_rewrites_a_first_cell_that_drifted(tmp_path):
+    py = tmp_path / "09_demo.py"
+    original = (ROOT / "notebooks" / "02_transformer_from_scratch.py").read_text()
+    py.write_text(original.replace(colab.COURSE_PIN, "git+https://example.org/fork@v0.0.1"))
+    assert notebooks.set_first_cell(py) is True
+    assert py.read_text() == original
+    assert notebooks.set_first_cell(py) is False
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# upgrades: pip adds what is missing and replaces nothing it need not; a replacement is announced, with a restart
+# notice when the session had loaded the replaced package. Run in a throwaway venv that borrows this Python's
+# pip, with hand-made wheels from a local folder: no network, no build.
+
+
+def _wheel(folder: Path, name: str, version: str, module: str, requires: tuple[str, ...] = ()) -> Path:
+    dist = f"{name.replace('-', '_')}-{version}"
+    files = {
+        f"{module}/__init__.py": f"VERSION = {version!r}\n",
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}.dist-info/top_level.txt": f"{module}\n",
+    }
+    files[f"{dist}.dist-info/RECORD"] = "".join(f"{k},,\n" for k in files) + f"{dist}.dist-info/RECORD,,\n"
+    path = folder / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for k, v in files.items():
+            z.writestr(k, v)
+    return path
+
+
+@pytest.fixture
+def runtime_env(tmp_path):
+    """A venv standing in for a runtime that ships probe-a 1.0 and probe-b 1.0 (and nothing else: not even pip's own
+    metadata); wheels of 2.0 wait in a folder. (ensurepip would take half a minute on 2 busy cores.)"""
+    pip = pytest.importorskip("pip")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for name in ("probe-a", "probe-b"):
+        for version in ("1.0", "2.0"):
+            _wheel(wheels, name, version, name.replace("-", "_"))
+
+    def make(name):
+        venv = tmp_path / name
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+        py = venv / "bin" / "python"
+        site = Path(
+            subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+        )  # fmt: skip
+        shutil.copytree(Path(pip.__file__).parent, site / "pip")  # pip's code alone: it lists no package here
+        for wheel in wheels.glob("*-1.0-*.whl"):  # a wheel unpacked into site-packages is an installed package
+            zipfile.ZipFile(wheel).extractall(site)
+        return py
+
+    return make, wheels
+
+
+def _first_cell(py, wheels, course: Path, version: str, imports: str = "") -> subprocess.CompletedProcess:
+    """ensure_course in the venv, from this file's source, as the first cell runs it; prints what came back."""
+    script = (
+        f"import importlib.util, importlib.metadata as m\n{imports}\n"
+        f"spec = importlib.util.spec_from_file_location('bootstrap', {str(ROOT / 'helpers/course/bootstrap.py')!r})\n"
+        "b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)\n"
+        "try:\n"
+        f"    print('RESULT', b.ensure_course({str(course)!r}, '/nonexistent', {version!r}, install=True,\n"
+        f"        pip_args=('--no-index', '--find-links', {str(wheels)!r})))\n"
+        "except RuntimeError as err:\n"
+        "    print('RAISED', *err._render_traceback_(), sep='\\n')\n"
+        "print('VERSIONS', m.version('probe-a'), m.version('probe-b'))\n"
+    )
+    return subprocess.run([py, "-c", script], capture_output=True, text=True, check=True, cwd=py.parents[2])
+
+
+def test_the_install_replaces_nothing_the_runtime_has_when_its_versions_satisfy(runtime_env, tmp_path):
+    make, wheels = runtime_env
+    py = make("venv")
+    course = _wheel(tmp_path, colab.PACKAGE, "9.9.8", "course_probe", ("probe-a>=1", "probe-b>=1"))
+    out = _first_cell(py, wheels, course, "9.9.8").stdout
+    assert "RESULT the pinned release" in out and "VERSIONS 1.0 1.0" in out, out  # 2.0 was on offer: not taken
+    assert "replaced" not in out and "Restart" not in out, out
+
+
+def test_a_replaced_package_is_announced_and_a_loaded_one_stops_with_a_restart_notice(runtime_env, tmp_path):
+    make, wheels = runtime_env
+    py = make("venv")
+    course = _wheel(tmp_path, colab.PACKAGE, "9.9.9", "course_probe", ("probe-a>=2", "probe-b>=2"))
+    out = _first_cell(py, wheels, course, "9.9.9", imports="import probe_a").stdout
+    assert "VERSIONS 2.0 2.0" in out, out
+    assert "RESULT" not in out and "RAISED\nCourse set-up failed." in out, "a half-upgraded session must not go on"
+    assert "probe-a 1.0 -> 2.0; probe-b 1.0 -> 2.0" in out and "already loaded probe-a." in out, out
+    assert "Restart the session (Runtime > Restart session), then run this cell again" in out
+    # the same upgrade in a session that had loaded neither: a note, and the notebook goes on
+    py = make("fresh")
+    out = _first_cell(py, wheels, course, "9.9.9").stdout
+    assert "RESULT the pinned release" in out and "VERSIONS 2.0 2.0" in out, out
+    assert "Note: pip also replaced probe-a 1.0 -> 2.0; probe-b 1.0 -> 2.0" in out and "no restart needed" in out

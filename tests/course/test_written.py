@@ -1,0 +1,256 @@
+"""Written questions: points, rubrics, the key phrases the student copy must not state, and the manual sheet."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from helpers import cli
+from helpers.course import exercises, notebooks, written
+from helpers.course.exercises import ExerciseMarkupError
+from tests.course.test_exercises import SOLVED, _nb
+
+SOURCES = notebooks.notebook_sources()
+IDS = [p.stem[:2] for p in SOURCES]
+# the written share of each notebook, near the assignments' (one gives 14 written points of 30 to attention)
+WRITTEN_AT_LEAST = {"01": 14, "03": 6, "04": 4, "05": 8, "06": 4}
+
+RUBRIC = """**Rubric · Question 9.1 (3 points).**
+- **3 points:** the weights are bimodal, near v_a or near v_b, with the numbers.
+- **1.5 points:** bimodal, without
+  the numbers.
+- **0 points:** says c is close to m.
+
+*Key phrases:* "bimodal", "near v_a"
+"""
+
+
+def _question(points=3, rubric=RUBRIC, answer="**Model answer.** The output is bimodal: near v_a or near v_b."):
+    return _nb(
+        ("md", f"**Question 9.1 ({points} points).** Where does c land?", ["question"]),
+        ("md", f"**Your answer.** {exercises.YOUR_ANSWER_PLACEHOLDER}", ["your-answer"]),
+        ("code", "x = 1"),
+        ("md", answer, ["answer"]),
+        ("md", rubric, ["answer", "rubric"]),
+        ("md", "## Exercise 9.1 · Doubling (4 points)"),
+        ("code", SOLVED),
+        ("code", "assert f(2) == 4", ["check"]),
+    )
+
+
+def test_a_rubric_gives_its_levels_and_key_phrases_and_the_question_its_points():
+    nb = _question()
+    (q,) = exercises.find_questions(nb)
+    assert (q.points, q.rubric, q.answers) == (3, 4, [3, 4])
+    rubric = written.rubrics(nb)["9.1"]
+    assert [p for p, _ in rubric.levels] == [3, 1.5, 0]
+    assert rubric.levels[1][1] == "bimodal, without the numbers."  # a level may run on over indented lines
+    assert rubric.key_phrases == ["bimodal", "near v_a"]
+    assert "Rubric" not in "\n".join(c.source for c in exercises.student_notebook(nb).cells)
+
+
+@pytest.mark.parametrize(
+    "rubric, message",
+    [
+        (RUBRIC.replace("Question 9.1", "Question 9.2"), "does not name its question"),
+        (RUBRIC.replace("**3 points:**", "**2 points:**"), "worth 3"),
+        (RUBRIC.replace("- **0 points:** says c is close to m.\n", ""), "give a level for full marks and one for 0"),
+        (RUBRIC.replace("**1.5 points:**", "**3 points:**"), "no partial level"),
+        (RUBRIC.split("*Key phrases:*")[0], "no key phrases"),
+        ("**Rubric · Question 9.1 (3 points).** Full marks for a good answer.", "no levels"),
+    ],
+)
+def test_a_rubric_a_grader_could_not_apply_is_refused(rubric, message):
+    with pytest.raises(ExerciseMarkupError, match=message):
+        written.rubrics(_question(rubric=rubric))
+
+
+def test_a_rubric_cell_not_tagged_answer_is_refused_it_would_reach_the_student():
+    nb = _question()
+    nb.cells[4].metadata["tags"] = ["rubric"]
+    with pytest.raises(ExerciseMarkupError, match="tagged 'answer' too"):
+        exercises.find_questions(nb)
+
+
+def test_key_phrases_found_in_the_student_copy_are_named_and_those_the_answer_never_says_too():
+    nb = _question()
+    assert written.leaked_key_phrases(nb) == [] and written.unanchored_key_phrases(nb) == []
+    nb.cells[2].source = "x = 1  # the output is Bimodal"  # a comment the student copy keeps
+    assert written.leaked_key_phrases(nb) == ["Question 9.1: 'bimodal' in the student copy's cell 3, line 1"]
+    quiet = _question(answer="**Model answer.** Somewhere.", rubric=RUBRIC.replace("near v_a or", "close to"))
+    assert written.unanchored_key_phrases(quiet) == ["Question 9.1: 'near v_a'"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the course's notebooks
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=IDS)
+def test_every_written_question_has_points_and_a_rubric_and_the_notebook_its_share(py):
+    nb = notebooks.read_py(py)
+    questions = exercises.find_questions(nb)
+    unpointed = [q.label for q in questions if q.points <= 0]
+    assert not unpointed, f"{py.name}: give these their points, '**Question N.M (K points).**': {unpointed}"
+    without = [q.label for q in questions if q.rubric < 0]
+    assert not without, f"{py.name}: these have no rubric cell (tagged answer and rubric): {without}"
+    assert len(written.rubrics(nb)) == len(questions)  # each parses
+    assert sum(q.points for q in questions) >= WRITTEN_AT_LEAST.get(py.stem[:2], 0), py.name
+    assert not written.unanchored_key_phrases(nb), written.unanchored_key_phrases(nb)
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=IDS)
+def test_the_student_copy_states_no_rubric_key_phrase(py):
+    """Nothing answers a question before the student does: no key phrase of any rubric in the student copy."""
+    leaks = written.leaked_key_phrases(notebooks.read_py(py))
+    assert not leaks, f"{py.name}: the student copy gives answers away:\n" + "\n".join(leaks)
+
+
+# ---------------------------------------------------------------------------------------------
+# the manual grading sheet
+
+
+DEMO = """# %% [markdown]
+# # 09 · Demo
+
+# %% [markdown]
+# ## Exercise 9.1 · One (2 points)
+
+# %%
+x = 1  # SOLUTION
+
+# %% tags=["check"]
+assert x == 1
+
+# %% [markdown] tags=["question"]
+# **Question 9.1 (3 points).** Where does c land?
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** ANSWER_ONE
+
+# %% [markdown] tags=["answer"]
+# **Model answer.** Bimodal: near v_a or near v_b.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 9.1 (3 points).**
+# - **3 points:** bimodal, near v_a or near v_b.
+# - **1 point:** bimodal only.
+# - **0 points:** near m.
+#
+# *Key phrases:* "bimodal"
+
+# %% [markdown] tags=["question"]
+# **Question 9.2 (2 points).** Why?
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** ANSWER_TWO
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 9.2 (2 points).**
+# - **2 points:** the softmax saturates.
+# - **1 point:** it saturates, no reason.
+# - **0 points:** anything else.
+#
+# *Key phrases:* "saturates"
+"""
+
+
+def _fill(sheet, points: dict):
+    rows = list(csv.DictReader(sheet.open(newline="")))
+    for row in rows:
+        row["points"] = points.get(row["question"], row["points"])
+    with sheet.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=written.SHEET_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+@pytest.mark.grading
+def test_grade_writes_the_manual_sheet_and_a_filled_sheet_joins_the_total(tmp_path, capsys):
+    path = tmp_path / "09_demo.py"
+    path.write_text(DEMO.replace("ANSWER_ONE", "c is bimodal, near v_a").replace("ANSWER_TWO", ""))
+    out = tmp_path / "grade.json"
+    assert cli.main(["grade", str(path), "--in-process", "--json", str(out)]) == 0
+    sheet = tmp_path / "09_demo.manual.csv"
+    rows = list(csv.DictReader(sheet.open(newline="")))
+    assert [(r["question"], r["possible"], r["points"]) for r in rows] == [("9.1", "3", ""), ("9.2", "2", "")]
+    assert rows[0]["answer"] == "c is bimodal, near v_a" and rows[1]["answer"] == ""
+    assert rows[0]["rubric"].startswith("**Rubric · Question 9.1") and "near m" in rows[0]["rubric"]
+    md = sheet.with_suffix(".md").read_text()
+    assert "c is bimodal, near v_a" in md and "*(not answered)*" in md and "**Points:** ____" in md
+    assert json.loads(out.read_text())["written_possible"] == 5
+    assert "5 more points, graded by hand" in capsys.readouterr().out
+
+    _fill(sheet, {"9.1": "2.5", "9.2": "0"})
+    assert cli.main(["grade", str(path), "--in-process", "--json", str(out), "--manual", str(sheet)]) == 0
+    result = json.loads(out.read_text())
+    assert (result["total"], result["written_total"], result["overall_total"], result["overall_possible"]) == (
+        2,
+        2.5,
+        4.5,
+        7,
+    )
+    assert "Total: 4.5/7 points (2/2 auto-graded + 2.5/5 written)" in capsys.readouterr().out
+    # grading again (without --manual) leaves a sheet that holds points as it is
+    before = sheet.read_text()
+    assert cli.main(["grade", str(path), "--in-process", "--json", str(out)]) == 0
+    assert sheet.read_text() == before and "already holds points" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "points, message",
+    [
+        ({"9.1": "4"}, "worth 0 to 3"),
+        ({"9.1": "two"}, "write a number"),
+        ({"9.1": ""}, "write a number"),
+        ({"9.1": "-1"}, "worth 0 to 3"),
+    ],
+)
+def test_a_sheet_with_points_out_of_range_or_missing_is_refused_with_the_line(tmp_path, points, message):
+    path = tmp_path / "09_demo.py"
+    path.write_text(DEMO)
+    nb = exercises.read_notebook(path)
+    sheet = tmp_path / "s.csv"
+    written.write_sheet(written.sheet_rows(nb, nb, path.name), sheet)
+    _fill(sheet, {"9.2": "1", **points})
+    with pytest.raises(ValueError, match=message) as err:
+        written.read_sheet(sheet, exercises.find_questions(nb))
+    assert "line 2: Question 9.1" in str(err.value)
+    _fill(sheet, {"9.1": "3", "9.2": "1"})  # the control: the same sheet filled in properly adds up
+    assert [s.earned for s in written.read_sheet(sheet, exercises.find_questions(nb))] == [3, 1]
+
+
+def test_a_sheet_missing_a_question_or_naming_another_is_refused(tmp_path):
+    nb = exercises.read_notebook(_demo(tmp_path))
+    sheet = tmp_path / "s.csv"
+    sheet.write_text("question,points\n9.1,3\n9.7,1\n")
+    with pytest.raises(ValueError, match="Question 9.7 is not in this notebook.*no row for Question 9.2"):
+        written.read_sheet(sheet, exercises.find_questions(nb))
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        written.read_sheet(tmp_path / "missing.csv", exercises.find_questions(nb))
+
+
+def _demo(tmp_path):
+    path = tmp_path / "09_demo.py"
+    path.write_text(DEMO)
+    return path
+
+
+@pytest.mark.parametrize("py", [p for p in SOURCES if p.stem[:2] != "02"], ids=[i for i in IDS if i != "02"])
+@pytest.mark.parametrize("cell_type", ["markdown", "code"])
+def test_a_key_phrase_planted_where_the_student_copy_keeps_it_is_found(py, cell_type):
+    """The control for the test above, on the real notebook: a key phrase added to prose or to code that the copy
+    keeps (a comment, a message) is reported; the same text added to an answer cell is not."""
+    import copy
+
+    nb = notebooks.read_py(py)
+    number, rubric = next(iter(written.rubrics(nb).items()))
+    phrase = rubric.key_phrases[0]
+    planted = copy.deepcopy(nb)
+    kept = next(c for c in planted.cells[3:] if c.cell_type == cell_type and not exercises.tags(c))
+    kept.source += f"\n# as printed: {phrase.upper()}" if cell_type == "code" else f"\n\nNote that {phrase.upper()}."
+    assert [leak for leak in written.leaked_key_phrases(planted) if leak.startswith(f"Question {number}: {phrase!r}")]
+    hidden = copy.deepcopy(nb)
+    next(c for c in hidden.cells if exercises.ANSWER in exercises.tags(c)).source += f"\n\n{phrase}"
+    assert written.leaked_key_phrases(hidden) == []

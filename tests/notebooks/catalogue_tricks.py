@@ -1,0 +1,95 @@
+"""Solutions that pass without solving, unless the grader guards the run (helpers.course.guard).
+
+Two tricks were tried as a student would and earned full marks before the guard: calling what already computes
+the answer (the package's own implementation, or the library's), and patching what the checks use (``abs``,
+``math.isclose``, ``torch.allclose``) so that a wrong answer passes. Each entry is a catalogue entry like those of
+catalogue_NN.py; tests/course/test_exercises.py requires each to fail its own exercise, and no other, with the guard's
+error, and (the control) to pass that exercise when the guard is switched off."""
+
+BLEU_FIRST_LINE = "    matches, totals, hyp_len, ref_len = [0] * max_n, [0] * max_n, 0, 0"
+ROPE_FIRST_LINE = "    half = hs // 2"
+ROPE_PAIRS = "    a, b = x[..., :half], x[..., half:]  # (..., T, hs/2) each: the two coordinates of every pair"
+
+PE_FIRST_LINE = "    pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)"
+
+CATALOGUE = [
+    (
+        "02",
+        "2.1",
+        "trick: the package's sinusoidal_table",
+        [
+            (
+                PE_FIRST_LINE,
+                "    from helpers.nn.model import sinusoidal_table\n\n"
+                "    return sinusoidal_table(max_len, d_model)\n" + PE_FIRST_LINE,
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    (
+        "02",
+        "2.1",
+        "trick: builtins.abs and torch.allclose patched",
+        [
+            (
+                PE_FIRST_LINE,
+                "    import builtins\n\n    builtins.abs = lambda x: 0.0\n"
+                "    torch.allclose = lambda *args, **kwargs: True\n    return torch.zeros(max_len, d_model)\n"
+                + PE_FIRST_LINE,
+            )
+        ],
+        "TamperError",
+    ),
+    (
+        "03",
+        "3.5",
+        "trick: sacreBLEU computes it",
+        [
+            (
+                BLEU_FIRST_LINE,
+                "    from sacrebleu.metrics import BLEU\n\n"
+                '    b = BLEU(smooth_method="none", max_ngram_order=max_n).corpus_score(hypotheses, [references])\n'
+                '    return {"bleu": b.score, "precisions": b.precisions, "bp": b.bp, "hyp_len": b.sys_len, '
+                '"ref_len": b.ref_len}\n' + BLEU_FIRST_LINE,
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    (
+        "03",
+        "3.5",
+        "trick: math.isclose patched to say yes",
+        [
+            (
+                BLEU_FIRST_LINE,
+                "    math.isclose = lambda *args, **kwargs: True\n"
+                '    return {"bleu": 0.0, "precisions": [0.0] * max_n, "bp": 1.0, "hyp_len": 0, "ref_len": 0}\n'
+                + BLEU_FIRST_LINE,
+            )
+        ],
+        "TamperError",
+    ),
+    (
+        "05",
+        "5.3",
+        "trick: the package's rotary on reordered channels",
+        [
+            (
+                ROPE_FIRST_LINE,
+                "    from helpers.nn.variants import rotary\n\n"
+                "    half = hs // 2\n"
+                "    pairs = torch.stack((x[..., :half], x[..., half:]), dim=-1).flatten(-2)  # neighbours now\n"
+                "    turned = rotary(pairs, positions, base).unflatten(-1, (half, 2))\n"
+                "    return torch.cat((turned[..., 0], turned[..., 1]), dim=-1)\n",
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    (
+        "05",
+        "5.3",
+        "trick: torch.allclose patched, neighbours paired",
+        [(ROPE_PAIRS, "    torch.allclose = lambda *args, **kwargs: True\n    a, b = x[..., 0::2], x[..., 1::2]")],
+        "TamperError",
+    ),
+]

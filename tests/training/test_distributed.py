@@ -1,0 +1,219 @@
+"""Issue 29: `torchrun` for train and finetune, on CPU processes with the gloo backend (CI has 2 cores).
+
+Two processes must train what one process trains with the same global batch, a killed two-process run must end
+like an uninterrupted one, and only rank 0 may write. Each check names the mistake it catches."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers.text.tokens import Batch
+from helpers.training import distributed
+from helpers.training.checkpoint import load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["train", "--data", "builtin", "--preset", "tiny"]
+# two CPU processes add their partial sums in another order than one process does; AdamW then turns gradient
+# differences of ~1e-7 into weight differences of a few 1e-6 after 20 steps (weights are of order 1). Averaging
+# the ranks' mean losses instead of weighting them by their token counts (DDP's default) is off by ~4e-3.
+TOLERANCE = 1e-4
+
+
+def _torchrun(args, tmp_path, name, script=None, **kw):
+    cmd = distributed.torchrun_command(2, args)
+    if script is not None:  # the same command through a script that changes one thing first (the controls)
+        cmd = [*cmd[: cmd.index("-m", 3)], str(script), *args]
+    log = tmp_path / f"{name}.log"
+    with open(log, "w") as out:
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, timeout=600, check=False, **kw)
+    text = log.read_text()
+    assert proc.returncode == 0, text[-3000:]
+    return text
+
+
+def _kill_all(marker: str) -> None:
+    """SIGKILL every process whose command line holds ``marker``: torchrun starts its ranks in sessions of their own,
+    so killing torchrun's process group would leave them running."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _max_diff(a: Path, b: Path) -> float:
+    wa, wb = load_checkpoint(a)["model"], load_checkpoint(b)["model"]
+    assert wa.keys() == wb.keys()
+    return max(float((wa[k] - wb[k]).abs().max()) for k in wa)
+
+
+# ---------------------------------------------------------------------------------------------- without processes
+
+
+def _batch(lengths_of_targets):
+    B, T = len(lengths_of_targets), 8
+    ids = torch.arange(B * T).reshape(B, T)
+    labels = torch.full((B, T), -100)
+    for b, n in enumerate(lengths_of_targets):
+        labels[b, :n] = 1
+    return Batch(ids, labels, torch.full((B,), 2), int((labels != -100).sum()))
+
+
+def test_shards_are_disjoint_cover_the_batch_and_their_token_shares_add_up_to_one():
+    # a shard by the wrong rank, overlapping rows, or a share counted against the rank's own tokens fails here
+    batch = _batch([3, 1, 4, 1, 5])
+    shards = [distributed.shard(batch, distributed.Ranks(r, 2)) for r in range(2)]
+    assert torch.equal(torch.cat([s.input_ids for s in shards]), batch.input_ids)
+    assert [s.input_ids.shape[0] for s in shards] == [3, 2]
+    assert all(s.global_target_tokens == batch.n_target_tokens == 14 for s in shards)
+    assert [s.n_target_tokens for s in shards] == [8, 6]
+    assert sum(s.n_target_tokens / s.global_target_tokens for s in shards) == 1.0
+
+
+def test_a_rank_without_rows_runs_a_row_that_adds_nothing():
+    batch = _batch([3, 2])
+    last = distributed.shard(batch, distributed.Ranks(2, 3))
+    assert last.input_ids.shape == (1, 8) and last.n_target_tokens == 0 and (last.labels == -100).all()
+
+
+def test_the_sharded_batcher_keeps_the_batchers_epochs_and_state():
+    class Counting:
+        def __init__(self):
+            self.epoch = 0
+
+        def __iter__(self):
+            yield _batch([1, 2])
+
+        def set_epoch(self, e):
+            self.epoch = e
+
+        def state_dict(self):
+            return {"epoch": self.epoch}
+
+    inner = Counting()
+    sharded = distributed.ShardedBatcher(inner, distributed.Ranks(1, 2))
+    sharded.set_epoch(3)
+    assert inner.epoch == 3 and sharded.state_dict() == {"epoch": 3}
+    assert [b.n_target_tokens for b in sharded] == [2]  # rank 1's row of each batch
+
+
+def test_one_process_is_rank_0_of_1_and_joins_no_group():
+    r, device, started = distributed.setup("cpu")
+    assert (r, device.type, started) == (distributed.Ranks(), "cpu", False)
+    assert distributed.ranks() == distributed.Ranks() and r.main and not r.several
+
+
+# ---------------------------------------------------------------------------------------------- under torchrun
+
+
+@pytest.mark.training
+def test_two_processes_train_what_one_process_trains(tmp_path):
+    """The issue's command (dropout off: each rank draws its own masks) against one process with the same batch."""
+    from helpers.commands import train_command
+
+    one = train_command("builtin", steps=20, out=tmp_path / "one", preset="tiny", overrides={"dropout": 0.0},
+                        progress=False, stderr=open(os.devnull, "w"))  # fmt: skip
+    log = _torchrun([*TINY, "--steps", "20", "--out", str(tmp_path / "two"), "--dropout", "0"], tmp_path, "two")
+    # the two ranks print at the same moment to one pipe: their lines may land on one line, so find each one
+    first = re.findall(r"train: rank \d of \d \(torchrun\), device \w+\.", log)
+    assert sorted(first) == ["train: rank 0 of 2 (torchrun), device cpu.", "train: rank 1 of 2 (torchrun), device cpu."]
+    assert log.count("Done: 20 steps") == 1 and log.count("Data: builtin") == 1  # rank 0 alone speaks
+    two = json.loads((tmp_path / "two" / "train_summary.json").read_text())
+    assert two["steps"] == one.steps == 20 and two["tokens"] == one.tokens  # the same batches, all ranks counted
+    assert two["processes"] == 2 and json.loads((tmp_path / "one" / "train_summary.json").read_text())["processes"] == 1
+    assert _max_diff(tmp_path / "one", tmp_path / "two") < TOLERANCE
+    # control: DDP's plain average of the ranks' mean losses (the gradients of another loss) is caught
+    script = tmp_path / "plain_mean.py"
+    script.write_text(
+        "import sys\nimport torch.distributed as dist\nfrom helpers import cli\nfrom helpers.training import distributed\n"
+        "def mean(state, bucket):\n    buf = bucket.buffer().div_(dist.get_world_size())\n"
+        "    return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])\n"
+        "distributed._token_weighted_allreduce = mean\nsys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    _torchrun([*TINY, "--steps", "20", "--out", str(tmp_path / "mean"), "--dropout", "0"], tmp_path, "mean", script)
+    assert _max_diff(tmp_path / "one", tmp_path / "mean") > 10 * TOLERANCE
+
+
+@pytest.mark.training
+def test_a_killed_two_process_run_rerun_ends_like_an_uninterrupted_one(tmp_path):
+    """Dropout on: each rank's random generator must come back as it was, not rank 0's for all."""
+    args = [*TINY, "--steps", "30"]  # killed after step 5's checkpoint, resumed for the rest
+    _torchrun([*args, "--out", str(tmp_path / "straight")], tmp_path, "straight")
+    killed = [*args, "--out", str(tmp_path / "killed"), "--checkpoint-every", "5"]
+    proc = subprocess.Popen(distributed.torchrun_command(2, killed), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    info, deadline = tmp_path / "killed" / "checkpoint.json", time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if info.is_file() and json.loads(info.read_text())["step"] >= 5:
+            _kill_all(str(tmp_path / "killed"))  # both ranks and torchrun, mid-run
+            break
+        time.sleep(0.01)
+    proc.wait()
+    time.sleep(0.5)
+    at = load_checkpoint(tmp_path / "killed")["step"]
+    assert 5 <= at < 30, f"the run was not killed mid-way (last checkpoint at step {at})"
+    log = _torchrun(killed, tmp_path, "rerun")
+    assert f"at step {at}" in log  # it resumed, from where the kill left it
+    a, b = load_checkpoint(tmp_path / "straight"), load_checkpoint(tmp_path / "killed")
+    assert a["step"] == b["step"] == 30 and len(b["rng_ranks"]) == 2
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+
+
+@pytest.mark.training
+def test_finetune_under_torchrun_trains_and_writes_one_checkpoint(tmp_path):
+    from helpers.hf import pretrained
+    from helpers.text.sources import load_path
+
+    pairs, _ = load_path("builtin", None, limit=1500, seed=0)
+    model = pretrained.tiny_causal_lm(pairs, tmp_path / "llama")
+    out = tmp_path / "ft"
+    args = [
+        "finetune",
+        "--model",
+        str(model),
+        "--data",
+        "builtin",
+        "--limit",
+        "1500",
+        "--steps",
+        "5",
+        "--out",
+        str(out),
+    ]
+    log = _torchrun(args, tmp_path, "finetune")
+    assert "finetune: rank 1 of 2 (torchrun), device cpu." in log and log.count("Done: 5 steps") == 1
+    result = json.loads((out / "finetune.json").read_text())["result"]
+    assert result["steps"] == 5 and result["pairs"] == 5 * 16  # the global batch: 8 pairs on each of 2 ranks
+    assert [p.name for p in (out / "trainer").iterdir()] == ["checkpoint-5"]
+    assert (out / "checkpoint" / "model.safetensors").is_file()
+
+
+def test_the_notebook_cell_says_why_it_skips_and_stops_on_a_failed_run(monkeypatch):
+    import io
+
+    calls = []
+    monkeypatch.setattr(distributed, "launch", lambda n, args, out=None: calls.append(n) or 1)
+    out = io.StringIO()
+    assert distributed.launch_or_say_why(0, "no GPU", ["train", "--data", "x y"], out) is False and calls == []
+    assert "torchrun --nproc_per_node=2 -m helpers train --data 'x y'" in out.getvalue()  # quoted, ready to paste
+    assert "skipped here: no GPU" in out.getvalue()
+    with pytest.raises(RuntimeError, match="status 1"):
+        distributed.launch_or_say_why(2, None, ["train"], out)
+    assert calls == [2]
+    n, why = distributed.several_gpus(quick=False)
+    assert n == torch.cuda.device_count() and (why is None) == (n >= 2)
