@@ -23,7 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from helpers.text import data as D  # noqa: E402
 from helpers.text import sources as S
-from helpers.text import tokens as TK
+from helpers.text.batches import BucketBatcher
+from helpers.text.encoding import encode_pairs
+from helpers.text.tokenizer import Tokenizer
 
 
 def load_average() -> str:
@@ -65,20 +67,20 @@ def run(
     counts.update({f"split_{k}": v for k, v in splits.report.sizes.items()})
     with step(f"tokenizer ({model_type}, {vocab_size})"):
         with tempfile.TemporaryDirectory() as tmp:
-            tok = TK.Tokenizer.train(
+            tok = Tokenizer.train(
                 splits.train, vocab_size=vocab_size, model_type=model_type, out_dir=tmp, num_threads=threads
             )
     print(f"{tok}; trained on {tok.meta['trained_on_sentences']:,} sentences (train split only)")
     counts["vocab_size"] = tok.vocab_size
     with step("encode train"):
-        examples, trunc = TK.encode_pairs(tok, splits.train, max_len)
+        examples, trunc = encode_pairs(tok, splits.train, max_len)
     print(trunc)
     counts["examples"] = len(examples)
     with step("batch (one epoch)"):
-        batcher = TK.BucketBatcher(examples, max_tokens=max_tokens, seed=0)
+        batcher = BucketBatcher(examples, max_tokens=max_tokens, seed=0)
         n_batches = sum(1 for _ in batcher)
     stats = batcher.stats(epoch=0)
-    baseline = TK.BucketBatcher(examples, max_tokens=max_tokens, seed=0, bucket=False).stats(epoch=0)
+    baseline = BucketBatcher(examples, max_tokens=max_tokens, seed=0, bucket=False).stats(epoch=0)
     print(
         f"{n_batches} batches of up to {max_tokens} tokens, mean {stats['mean_batch_size']:.0f} pairs; padding "
         f"{stats['padding_fraction']:.1%} bucketed vs {baseline['padding_fraction']:.1%} in random batches"

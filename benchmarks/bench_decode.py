@@ -30,7 +30,8 @@ from helpers.evaluation import evaluate as E
 from helpers.nn.model import DecoderOnlyTransformer
 from helpers.text import data as D
 from helpers.text import sources as S
-from helpers.text import tokens as TK
+from helpers.text.encoding import prompt_ids
+from helpers.text.tokenizer import Tokenizer
 from helpers.training import config as C
 
 
@@ -76,13 +77,13 @@ def main(argv=None) -> int:
         model, tok = run.model, run.tokenizer
     else:
         cfg = C.preset_config(args.preset)
-        tok = TK.Tokenizer.train(french_sentences(2000, args.data), vocab_size=min(cfg.vocab_size, 2000))
-        longest = max(len(TK.prompt_ids(tok, s)) for s in sources)
+        tok = Tokenizer.train(french_sentences(2000, args.data), vocab_size=min(cfg.vocab_size, 2000))
+        longest = max(len(prompt_ids(tok, s)) for s in sources)
         mcfg = cfg.model_config(tok.vocab_size, args.device)
         mcfg.max_len = max(mcfg.max_len, longest + args.new_tokens)  # room for every sentence's 64 new tokens
         torch.manual_seed(0)
         model = DecoderOnlyTransformer(mcfg).to(args.device).eval()
-    prefixes = [TK.prompt_ids(tok, s) for s in sources]
+    prefixes = [prompt_ids(tok, s) for s in sources]
     room = model.config.max_len - max(len(p) for p in prefixes)
     n_new = min(args.new_tokens, room)
     if n_new < args.new_tokens:

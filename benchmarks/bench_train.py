@@ -57,7 +57,9 @@ from helpers import runtime
 from helpers.nn.model import DecoderOnlyTransformer  # noqa: E402
 from helpers.text import data as D  # noqa: E402
 from helpers.text import sources as S
-from helpers.text import tokens as TK
+from helpers.text.batches import BucketBatcher, StaticBucketBatcher
+from helpers.text.encoding import encode_pairs
+from helpers.text.tokenizer import PAD_ID, Tokenizer
 from helpers.training import config as C
 from helpers.training import train as T  # noqa: E402
 
@@ -73,7 +75,7 @@ def multiplying_params(model) -> int:
 def batch_flops(model, batch) -> float:
     """Model FLOPs of one training step on ``batch``, real tokens only (see the module docstring)."""
     cfg = model.config
-    lengths = (batch.input_ids != TK.PAD_ID).sum(dim=1).double()  # (B,) real tokens per row
+    lengths = (batch.input_ids != PAD_ID).sum(dim=1).double()  # (B,) real tokens per row
     n = multiplying_params(model)
     return float((6 * n * lengths + 12 * cfg.n_layer * cfg.d_model * lengths**2).sum())
 
@@ -81,7 +83,7 @@ def batch_flops(model, batch) -> float:
 def naive_batches(examples, batch_size: int, seed: int):
     """Random batches of ``batch_size`` sentences, each padded to its longest: no bucketing."""
     longest = max(len(e.input_ids) for e in examples)
-    return TK.BucketBatcher(
+    return BucketBatcher(
         examples, max_tokens=batch_size * longest, shuffle=True, seed=seed, bucket=False, max_batch_size=batch_size
     )
 
@@ -121,7 +123,7 @@ def run(model, batches, cfg, device, steps: int, warmup: int, precision: str) ->
         float(loss.detach())  # the training loop reads the loss every step
         if i >= warmup:
             target += batch.n_target_tokens
-            real += int((batch.input_ids != TK.PAD_ID).sum())
+            real += int((batch.input_ids != PAD_ID).sum())
             padded += batch.input_ids.numel()
             flops += batch_flops(model, batch)
     sync()
@@ -188,12 +190,12 @@ def main(argv=None) -> int:
         pairs, _ = S.load_pairs("tsv", args.data, limit=args.pairs, seed=0)
     pairs, _ = D.clean_pairs(pairs)
     tok = (
-        TK.Tokenizer.load(args.tokenizer)
+        Tokenizer.load(args.tokenizer)
         if args.tokenizer
-        else TK.Tokenizer.train(pairs, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type)
+        else Tokenizer.train(pairs, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type)
     )
-    examples, _ = TK.encode_pairs(tok, pairs, cfg.max_len)
-    ours_batches = TK.BucketBatcher(examples, max_tokens=cfg.max_tokens, shuffle=True, seed=0)
+    examples, _ = encode_pairs(tok, pairs, cfg.max_len)
+    ours_batches = BucketBatcher(examples, max_tokens=cfg.max_tokens, shuffle=True, seed=0)
     stats = ours_batches.stats()
     batch_size = max(1, round(stats["mean_batch_size"]))  # the naive baseline gets the same sentences per step
     naive = naive_batches(examples, batch_size, seed=0)
@@ -244,7 +246,7 @@ def main(argv=None) -> int:
         )
         results["ours_sdpa"] = run(sdpa_model, ours_batches, cfg, device, args.steps, args.warmup, precision)
     if args.compile:
-        static = TK.StaticBucketBatcher(examples, cfg.max_tokens, step=cfg.static_step, max_len=cfg.max_len, seed=0)
+        static = StaticBucketBatcher(examples, cfg.max_tokens, step=cfg.static_step, max_len=cfg.max_len, seed=0)
         torch.manual_seed(0)
         net = T.compiled(DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, device)).to(device), args.backend)
         seconds, shapes = precompile(net, static, cfg, device, precision)

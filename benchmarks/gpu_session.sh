@@ -50,7 +50,7 @@ main() {  # the matmul peaks, the throughput benchmark, the t4 run and its score
     --steps 60 --compile --skip-naive --json "$OUT/bench_train_compiled.json"
 }
 extras() {  # notebook 04's path (Trainer in fp16 on a tiny stand-in) and the NCCL path of torchrun starting
-  step finetune-fp16 150 bash -c "$PY -c \"from helpers.hf.pretrained import tiny_marian; from helpers.text.corpus import builtin_corpus; tiny_marian(builtin_corpus(400, seed=1), 'runs/tiny-marian')\" && $PY -m helpers finetune --model runs/tiny-marian --data builtin --limit 2000 --steps 40 --precision fp16 --out runs/ft16 && cp runs/ft16/finetune.json $OUT/"
+  step finetune-fp16 150 bash -c "$PY -c \"from helpers.hf.tiny import tiny_marian; from helpers.text.corpus import builtin_corpus; tiny_marian(builtin_corpus(400, seed=1), 'runs/tiny-marian')\" && $PY -m helpers finetune --model runs/tiny-marian --data builtin --limit 2000 --steps 40 --precision fp16 --out runs/ft16 && cp runs/ft16/finetune.json $OUT/"
   step torchrun-1 90 $PY -m torch.distributed.run --standalone --nproc_per_node 1 -m helpers train --data builtin \
     --preset tiny --steps 40 --out runs/ddp1
 }

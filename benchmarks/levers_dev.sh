@@ -5,6 +5,8 @@
 # do, so two runs go side by side, one thread each (speed is measured apart: benchmarks/RESULTS.md).
 #   bash benchmarks/levers_dev.sh NAME SEED [STEPS]      e.g. bash benchmarks/levers_dev.sh muon 0
 #   python benchmarks/table_levers.py                     the table, with the paired bootstrap against vanilla
+# The subword, ema and concat rows (subword regularisation, a moving average of the weights, joined pairs) were
+# deleted with their levers; this script at commit a224218 still runs them (git checkout a224218).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-../shared/data/tatoeba-fra-eng/fra.txt}
@@ -20,11 +22,8 @@ declare -A ARGS=(
   [relu2]="--activation relu2"
   [zeroinit]="--zero-init 1"
   [untied]="--tie-weights 0"
-  [subword]="--subword-alpha 0.5"
   [vocab2k]="--vocab-size 2000"
   [vocab8k]="--vocab-size 8000"
-  [ema]="--ema-decay 0.998"
-  [concat]="--concat-pairs 0.25"
   [span-muon-wsd]="--pretrain span --optimizer muon --schedule wsd"
 )
 name=$1 seed=$2 steps=${3:-3000}

@@ -22,8 +22,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import pipeline  # noqa: E402
+from helpers.text.batches import collate  # noqa: E402
+from helpers.text.encoding import encode_pairs  # noqa: E402
 from helpers.text.sources import load_tsv  # noqa: E402
-from helpers.text.tokens import collate, encode_pairs  # noqa: E402
 from helpers.training.train import autocast_context  # noqa: E402
 
 FP16_MAX = torch.finfo(torch.float16).max

@@ -146,8 +146,7 @@ def _train(args) -> int:
 TRAIN_FLAGS = {"positions": "positional", "checkpoint_every": "checkpoint_every_steps"} | {
     f: f
     for f in "max_tokens precision attention bottleneck_dim pretrain pretrain_fraction parallel_pairs init_embeddings "
-    "optimizer schedule cooldown lr qk_norm activation zero_init tie_weights vocab_size subword_alpha max_len "
-    "ema_decay concat_pairs dropout compile".split()
+    "optimizer schedule cooldown lr qk_norm activation zero_init tie_weights vocab_size max_len dropout compile".split()
 }
 _SWITCHES = ("qk_norm", "zero_init", "tie_weights", "compile")  # given as 0/1, kept as booleans
 
@@ -268,12 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--zero-init", type=int, choices=[0, 1], help="1: output projections start at zero")
     s.add_argument("--tie-weights", type=int, choices=[0, 1], help="0: an output head of its own (untied)")
     s.add_argument("--vocab-size", type=int, help="sentencepiece pieces to learn")
-    s.add_argument("--subword-alpha", type=float, help="subword regularisation: sample segmentations (0.5 typical)")
     s.add_argument("--max-len", type=int, help="tokens per sequence: the source budget is about half")
     s.add_argument("--compile", type=int, choices=[0, 1], help="1: static batch shapes, torch.compile'd step (GPU)")
     s.add_argument("--dropout", type=float, help="dropout probability (0 for runs that must repeat across ranks)")
-    s.add_argument("--ema-decay", type=float, help="translate with a moving average of the weights (0.998 typical)")
-    s.add_argument("--concat-pairs", type=float, help="add this share of examples made of two pairs joined (0.25)")
     p.set_defaults(func=_train)
 
     p = sub.add_parser("translate", help="French on stdin -> English on stdout; at a terminal, a prompt")
@@ -366,7 +362,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .training import train
 
     return (ValueError, FileNotFoundError, sources.DownloadError, train.NonFiniteLossError, train.OutOfMemoryError)
-    # helpers.hf.pretrained.ModelLoadError is a ValueError
+    # helpers.hf.translator.ModelLoadError is a ValueError
 
 
 def main(argv: list[str] | None = None) -> int:

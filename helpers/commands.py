@@ -178,7 +178,7 @@ def translate_command(
     if explain:
         out = [_explained(run, line, beams) for line in lines]
     else:
-        out = translate_lines(run.model, run.tokenizer, lines, beams=beams, err=err)
+        out = translate_lines(run.translator, lines, beams=beams, err=err)
     for line in out:
         stdout.write(line + "\n")
     stdout.flush()
@@ -216,8 +216,8 @@ def _prompt(run, beams: int, explain: bool, stdin, stdout, err) -> int:
         if not line.strip():
             print("   (an empty line: type a French sentence, or Ctrl-D to leave)", file=stdout, flush=True)
             continue
-        answer = _explained(run, line, beams) if explain else translate_lines(run.model, run.tokenizer, [line],
-                                                                                beams=beams, err=err)[0]  # fmt: skip
+        answer = _explained(run, line, beams) if explain else translate_lines(run.translator, [line], beams=beams,
+                                                                                err=err)[0]  # fmt: skip
         print("en> " + answer, file=stdout, flush=True)
         done += 1
 
@@ -300,7 +300,7 @@ def evaluate_command(
         report = data_summary({"load": load_report})
         print(format_data_summary(report), file=stdout)
         evaluation, hyps = evaluate_pairs(
-            run.model, run.tokenizer, pairs, test_set=label, words=run.words, beams=beams, length_penalty=length_penalty
+            run.translator, pairs, test_set=label, words=run.words, beams=beams, length_penalty=length_penalty
         )
         print(format_evaluation(evaluation, checkpoint=run.path), file=stdout)
         evaluations.append(evaluation)
@@ -350,7 +350,7 @@ def finetune_command(
     scores it exactly as it scores a scratch run. Returns the :class:`helpers.hf.finetune.FinetuneResult`."""
     from . import pipeline, runtime
     from .hf.finetune import FinetuneConfig, finetune
-    from .hf.pretrained import load_pretrained
+    from .hf.loading import load_pretrained
     from .text.data import data_info as describe_data
     from .training import checkpoint as ckpt_lib
     from .training import distributed

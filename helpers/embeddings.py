@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from .evaluation.evaluate import bootstrap_bleu_difference
-from .text.tokens import Tokenizer
+from .text.tokenizer import Tokenizer
 from .training.config import TrainConfig
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -56,7 +56,7 @@ def put_word_vectors(model, tok: Tokenizer, wv, std: float = 0.02) -> int:
     """Write word2vec's vectors into ``model``'s token-embedding table, in place (Exercise 6.6's reference).
 
     Every piece with a vector gets a row, except the special pieces (ids up to ``tok.unk_id``) and the byte pieces
-    (``<0x..>``), which keep their random start, as :func:`helpers.hf.pretrained.transfer_embeddings` leaves them.
+    (``<0x..>``), which keep their random start, as :func:`helpers.hf.embedding_transfer.transfer_embeddings` leaves them.
     The vectors are centred (their mean vector subtracted) and scaled together so their entries have the
     standard deviation ``std`` of the model's initialisation; the table stays the same parameter (the tied output
     layer reads it too). Returns how many rows were written."""
@@ -69,9 +69,9 @@ def put_word_vectors(model, tok: Tokenizer, wv, std: float = 0.02) -> int:
 def word2vec_embeddings(tok: Tokenizer, sentences: Sequence[str], d_model: int, *, seed: int = 0, epochs: int = 5,
                         window: int = 5, std: float = 0.02):  # fmt: skip
     """Word vectors for our pieces (:func:`train_word2vec`), centred and scaled to the model's initial ``std``, as
-    :func:`helpers.hf.pretrained.transfer_embeddings` does; special and byte pieces (and pieces that never occur)
+    :func:`helpers.hf.embedding_transfer.transfer_embeddings` does; special and byte pieces (and pieces that never occur)
     keep their random start."""
-    from .hf.pretrained import EmbeddingTransfer
+    from .hf.embedding_transfer import EmbeddingTransfer
 
     wv = train_word2vec(tok, sentences, d_model, seed=seed, epochs=epochs, window=window)
     ids, X, skipped = _word2vec_rows(tok, wv, std)
@@ -89,7 +89,7 @@ def start_embeddings(model, tok: Tokenizer, kind: str, *, sentences: Sequence[st
     start, never trained (with tied weights the output layer stays frozen too). ``word2vec``: vectors trained
     on ``sentences`` (:func:`word2vec_embeddings`), then trained further; ``put_word2vec(model, tok, wv)`` (the
     notebook's Exercise 6.6), when given, writes the vectors :func:`train_word2vec` made in place of the package. ``pretrained LM``: the vectors of the
-    causal LM ``lm`` (:func:`helpers.hf.pretrained.init_embeddings`), then trained further.
+    causal LM ``lm`` (:func:`helpers.hf.embedding_transfer.init_embeddings`), then trained further.
     """
     if kind == "learned":
         return "random start, trained"
@@ -107,7 +107,7 @@ def start_embeddings(model, tok: Tokenizer, kind: str, *, sentences: Sequence[st
             f"{v:,} {k}" for k, v in transfer.skipped.items()
         )
     if kind == "pretrained LM":
-        from .hf.pretrained import init_embeddings
+        from .hf.embedding_transfer import init_embeddings
 
         if lm is None:
             raise ValueError("kind='pretrained LM' needs lm=: a hub name, a folder or a .gguf file.")

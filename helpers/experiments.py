@@ -19,7 +19,6 @@ from . import pipeline, runtime
 from .evaluation.evaluate import score, translate
 from .nn.model import DecoderOnlyTransformer, ModelConfig, num_parameters
 from .nn.variants import attention_memory, forward_flops
-from .text.data import batches_for
 from .training.config import TrainConfig
 
 # sweepable TrainConfig fields (not the number of epochs: every setting gets the same budget)
@@ -76,7 +75,7 @@ def run_variant(
     """
     device = runtime.pick_device(device)
     tok = prepared.tokenizer
-    batcher, valid_batches, _ = batches_for(tok, prepared.splits, cfg, cfg.seed)
+    batcher, valid_batches, _ = pipeline.train_batches(tok, prepared.splits, cfg, cfg.seed)
     t0 = time.perf_counter()
     built = pipeline.build_model(cfg, prepared, out_dir, device, start=start, progress=progress)
     model, model_cfg = built.model, built.model.config

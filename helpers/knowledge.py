@@ -16,7 +16,7 @@ and every biography carries distractors (a job, a year, another city the person 
 **Embeddings at equal budget.** The same translation model and budget with four starts for the token
 embeddings: learned from scratch (the default), random and frozen, word2vec vectors trained (gensim) on our
 own training text cut into our sentencepiece pieces, and a pretrained language model's
-(:func:`helpers.hf.pretrained.transfer_embeddings`); scored on the new-sentence test set with a paired
+(:func:`helpers.hf.embedding_transfer.transfer_embeddings`); scored on the new-sentence test set with a paired
 bootstrap against learned-from-scratch.
 """
 
@@ -35,7 +35,9 @@ import numpy as np
 from . import runtime
 from .evaluation.evaluate import translate
 from .nn.model import DecoderOnlyTransformer
-from .text.tokens import IGNORE_INDEX, BucketBatcher, Example, Tokenizer, encode_pairs, make_example
+from .text.batches import IGNORE_INDEX, BucketBatcher
+from .text.encoding import Example, encode_pairs, make_example
+from .text.tokenizer import Tokenizer
 from .training.config import TrainConfig
 from .training.pretrain import MASK_ID, SpanCorruptionBatcher, corrupt_span
 from .training.train import train
@@ -369,8 +371,8 @@ def pretraining_examples(biography_ids: Sequence[Sequence[int]], epoch: int, see
 
 
 def as_example(input_ids: Sequence[int], labels: Sequence[int]) -> Example:
-    """The batcher's :class:`helpers.text.tokens.Example` of one (input_ids, labels) pair; refuses labels that are not
-    the next token on the target only (what :func:`helpers.text.tokens.collate` builds from ``prefix_len``)."""
+    """The batcher's :class:`helpers.text.encoding.Example` of one (input_ids, labels) pair; refuses labels that are not
+    the next token on the target only (what :func:`helpers.text.batches.collate` builds from ``prefix_len``)."""
     ids, labels = [int(i) for i in input_ids], [int(y) for y in labels]
     scored = [t for t, y in enumerate(labels) if y != IGNORE_INDEX]
     if len(labels) != len(ids) or not scored or labels != labels_for(ids, scored[0] + 1):
@@ -382,7 +384,7 @@ def as_example(input_ids: Sequence[int], labels: Sequence[int]) -> Example:
 
 
 class ExampleBatcher(BucketBatcher):
-    """A :class:`helpers.text.tokens.BucketBatcher` over (input_ids, labels) pairs: a list (the same examples every
+    """A :class:`helpers.text.batches.BucketBatcher` over (input_ids, labels) pairs: a list (the same examples every
     epoch) or a function ``epoch -> list`` (new examples each epoch, as span corruption cuts afresh)."""
 
     def __init__(self, examples, max_tokens: int, *, seed: int = 0, **kw):

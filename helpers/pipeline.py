@@ -22,7 +22,7 @@ import torch
 
 from . import runtime
 from .nn.model import DecoderOnlyTransformer
-from .text.data import TEST_FILES, PreparedData, SplitData, load_clean_split, prepare_data, test_sets_of
+from .text.data import TEST_FILES, PreparedData, SplitData, batches_for, load_clean_split, prepare_data, test_sets_of
 from .text.testsets import WordTable
 from .training import checkpoint as ckpt_lib
 
@@ -37,6 +37,29 @@ def write_test_sets(test_sets: dict[str, list[tuple[str, str]]], out: str | Path
         name: runtime.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs), Path(out) / TEST_FILES[name])
         for name, pairs in test_sets.items()
     }
+
+
+def static_step(cfg) -> int | None:
+    """How the training batches are padded for ``cfg``: to multiples of ``cfg.static_step`` tokens, a fixed set of
+    shapes, when the step is compiled (``cfg.compile``: each shape compiles once, where bucketed batches would bring
+    a new shape, and a new compilation, with almost every batch); None, as little padding as possible, otherwise."""
+    return cfg.static_step if cfg.compile else None
+
+
+def train_batches(tokenizer, splits, cfg, seed: int = 0) -> tuple:
+    """:func:`helpers.text.data.batches_for` with ``cfg``'s batch settings: the training batcher, the validation
+    batches and what encoding dropped (what :func:`prepare` makes, for a configuration that differs from the
+    prepared data's, as in notebook 05's sweeps)."""
+    return batches_for(
+        tokenizer,
+        splits,
+        max_len=cfg.max_len,
+        max_tokens=cfg.max_tokens,
+        valid_sentences=cfg.valid_sentences,
+        parallel_pairs=cfg.parallel_pairs,
+        seed=seed,
+        static_step=static_step(cfg),
+    )
 
 
 def prepare(
@@ -54,7 +77,9 @@ def prepare(
     """Data, tokenizer and batches for our model (:func:`helpers.text.data.prepare_data`), what was dropped
     printed (nothing goes unsaid), and the run's test sets written to ``out`` (unless ``write`` is False: the
     ranks after the first under torchrun, which read the tokenizer rank 0 wrote)."""
-    prepared = prepare_data(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress)
+    prepared = prepare_data(
+        data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress, static_step=static_step(cfg)
+    )
     print(prepared.describe(), file=stderr if stderr is not None else sys.stderr)
     if write:
         write_test_sets(prepared.test_sets(), out)
@@ -115,7 +140,7 @@ def build_model(
     fresh = out is None or ckpt_lib.find_checkpoint(out) is None
     transfer = None
     if fresh and cfg.init_embeddings:
-        from .hf.pretrained import init_embeddings
+        from .hf.embedding_transfer import init_embeddings
 
         transfer = init_embeddings(model, prepared.tokenizer, cfg.init_embeddings)
     if fresh and start is not None:
@@ -153,15 +178,24 @@ class Run:
     step: int
     path: Path
     words: object = None  # helpers.text.testsets.WordTable of the training split, when the run folder has one
+    # what evaluation calls (helpers.evaluation.evaluate.Translator): our model and tokenizer unless given
+    translator: object = None
+
+    def __post_init__(self):
+        if self.translator is None:
+            from .evaluation.evaluate import ScratchTranslator
+
+            self.translator = ScratchTranslator(self.model, self.tokenizer)
 
 
 def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -> Run:
     """The model (eval mode) and tokenizer of a run folder written by ``train``, or the
-    :class:`helpers.hf.pretrained.HFTranslator` of a folder written by ``finetune`` (its ``tokenizer`` is the
-    translator's; :func:`helpers.evaluation.evaluate.evaluate_pairs` and ``translate_lines`` take either).
+    :class:`helpers.hf.translator.HFTranslator` of a folder written by ``finetune`` (its ``tokenizer`` is the
+    translator's). Either way ``run.translator`` is what :func:`helpers.evaluation.evaluate.evaluate_pairs` and
+    ``translate_lines`` take.
     Any other folder is refused, saying what it holds."""
-    from .hf import pretrained
-    from .text.tokens import Tokenizer
+    from .hf import loading
+    from .text.tokenizer import Tokenizer
 
     folder = Path(checkpoint)
     if folder.is_file():
@@ -172,14 +206,14 @@ def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -
         device = "cuda" if torch.cuda.is_available() else "cpu"
     words_path = folder / WordTable.FILENAME
     words = WordTable.load(words_path) if words_path.is_file() else None
-    if (folder / pretrained.FINETUNE_FILE).is_file():
-        translator = pretrained.load_pretrained(folder, device=device)
-        info = json.loads((folder / pretrained.FINETUNE_FILE).read_text())
+    if (folder / loading.FINETUNE_FILE).is_file():
+        translator = loading.load_pretrained(folder, device=device)
+        info = json.loads((folder / loading.FINETUNE_FILE).read_text())
         step = int((info.get("result") or {}).get("steps", 0))
-        return Run(translator, translator.tokenizer, info, step, folder, words)
+        return Run(translator, translator.tokenizer, info, step, folder, words, translator=translator)
     if ckpt_lib.find_checkpoint(folder) is None:
         raise FileNotFoundError(
-            f"{folder} is {pretrained.describe_folder(folder)}; expected a run folder written by "
+            f"{folder} is {loading.describe_folder(folder)}; expected a run folder written by "
             "`python -m helpers train` (checkpoint and tokenizer/) or by `python -m helpers finetune` (finetune.json)."
         )
     saved = ckpt_lib.load_checkpoint(folder, map_location="cpu")
@@ -192,7 +226,7 @@ def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -
     from .nn.model import ModelConfig
 
     model = DecoderOnlyTransformer(ModelConfig.from_dict(saved["config"]["model"]))
-    model.load_state_dict(ckpt_lib.inference_weights(saved))  # the moving average, when the run kept one
+    model.load_state_dict(ckpt_lib.inference_weights(saved))  # an older run's moving average, when it kept one
     model.to(device).eval()
     return Run(model, Tokenizer.load(tok_dir), saved["config"], int(saved["step"]), folder, words)
 

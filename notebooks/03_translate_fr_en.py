@@ -185,7 +185,7 @@ from helpers.course import checks
 from helpers.course.plotting import in_live_kernel, save_figure
 from helpers.evaluation import evaluate
 from helpers.nn.model import DecoderOnlyTransformer, LayerCache, build_attention_mask, num_parameters
-from helpers.text import corpus, data, testsets, tokens
+from helpers.text import batches, corpus, data, encoding, testsets, tokenizer
 from helpers.text import sources as text_sources  # `sources` is the French of the test set, below
 from helpers.training import checkpoint, config, train
 
@@ -260,7 +260,7 @@ for fr, en in pairs[:3]:
 # %% [markdown]
 # ### Cleaning
 #
-# `helpers.text.data.clean_pairs` first normalises the text (`helpers.text.tokens.normalise_text`: one kind of space,
+# `helpers.text.data.clean_pairs` first normalises the text (`helpers.text.tokenizer.normalise_text`: one kind of space,
 # straight apostrophes, composed accents; Tatoeba's French writes a no-break space before `?` and `!`),
 # then drops pairs with an empty side, pairs longer than 50 words, pairs whose sides differ in length by
 # more than a factor 3 (usually misaligned), and exact duplicates. Lengths here are words: the tokenizer
@@ -422,7 +422,7 @@ print(f"✓ split_pairs put each of your {len(groups):,} groups whole into one s
 # another vocabulary size is refused. This is what `prepare_data` does.
 
 # %%
-tok = data.tokenizer_for(splits.train, cfg, RUN_DIR, seed=SEED)  # tokens.Tokenizer.train the first time, else reloaded
+tok = data.tokenizer_for(splits.train, cfg, RUN_DIR, seed=SEED)  # Tokenizer.train the first time, else reloaded
 print(tok, "in", RUN_DIR / checkpoint.TOKENIZER_DIR)
 
 # %% [markdown]
@@ -437,7 +437,7 @@ print(tok, "in", RUN_DIR / checkpoint.TOKENIZER_DIR)
 words = testsets.WordTable.from_pairs(splits.train)  # prepare_data saves it in the run folder as train_words.tsv
 test_sets = {"new": splits.new, "test": splits.test}
 test_set_stats = {
-    name: testsets.describe_test_set(p, words, tok, tokens.max_source_tokens(cfg.max_len))
+    name: testsets.describe_test_set(p, words, tok, encoding.max_source_tokens(cfg.max_len))
     for name, p in test_sets.items()
 }
 print(f"{len(words):,} French words in the training pairs")
@@ -466,7 +466,7 @@ for text in EXAMPLE:
 
 # %%
 typed = "Tu l\u2019as vu\u202f?"  # curly apostrophe (U+2019), narrow no-break space (U+202F)
-plain = tokens.normalise_text(typed)
+plain = tokenizer.normalise_text(typed)
 print(f"typed {typed!r} → normalised {plain!r}")
 print("sentencepiece alone:", tok.sp.encode(typed, out_type=str))
 print("tok.encode:         ", [tok.id_to_piece(i) for i in tok.encode(typed)])
@@ -476,13 +476,13 @@ print("✓ the same ids as the normalised sentence")
 # %% [markdown]
 # ### Encoding
 #
-# `helpers.text.tokens.encode_pairs` turns each pair into one sequence, `<bos> French <sep> English <eos>`, and
+# `helpers.text.encoding.encode_pairs` turns each pair into one sequence, `<bos> French <sep> English <eos>`, and
 # drops the pairs longer than `max_len` tokens (counted in the report, never silently). The validation
 # set is capped at `cfg.valid_sentences` pairs, so that a validation pass takes seconds.
 
 # %%
-train_examples, encode_train = tokens.encode_pairs(tok, splits.train, cfg.max_len)
-valid_examples, encode_valid = tokens.encode_pairs(tok, splits.valid[: cfg.valid_sentences], cfg.max_len)
+train_examples, encode_train = encoding.encode_pairs(tok, splits.train, cfg.max_len)
+valid_examples, encode_valid = encoding.encode_pairs(tok, splits.valid[: cfg.valid_sentences], cfg.max_len)
 print("training:", encode_train, "\nvalidation:", encode_valid, sep="\n")
 
 # %% [markdown]
@@ -493,7 +493,7 @@ print("training:", encode_train, "\nvalidation:", encode_valid, sep="\n")
 # `max_len` is small, so there a large share of the pairs is too long: the tiny model trains on the shorter ones.
 
 # %%
-test_len = tokens.pair_lengths(splits.test, tok)  # tokens per side
+test_len = encoding.pair_lengths(splits.test, tok)  # tokens per side
 whole = test_len["fr"] + test_len["en"] + 3  # <bos>, <sep>, <eos>
 fig, ax = plt.subplots(figsize=(6.5, 3.2))
 bins = np.arange(0, whole.max() + 2)
@@ -558,8 +558,8 @@ print(f"✓ none of the {len(splits.test):,} test pairs appears in training")
 # or padding. The first scored position is `<sep>`, which must produce the first English piece.
 
 # %%
-example = tokens.make_example(tok, *EXAMPLE, max_len=cfg.max_len)
-one = tokens.collate([example])
+example = encoding.make_example(tok, *EXAMPLE, max_len=cfg.max_len)
+one = batches.collate([example])
 pieces = [tok.id_to_piece(i) for i in example.input_ids]
 print(f"prefix_len = {example.prefix_len} (<bos>, {example.prefix_len - 2} French pieces, <sep>)\n")
 print(f"{'pos':>3}  {'piece':<12}{'id':>5}  {'part':<7} label (the next token)")
@@ -629,17 +629,17 @@ plt.show()
 # ### Batches of similar lengths
 #
 # A batch is a rectangle: every row is padded to its longest sentence, and padding costs as much compute
-# as real tokens. `helpers.text.tokens.BucketBatcher` shuffles the examples (with the seed and the epoch), sorts
+# as real tokens. `helpers.text.batches.BucketBatcher` shuffles the examples (with the seed and the epoch), sorts
 # them by length, cuts them into batches of at most `max_tokens` tokens, padding included, then shuffles the
 # batch order; so a batch holds many short sentences or a few long ones. The validation batches are made
 # the same way, without shuffling. Compare with batches drawn in random order:
 
 # %%
-train_batcher = tokens.BucketBatcher(train_examples, max_tokens=cfg.max_tokens, shuffle=True, seed=SEED)
+train_batcher = batches.BucketBatcher(train_examples, max_tokens=cfg.max_tokens, shuffle=True, seed=SEED)
 valid_batches = (
-    list(tokens.BucketBatcher(valid_examples, max_tokens=cfg.max_tokens, shuffle=False)) if valid_examples else []
+    list(batches.BucketBatcher(valid_examples, max_tokens=cfg.max_tokens, shuffle=False)) if valid_examples else []
 )
-shuffled = tokens.BucketBatcher(train_examples, max_tokens=cfg.max_tokens, seed=SEED, bucket=False)
+shuffled = batches.BucketBatcher(train_examples, max_tokens=cfg.max_tokens, seed=SEED, bucket=False)
 for name, s in (("bucketed by length", train_batcher.stats()), ("random order", shuffled.stats())):
     print(
         f"{name:>19}: {s['batches']:>6,} batches, {s['mean_batch_size']:6.1f} sentences each, "
@@ -668,7 +668,7 @@ print(f"validation: {len(valid_batches)} batches of {len(valid_examples):,} pair
 
 
 # %%
-def batch_tensors(examples, pad_id=tokens.PAD_ID):
+def batch_tensors(examples, pad_id=tokenizer.PAD_ID):
     """input_ids (B, T), labels (B, T), prefix_len (B,) and attention (B, T, T) for `examples` (see above)."""
     # BEGIN SOLUTION
     B, T = len(examples), max(len(e.input_ids) for e in examples)
@@ -692,13 +692,13 @@ def batch_tensors(examples, pad_id=tokens.PAD_ID):
 # %% [markdown]
 # The check builds three rows by hand (token ids written out, lengths 7, 5 and 6) and compares every entry
 # with the rule, then compares a batch of real examples of different lengths with what the batcher makes
-# (`helpers.text.tokens.collate`) and with the model's prefix mask.
+# (`helpers.text.batches.collate`) and with the model's prefix mask.
 
 
 # %% tags=["check"]
-def check_batch_tensors(batch_fn, examples=train_examples, pad_id=tokens.PAD_ID):
+def check_batch_tensors(batch_fn, examples=train_examples, pad_id=tokenizer.PAD_ID):
     rows = [[1, 10, 11, 2, 20, 21, 3], [1, 12, 2, 22, 3], [1, 13, 2, 23, 24, 3]]  # <bos>=1 ... <sep>=2 ... <eos>=3
-    hand = [tokens.Example(r, r.index(2) + 1) for r in rows]
+    hand = [encoding.Example(r, r.index(2) + 1) for r in rows]
     got = batch_fn(hand, pad_id=pad_id)
     assert set(got) >= {"input_ids", "labels", "prefix_len", "attention"}, f"missing keys: got {sorted(got)}"
     ids, labels, plen, att = (got[k] for k in ("input_ids", "labels", "prefix_len", "attention"))
@@ -727,7 +727,7 @@ def check_batch_tensors(batch_fn, examples=train_examples, pad_id=tokens.PAD_ID)
                 )
     # real examples of different lengths, as a bucketed batch holds them
     real = sorted(examples[:64], key=lambda e: len(e.input_ids))[::8]
-    got, package = batch_fn(real, pad_id=pad_id), tokens.collate(real, pad_id)
+    got, package = batch_fn(real, pad_id=pad_id), batches.collate(real, pad_id)
     for key in ("input_ids", "labels", "prefix_len"):
         assert torch.equal(got[key], getattr(package, key)), f"{key} differs from the batcher's on real examples"
     lengths = torch.tensor([len(e.input_ids) for e in real])
@@ -751,7 +751,7 @@ for ex in train_examples:
 middle = sorted(by_length)[len(by_length) // 2 - 1 :][:3]  # three neighbouring lengths
 small_batch = batch_tensors([by_length[n] for n in middle])
 print({k: tuple(v.shape) for k, v in small_batch.items()})
-print(f"padding: {int((small_batch['input_ids'] == tokens.PAD_ID).sum())} of {small_batch['input_ids'].numel()} ids")
+print(f"padding: {int((small_batch['input_ids'] == tokenizer.PAD_ID).sum())} of {small_batch['input_ids'].numel()} ids")
 print(f"labelled positions: {int((small_batch['labels'] != -100).sum())}")
 P0, mask0 = int(small_batch["prefix_len"][0]), small_batch["attention"][0]
 for i, row in enumerate(mask0.tolist()):
@@ -1276,7 +1276,7 @@ def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
 def fresh_model_and_batches():  # the same start for both loops: seeded weights, a few hundred examples
     torch.manual_seed(SEED)
     model = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, "cpu"))
-    return model, tokens.BucketBatcher(train_examples[:256], max_tokens=cfg.max_tokens, shuffle=True, seed=SEED)
+    return model, batches.BucketBatcher(train_examples[:256], max_tokens=cfg.max_tokens, shuffle=True, seed=SEED)
 
 
 checks.check_training_step(train_loop, train, fresh_model_and_batches, valid_batches[:1], cfg)
@@ -1626,7 +1626,7 @@ def check_greedy_decode(decode_fn, model=model, tok=tok, n=24):
     import copy
 
     max_len = model.config.max_len
-    prompts = [p for p in (tokens.prompt_ids(tok, s) for s in sources) if len(p) <= max_len // 2][:n]
+    prompts = [p for p in (encoding.prompt_ids(tok, s) for s in sources) if len(p) <= max_len // 2][:n]
     budgets = [evaluate.max_new_tokens_for(len(p), max_len) for p in prompts]
     budgets[1], budgets[2] = 1, 3  # rows that run out of room before their <eos>
     want = model.generate(prompts, budgets, eos_id=tok.eos_id, use_cache=False)  # every step recomputed in full
@@ -1670,17 +1670,18 @@ print("✓ the same translations as recomputing every step, one new position per
 # %% [markdown]
 # ### Greedy and beam search
 #
-# From here on the notebook decodes greedily with your `greedy_decode`: `helpers.evaluation.evaluate` takes any object with
-# the model's `generate` and `config`, and `translate` (what `evaluate_pairs` calls), so we wrap ours in one.
-# Beam search stays the package's. A few test sentences, both ways:
+# From here on the notebook decodes greedily with your `greedy_decode`. Evaluation asks one thing of every model,
+# `translate(sources, beams)`; `evaluate.ScratchTranslator(model, tok)` gives it to ours, decoding with the model's
+# `generate`, so we hand it our model with your decoder for greedy. Beam search stays the package's. A few test
+# sentences, both ways:
 
 
 # %%
 class GreedyWithYourDecoder:
-    """Our model for helpers.evaluation.evaluate: greedy decoding by your greedy_decode, beam search by the package."""
+    """Our model for helpers.evaluation.evaluate.translate: greedy decoding by your greedy_decode, beam search by the package."""
 
-    def __init__(self, model, tok):
-        self.model, self.tok, self.config = model, tok, model.config
+    def __init__(self, model):
+        self.model, self.config = model, model.config
 
     def generate(
         self, prefixes, budgets, eos_id, beams=1, **options
@@ -1689,15 +1690,12 @@ class GreedyWithYourDecoder:
             return greedy_decode(self.model, prefixes, budgets, eos_id)
         return self.model.generate(prefixes, budgets, eos_id, beams=beams, **options)
 
-    def translate(self, sources, **options):  # what helpers.evaluation.evaluate.evaluate_pairs calls
-        return evaluate.translate(self, self.tok, sources, **options)
 
-
-translator = GreedyWithYourDecoder(model, tok)
-few = [s for s in sources if len(tokens.prompt_ids(tok, s)) <= cfg.max_len // 2][:4]
+translator = evaluate.ScratchTranslator(GreedyWithYourDecoder(model), tok)
+few = [s for s in sources if len(encoding.prompt_ids(tok, s)) <= cfg.max_len // 2][:4]
 side_by_side = {"greedy": translator.translate(few, beams=1), f"beam {BEAMS}": translator.translate(few, beams=BEAMS)}
 for k, src in enumerate(few):
-    plen = len(tokens.prompt_ids(tok, src))
+    plen = len(encoding.prompt_ids(tok, src))
     print(
         f"{src!r}: a prefix of {plen} tokens may get up to {evaluate.max_new_tokens_for(plen, cfg.max_len)} new tokens"
     )
@@ -1754,7 +1752,7 @@ for name, pairs_ in TEST_SETS.items():
     n_beam = len(pairs_) if BEAM_SENTENCES is None else min(BEAM_SENTENCES, len(pairs_))
     for beams, subset in ((1, pairs_), (BEAMS, pairs_[:n_beam])):
         label = name if len(subset) == len(pairs_) else f"{name}, first {n_beam:,} pairs"
-        ev, hyps = evaluate.evaluate_pairs(translator, tok, subset, test_set=label, words=words, beams=beams)
+        ev, hyps = evaluate.evaluate_pairs(translator, subset, test_set=label, words=words, beams=beams)
         evaluations[name, beams], outputs[name, beams] = ev, hyps
         print(evaluate.format_evaluation(ev), end="\n\n")
 greedy_eval, greedy = evaluations[data.IN_DISTRIBUTION, 1], outputs[data.IN_DISTRIBUTION, 1]
@@ -1984,7 +1982,7 @@ def attention_panels(model, sentences, references, layer=-1, note=""):
     dev = next(model.parameters()).device
     fig, axes = plt.subplots(1, len(sentences), figsize=(3.25 * len(sentences), 3.9), squeeze=False)
     for ax, fr, ref in zip(axes[0], sentences, references):
-        prompt = tokens.prompt_ids(tok, fr)
+        prompt = encoding.prompt_ids(tok, fr)
         new = greedy_decode(model, [prompt], [evaluate.max_new_tokens_for(len(prompt), cfg.max_len)], tok.eos_id)[0]
         ids = prompt + new + [tok.eos_id]
         P = len(prompt)

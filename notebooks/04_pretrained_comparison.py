@@ -180,7 +180,8 @@ from helpers import pipeline
 from helpers.cli import train_command
 from helpers.course.plotting import save_figure
 from helpers.evaluation import evaluate
-from helpers.hf import finetune, pretrained
+from helpers.hf import finetune, loading, tiny
+from helpers.hf.translator import PromptFormat
 from helpers.text import data, sources, testsets
 
 # %% [markdown]
@@ -338,7 +339,7 @@ for name, file in data.TEST_FILES.items():  # the test sets `train` wrote into t
 #
 # The check builds one pair with a character-level tokenizer (one id per character), then computes the loss the
 # model takes from your labels and compares it with the cross-entropy of the English and the `<eos>` computed by
-# hand from the logits, and compares your examples with `helpers.hf.pretrained.HFTranslator.encode_pair`, the
+# hand from the logits, and compares your examples with `helpers.hf.translator.HFTranslator.encode_pair`, the
 # package's version, on 50 training pairs. The cell under it prints how many positions the loss scores.
 
 
@@ -363,10 +364,10 @@ def lm_example(tokenizer, fr: str, en: str) -> dict:
 # %%
 if QUICK:
     stand_ins = Path(tempfile.mkdtemp(prefix="04_models-"))
-    SEQ2SEQ_MODEL = str(pretrained.tiny_marian(splits.train, stand_ins / "tiny-marian", seed=SEED))
-    CAUSAL_MODEL = str(pretrained.tiny_causal_lm(splits.train, stand_ins / "tiny-llama", seed=SEED))
-marian = pretrained.load_pretrained(SEQ2SEQ_MODEL, device=DEVICE)
-lm = pretrained.load_pretrained(CAUSAL_MODEL, device=DEVICE)
+    SEQ2SEQ_MODEL = str(tiny.tiny_marian(splits.train, stand_ins / "tiny-marian", seed=SEED))
+    CAUSAL_MODEL = str(tiny.tiny_causal_lm(splits.train, stand_ins / "tiny-llama", seed=SEED))
+marian = loading.load_pretrained(SEQ2SEQ_MODEL, device=DEVICE)
+lm = loading.load_pretrained(CAUSAL_MODEL, device=DEVICE)
 for t in (marian, lm):
     print(t.describe(), *(f"\n   note: {n}" for n in t.notes))
 
@@ -389,7 +390,7 @@ def first_difference(got, want):
     return next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
 
 
-FORMAT = pretrained.PromptFormat()  # the package's text of a pair: the prompt, then what the model writes
+FORMAT = PromptFormat()  # the package's text of a pair: the prompt, then what the model writes
 by_hand = lm_example(CharTokenizer(), "Je lis.", "I read.")
 prompt_text, target_text = FORMAT.prompt("Je lis."), FORMAT.target("I read.")
 want_ids = [1] + [ord(c) for c in prompt_text + target_text] + [2]
@@ -421,7 +422,7 @@ assert abs(out.loss.item() - hand.item()) < 1e-4 * max(1.0, hand.item()), (
 )
 for pair in splits.train[:50]:
     assert lm_example(lm.tokenizer, *pair) == lm.encode_pair(*pair), (
-        f"the notebook's format and helpers.hf.pretrained's disagree on {pair}"
+        f"the notebook's format and helpers.hf.translator's disagree on {pair}"
     )
 print("✓ ids and labels as the package builds them; the loss is on what the model writes at translation time")
 
@@ -524,10 +525,8 @@ print(f"a batch of {len(real)} pairs, width {batch['input_ids'].shape[1]}: {padd
 # %%
 few_shot = lm.with_examples(splits.train[1:4])
 before = {}
-for label, translator in (("opus-mt as it is", marian), ("SmolLM2 3-shot", few_shot)):
-    ev, _ = evaluate.evaluate_pairs(
-        translator, None, TEST_SETS[data.NEW_SENTENCES], test_set=data.NEW_SENTENCES, words=words
-    )
+for label, model in (("opus-mt as it is", marian), ("SmolLM2 3-shot", few_shot)):
+    ev, _ = evaluate.evaluate_pairs(model, TEST_SETS[data.NEW_SENTENCES], test_set=data.NEW_SENTENCES, words=words)
     before[label] = ev
     print(f"{label:>18}: BLEU {ev['bleu']:5.2f}  chrF {ev['chrf']:5.2f}  ({ev['sentences_per_s']} sentences/s)")
 print("\n3-shot prompt as the model sees it:\n" + textwrap.indent(few_shot.tokenizer.decode(
@@ -599,7 +598,7 @@ for kind, base in (("seq2seq", marian), ("causal", lm)):
 
 # %%
 for kind, translator in finetuned.items():
-    again = pretrained.load_pretrained(RUNS / f"04_finetune-{kind}", device=DEVICE)
+    again = loading.load_pretrained(RUNS / f"04_finetune-{kind}", device=DEVICE)
     some = [fr for fr, _ in splits.valid[:8]]
     assert again.translate(some) == translator.translate(some), f"{kind}: the saved model translates differently"
 print("✓ both fine-tuned folders reload to the same translations")
@@ -635,18 +634,18 @@ if distributed.launch_or_say_why(N_GPUS, SKIP, several_args):  # the command to 
 # the line after the table counts the sources each model had to cut, which matters on long news sentences.
 
 # %%
-CONTESTANTS = {
-    SCRATCH_NAME: (scratch.model, scratch.tokenizer),
-    "opus-mt as it is": (pretrained.load_pretrained(SEQ2SEQ_MODEL, device=DEVICE), None),
-    "opus-mt fine-tuned": (finetuned["seq2seq"], None),
-    "SmolLM2 3-shot": (pretrained.load_pretrained(CAUSAL_MODEL, device=DEVICE).with_examples(splits.train[1:4]), None),
-    "SmolLM2 fine-tuned": (finetuned["causal"], None),
+CONTESTANTS = {  # every model behind the one translator interface: translate(sources, beams)
+    SCRATCH_NAME: evaluate.ScratchTranslator(scratch.model, scratch.tokenizer),
+    "opus-mt as it is": loading.load_pretrained(SEQ2SEQ_MODEL, device=DEVICE),
+    "opus-mt fine-tuned": finetuned["seq2seq"],
+    "SmolLM2 3-shot": loading.load_pretrained(CAUSAL_MODEL, device=DEVICE).with_examples(splits.train[1:4]),
+    "SmolLM2 fine-tuned": finetuned["causal"],
 }
 evaluations, hypotheses = {}, {}
-for label, (model, tok) in CONTESTANTS.items():
+for label, model in CONTESTANTS.items():
     for name, test in TEST_SETS.items():
         for beams in (1, BEAMS):
-            ev, hyps = evaluate.evaluate_pairs(model, tok, test, test_set=name, words=words, beams=beams)
+            ev, hyps = evaluate.evaluate_pairs(model, test, test_set=name, words=words, beams=beams)
             evaluations[label, name, beams] = ev
             if beams == 1:
                 hypotheses[label, name] = hyps
@@ -658,12 +657,12 @@ for label, (model, tok) in CONTESTANTS.items():
 
 # %%
 def params_of(label):
-    model = CONTESTANTS[label][0]
-    if isinstance(model, torch.nn.Module):
-        return sum(p.numel() for p in model.parameters()), sum(p.numel() for p in model.parameters())
+    if label == SCRATCH_NAME:  # every weight trained on our pairs
+        n = sum(p.numel() for p in scratch.model.parameters())
+        return n, n
     kind = "seq2seq" if "opus" in label else "causal"
     trained = results[kind].trainable if "fine-tuned" in label else 0
-    return model.parameters(), trained
+    return CONTESTANTS[label].parameters(), trained
 
 
 def training_of(label):
@@ -707,7 +706,7 @@ print("sources cut to fit:", "; ".join(f"{label[:20]}: " + ", ".join(str(evaluat
       for n in TEST_SETS) for label in CONTESTANTS))  # fmt: skip
 print(f"sacreBLEU: {evaluations[SCRATCH_NAME, data.NEW_SENTENCES, 1]['bleu_signature']}")
 for name, model_id in (("opus-mt", SEQ2SEQ_MODEL), ("SmolLM2", CAUSAL_MODEL), ("ours", None)):
-    card = pretrained.CARDS.get(model_id, "random weights (quick mode)" if QUICK else "see its model card") if model_id else (
+    card = loading.CARDS.get(model_id, "random weights (quick mode)" if QUICK else "see its model card") if model_id else (
         "nothing: trained from random weights on our pairs only")  # fmt: skip
     print(f"pretrained on, {name}: {card}")
 if QUICK:
@@ -1304,11 +1303,7 @@ for label in shown[:2]:
 sentence = "Je suis de Singapour."
 print("our pieces:", scratch.tokenizer.pieces("Singapour"), "| SmolLM2's:", lm.tokenizer.tokenize(" Singapour"))
 for label in shown:
-    model, tok = CONTESTANTS[label]
-    print(
-        f"{label[:24]:<24}",
-        (model.translate([sentence]) if tok is None else evaluate.translate(model, tok, [sentence]))[0],
-    )
+    print(f"{label[:24]:<24}", CONTESTANTS[label].translate([sentence])[0])
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** Our model, meeting a word it never saw, has only the word's sub-word pieces, which it saw
@@ -1346,7 +1341,7 @@ for label in CONTESTANTS:
     kind = "seq2seq" if "opus" in label else "causal"
     records.append(evaluate.metrics_record(
         model={"name": label, "parameters": total, "trained_parameters": trained,
-               "pretrained_on": None if label == SCRATCH_NAME else pretrained.CARDS.get(
+               "pretrained_on": None if label == SCRATCH_NAME else loading.CARDS.get(
                    SEQ2SEQ_MODEL if kind == "seq2seq" else CAUSAL_MODEL, "see the model card"),
                "checkpoint": str(RUNS / f"04_finetune-{kind}") if "fine-tuned" in label else None},
         evaluations=[evaluations[label, name, beams] for name in TEST_SETS for beams in (1, BEAMS)],

@@ -149,7 +149,7 @@ import torch
 from helpers import experiments
 from helpers.course import plotting
 from helpers.evaluation import evaluate
-from helpers.hf import pretrained
+from helpers.hf import loading, tiny
 from helpers.nn import variants
 from helpers.nn.model import DecoderOnlyTransformer, ModelConfig, SelfAttention, build_attention_mask, num_parameters
 from helpers.text import data, sources
@@ -1127,8 +1127,8 @@ for kind in ("none", "sinusoidal", "rotary", "alibi"):
 # ### Token embeddings from a pretrained model
 #
 # Our token embeddings start random. A pretrained language model has already placed tens of thousands of
-# pieces of text where similar ones lie close together. `helpers.hf.pretrained.transfer_embeddings` writes each of
-# our pieces as text (the "▁" of sentencepiece is a leading space), cuts it with the other model's tokenizer,
+# pieces of text where similar ones lie close together. `helpers.hf.embedding_transfer.transfer_embeddings`
+# writes each of our pieces as text (the "▁" of sentencepiece is a leading space), cuts it with the other model's tokenizer,
 # averages those pieces' vectors, and projects the result from the other model's width (576 for SmolLM2) to
 # ours with PCA, scaled to our initialisation. Special and byte pieces keep their random start. Full mode takes
 # SmolLM2-135M, pretrained mostly on English; quick mode a tiny **random** stand-in, whose row only shows that
@@ -1137,10 +1137,10 @@ for kind in ("none", "sinusoidal", "rotary", "alibi"):
 # %%
 if QUICK:
     EMBEDDINGS_FROM = str(
-        pretrained.tiny_causal_lm(prepared.splits.train[:2000], Path(tempfile.mkdtemp(prefix="05_lm-")), seed=SEED)
+        tiny.tiny_causal_lm(prepared.splits.train[:2000], Path(tempfile.mkdtemp(prefix="05_lm-")), seed=SEED)
     )
 else:
-    EMBEDDINGS_FROM = pretrained.DEFAULT_CAUSAL  # from the hub on Colab; a local folder or .gguf file works too
+    EMBEDDINGS_FROM = loading.DEFAULT_CAUSAL  # from the hub on Colab; a local folder or .gguf file works too
 row = run_row("pretrained embeddings", init_embeddings=EMBEDDINGS_FROM)
 print(row["embeddings"])
 POSITION_LABELS.append("pretrained embeddings")
@@ -1578,8 +1578,8 @@ if best["label"] != "vanilla":
 # ## 9. Levers from the speed records
 #
 # The fastest published small-model training runs (the GPT-2 speedrun, KellerJordan/modded-nanogpt, and
-# nanochat's smallest model) keep a handful of changes to the plain recipe. Each is one switch here, so you can
-# try it with `python -m helpers train ... --FLAG` and measure it as section 5 does:
+# nanochat's smallest model) keep a handful of changes to the plain recipe. Six are one switch here, so you can
+# try each with `python -m helpers train ... --FLAG` and measure it as section 5 does:
 #
 # - **Muon** (`--optimizer muon`, `torch.optim.Muon`): the blocks' weight matrices are updated by an
 #   orthogonalised momentum (a few Newton–Schulz iterations), so every direction of a matrix moves at the same
@@ -1594,17 +1594,22 @@ if best["label"] != "vanilla":
 # - **Zero-initialised projections** (`--zero-init 1`): every block starts as the identity and learns what to add.
 # - **An untied head** (`--tie-weights 0`): the output layer gets a matrix of its own instead of the token
 #   embeddings.
-# - **Subword regularisation** (`--subword-alpha 0.5`): each epoch draws new segmentations of the training
-#   sentences, so the model has seen words in pieces, as it will see words it never met.
-# - **A moving average of the weights** (`--ema-decay 0.998`): the model translated with is the average of the
-#   last few hundred steps' weights, which smooths the noise of single late steps (`torch.optim.swa_utils`).
-# - **Joined pairs** (`--concat-pairs 0.25`): a quarter more examples, each two training pairs joined, so that
-#   long sources, rare in Tatoeba, are not rare in training.
+#
+# Three more were tried the same way and are gone; their code last existed in commit a224218 of the course's
+# repository, where the benchmark runs that measured them can be repeated:
+#
+# - **Subword regularisation** drew new segmentations of the training sentences each epoch, so that the model saw
+#   words in pieces as it will see words it never met; it lost on the development set, and its code was deleted.
+# - **A moving average of the weights** translated with the average of the last few hundred steps' weights, to
+#   smooth the noise of single late steps; it lost or tied on the development set, and its code was deleted.
+# - **Joined pairs** added training examples made of two pairs joined, so that long sources, rare in Tatoeba, were
+#   not rare in training; it lost overall on the development set, and its code was deleted.
 #
 # Each one was measured with two seeds on the newer-sentence development set (the course's benchmark runs); Muon,
-# WSD and ReLU² won there and are in the `cpu` and `t4` presets (with 8,000 vocabulary pieces), the others lost or
-# tied at our budget. The cell below only shows what each switch changes in a tiny model: its parameter count and
-# how far its first output moves from the plain model's.
+# WSD and ReLU² won there and are in the `cpu` and `t4` presets (with 8,000 vocabulary pieces), QK-norm,
+# zero-initialised projections and the untied head lost or tied at our budget. The cell below only shows what each
+# remaining switch changes in a tiny model: its parameter count and how far its first output moves from the plain
+# model's.
 
 # %%
 levers = {"plain": {}, "QK-norm": {"qk_norm": True}, "ReLU²": {"activation": "relu2"},

@@ -135,7 +135,7 @@ import torch
 from helpers import knowledge
 from helpers.course import plotting
 from helpers.evaluation import evaluate
-from helpers.hf import pretrained
+from helpers.hf import loading, tiny
 from helpers.nn.model import DecoderOnlyTransformer
 from helpers.text import sources
 from helpers.text.data import prepare_data  # `data` names the experiment's data set in Exercise 6.5
@@ -819,7 +819,7 @@ print(f"asked in the biographies' words: {RESULT.pretrained_biography_words:.1%}
 # - **word2vec**: skip-gram vectors (gensim) trained on our own training text, both languages, *cut into our
 #   sentencepiece pieces*, so every piece that occurs gets a vector directly; centred and scaled to the model's
 #   initial size, then trained with the rest;
-# - **pretrained LM**: `helpers.hf.pretrained.transfer_embeddings` (each piece through the LM's tokenizer, the mean
+# - **pretrained LM**: `helpers.hf.embedding_transfer.transfer_embeddings` (each piece through the LM's tokenizer, the mean
 #   of its vectors, PCA to our width), then trained with the rest. Full mode takes SmolLM2-135M from the hub;
 #   quick mode a tiny **random** stand-in, whose row only shows that the code runs.
 #
@@ -835,9 +835,9 @@ EVAL_SENTENCES = 100 if QUICK else 1000
 EMB_CFG = config.preset_config(PRESET, seed=SEED, **EMB_BUDGET)
 prepared = prepare_data(EMB_DATA, EMB_CFG, None, seed=SEED, limit=3000 if QUICK else None, progress=False)
 if QUICK:
-    LM = str(pretrained.tiny_causal_lm(prepared.splits.train[:500], Path(tempfile.mkdtemp(prefix="06_lm-")), seed=SEED))
+    LM = str(tiny.tiny_causal_lm(prepared.splits.train[:500], Path(tempfile.mkdtemp(prefix="06_lm-")), seed=SEED))
 else:
-    LM = pretrained.DEFAULT_CAUSAL  # from the hub on Colab; a local folder or .gguf file works too
+    LM = loading.DEFAULT_CAUSAL  # from the hub on Colab; a local folder or .gguf file works too
 print(f"{prepared.tokenizer.vocab_size} pieces, {len(prepared.splits.train):,} training pairs, preset {PRESET}")
 
 # %% [markdown]

@@ -10,7 +10,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from helpers import experiments as X
-from helpers.hf.pretrained import init_embeddings as reference_init_embeddings  # before any mutant replaces it
+from helpers.hf.embedding_transfer import init_embeddings as reference_init_embeddings  # before any mutant replaces it
 from helpers.nn import variants as VAR
 from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
 from helpers.text.data import prepare_data
@@ -122,51 +122,12 @@ def test_results_cache_survives_a_restart_and_reruns_a_changed_setting(tmp_path)
 
 @pytest.fixture(scope="module")
 def tiny_lm(tmp_path_factory, prepared):
-    from helpers.hf.pretrained import load_pretrained, tiny_causal_lm
+    from helpers.hf.loading import load_pretrained
+    from helpers.hf.tiny import tiny_causal_lm
 
     data, _ = prepared
     folder = tiny_causal_lm(data.splits.train[:1000], tmp_path_factory.mktemp("lm"), hidden=48, seed=0)
     return folder, load_pretrained(folder)
-
-
-def test_transfer_embeddings_maps_each_piece_by_its_text_and_keeps_the_geometry(prepared, tiny_lm):
-    from helpers.hf.pretrained import transfer_embeddings
-
-    data, _ = prepared
-    tok = data.tokenizer
-    _, lm = tiny_lm
-    t = transfer_embeddings(tok, lm.model, lm.tokenizer, 32, source="tiny")
-    assert t.vectors.shape == (len(t.ids), 32) and abs(float(t.vectors.std()) - 0.02) < 1e-4
-    assert t.skipped["special"] == 5 and t.skipped["byte"] == 256
-    assert len(t.ids) + sum(t.skipped.values()) == tok.vocab_size
-    # a piece's vector comes from its own text, "▁" read as a space: rebuild two by hand
-    table = lm.model.get_input_embeddings().weight.detach()
-    X = []
-    for i in t.ids.tolist():
-        other = lm.tokenizer(tok.id_to_piece(i).replace("\u2581", " "), add_special_tokens=False)["input_ids"]
-        X.append(table[other].mean(0))
-    X = torch.stack(X)
-    X = X - X.mean(0)
-    # PCA keeps 32 of 48 directions; with all 48 kept, distances would be preserved exactly up to the scale
-    full = transfer_embeddings(tok, lm.model, lm.tokenizer, 48, source="tiny")
-    ratio = torch.cdist(full.vectors[:50], full.vectors[:50]) / torch.cdist(X[:50], X[:50]).clamp_min(1e-12)
-    off = ~torch.eye(50, dtype=torch.bool)
-    assert float(ratio[off].std() / ratio[off].mean()) < 1e-3, "the projection must be a rotation and a scale"
-    assert full.explained == pytest.approx(1.0) and 0.3 < t.explained < 1.0
-
-
-def test_init_embeddings_writes_the_rows_and_train_takes_the_switch(prepared, tiny_lm, tmp_path):
-    from helpers.hf.pretrained import init_embeddings
-
-    data, base = prepared
-    folder, _ = tiny_lm
-    torch.manual_seed(0)
-    model = DecoderOnlyTransformer(base.model_config(data.tokenizer.vocab_size))
-    before = model.tok_emb.weight.detach().clone()
-    t = init_embeddings(model, data.tokenizer, str(folder))
-    after = model.tok_emb.weight.detach()
-    assert torch.equal(after[t.ids], t.vectors) and torch.equal(after[:5], before[:5])
-    assert model.lm_head.weight is model.tok_emb.weight  # tied: the head starts from them too
 
 
 def _train_command(prepared, folder, out):
@@ -190,7 +151,7 @@ def _run_variant(prepared, folder, out):
 
 def starting_embedding_problems(entry, prepared, folder, out, monkeypatch) -> list[str]:
     """Train through ``entry`` with ``init_embeddings=folder``, watching pipeline.build_model: [] when the model that
-    training starts from has exactly the embeddings helpers.hf.pretrained.init_embeddings sets on the seeded model
+    training starts from has exactly the embeddings helpers.hf.embedding_transfer.init_embeddings sets on the seeded model
     (the rows it copies changed, every other weight of the table the seeded start), the switch is recorded, and
     the run trains its 4 steps."""
     from helpers import pipeline, runtime
@@ -250,9 +211,9 @@ def _rows_not_written(real):
 @pytest.mark.parametrize("entry", [_train_command, _run_variant], ids=["train_command", "run_variant"])
 def test_the_embedding_check_fails_when_training_ignores_them(prepared, tiny_lm, tmp_path, monkeypatch, entry, mutant):
     from helpers import pipeline
-    from helpers.hf import pretrained
+    from helpers.hf import embedding_transfer
 
-    real = {"build_model": pipeline.build_model, "init_embeddings": pretrained.init_embeddings}
+    real = {"build_model": pipeline.build_model, "init_embeddings": embedding_transfer.init_embeddings}
     for name, fake in mutant(real).items():
-        monkeypatch.setattr(pipeline if name == "build_model" else pretrained, name, fake)
+        monkeypatch.setattr(pipeline if name == "build_model" else embedding_transfer, name, fake)
     assert starting_embedding_problems(entry, prepared, tiny_lm[0], tmp_path, monkeypatch) != []

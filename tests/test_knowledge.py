@@ -266,13 +266,13 @@ def test_a_frozen_embedding_stays_put_while_the_rest_trains():
 def test_the_learned_and_pretrained_lm_rows_are_the_rows_notebook_05_would_train(tmp_path):
     """embedding_row repeats experiments.run_variant's steps: same BLEU for the learned start and for a tiny LM's."""
     from helpers import experiments as X
-    from helpers.hf import pretrained as PT
+    from helpers.hf import tiny
     from helpers.text import data as D
 
     torch.set_num_threads(1)
     cfg = C.preset_config("tiny", seed=0, steps=8, warmup_steps=2)
     prepared = D.prepare_data("builtin", cfg, None, seed=0, limit=400, progress=False)
-    lm = str(PT.tiny_causal_lm(prepared.splits.train[:100], tmp_path / "lm", seed=0))
+    lm = str(tiny.tiny_causal_lm(prepared.splits.train[:100], tmp_path / "lm", seed=0))
     for kind, changes in (("learned", {}), ("pretrained LM", {"init_embeddings": lm})):
         mine = K.embedding_row(prepared, cfg, kind, lm=lm, eval_sentences=20)
         theirs = X.run_variant(prepared, replace(cfg, **changes), label=kind, eval_sentences=20)
@@ -338,7 +338,8 @@ if __name__ == "__main__":
 
 
 def test_finetune_examples_are_the_translation_format_with_the_loss_on_the_answer_only():
-    from helpers.text.tokens import IGNORE_INDEX, collate, encode_pairs
+    from helpers.text.batches import IGNORE_INDEX, collate
+    from helpers.text.encoding import encode_pairs
 
     kcfg, model_cfg = tiny_configs()
     data = K.make_knowledge_data(kcfg.n_people, kcfg.n_test, 0)

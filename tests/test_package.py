@@ -204,9 +204,9 @@ def test_the_layering_check_finds_a_planted_back_import_a_course_import_and_a_cy
     assert any("from a layer above it (pipeline)" in p for p in layering_problems(planted))
     planted = {**sources, "helpers.training.train": (train_text + "\nfrom ..course import plotting\n", pkg)}
     assert any("imports course code helpers.course.plotting" in p for p in layering_problems(planted))
-    tokens_text, pkg = sources["helpers.text.tokens"]
-    planted = {**sources, "helpers.text.tokens": (tokens_text + "\n    from .data import clean_pairs\n", pkg)}
-    planted["helpers.text.tokens"] = (tokens_text + "\ndef f():\n    from .data import clean_pairs\n", pkg)
+    batches_text, pkg = sources["helpers.text.batches"]
+    planted = {**sources, "helpers.text.batches": (batches_text + "\n    from .data import clean_pairs\n", pkg)}
+    planted["helpers.text.batches"] = (batches_text + "\ndef f():\n    from .data import clean_pairs\n", pkg)
     assert any(p.startswith("import cycle:") and "helpers.text.data" in p for p in layering_problems(planted))
 
 

@@ -4,6 +4,10 @@ Notebook 03 calls :func:`translate`, :func:`score` and :func:`evaluate_pairs`; `
 translate`` and ``evaluate`` (``helpers.cli``) call the same functions. Every metrics file has the
 layout of :func:`metrics_record`.
 
+Evaluation asks one thing of a model, the :class:`Translator` interface: ``translate(sources, beams)``, English for
+each French source, in order. Our model and its tokenizer provide it as a :class:`ScratchTranslator` (decoding by
+:func:`translate`), a pretrained Hugging Face model as a :class:`helpers.hf.translator.HFTranslator`.
+
 Scores are computed by sacreBLEU on detokenized text (what the tokenizer's ``decode`` returns),
 with its default settings, and printed with the signature that says exactly how they were
 computed, so they can be compared with published numbers.
@@ -19,12 +23,12 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 import numpy as np
 import torch
 
-from ..text.tokens import max_source_tokens
+from ..text.encoding import max_source_tokens
 from ..training import checkpoint as ckpt_lib
 
 DEFAULT_LENGTH_BUCKETS = (5, 10, 15, 25)  # source words: 1-5, 6-10, 11-15, 16-25, 26+
@@ -81,7 +85,7 @@ def split_to_fit(text: str, encode, max_src: int) -> list[str]:
 
 def sources_to_decode(sources: list[str], encode, max_src: int, report: TranslateReport) -> list[tuple[int, str, list]]:
     """``(index, text, ids)`` for each source to translate, ids cut to ``max_src``: the contract every translator
-    keeps (ours, and :class:`helpers.hf.pretrained.HFTranslator`). Blank sources are counted in ``report.empty`` (their
+    keeps (ours, and :class:`helpers.hf.translator.HFTranslator`). Blank sources are counted in ``report.empty`` (their
     translation is blank), cut ones in ``report.truncated`` as (line number from 1, tokens, kept)."""
     todo = []
     for i, text in enumerate(sources):
@@ -163,28 +167,65 @@ def translate(
     return outputs
 
 
-def translate_any(model, tokenizer, sources: list[str], **kwargs) -> list[str]:
-    """:func:`translate` for our model; any other model (e.g. :class:`helpers.hf.pretrained.HFTranslator`) brings
-    its own ``translate(sources, beams=, batch_size=, length_penalty=, report=)`` with the same contract."""
-    if isinstance(model, torch.nn.Module):
-        return translate(model, tokenizer, sources, **kwargs)
-    return model.translate(sources, **kwargs)
+class Translator(Protocol):
+    """What evaluation asks of a model: English for each French source, in order (the output list matches
+    ``sources`` line for line; a blank source gives a blank translation), greedy (``beams=1``) or beam search, long
+    sources recorded in ``report`` (``truncated``, ``split``, ``empty``, ``seconds``). :class:`ScratchTranslator`
+    (our model) and :class:`helpers.hf.translator.HFTranslator` (a pretrained one) implement it."""
+
+    def translate(
+        self,
+        sources: list[str],
+        beams: int = 1,
+        *,
+        batch_size: int = ...,
+        length_penalty: float = 1.0,
+        report: TranslateReport | None = None,
+    ) -> list[str]: ...
+
+    def source_budget(self) -> str:
+        """How much of a source the model reads, in words, for the warnings about long sources."""
+        ...
+
+
+@dataclass
+class ScratchTranslator:
+    """Our model (:class:`helpers.nn.model.DecoderOnlyTransformer`, or anything with its ``config.max_len`` and
+    ``generate``) and its tokenizer as a :class:`Translator`: decoding by :func:`translate`."""
+
+    model: torch.nn.Module
+    tokenizer: object  # helpers.text.tokenizer.Tokenizer
+
+    def translate(
+        self,
+        sources: list[str],
+        beams: int = 1,
+        *,
+        batch_size: int = 64,
+        length_penalty: float = 1.0,
+        report: TranslateReport | None = None,
+        use_cache: bool = True,
+        split_long: bool = True,
+    ) -> list[str]:
+        options = dict(use_cache=use_cache, length_penalty=length_penalty, report=report, split_long=split_long)
+        return translate(self.model, self.tokenizer, sources, beams=beams, batch_size=batch_size, **options)
+
+    def source_budget(self) -> str:
+        max_len = self.model.config.max_len
+        return (
+            f"source budget: {max_source_tokens(max_len)} of the model's {max_len} tokens, the rest is for the English"
+        )
 
 
 def translate_lines(
-    model, tokenizer, lines: Iterable[str], beams: int = 1, err: TextIO | None = None, batch_size: int = 64
+    translator: Translator, lines: Iterable[str], beams: int = 1, err: TextIO | None = None, batch_size: int = 64
 ) -> list[str]:
-    """:func:`translate` for lines of text, warning on standard error about every truncated line and the total."""
+    """``translator.translate`` for lines of text, warning on standard error about every long line and the total."""
     err = err if err is not None else sys.stderr
     lines = [line.rstrip("\r\n") for line in lines]
     report = TranslateReport()
-    out = translate_any(model, tokenizer, lines, beams=beams, batch_size=batch_size, report=report)
-    limit = (  # the same words as the data summary (helpers.text.data.format_data_summary)
-        f"source budget: {max_source_tokens(model.config.max_len)} of the model's {model.config.max_len} tokens, "
-        "the rest is for the English"
-        if isinstance(model, torch.nn.Module)
-        else f"source budget: {model.max_source_tokens} tokens"
-    )
+    out = translator.translate(lines, beams=beams, batch_size=batch_size, report=report)
+    limit = translator.source_budget()  # ours: the same words as the data summary (text.data.format_data_summary)
     for number, n, parts in report.split:
         print(f"note: line {number} has {n} tokens; translated in {parts} pieces, split at sentence ends, "
               f"commas or words ({limit}).", file=err)  # fmt: skip
@@ -323,8 +364,7 @@ def mostly_empty(ev: dict) -> bool:
 
 
 def evaluate_pairs(
-    model,
-    tokenizer,
+    translator: Translator,
     pairs: list[tuple[str, str]],
     *,
     test_set: str,
@@ -336,8 +376,8 @@ def evaluate_pairs(
 ) -> tuple[dict, list[str]]:
     """Translate the French of ``pairs``, score against the English; returns ``(evaluation, translations)``.
 
-    ``model`` is our :class:`helpers.nn.model.DecoderOnlyTransformer` or any translator with a ``translate`` method
-    (:class:`helpers.hf.pretrained.HFTranslator`, notebook 04): every model is scored by this one function.
+    ``translator`` is any :class:`Translator`: our model as a :class:`ScratchTranslator`, a pretrained one as a
+    :class:`helpers.hf.translator.HFTranslator` (notebook 04): every model is scored by this one function.
 
     The evaluation names its ``test_set`` and holds BLEU, chrF, their signatures, two baselines (copy the
     source; word by word, which needs ``words``, the run's :class:`helpers.text.testsets.WordTable`), the
@@ -350,8 +390,8 @@ def evaluate_pairs(
     sources = [fr for fr, _ in pairs]
     references = [en for _, en in pairs]
     report = TranslateReport()
-    hyps = translate_any(
-        model, tokenizer, sources, beams=beams, batch_size=batch_size, length_penalty=length_penalty, report=report
+    hyps = translator.translate(
+        sources, beams=beams, batch_size=batch_size, length_penalty=length_penalty, report=report
     )
     base = copy_baseline(sources, references)
     word_base = None
@@ -518,7 +558,7 @@ def score_newer_dev(model, tokenizer, out: Path, err: TextIO | None) -> dict | N
     was_training = model.training
     model.eval()
     try:
-        ev, hyps = evaluate_pairs(model, tokenizer, pairs, test_set=label, words=words, beams=1)
+        ev, hyps = evaluate_pairs(ScratchTranslator(model, tokenizer), pairs, test_set=label, words=words, beams=1)
     finally:
         model.train(was_training)
     atomic_write_text("".join(h + "\n" for h in hyps), out / "eval_dev.greedy.hyp.txt")

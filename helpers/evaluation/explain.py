@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 
 from ..nn.generate import beam_search
+from ..text.encoding import max_source_tokens
 from ..text.testsets import WORD
 from ..text.testsets import words as french_words
-from ..text.tokens import max_source_tokens
 from .evaluate import DEFAULT_BEAMS, max_new_tokens_for, translate
 
 
@@ -193,15 +193,14 @@ def draw_explanation(e: Explanation, layer: int = -1, head: int | str = "mean"):
     return fig
 
 
-def side_by_side(models: dict, text: str, beams: int = DEFAULT_BEAMS) -> list[dict]:
-    """One row per model (``name -> (model, tokenizer)``; ours or a Hugging Face translator): its translation of
-    ``text`` and the seconds it took. Notebook 04's text box: what pretraining buys, on your own sentence."""
-    from .evaluate import translate_any
-
+def side_by_side(translators: dict, text: str, beams: int = DEFAULT_BEAMS) -> list[dict]:
+    """One row per model (``name -> translator``, any :class:`helpers.evaluation.evaluate.Translator`: ours or a
+    Hugging Face one): its translation of ``text`` and the seconds it took. Notebook 04's text box: what
+    pretraining buys, on your own sentence."""
     rows = []
-    for name, (model, tokenizer) in models.items():
+    for name, translator in translators.items():
         t0 = time.perf_counter()
-        out = translate_any(model, tokenizer, [text], beams=beams)[0] if (text or "").strip() else ""
+        out = translator.translate([text], beams=beams)[0] if (text or "").strip() else ""
         rows.append({"model": name, "translation": out, "seconds": time.perf_counter() - t0})
     return rows
 

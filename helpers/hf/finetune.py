@@ -69,7 +69,8 @@ from .. import runtime
 from ..training import checkpoint as ckpt_lib
 from ..training import distributed
 from ..training.train import Budget, NonFiniteLossError, OutOfMemoryError, format_duration, is_out_of_memory
-from .pretrained import CAUSAL, CHECKPOINT_DIR, FINETUNE_FILE, SEQ2SEQ, HFTranslator, too_large_message
+from .loading import CHECKPOINT_DIR, FINETUNE_FILE, too_large_message
+from .translator import CAUSAL, SEQ2SEQ, HFTranslator
 
 FORMAT = "tbb-finetune/2"  # 1: the hand-written loop before Trainer (its checkpoints cannot be resumed here)
 TRAINER_DIR = "trainer"  # out/trainer/checkpoint-N

@@ -3,7 +3,7 @@
 pairs, load_report = sources.load_pairs("tatoeba")
 pairs, clean_report = clean_pairs(pairs)          # normalise, filter, de-duplicate
 splits = split_pairs(pairs)                       # no sentence leaks between splits
-tok = tokens.Tokenizer.train(splits.train)        # on the TRAIN split only
+tok = Tokenizer.train(splits.train)               # on the TRAIN split only
 ...
 stage = load_clean_split("fra.txt")              # load, clean, split: the one data stage of every run
 prepared = prepare_data("fra.txt", cfg)           # and the tokenizer and batches, as `python -m helpers train` runs it
@@ -21,18 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from .. import runtime
-from .sources import file_sha256, load_path
+from .batches import BucketBatcher, StaticBucketBatcher
+from .encoding import encode_pairs, max_source_tokens
+from .sources import DataError, file_sha256, load_path
 from .testsets import NewSentenceDesign, NewSentenceReport, WordTable, describe_test_set, select_new_sentences
-from .tokens import (
-    BucketBatcher,
-    DataError,
-    SampledBucketBatcher,
-    StaticBucketBatcher,
-    Tokenizer,
-    encode_pairs,
-    max_source_tokens,
-    normalise_text,
-)
+from .tokenizer import Tokenizer, normalise_text
 
 
 @dataclass
@@ -297,22 +290,32 @@ def load_clean_split(
     return SplitData(splits, {"load": load_report, "clean": clean_report, "split": splits.report})
 
 
-def batches_for(tokenizer: Tokenizer, splits: Splits, cfg, seed: int = 0) -> tuple[BucketBatcher, list, dict]:
-    """The training batcher (the first ``cfg.parallel_pairs`` training pairs, shuffled by ``seed``) and the
-    validation batches (at most ``cfg.valid_sentences`` sentences), with what encoding dropped for each."""
-    parallel = parallel_subset(splits.train, getattr(cfg, "parallel_pairs", None), seed)
-    parallel = parallel + joined_pairs(parallel, getattr(cfg, "concat_pairs", 0.0), seed)
-    train_ex, enc_train = encode_pairs(tokenizer, parallel, cfg.max_len)
-    valid_ex, enc_valid = encode_pairs(tokenizer, splits.valid[: cfg.valid_sentences], cfg.max_len)
-    alpha = getattr(cfg, "subword_alpha", None)
-    if alpha:  # subword regularisation: each epoch's segmentations drawn anew (the validation set keeps the best)
-        # every pair is drawn each epoch; a draw too long for max_len is left out of that epoch (and counted)
-        batcher = SampledBucketBatcher(train_ex, parallel, tokenizer, cfg.max_len, alpha, cfg.max_tokens, seed=seed)
-    elif getattr(cfg, "compile", False):  # a compiled step: a fixed set of batch shapes, each compiled once
-        batcher = StaticBucketBatcher(train_ex, cfg.max_tokens, step=cfg.static_step, max_len=cfg.max_len, seed=seed)
+def batches_for(
+    tokenizer: Tokenizer,
+    splits: Splits,
+    *,
+    max_len: int,
+    max_tokens: int,
+    valid_sentences: int,
+    parallel_pairs: int | None = None,
+    seed: int = 0,
+    static_step: int | None = None,
+) -> tuple[BucketBatcher, list, dict]:
+    """The training batcher (the first ``parallel_pairs`` training pairs, shuffled by ``seed``) and the validation
+    batches (at most ``valid_sentences`` sentences), each batch at most ``max_tokens`` tokens, padding included,
+    with what encoding to ``max_len`` dropped for each.
+
+    ``static_step`` pads the training batches to a fixed set of shapes, lengths in multiples of that many tokens
+    (:class:`helpers.text.batches.StaticBucketBatcher`), for a step compiled once per shape; ``None`` (the default)
+    buckets them with as little padding as possible. The validation batches are the same either way."""
+    parallel = parallel_subset(splits.train, parallel_pairs, seed)
+    train_ex, enc_train = encode_pairs(tokenizer, parallel, max_len)
+    valid_ex, enc_valid = encode_pairs(tokenizer, splits.valid[:valid_sentences], max_len)
+    if static_step is not None:
+        batcher = StaticBucketBatcher(train_ex, max_tokens, step=static_step, max_len=max_len, seed=seed)
     else:
-        batcher = BucketBatcher(train_ex, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
-    valid_batches = list(BucketBatcher(valid_ex, max_tokens=cfg.max_tokens, shuffle=False)) if valid_ex else []
+        batcher = BucketBatcher(train_ex, max_tokens=max_tokens, shuffle=True, seed=seed)
+    valid_batches = list(BucketBatcher(valid_ex, max_tokens=max_tokens, shuffle=False)) if valid_ex else []
     return batcher, valid_batches, {"encode_train": enc_train, "encode_valid": enc_valid}
 
 
@@ -325,17 +328,29 @@ def prepare_data(
     seed: int = 0,
     limit: int | None = None,
     progress: bool = True,
+    static_step: int | None = None,
 ) -> PreparedData:
     """:func:`load_clean_split`, then the tokenizer (trained on the training split, or reloaded from
-    ``out_dir/tokenizer``) and the batches (:func:`batches_for`).
+    ``out_dir/tokenizer``) and the batches (:func:`batches_for`; ``static_step`` pads them to a fixed set of shapes,
+    for a compiled step: :func:`helpers.pipeline.prepare` passes it when the run compiles its step).
 
-    ``cfg`` is a :class:`helpers.training.config.TrainConfig`. The tokenizer is trained on the training split
-    only and saved once, so a resumed run reads the very same vocabulary.
+    ``cfg`` is a :class:`helpers.training.config.TrainConfig`: its vocabulary size and tokenizer type, ``max_len``,
+    ``max_tokens``, ``valid_sentences`` and ``parallel_pairs`` are read. The tokenizer is trained on the training
+    split only and saved once, so a resumed run reads the very same vocabulary.
     """
     stage = load_clean_split(data, columns, limit=limit, seed=seed)
     splits = stage.splits
     tokenizer = tokenizer_for(splits.train, cfg, out_dir, seed=seed, progress=progress)
-    batcher, valid_batches, encoded = batches_for(tokenizer, splits, cfg, seed)
+    batcher, valid_batches, encoded = batches_for(
+        tokenizer,
+        splits,
+        max_len=cfg.max_len,
+        max_tokens=cfg.max_tokens,
+        valid_sentences=cfg.valid_sentences,
+        parallel_pairs=cfg.parallel_pairs,
+        seed=seed,
+        static_step=static_step,
+    )
     words = WordTable.from_pairs(splits.train)
     info = data_info(data, splits, tokenizer, cfg, columns=columns, limit=limit)
     reports = {
@@ -349,25 +364,6 @@ def prepare_data(
     if out_dir is not None:
         words.save(Path(out_dir) / WordTable.FILENAME)
     return PreparedData(tokenizer, splits, batcher, valid_batches, info, reports, words)
-
-
-def joined_pairs(pairs: Sequence[tuple[str, str]], share: float, seed: int = 0) -> list[tuple[str, str]]:
-    """``round(share * len(pairs))`` extra examples, each two random pairs joined side by side ("A B" -> "a b").
-
-    Tatoeba's pairs are mostly short, so a model trained on them alone rarely sees a 20-word source and
-    translates long ones badly (issue 28); joined pairs make long inputs common without new data. Seeded, so a
-    resumed run joins the same pairs. A joined pair too long for ``max_len`` is dropped by encoding, and counted.
-    """
-    n = round(share * len(pairs))
-    if n == 0 or len(pairs) < 2:
-        return []
-    rng = np.random.default_rng([seed, 11])
-    first, second = rng.integers(0, len(pairs), n), rng.integers(0, len(pairs), n)
-    return [
-        (f"{pairs[i][0]} {pairs[j][0]}", f"{pairs[i][1]} {pairs[j][1]}")
-        for i, j in zip(first.tolist(), second.tolist())
-        if i != j
-    ]
 
 
 def parallel_subset(train: Sequence[tuple[str, str]], n: int | None, seed: int = 0) -> list[tuple[str, str]]:
@@ -502,7 +498,7 @@ def format_data_summary(summary: dict) -> str:
             f"  split: train {s['train']:,} | valid {s['valid']:,} | test {s['test']:,} | new sentences {s.get('new', 0):,}"
         )
     # One budget, in the same words wherever it is printed: the model reads max_len tokens in all, and the
-    # source budget is the share of them a French source may use (helpers.text.tokens.max_source_tokens).
+    # source budget is the share of them a French source may use (helpers.text.encoding.max_source_tokens).
     max_len = summary.get("max_len")
     max_src = next((t["max_src_tokens"] for t in summary.get("test_sets", {}).values() if "max_src_tokens" in t), None)
     budget = []

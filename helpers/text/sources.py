@@ -25,9 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .corpus import DEFAULT_N, builtin_corpus
-from .tokens import DataError
 
 SOURCES = ("tatoeba", "tsv", "parallel", "builtin")
+
+
+class DataError(ValueError):
+    """Input the text layer cannot use (a file, pairs, a setting); the message says what was wrong and what to do."""
 
 
 class DownloadError(RuntimeError):

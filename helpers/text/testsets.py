@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .tokens import DataError
+from .sources import DataError
 
 WORD = re.compile(r"[^\W\d_]+")  # a run of letters: "l'homme" -> "l", "homme"; digits and punctuation are not words
 LONG_WORDS = 15  # "long" source: more than this many words

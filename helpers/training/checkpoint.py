@@ -147,21 +147,18 @@ def save_checkpoint(
     data_state: dict | None = None,
     train_state: dict | None = None,
     history: list[dict] | None = None,
-    ema=None,
     rng_ranks: list | None = None,
 ) -> Path:
     """Write ``out_dir/checkpoint.pt`` atomically, then ``checkpoint.json`` for people.
 
     ``config`` is ``{"model": ..., "train": ..., "data": ...}`` (plain values); ``data_state`` is the batcher's
-    ``state_dict()``; ``train_state`` holds counters such as tokens seen and seconds trained. ``ema`` (an
-    ``AveragedModel``) is stored as ``"ema"``: the weights a translator loads (:func:`inference_weights`).
+    ``state_dict()``; ``train_state`` holds counters such as tokens seen and seconds trained.
     """
     payload = {
         "format_version": FORMAT_VERSION,
         "step": int(step),
         "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "ema": _ema_state(ema),
         "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
         "rng": rng_state(),
         "rng_ranks": rng_ranks,  # under torchrun: every rank's generators, in rank order
@@ -211,15 +208,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return ckpt
 
 
-def restore(ckpt: dict, *, model=None, optimizer=None, scaler=None, ema=None, rng: bool = True) -> None:
+def restore(ckpt: dict, *, model=None, optimizer=None, scaler=None, rng: bool = True) -> None:
     """Load the saved states into the given objects (those left None are skipped)."""
     if model is not None:
         model.load_state_dict(ckpt["model"])
-    if ema is not None:
-        if ckpt.get("ema") is None:
-            raise ValueError("this checkpoint holds no moving average of the weights to restore (ema_decay was off).")
-        ema.module.load_state_dict(ckpt["ema"]["weights"])
-        ema.n_averaged.fill_(int(ckpt["ema"]["n_averaged"]))
     if optimizer is not None and ckpt.get("optimizer") is not None:
         optimizer.load_state_dict(ckpt["optimizer"])
     if scaler is not None and ckpt.get("scaler") is not None and scaler.is_enabled():
@@ -229,15 +221,13 @@ def restore(ckpt: dict, *, model=None, optimizer=None, scaler=None, ema=None, rn
 
 
 def inference_weights(ckpt: dict) -> dict:
-    """The weights to translate with: the moving average when the run kept one, else the trained weights."""
+    """The weights to translate with: the trained weights.
+
+    A checkpoint written while the moving average of the weights existed (deleted since; its code last existed in
+    commit a224218) may hold one under ``"ema"``: those are the weights its run validated, so they are the ones a
+    translator loads. Nothing writes that entry any more.
+    """
     return ckpt["ema"]["weights"] if ckpt.get("ema") is not None else ckpt["model"]
-
-
-def _ema_state(ema) -> dict | None:
-    if ema is None:
-        return None
-    weights = {k: v.detach().cpu() for k, v in ema.module.state_dict().items()}
-    return {"weights": weights, "n_averaged": int(ema.n_averaged)}
 
 
 def _plain(obj):

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 
+from ..runtime import ConfigMismatchError
+
 ATTENTION_KERNELS = ("auto", "sdpa", "explicit")
 OPTIMIZERS = ("adamw", "muon")
 SCHEDULES = ("cosine", "wsd")
@@ -42,8 +44,6 @@ class TrainConfig:
     # tokenizer
     vocab_size: int = 8000
     tokenizer_type: str = "unigram"
-    subword_alpha: float | None = None  # subword regularisation: segmentations drawn anew each epoch (0.5 typical)
-    concat_pairs: float = 0.0  # this share of extra training examples, each two random pairs joined (long sentences)
     # batches
     max_tokens: int = 4096  # tokens per batch, padding included: the knob to lower on out-of-memory
     # a compiled step (issue 29): static batch shapes (StaticBucketBatcher: lengths padded up to multiples of
@@ -62,7 +62,6 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.98
     grad_clip: float = 1.0
-    ema_decay: float | None = None  # an exponential moving average of the weights, translated with (0.998 typical)
     label_smoothing: float = 0.1
     # auto: fp16 + GradScaler on a T4, bf16 on Ampere and later, fp32 on CPU; "bf16_if_native" also uses
     # bf16 on a CPU with bf16 instructions (AVX512-BF16/AMX: about twice fp32's speed); or fp32|bf16|fp16
@@ -72,7 +71,7 @@ class TrainConfig:
     pretrain: str | None = None  # None | "span"
     pretrain_fraction: float = 0.3
     parallel_pairs: int | None = None  # None = every training pair; the tokenizer still sees them all
-    # token embeddings started from a pretrained model's (hub name, folder or .gguf; helpers.hf.pretrained)
+    # token embeddings started from a pretrained model's (hub name, folder or .gguf; helpers.hf.embedding_transfer)
     init_embeddings: str | None = None
     # budget: minutes (what the notebook uses) or steps (exactly reproducible); both = whichever ends first
     minutes: float | None = None
@@ -96,18 +95,10 @@ class TrainConfig:
             raise ValueError(f"schedule={self.schedule!r} is not known: use one of {SCHEDULES}.")
         if not 0.0 < self.cooldown <= 1.0:
             raise ValueError(f"cooldown must be a share of the run in (0, 1], got {self.cooldown!r} (0.45 is typical).")
-        if self.subword_alpha is not None and not self.subword_alpha > 0:
-            raise ValueError(
-                f"subword_alpha must be positive or None (off), got {self.subword_alpha!r} (0.5 is typical)."
-            )
-        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
-            raise ValueError(f"ema_decay must lie strictly between 0 and 1, or be None (off), got {self.ema_decay!r}.")
-        if not 0.0 <= self.concat_pairs <= 1.0:
-            raise ValueError(f"concat_pairs is a share of the training pairs in [0, 1], got {self.concat_pairs!r}.")
-        if self.compile and (self.subword_alpha or self.pretrain):
+        if self.compile and self.pretrain:
             raise ValueError(
                 "compile=True needs the static batches of translation training: it cannot be combined with "
-                "subword_alpha or pretrain (their batches bring new shapes). Turn one of them off."
+                "pretrain (its batches bring new shapes). Turn one of them off."
             )
         if self.pretrain not in (None, "span"):
             raise ValueError(f"pretrain={self.pretrain!r} is not known: use None or 'span'.")
@@ -175,6 +166,31 @@ RESUMABLE_FIELDS = (
     "model.attention_kernel",
     "data.source",
 )
+
+# Levers deleted after they lost or tied on the development set (their code last existed in commit a224218): subword
+# regularisation, a moving average of the weights, joined pairs. Each with the value that meant "off", so that a
+# checkpoint written before still resumes when they were off in it (:func:`without_deleted_levers`).
+DELETED_LEVERS = {"subword_alpha": None, "ema_decay": None, "concat_pairs": 0.0}
+
+
+def without_deleted_levers(saved: dict, where: str = "the checkpoint") -> dict:
+    """A saved run configuration (``{"train": {...}, ...}``) without the deleted levers' fields, when they were off.
+
+    A run that had one switched on cannot be continued by this version: :class:`ConfigMismatchError` names it and
+    the commit that still has its code.
+    """
+    train = dict(saved.get("train") or {})
+    used = {k: train[k] for k in DELETED_LEVERS if k in train and train[k] != DELETED_LEVERS[k]}
+    if used:
+        raise ConfigMismatchError(
+            f"The run in {where} was trained with {', '.join(f'{k}={v!r}' for k, v in used.items())}: a lever this "
+            "version no longer has (deleted after it lost on the development set; its code last existed in commit "
+            "a224218). Resume it with that commit's helpers, or start a fresh run in a new output folder."
+        )
+    for key in DELETED_LEVERS:
+        train.pop(key, None)
+    return {**saved, "train": train} if "train" in saved else saved
+
 
 PRESETS: dict[str, TrainConfig] = {
     # 2 CPU cores, 15 minutes. The gain over a plain run comes from speed: bf16 matmuls where the CPU has bf16

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from ..text.tokens import Batch
+from ..text.batches import Batch
 
 
 @dataclass(frozen=True)

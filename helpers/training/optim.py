@@ -1,8 +1,8 @@
 """The optimiser and the learning-rate schedule of a training run.
 
 AdamW with weight decay on matrices only (the default), or Muon for the blocks' matrices beside AdamW for the
-rest (:class:`MuonWithAdamW`, issue 28's lever); the schedule is a warm-up then a cosine, or warm-up, stable,
-decay (``wsd``); and, when asked, a moving average of the weights (:func:`make_ema`).
+rest (:class:`MuonWithAdamW`, a lever of notebook 05); the schedule is a warm-up then a cosine, or warm-up, stable,
+decay (``wsd``).
 :class:`helpers.training.train.TrainingRun` builds them from a
 :class:`helpers.training.config.TrainConfig`.
 """
@@ -219,20 +219,6 @@ class MuonWithAdamW(torch.optim.Optimizer):
 
     def __repr__(self) -> str:
         return f"MuonWithAdamW({self.optimizers[0]!r}, {self.optimizers[1]!r})"
-
-
-def make_ema(model: torch.nn.Module, decay: float | None):
-    """An exponential moving average of ``model``'s weights (``torch.optim.swa_utils.AveragedModel``), or None.
-
-    After each update the average moves ``1 - decay`` of the way to the new weights, so it is roughly the mean of
-    the last ``1 / (1 - decay)`` steps: the noise of single late steps averaged away. Its ``.module`` is the model
-    to translate with; the optimizer never sees it.
-    """
-    if decay is None:
-        return None
-    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
-
-    return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay))
 
 
 def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:

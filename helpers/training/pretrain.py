@@ -22,7 +22,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..text.tokens import BOS_ID, EOS_ID, SEP_ID, UNK_ID, BucketBatcher, DataError, Example
+from ..text.batches import BucketBatcher
+from ..text.encoding import Example
+from ..text.sources import DataError
+from ..text.tokenizer import BOS_ID, EOS_ID, SEP_ID, UNK_ID
 
 MASK_ID = UNK_ID
 PRETRAIN_KINDS = ("span",)
@@ -55,7 +58,7 @@ def monolingual_ids(tokenizer, pairs: Sequence[tuple[str, str]]) -> list[list[in
 
 
 class SpanCorruptionBatcher(BucketBatcher):
-    """A :class:`helpers.text.tokens.BucketBatcher` whose examples are corrupted afresh each epoch (seed, epoch).
+    """A :class:`helpers.text.batches.BucketBatcher` whose examples are corrupted afresh each epoch (seed, epoch).
 
     ``dropped`` counts the sentences too short to corrupt (under 2 tokens); they are reported, not hidden.
     """

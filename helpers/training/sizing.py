@@ -18,7 +18,7 @@ import torch
 
 from ..nn.model import DecoderOnlyTransformer, num_parameters
 from ..runtime import resolve_precision
-from ..text.tokens import BucketBatcher
+from ..text.batches import BucketBatcher
 from . import checkpoint as ckpt_lib
 from .config import SHAPE_FIELDS, TrainConfig
 from .train import evaluate_loss, train

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from ..runtime import resolve_precision
 from . import checkpoint as ckpt_lib
 from . import distributed
-from .config import RESUMABLE_FIELDS, TrainConfig
-from .optim import MuonWithAdamW, lr_at, make_ema, make_optimizer  # noqa: F401  (notebook 03 and tests import them from here)
+from .config import RESUMABLE_FIELDS, TrainConfig, without_deleted_levers
+from .optim import MuonWithAdamW, lr_at, make_optimizer  # noqa: F401  (notebook 03 and tests import them from here)
 
 # ----------------------------------------------------------------------------------------------
 # building blocks of one step
@@ -311,7 +311,6 @@ class TrainingRun:
         self.precision = resolve_precision(self.device, cfg.precision)
         self.optimizer = make_optimizer(model, cfg, self.device)
         self.scaler = make_scaler(self.device, self.precision)
-        self.ema = make_ema(model, cfg.ema_decay)  # None unless cfg.ema_decay: the weights' moving average
         self.config = run_config(model, cfg, extra_config)
 
         self.step, self.tokens, self.train_seconds, self.skipped = 0, 0, 0.0, 0
@@ -321,7 +320,9 @@ class TrainingRun:
         self.checkpoint = ckpt_lib.find_checkpoint(out_dir) if resume else None
         if self.checkpoint is not None:
             saved = ckpt_lib.load_checkpoint(self.checkpoint, map_location="cpu")  # weights_only: never runs code
-            ckpt_lib.check_config(saved["config"], self.config, self.checkpoint.parent, ignore=RESUMABLE_FIELDS)
+            where = self.checkpoint.parent  # a checkpoint from before the deleted levers resumes if they were off
+            old = without_deleted_levers(saved["config"], str(where))
+            ckpt_lib.check_config(old, self.config, where, ignore=RESUMABLE_FIELDS)
             self._restore_state(saved)
             self._restore_counters(saved)
             self.stream = self._restore_data(saved)
@@ -356,8 +357,7 @@ class TrainingRun:
 
     # --- resuming: three pieces, so that tests can leave one out and watch the resume check fail
     def _restore_state(self, saved: dict) -> None:
-        # RNG states too; the moving average only when this run keeps one
-        ckpt_lib.restore(saved, model=self.model, optimizer=self.optimizer, scaler=self.scaler, ema=self.ema)
+        ckpt_lib.restore(saved, model=self.model, optimizer=self.optimizer, scaler=self.scaler)  # RNG states too
         per_rank = saved.get("rng_ranks") or []
         if self.ranks.several and len(per_rank) == self.ranks.world:  # each rank's own generators (dropout)
             ckpt_lib.set_rng_state(per_rank[self.ranks.rank])
@@ -457,8 +457,6 @@ class TrainingRun:
                     "precision='fp32'."
                 )
         self._scale_before = None
-        if self.ema is not None:
-            self.ema.update_parameters(self.model)
         self.step += 1
         n_tok = int(getattr(batch, "global_target_tokens", batch.n_target_tokens))  # all ranks' tokens
         self.tokens += n_tok
@@ -491,8 +489,7 @@ class TrainingRun:
             self._log = [0.0, 0, 0.0]
         # validation loss and perplexity, without label smoothing; under torchrun rank 0 alone evaluates
         if evaluating and self.valid_batches and self.ranks.main:
-            scored = self.model if self.ema is None else self.ema.module  # the weights a translator will load
-            self.val_loss, self.val_ppl = evaluate_loss(scored, self.valid_batches, self.device, self.precision)
+            self.val_loss, self.val_ppl = evaluate_loss(self.model, self.valid_batches, self.device, self.precision)
             record.update(val_loss=self.val_loss, val_ppl=self.val_ppl)
         if logging or "val_loss" in record:
             self.history.append(record)
@@ -528,7 +525,6 @@ class TrainingRun:
                 "precision": self.precision,
             },
             history=self.history,
-            ema=self.ema,
             rng_ranks=rng_ranks,
         )
         self.last_good = (path, self.step)
@@ -562,8 +558,6 @@ class TrainingRun:
         """Save the final checkpoint (unless the run had nothing left to do) and sum the run up."""
         self.close()
         final_path = self.save(final=True) if (self.ran or self.checkpoint is None) else self.checkpoint
-        if self.ema is not None:  # the caller goes on with the weights a translator loads from the checkpoint
-            self.model.load_state_dict(self.ema.module.state_dict())
         if not self.ran and self.progress:
             print(
                 f"Nothing to do: the run in {self.out_dir} already reached its budget (step {self.step}).",

@@ -73,7 +73,7 @@ def test_a_method_added_to_tensor_or_a_package_function_replaced_is_caught(guard
 def test_an_honest_cell_changes_nothing_the_guard_watches(guarded):
     namespace = {}
     _as_student(
-        "import math, torch\nimport helpers.text.tokens\ntorch.manual_seed(0)\nx = math.sqrt(2) * torch.ones(3)\n"
+        "import math, torch\nimport helpers.text.batches\ntorch.manual_seed(0)\nx = math.sqrt(2) * torch.ones(3)\n"
         "def f(t):\n    return abs(t).sum()\ny = f(x)",
         namespace,
     )

@@ -17,6 +17,7 @@ from helpers.evaluation import evaluate as E
 from helpers.nn import generate as G
 from helpers.nn import model as M
 from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
+from helpers.text.encoding import max_source_tokens
 from helpers.text.sources import load_path
 
 
@@ -136,7 +137,7 @@ def test_translate_keeps_lines_aligned_and_handles_bad_input(run):
     err = io.StringIO()
     long_line = " ".join(["chat"] * 200)
     lines = ["Je mange une pomme.", "", "   ", "日本語 ☃ 🦄 ŋ", long_line, "Il dort."]
-    out = E.translate_lines(run.model, run.tokenizer, lines, err=err)
+    out = E.translate_lines(E.ScratchTranslator(run.model, run.tokenizer), lines, err=err)
     assert len(out) == len(lines)
     assert out[1] == "" and out[2] == ""  # empty in, empty out, no model call
     assert all(isinstance(o, str) for o in out)
@@ -158,6 +159,116 @@ def test_translate_gives_the_same_output_with_or_without_cache_and_batching(run,
     monkeypatch.setattr(run.model, "generate", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
     E.translate(run.model, run.tokenizer, src, beams=3, length_penalty=0.5)
     assert [(kw["beams"], kw["length_penalty"]) for kw in calls] == [(3, 0.5)]
+
+
+# ----------------------------------------------------------------------------------------------
+# one translator interface: evaluation calls translate(sources, beams) on ours and on a pretrained model alike
+
+
+def interface_problems(cls) -> list[str]:
+    """How ``cls`` departs from E.Translator ([] when it implements it): ``translate(sources, beams=1, *,
+    batch_size, length_penalty, report)`` returning the translations, and ``source_budget()``."""
+    import inspect
+
+    problems = []
+    translate = getattr(cls, "translate", None)
+    if translate is None:
+        return ["no translate"]
+    params = inspect.signature(translate).parameters
+    positional = [n for n, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    if positional[:3] != ["self", "sources", "beams"] or params["beams"].default != 1:
+        problems.append(f"translate takes {positional}, not (sources, beams=1)")
+    missing = [k for k in ("batch_size", "length_penalty", "report") if k not in params]
+    if missing:
+        problems.append(f"translate takes no {missing}")
+    if not callable(getattr(cls, "source_budget", None)):
+        problems.append("no source_budget")
+    return problems
+
+
+def test_our_model_and_a_pretrained_one_implement_the_one_translator_interface():
+    from helpers.hf.translator import HFTranslator
+
+    assert interface_problems(E.Translator) == []
+    assert interface_problems(E.ScratchTranslator) == interface_problems(HFTranslator) == []
+
+    class OptionsOnly:  # the shape notebook 03 wrapped its decoder in before: no beams, no budget
+        def translate(self, sources, **options): ...
+
+    assert interface_problems(OptionsOnly) == [
+        "translate takes ['self', 'sources'], not (sources, beams=1)",
+        "translate takes no ['batch_size', 'length_penalty', 'report']",
+        "no source_budget",
+    ]
+
+
+def test_scratch_translator_is_translate_and_states_the_source_budget(run, monkeypatch):
+    """Our model behind the interface is evaluate.translate, with every option passed on to model.generate."""
+    src = ["Je mange une pomme.", "", "Le chat dort.", " ".join(["chat"] * 200)]
+    mine, theirs = E.TranslateReport(), E.TranslateReport()
+    translator = E.ScratchTranslator(run.model, run.tokenizer)
+    calls, real = [], run.model.generate
+    monkeypatch.setattr(run.model, "generate", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    out = translator.translate(src, beams=2, length_penalty=0.5, report=mine, use_cache=False)
+    assert {(kw["beams"], kw["length_penalty"], kw["use_cache"]) for kw in calls} == {(2, 0.5, False)}
+    assert out == E.translate(run.model, run.tokenizer, src, beams=2, length_penalty=0.5, report=theirs)
+    assert (mine.empty, mine.split, mine.truncated) == (theirs.empty, theirs.split, theirs.truncated)
+    assert mine.empty == 1 and [row[:2] for row in mine.split] == [(4, 200)] and not mine.truncated
+    max_len = run.model.config.max_len
+    budget = f"source budget: {max_source_tokens(max_len)} of the model's {max_len} tokens, the rest is for the English"
+    assert translator.source_budget() == budget
+    err = io.StringIO()
+    E.translate_lines(translator, src, err=err)
+    pieces = mine.split[0][2]
+    note = f"line 4 has 200 tokens; translated in {pieces} pieces, split at sentence ends, commas or words ({budget})."
+    assert note in err.getvalue(), err.getvalue()
+
+
+def test_evaluate_pairs_scores_a_translator_with_its_own_translate():
+    """The dispatch is real: a translator object's own output is what gets scored, even when it is a torch module
+    (evaluation once sent every module to our model's decoder)."""
+    pairs = EMPTY_PAIRS
+
+    class Echo(torch.nn.Module):
+        def translate(self, sources, beams=1, *, batch_size=32, length_penalty=1.0, report=None):
+            report.seconds += 0.01
+            return [en for _, en in pairs[: len(sources)]]
+
+        def source_budget(self) -> str:
+            return "source budget: any"
+
+    ev, hyps = E.evaluate_pairs(Echo(), pairs, test_set="echo")
+    assert ev["bleu"] == 100.0 and hyps == [en for _, en in pairs] and ev["seconds"] == 0.01
+
+
+def test_score_newer_dev_scores_greedy_writes_the_translations_and_restores_training_mode(run, tmp_path, monkeypatch):
+    """The end of `train`: greedy BLEU on the newer-sentence file ($TATOEBA_NEWER_DEV here), the translations beside
+    the run, the model left in the mode it was in; without the file, one line says so and nothing is scored."""
+    from helpers.text import testsets
+
+    pairs = [(f"Le chat numéro {i} dort.", f"Cat number {i} is sleeping.") for i in range(6)]
+    dev = tmp_path / "dev.fr-en.tsv"
+    dev.write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs), encoding="utf-8")
+    monkeypatch.setenv("TATOEBA_NEWER_DEV", str(dev))
+    out, err = tmp_path / "run", io.StringIO()
+    out.mkdir()
+    run.model.train()
+    try:
+        result = E.score_newer_dev(run.model, run.tokenizer, out, err)
+        assert run.model.training, "the model must be back in training mode"
+    finally:
+        run.model.eval()
+    want = E.translate(run.model, run.tokenizer, [fr for fr, _ in pairs], beams=1)
+    assert (out / "eval_dev.greedy.hyp.txt").read_text(encoding="utf-8").splitlines() == want
+    scored = E.score(want, [en for _, en in pairs])
+    assert result == {"test_file": str(dev), "n": 6, "beams": 1, "bleu": scored["bleu"], "chrf": scored["chrf"],
+                      "truncated": 0}  # fmt: skip
+    assert f"Newer sentences (dev.fr-en.tsv, 6 pairs, greedy): BLEU {scored['bleu']:.2f}" in err.getvalue()
+    monkeypatch.setattr(testsets, "find_newer_dev", lambda: None)  # the file is not on this machine
+    err = io.StringIO()
+    assert E.score_newer_dev(run.model, run.tokenizer, tmp_path / "none", err) is None
+    assert "is not on this machine: no score on newer sentences" in err.getvalue()
+    assert not (tmp_path / "none").exists()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -365,20 +476,20 @@ def test_translate_command_writes_the_models_translation_of_each_line_in_order(r
     assert translate_command_problems(run_dir, run) == []
 
 
-def _echo(model, tokenizer, lines, **kw):
+def _echo(translator, lines, **kw):
     return list(lines)
 
 
-def _reversed(model, tokenizer, lines, **kw):
-    return E.translate(model, tokenizer, list(lines))[::-1]
+def _reversed(translator, lines, **kw):
+    return translator.translate(list(lines))[::-1]
 
 
-def _sorted_by_length(model, tokenizer, lines, **kw):  # the batches' length order, never put back
-    return sorted(E.translate(model, tokenizer, list(lines)), key=len)
+def _sorted_by_length(translator, lines, **kw):  # the batches' length order, never put back
+    return sorted(translator.translate(list(lines)), key=len)
 
 
-def _first_only(model, tokenizer, lines, **kw):  # every line gets the first line's translation
-    return E.translate(model, tokenizer, list(lines)[:1]) * len(lines)
+def _first_only(translator, lines, **kw):  # every line gets the first line's translation
+    return translator.translate(list(lines)[:1]) * len(lines)
 
 
 @pytest.mark.parametrize("mutant", [_echo, _reversed, _sorted_by_length, _first_only], ids=lambda f: f.__name__[1:])
@@ -497,7 +608,7 @@ def _spy_on_prefixes(model, monkeypatch) -> list:
 
 
 def test_typed_text_and_its_normalised_form_reach_the_model_as_the_same_ids(run, monkeypatch):
-    from helpers.text.tokens import normalise_text
+    from helpers.text.tokenizer import normalise_text
 
     normalised = [normalise_text(t) for t in TYPED]
     assert normalised[0] == "Où est l'homme ?" and normalised[2] == "Le café est fermé."
@@ -513,7 +624,7 @@ def test_typed_text_and_its_normalised_form_reach_the_model_as_the_same_ids(run,
 
 
 def test_evaluate_reads_typed_text_the_way_training_text_was_read(run, run_dir, tmp_path, monkeypatch):
-    from helpers.text.tokens import normalise_text
+    from helpers.text.tokenizer import normalise_text
 
     typed, clean = tmp_path / "typed.tsv", tmp_path / "clean.tsv"
     typed.write_text("".join(f"{t}\tA sentence.\n" for t in TYPED), encoding="utf-8")
@@ -535,7 +646,8 @@ EMPTY_PAIRS = [(f"Le chat numéro {i} dort.", f"Cat number {i} is sleeping.") fo
 
 
 class MostlySilent:
-    """A translator (the contract of helpers.hf.pretrained.HFTranslator) whose first `empty` outputs are empty."""
+    """A translator (the interface evaluate.Translator, as helpers.hf.translator.HFTranslator implements it) whose
+    first `empty` outputs are empty."""
 
     name, config = "mostly silent", None
 
@@ -545,13 +657,16 @@ class MostlySilent:
     def parameters(self) -> int:
         return 1
 
-    def translate(self, sources, beams=1, batch_size=64, length_penalty=1.0, report=None):
+    def translate(self, sources, beams=1, *, batch_size=64, length_penalty=1.0, report=None):
         return ["" if i < self.empty else f"Cat number {i} is sleeping." for i in range(len(sources))]
+
+    def source_budget(self) -> str:
+        return "source budget: any"
 
 
 @pytest.mark.parametrize("empty, warns", [(6, True), (5, True), (4, False), (1, False), (0, False)])
 def test_evaluation_counts_empty_translations_and_warns_when_most_are_empty(empty, warns):
-    ev, hyps = E.evaluate_pairs(MostlySilent(empty), None, EMPTY_PAIRS, test_set="t")
+    ev, hyps = E.evaluate_pairs(MostlySilent(empty), EMPTY_PAIRS, test_set="t")
     assert ev["empty_outputs"] == empty == sum(h == "" for h in hyps)
     text = E.format_evaluation(ev, checkpoint="runs/x")
     assert text.splitlines()[0].endswith(f", {empty} of 8 translations are empty")
@@ -562,7 +677,8 @@ def test_evaluation_counts_empty_translations_and_warns_when_most_are_empty(empt
 
 
 def test_evaluate_command_prints_and_records_the_empty_translations(run, run_dir, tmp_path, monkeypatch):
-    silent = pipeline.Run(MostlySilent(7), None, {}, 30, run_dir, None)
+    translator = MostlySilent(7)
+    silent = pipeline.Run(translator, None, {}, 30, run_dir, None, translator=translator)
     monkeypatch.setattr(pipeline, "load_run", lambda *a, **k: silent)
     test = tmp_path / "t.tsv"
     test.write_text("".join(f"{fr}\t{en}\n" for fr, en in EMPTY_PAIRS), encoding="utf-8")
@@ -603,3 +719,65 @@ def test_the_package_bootstrap_is_the_saved_reference():
     assert abs(saved["not_paired_p_value"] - saved["p_value"]) > 0.2, "the case must tell a paired test apart"
     counts_a = E.sentence_bleu_counts(saved["hyps_a"], saved["refs"])
     assert E.corpus_bleu_from_counts(counts_a.sum(0)) == pytest.approx(saved["bleu_a"], abs=1e-9)
+
+
+# ----------------------------------------------------------------------------------- long sources translated in pieces
+
+
+def _words(text):  # a stand-in tokenizer: one token per word
+    return text.split()
+
+
+def test_split_to_fit_cuts_at_sentences_then_commas_then_words_and_loses_nothing():
+    text = "Un deux trois. Quatre cinq, six sept huit neuf, dix. Onze"
+    pieces = E.split_to_fit(text, _words, 4)
+    assert all(len(_words(p)) <= 4 for p in pieces)
+    assert " ".join(pieces).split() == text.split()  # every word kept, in order (a cut would drop some)
+    assert pieces[0] == "Un deux trois."  # the sentence end, not the 4th word, is the first boundary
+    assert "Quatre cinq," in pieces  # then the comma
+    assert E.split_to_fit("Court.", _words, 4) == ["Court."]
+    words = " ".join(f"m{i}" for i in range(10))  # no punctuation: between words, pieces as long as allowed
+    assert [len(_words(p)) for p in E.split_to_fit(words, _words, 4)] == [4, 4, 2]
+
+
+class _EchoTokenizer:
+    """Words as ids; decode gives the words back upper-cased, so a translation shows what was read."""
+
+    bos_id, sep_id, eos_id = 0, 1, 2
+
+    def __init__(self):
+        self.vocab = {}
+
+    def encode(self, text):
+        return [self.vocab.setdefault(w, len(self.vocab) + 3) for w in text.split()]
+
+    def decode(self, ids):
+        inverse = {v: k for k, v in self.vocab.items()}
+        return " ".join(inverse[i].upper() for i in ids if i in inverse)
+
+
+class _CopyModel(torch.nn.Module):
+    """generate() returns the source ids: a translator that copies, to follow what happens to long sources."""
+
+    def __init__(self, max_len):
+        super().__init__()
+        self.config = ModelConfig(vocab_size=10, max_len=max_len, n_layer=1, n_head=1, d_model=4)
+
+    def generate(self, prefixes, budgets, **kw):
+        return [p[1:-1] for p in prefixes]
+
+
+def test_translate_splits_a_long_source_and_joins_the_pieces_in_order():
+    # max_len 12: a source budget of 4 tokens. Without the split the 9-word source would come back cut to 4 words
+    tok, model = _EchoTokenizer(), _CopyModel(12)
+    long = "a b c. d e f, g h i"
+    report = E.TranslateReport()
+    out = E.translate(model, tok, ["x y", long, ""], report=report)
+    assert out == ["X Y", "A B C. D E F, G H I", ""]
+    assert report.split == [(2, 9, 3)] and report.truncated == [] and report.empty == 1
+    cut = E.TranslateReport()
+    assert E.translate(model, tok, [long], report=cut, split_long=False) == ["A B C. D"]
+    assert cut.truncated == [(1, 9, 4)] and cut.split == []
+
+
+# ---------------------------------------------------------------------------------------------- the tokenizer

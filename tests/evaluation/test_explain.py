@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.evaluation.evaluate import translate
+from helpers.evaluation.evaluate import ScratchTranslator, translate
 from helpers.evaluation.explain import explain_translation
 from helpers.nn.model import DecoderOnlyTransformer
 from helpers.text.corpus import builtin_corpus
+from helpers.text.encoding import max_source_tokens
 from helpers.text.testsets import WordTable
-from helpers.text.tokens import Tokenizer, max_source_tokens
+from helpers.text.tokenizer import Tokenizer
 from helpers.training.config import preset_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,9 +183,9 @@ def test_side_by_side_gives_each_model_its_own_translation_and_time(tiny):
     torch.manual_seed(1)
     other = DecoderOnlyTransformer(preset_config("tiny").model_config(tok.vocab_size)).eval()
     text = pairs[1][0]
-    rows = side_by_side({"a": (model, tok), "b": (other, tok)}, text, beams=1)
+    rows = side_by_side({"a": ScratchTranslator(model, tok), "b": ScratchTranslator(other, tok)}, text, beams=1)
     assert [r["model"] for r in rows] == ["a", "b"] and all(r["seconds"] > 0 for r in rows)
     assert [r["translation"] for r in rows] == [translate(m, tok, [text])[0] for m in (model, other)]
     assert rows[0]["translation"] != rows[1]["translation"]
-    assert [r["translation"] for r in side_by_side({"a": (model, tok)}, "  ")] == [""]
+    assert [r["translation"] for r in side_by_side({"a": ScratchTranslator(model, tok)}, "  ")] == [""]
     assert draw_side_by_side(text, rows).axes

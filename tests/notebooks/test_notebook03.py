@@ -26,7 +26,8 @@ from helpers.course.notebooks import code_cells
 from helpers.evaluation import evaluate as E
 from helpers.nn.model import DecoderOnlyTransformer, build_attention_mask, num_parameters
 from helpers.text import data as D
-from helpers.text import tokens as TK
+from helpers.text.batches import BucketBatcher, collate
+from helpers.text.tokenizer import PAD_ID
 from helpers.training import checkpoint as ck
 from helpers.training import config as C
 from helpers.training import train as T
@@ -247,9 +248,9 @@ def test_group_check_fails_on_groups_that_are_too_large_or_miss_a_pair(ns):
 # Exercise 3.2: a bucketed batch as tensors (the example format)
 
 
-def package_pieces(examples, pad_id=TK.PAD_ID):
+def package_pieces(examples, pad_id=PAD_ID):
     """What the package gives without writing anything: collate's tensors and the model's own prefix mask."""
-    batch = TK.collate(examples, pad_id)
+    batch = collate(examples, pad_id)
     mask = build_attention_mask(batch.shape[1], batch.prefix_len)[:, 0]
     return {"input_ids": batch.input_ids, "labels": batch.labels, "prefix_len": batch.prefix_len, "attention": mask}
 
@@ -257,7 +258,7 @@ def package_pieces(examples, pad_id=TK.PAD_ID):
 def relabelled(ns, how):
     """The notebook's batch_tensors with one labelling mistake."""
 
-    def batch_fn(examples, pad_id=TK.PAD_ID):
+    def batch_fn(examples, pad_id=PAD_ID):
         out = ns["batch_tensors"](examples, pad_id)
         ids, labels = out["input_ids"], out["labels"]
         for b, e in enumerate(examples):
@@ -287,12 +288,12 @@ def test_batch_check_fails_on_wrong_labels(ns, how):
 
 
 def test_batch_tensors_agree_with_the_batcher_on_every_batch(ns):
-    """Defined once: the batcher keeps helpers.text.tokens.collate; the student's tensors equal it on a whole epoch, and
+    """Defined once: the batcher keeps helpers.text.batches.collate; the student's tensors equal it on a whole epoch, and
     the student's mask is the model's prefix mask with padding keys hidden."""
     batcher, examples = ns["train_batcher"], ns["train_examples"]
     for idx in batcher._plan(0):
         batch = [examples[i] for i in idx]
-        mine, package = ns["batch_tensors"](batch), TK.collate(batch)
+        mine, package = ns["batch_tensors"](batch), collate(batch)
         for key in ("input_ids", "labels", "prefix_len"):
             assert torch.equal(mine[key], getattr(package, key)), key
         lengths = torch.tensor([len(e.input_ids) for e in batch])
@@ -350,8 +351,8 @@ PIPELINE_CALLS = (
     "data.split_pairs(",
     "data.tokenizer_for(",
     "testsets.WordTable.from_pairs(",
-    "tokens.encode_pairs(",
-    "train_batcher = tokens.BucketBatcher(train_examples",
+    "encoding.encode_pairs(",
+    "train_batcher = batches.BucketBatcher(train_examples",
     "DATA_INFO = data.data_info(",
 )
 PIPELINE_OUTPUTS = (
@@ -448,7 +449,7 @@ DATA_MISTAKES = {  # a plausible slip in one data cell -> the difference the com
     "no new-sentence set": ("data.split_pairs(pairs, seed=SEED)", "data.split_pairs(pairs, new=None, seed=SEED)", "splits"),
     "word table from every split": ("testsets.WordTable.from_pairs(splits.train)", "testsets.WordTable.from_pairs(pairs)", "word tables"),
     "tokenizer trained on every split": ("data.tokenizer_for(splits.train,", "data.tokenizer_for(pairs,", "tokenizers"),
-    "another max_len": ("tokens.encode_pairs(tok, splits.train, cfg.max_len)", "tokens.encode_pairs(tok, splits.train, 64)", "training examples"),
+    "another max_len": ("encoding.encode_pairs(tok, splits.train, cfg.max_len)", "encoding.encode_pairs(tok, splits.train, 64)", "training examples"),
     "validation not capped": ("splits.valid[: cfg.valid_sentences]", "splits.valid", "validation batches"),
     "batches shuffled with another seed": ("shuffle=True, seed=SEED)", "shuffle=True, seed=SEED + 1)", "first training batches"),
 }  # fmt: skip
@@ -504,13 +505,13 @@ def check_resume(loop_fn, examples, vocab_size, workdir, steps=RESUME_STEPS):
         seed=SEED,
     )
     small = [ex for ex in examples if len(ex.input_ids) <= rcfg.max_len][:400]
-    valid = list(TK.BucketBatcher(small[-50:], max_tokens=rcfg.max_tokens, shuffle=False))
+    valid = list(BucketBatcher(small[-50:], max_tokens=rcfg.max_tokens, shuffle=False))
     workdir = Path(workdir)
 
     def fresh(seed=SEED):
         runtime.set_seed(seed)
         model = DecoderOnlyTransformer(rcfg.model_config(vocab_size))
-        return model, TK.BucketBatcher(small, max_tokens=rcfg.max_tokens, seed=SEED)
+        return model, BucketBatcher(small, max_tokens=rcfg.max_tokens, seed=SEED)
 
     straight, batcher = fresh()
     loop_fn(straight, batcher, valid, rcfg, workdir / "straight", progress=False)
@@ -652,7 +653,7 @@ def parity_data():
 def _fresh(cfg, prepared, seed=0):
     runtime.set_seed(seed)
     model = DecoderOnlyTransformer(cfg.model_config(prepared.tokenizer.vocab_size))
-    batcher = TK.BucketBatcher(prepared.train_batcher.examples, max_tokens=cfg.max_tokens, seed=0)
+    batcher = BucketBatcher(prepared.train_batcher.examples, max_tokens=cfg.max_tokens, seed=0)
     return model, batcher
 
 
@@ -804,7 +805,7 @@ def test_the_students_greedy_decoding_is_the_packages_on_both_test_sets(ns):
     """Defined once: helpers.evaluation.evaluate.translate keeps the package's decoder; the notebook's evaluation went through
     the student's greedy_decode, and gave the same translations on every sentence of both test sets."""
     model, tok = ns["model"], ns["tok"]
-    assert isinstance(ns["translator"], ns["GreedyWithYourDecoder"])
+    assert isinstance(ns["translator"].model, ns["GreedyWithYourDecoder"])
     for name, pairs in ns["TEST_SETS"].items():
         package = E.translate(model, tok, [fr for fr, _ in pairs], beams=1)
         assert ns["outputs"][name, 1] == package, name

@@ -71,7 +71,7 @@ def test_comparison_json_has_every_model_on_every_test_set(nb):
             assert set(E.EVALUATION_KEYS) <= set(ev), "every model is scored by evaluate_pairs"
     fine_tuned = [r for r in record["table"] if "fine-tuned" in r["model"]]
     # what trains is every weight but those the model never saves (Marian's sinusoidal positions, a large share of
-    # a tiny stand-in: hf.pretrained.freeze_unsaved)
+    # a tiny stand-in: hf.loading.freeze_unsaved)
     for r in fine_tuned:
         assert r["minutes"] > 0 and r["tokens"] > 0 and 0 < r["trained"] <= r["parameters"], r
     boot = record["paired_bootstrap_new_sentences"]
@@ -131,7 +131,7 @@ def test_format_cell_is_the_package_format_and_its_assert_can_fail(nb):
         "[-100] * len(prompt) + target",
         "[-100] * (len(prompt) - 1) + prompt[-1:] + target",
     )
-    check = _cell(cells, "the notebook's format and helpers.hf.pretrained's disagree")
+    check = _cell(cells, "the notebook's format and helpers.hf.translator's disagree")
     with pytest.raises(AssertionError, match=r"the labels of \('Je lis.', 'I read.'\) are wrong from position 24"):
         exec(compile(check.source, "<notebook 04 format check>", "exec"), env)
 
@@ -148,7 +148,7 @@ def test_format_check_fails_on_labels_the_model_shifts_twice(nb):
             return example
         return {"input_ids": example["input_ids"], "labels": example["labels"][1:] + [-100]}
 
-    check = _cell(cells, "the notebook's format and helpers.hf.pretrained's disagree")
+    check = _cell(cells, "the notebook's format and helpers.hf.translator's disagree")
     with pytest.raises(AssertionError, match="the loss the model takes from your labels"):
         exec(compile(check.source, "<notebook 04 format check>", "exec"), dict(ns, lm_example=shifted))
     exec(compile(check.source, "<notebook 04 format check>", "exec"), dict(ns))  # the control: the solution passes

@@ -14,7 +14,9 @@ import torch.nn.functional as F
 from helpers.text import corpus as C
 from helpers.text import data as D
 from helpers.text import sources as S
-from helpers.text import tokens as TK
+from helpers.text.batches import BucketBatcher
+from helpers.text.encoding import encode_pairs
+from helpers.text.tokenizer import Tokenizer
 
 
 def noun(fr: str) -> C.Noun:
@@ -403,11 +405,11 @@ def tiny_model(vocab: int, max_len: int) -> nn.Module:
 
 def train_losses(pairs, steps: int = 150, seed: int = 0) -> list[float]:
     torch.manual_seed(seed)
-    tok = TK.Tokenizer.train(pairs, vocab_size=400)
-    examples, _ = TK.encode_pairs(tok, pairs, max_len=40)
+    tok = Tokenizer.train(pairs, vocab_size=400)
+    examples, _ = encode_pairs(tok, pairs, max_len=40)
     model = tiny_model(tok.vocab_size, 40)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    batcher = TK.BucketBatcher(examples, max_tokens=1024, seed=seed)
+    batcher = BucketBatcher(examples, max_tokens=1024, seed=seed)
     losses: list[float] = []
     while len(losses) < steps:
         for batch in batcher:

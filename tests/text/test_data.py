@@ -1,5 +1,5 @@
-"""helpers.text.data: loaders (every source through local files), cleaning, leak-free splits, the tokenizer,
-the loss mask and the bucketing batcher. No network: downloads go through file:// URLs or a fake fetch,
+"""helpers.text.sources and helpers.text.data: loaders (every source through local files), cleaning, leak-free
+splits, the batches of a run (``batches_for``) and the whole pipeline in one call. No network: downloads go through file:// URLs or a fake fetch,
 Hugging Face data through a parquet file written here. Every sentence below is invented for these tests.
 """
 
@@ -12,13 +12,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import torch
-import torch.nn.functional as F
 
 from helpers.text import corpus
 from helpers.text import data as D
 from helpers.text import sources as S
-from helpers.text import tokens as TK
+from helpers.text.batches import BucketBatcher, StaticBucketBatcher
+from helpers.text.encoding import encode_pairs
 from helpers.training import checkpoint as ckpt
 from helpers.training import config as C
 
@@ -290,17 +289,6 @@ def test_limit_takes_a_seeded_sample_in_file_order(tmp_path):
 # ============================================================================ cleaning
 
 
-def test_normalise_text_handles_french_spaces_controls_and_composition():
-    assert TK.normalise_text("Va\u202f!") == "Va !"  # narrow no-break space, as Tatoeba writes French
-    assert TK.normalise_text("Qui\u00a0?  ") == "Qui ?"
-    assert TK.normalise_text("deux\u2009mots") == "deux mots"
-    assert TK.normalise_text("zé\u200bro\x07 \u00adX") == "zéro X"
-    decomposed = "e\u0301te\u0301"  # é written as e + combining accent
-    assert TK.normalise_text(decomposed) == "\u00e9t\u00e9" and len(TK.normalise_text(decomposed)) == 3
-    assert TK.normalise_text("  a \t b \n") == "a b"
-    assert TK.normalise_text("Ça 😀 !") == "Ça 😀 !"  # emoji survive
-
-
 def test_clean_pairs_counts_every_step():
     pairs = [
         ("Bonjour !", "Hello!"),
@@ -403,255 +391,62 @@ def test_english_shared_by_two_french_sentences_stays_in_one_split():
     assert D.split_pairs(pairs, seed=0).report.pairs_kept_together == 3
 
 
-# ============================================================================ tokenizer
-
-
-TRICKY = [
-    "Les élèves ont mangé des crêpes à Noël.",
-    "« Où ça ? » demanda-t-il… Ça coûte 12,50 € !",
-    "Œuvre naïve, façade, Zoë, maïs, où, ÉTÉ.",
-    "Call me at 555-0123 or 42.",
-    "I'm happy 😀🇫🇷 — really!",
-    "漢字 и кириллица never seen",  # not in the training text: spelt as UTF-8 bytes
-    "<sep> is just text here",
-]
+# ============================================================================ the batches of a run
 
 
 @pytest.fixture(scope="module")
-def tok(tmp_path_factory):
-    pairs = corpus.builtin_corpus(n=3000, seed=0, difficulty=1) + FR_EN * 3
-    return TK.Tokenizer.train(pairs, vocab_size=500, out_dir=tmp_path_factory.mktemp("tok"))
+def stage():
+    split = D.load_clean_split("builtin", limit=1500, seed=0)
+    tokenizer = D.tokenizer_for(split.splits.train, C.preset_config("tiny"), None, seed=0)
+    return tokenizer, split.splits
 
 
-def test_tokenizer_special_ids(tok):
-    assert (tok.pad_id, tok.bos_id, tok.sep_id, tok.eos_id) == (0, 1, 2, 3)
-    assert [tok.id_to_piece(i) for i in range(5)] == [TK.PAD, TK.BOS, TK.SEP, TK.EOS, TK.UNK]
-    assert 300 < tok.vocab_size <= 500
+def batch_ids(batches) -> list[list[list[int]]]:
+    return [b.input_ids.tolist() for b in batches]
 
 
-@pytest.mark.parametrize("text", TRICKY)
-def test_tokenizer_round_trips_accents_punctuation_digits_emoji_and_unseen_characters(tok, text):
-    ids = tok.encode(text)
-    assert tok.decode(ids) == text
-    assert tok.unk_id not in ids  # byte fallback: nothing becomes <unk>
-    assert all(i > tok.eos_id for i in ids)  # "<sep>" typed in text is not the separator
+def test_batches_for_pads_to_static_shapes_only_when_asked(stage):
+    tokenizer, splits = stage
+    plain = dict(max_len=48, max_tokens=600, valid_sentences=40, seed=3)
+    bucketed, valid, encoded = D.batches_for(tokenizer, splits, **plain)
+    static, valid_static, _ = D.batches_for(tokenizer, splits, **plain, static_step=16)
+    assert type(bucketed) is BucketBatcher and isinstance(static, StaticBucketBatcher) and static.step == 16
+    assert {T for _, T in static.shapes()} <= {16, 32, 48}  # lengths padded to multiples of 16, at most max_len
+    # the same examples and the same validation batches either way: only the training batches' padding differs
+    assert [e.input_ids for e in static.examples] == [e.input_ids for e in bucketed.examples]
+    assert batch_ids(valid_static) == batch_ids(valid) and sum(len(b.input_ids) for b in valid) <= 40
+    first = batch_ids(bucketed)  # epoch 0 (iterating to the end moves the batcher on to epoch 1)
+    assert max(len(b) * len(b[0]) for b in first) <= 600 and static.seed == bucketed.seed == 3
+    assert encoded["encode_train"].max_len == 48 and encoded["encode_train"].kept == len(bucketed.examples)
+    # the same arguments give the same batches in the same order; another seed, another order
+    again, _, _ = D.batches_for(tokenizer, splits, **plain)
+    other, _, _ = D.batches_for(tokenizer, splits, **{**plain, "seed": 4})
+    assert batch_ids(again) == first != batch_ids(other)
 
 
-def test_tokenizer_splits_digits_and_decodes_without_special_tokens(tok):
-    pieces = [p.strip("▁") for p in tok.pieces("2024") if p.strip("▁")]
-    assert len(pieces) == 4  # one piece per digit (or its byte): numbers never merge into rare pieces
-    ids = [tok.bos_id, *tok.encode("J'ai froid."), tok.sep_id, *tok.encode("I'm cold."), tok.eos_id, tok.pad_id]
-    assert tok.decode(ids) == "J'ai froid. I'm cold."
-    assert tok.decode(torch.tensor(tok.encode("Oui."))) == "Oui."
+def test_batches_for_takes_the_first_parallel_pairs_of_the_seeded_order(stage):
+    tokenizer, splits = stage
+    some, _, encoded = D.batches_for(
+        tokenizer, splits, max_len=64, max_tokens=2000, valid_sentences=10, parallel_pairs=200, seed=0
+    )
+    assert encoded["encode_train"].n_pairs == 200
+    wanted = D.parallel_subset(splits.train, 200, seed=0)
+    assert sorted(e.input_ids for e in some.examples) == sorted(
+        e.input_ids for e in encode_pairs(tokenizer, wanted, 64)[0]
+    )
+    with pytest.raises(D.DataError, match="parallel_pairs="):
+        D.batches_for(tokenizer, splits, max_len=64, max_tokens=2000, valid_sentences=10, parallel_pairs=10**6)
 
 
-def test_tokenizer_save_load_gives_the_same_ids(tok, tmp_path):
-    tok.save(tmp_path / "t")
-    again = TK.Tokenizer.load(tmp_path / "t")
-    for text in TRICKY:
-        assert again.encode(text) == tok.encode(text)
-    assert again.vocab_size == tok.vocab_size and again.meta["model_type"] == "unigram"
-    with pytest.raises(FileNotFoundError, match="Tokenizer.train"):
-        TK.Tokenizer.load(tmp_path / "nothing")
+def test_a_run_pads_to_static_shapes_when_its_step_is_compiled(stage):
+    from helpers import pipeline
 
-
-def test_tokenizer_training_is_deterministic_and_bpe_works():
-    texts = [s for p in corpus.builtin_corpus(n=800, seed=1, difficulty=1) for s in p]
-    a = TK.Tokenizer.train(texts, vocab_size=400)
-    b = TK.Tokenizer.train(texts, vocab_size=400)
-    assert a.model_proto == b.model_proto
-    bpe = TK.Tokenizer.train(texts, vocab_size=400, model_type="bpe")
-    assert bpe.decode(bpe.encode(TRICKY[0])) == TRICKY[0]
-    with pytest.raises(D.DataError, match="at least 300"):
-        TK.Tokenizer.train(texts, vocab_size=100)
-    with pytest.raises(D.DataError, match="'unigram' or 'bpe'"):
-        TK.Tokenizer.train(texts, model_type="wordpiece")
-    with pytest.raises(D.DataError, match="No text"):
-        TK.Tokenizer.train(["", "  "])
-
-
-# ============================================================================ examples and the loss mask
-
-
-def test_example_layout_is_bos_french_sep_english_eos(tok):
-    ex = TK.make_example(tok, "J'ai froid.", "I'm cold.", max_len=64)
-    fr, en = tok.encode("J'ai froid."), tok.encode("I'm cold.")
-    assert ex.input_ids == [1, *fr, 2, *en, 3]
-    assert ex.prefix_len == len(fr) + 2
-    assert TK.prompt_ids(tok, "J'ai froid.") == ex.input_ids[: ex.prefix_len]
-    assert TK.make_example(tok, "J'ai froid.", "I'm cold.", max_len=len(ex.input_ids) - 1) is None
-
-
-def test_labels_are_ignored_everywhere_but_the_english_and_eos(tok):
-    pairs = [("J'ai froid.", "I'm cold."), ("Où est la gare ?", "Where is the station?"), ("Oui.", "Yes.")]
-    examples = [TK.make_example(tok, fr, en, 64) for fr, en in pairs]
-    batch = TK.collate(examples)
-    B, T = batch.input_ids.shape
-    assert B == 3 and T == max(len(e.input_ids) for e in examples)
-    for b, ((_, en), ex) in enumerate(zip(pairs, examples)):
-        L = len(ex.input_ids)
-        # positions whose NEXT token is English or <eos>, worked out independently of collate
-        target_positions = [t for t in range(T - 1) if ex.prefix_len <= t + 1 < L]
-        for t in range(T):
-            if t in target_positions:
-                assert batch.labels[b, t] == batch.input_ids[b, t + 1]
-            else:
-                assert batch.labels[b, t] == -100
-        targets = batch.labels[b][batch.labels[b] != -100].tolist()
-        assert targets[-1] == tok.eos_id and tok.decode(targets) == en  # exactly the English, then <eos>
-        assert batch.input_ids[b, L:].eq(tok.pad_id).all()  # padding on the right
-    assert batch.n_target_tokens == sum(len(tok.encode(en)) + 1 for _, en in pairs)
-    assert batch.prefix_len.tolist() == [e.prefix_len for e in examples]
-
-
-def test_the_masked_cross_entropy_is_the_mean_over_target_tokens_only(tok):
-    batch = TK.collate([TK.make_example(tok, fr, en, 64) for fr, en in FR_EN])
-    V = tok.vocab_size
-    torch.manual_seed(0)
-    logits = torch.randn(*batch.input_ids.shape, V)
-    loss = F.cross_entropy(logits.view(-1, V), batch.labels.view(-1), ignore_index=-100)
-    logp = logits.log_softmax(-1)
-    picked = []
-    for b, ex in enumerate(batch.input_ids):
-        p = int(batch.prefix_len[b])
-        L = int((ex != tok.pad_id).sum())
-        picked += [-logp[b, t, ex[t + 1]] for t in range(p - 1, L - 1)]
-    assert len(picked) == batch.n_target_tokens
-    assert torch.allclose(loss, torch.stack(picked).mean())
-
-
-def test_encode_pairs_counts_dropped_and_truncated_pairs(tok):
-    M = max(len(TK.make_example(tok, fr, en, 10_000).input_ids) for fr, en in FR_EN)  # all of FR_EN fits in M
-    long = ("Une très longue phrase.", "A very long sentence " * 20)
-    pairs = FR_EN + [long]
-    ex, report = TK.encode_pairs(tok, pairs, max_len=M)
-    assert len(ex) == len(FR_EN) and report.kept == len(FR_EN)
-    assert (report.n_pairs, report.dropped_too_long, report.dropped_empty, report.truncated) == (len(pairs), 1, 0, 0)
-    assert report.longest > M
-    ex_t, rep_t = TK.encode_pairs(tok, FR_EN + [long], max_len=M + 60, truncate=True)
-    assert rep_t.truncated == 1 and rep_t.dropped_too_long == 0 and len(ex_t) == len(FR_EN) + 1
-    assert len(ex_t[-1].input_ids) == M + 60 and rep_t.tokens_lost == rep_t.longest - (M + 60)
-    assert ex_t[-1].input_ids[-1] != tok.eos_id  # the cut English has no end: the model is not taught to stop there
-    assert "truncated 1" in rep_t.pretty()
-    # a source that alone fills max_len leaves nothing to learn: dropped even with truncate
-    _, rep_src = TK.encode_pairs(tok, [(long[1], "Yes.")], max_len=20, truncate=True)
-    assert rep_src.dropped_too_long == 1
-    with pytest.raises(D.DataError, match="at least 4"):
-        TK.encode_pairs(tok, FR_EN, max_len=3)
-
-
-def test_a_side_with_no_tokens_is_dropped_and_counted(tok):
-    ex, report = TK.encode_pairs(tok, [("", "Nothing."), ("Oui.", "Yes.")], max_len=32)
-    assert len(ex) == 1 and report.dropped_empty == 1
-
-
-# ============================================================================ bucketing
-
-
-def length_examples(n: int, seed: int = 0, lo: int = 4, hi: int = 60) -> list[TK.Example]:
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        L = rng.randrange(lo, hi)
-        p = rng.randrange(2, L - 1)
-        ids = (
-            [1]
-            + [rng.randrange(5, 100) for _ in range(p - 2)]
-            + [2]
-            + [rng.randrange(5, 100) for _ in range(L - p - 1)]
-            + [3]
-        )
-        out.append(TK.Example(ids, p))
-    return out
-
-
-def all_batches(batcher) -> list[list[list[int]]]:
-    return [b.input_ids.tolist() for b in batcher]
-
-
-def test_batches_respect_the_token_budget_and_cover_every_example_once():
-    examples = length_examples(500)
-    batcher = TK.BucketBatcher(examples, max_tokens=300, seed=0)
-    seen = []
-    for batch in batcher:
-        B, T = batch.input_ids.shape
-        assert B * T <= 300
-        for row in batch.input_ids.tolist():
-            seen.append(tuple(x for x in row if x != 0))
-    assert sorted(seen) == sorted(tuple(e.input_ids) for e in examples)
-
-
-def test_bucketing_pads_less_than_random_batching():
-    examples = length_examples(800, seed=1)
-    bucketed = TK.BucketBatcher(examples, max_tokens=512, seed=0)
-    random_ = TK.BucketBatcher(examples, max_tokens=512, seed=0, bucket=False)
-    assert bucketed.padding_fraction < 0.5 * random_.padding_fraction
-    # measured on the batches themselves, not only on the batcher's own accounting
-    real = sum(len(e.input_ids) for e in examples)
-    padded = sum(b.input_ids.numel() for b in bucketed)
-    assert 1 - real / padded == pytest.approx(bucketed.stats(epoch=0)["padding_fraction"])
-
-
-def test_batching_is_deterministic_per_seed_and_epoch():
-    examples = length_examples(300, seed=2)
-    a, b, c = (TK.BucketBatcher(examples, 256, seed=s) for s in (5, 5, 6))
-    ea, eb, ec = all_batches(a), all_batches(b), all_batches(c)
-    assert ea == eb and ea != ec
-    a.set_epoch(0)
-    assert all_batches(a) == ea
-    next_epoch = all_batches(a)  # finishing an epoch moves on to the next one
-    assert next_epoch != ea and a.epoch == 2
-    b.set_epoch(1)
-    assert all_batches(b) == next_epoch
-    fixed = TK.BucketBatcher(examples, 256, shuffle=False)
-    assert all_batches(fixed) == all_batches(fixed)
-
-
-def test_state_dict_resumes_mid_epoch_with_exactly_the_remaining_batches():
-    examples = length_examples(300, seed=3)
-    reference = TK.BucketBatcher(examples, 256, seed=7)
-    reference.set_epoch(2)
-    expected = all_batches(reference) + all_batches(reference)  # epochs 2 and 3
-
-    run = TK.BucketBatcher(examples, 256, seed=7)
-    run.set_epoch(2)
-    it = iter(run)
-    got = [next(it).input_ids.tolist() for _ in range(5)]
-    state = run.state_dict()
-    assert state["epoch"] == 2 and state["position"] == 5
-
-    resumed = TK.BucketBatcher(examples, 256, seed=7)  # a fresh process after a crash
-    resumed.load_state_dict(state)
-    got += all_batches(resumed) + all_batches(resumed)
-    assert got == expected
-
-
-def test_loading_a_state_from_other_data_or_settings_is_refused():
-    examples = length_examples(100)
-    state = TK.BucketBatcher(examples, 256, seed=1).state_dict()
-    with pytest.raises(D.DataError, match="seed"):
-        TK.BucketBatcher(examples, 256, seed=2).load_state_dict(state)
-    with pytest.raises(D.DataError, match="n_examples"):
-        TK.BucketBatcher(examples[:-1], 256, seed=1).load_state_dict(state)
-    other = length_examples(100, seed=9)
-    with pytest.raises(D.DataError, match="fingerprint"):
-        TK.BucketBatcher(other, 256, seed=1).load_state_dict(state)
-
-
-def test_batcher_bad_inputs():
-    with pytest.raises(D.DataError, match="no examples"):
-        TK.BucketBatcher([], 100)
-    with pytest.raises(D.DataError, match="longest example"):
-        TK.BucketBatcher(length_examples(10, lo=50, hi=60), max_tokens=40)
-    capped = TK.BucketBatcher(length_examples(200, lo=4, hi=6), max_tokens=4096, max_batch_size=16)
-    assert max(b.input_ids.shape[0] for b in capped) == 16
-
-
-def test_batch_to_device_keeps_everything():
-    batch = TK.collate(length_examples(4))
-    moved = batch.to("cpu")
-    assert torch.equal(moved.labels, batch.labels) and moved.n_target_tokens == batch.n_target_tokens
-    assert moved.shape == batch.shape
+    tokenizer, splits = stage
+    eager, compiled = C.preset_config("tiny"), C.preset_config("tiny", compile=True, static_step=8)
+    assert pipeline.static_step(eager) is None and pipeline.static_step(compiled) == 8
+    batcher, _, _ = pipeline.train_batches(tokenizer, splits, compiled, seed=1)
+    assert isinstance(batcher, StaticBucketBatcher) and batcher.step == 8
+    assert type(pipeline.train_batches(tokenizer, splits, eager, seed=1)[0]) is BucketBatcher
 
 
 # ============================================================================ the whole pipeline
@@ -678,13 +473,6 @@ def test_prepare_data_trains_the_tokenizer_on_the_training_split_only_and_reuses
     assert again.tokenizer.model_proto == prepared.tokenizer.model_proto
     with pytest.raises(ckpt.ConfigMismatchError, match="vocab_size=400"):
         D.prepare_data("builtin", C.preset_config("tiny", vocab_size=500), tmp_path, limit=3000, progress=False)
-
-
-def test_pair_lengths_in_words_and_tokens(tok):
-    words = TK.pair_lengths(FR_EN)
-    assert words["fr"].tolist()[0] == 2 and words["en"].tolist()[0] == 2
-    toks = TK.pair_lengths(FR_EN, tok)
-    assert (toks["fr"] >= words["fr"]).all()
 
 
 @pytest.mark.slow

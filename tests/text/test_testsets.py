@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from helpers.text import data as D
+from helpers.text import testsets
 from helpers.text import testsets as TS
+from helpers.text.sources import DownloadError
 from helpers.text.testsets import LONG_WORDS, NewSentenceDesign, WordTable
 
 SHARED_TATOEBA = Path(__file__).resolve().parents[3] / "shared" / "data" / "tatoeba-fra-eng" / "fra.txt"
@@ -210,3 +212,82 @@ def test_a_public_test_set_is_read_from_parquet_and_its_empty_rows_are_counted(t
 def test_an_unknown_public_test_set_is_refused_with_the_known_names():
     with pytest.raises(ValueError, match="wmt14"):
         TS.load_public("newstest2099")
+
+
+# ----------------------------------------------------------------------------------- the newer-sentence test set
+
+TRAINING = [("Je mange.", "I eat."), ("Il dort.", "He sleeps."), ("Tu lis.", "You read.")]
+CHALLENGE = [
+    ("Je mange.", "I am eating."),  # French seen in training: out
+    ("Elle mange.", "He sleeps."),  # English seen in training: out
+    ("Nous chantons.", "We sing."),  # new on both sides: kept
+    ("Nous chantons.", "We sing."),  # the same pair again: kept once
+    ("  Vous dansez. ", "You dance."),  # new; spaces stripped
+]
+
+
+# ---------------------------------------------------------------------------------------------- the newer sentences
+
+
+def test_newer_pairs_keeps_only_pairs_new_on_both_sides_and_counts_the_rest():
+    # a filter on the French side only would keep ("Elle mange.", "He sleeps."); one without dedup would keep 3
+    kept, counts = testsets.newer_pairs(CHALLENGE, TRAINING)
+    assert kept == [("Nous chantons.", "We sing."), ("Vous dansez.", "You dance.")]
+    assert counts == {
+        "French sentence in the training file": 1,
+        "English sentence in the training file": 1,
+        "the same pair again": 1,
+    }
+    assert len(kept) + sum(counts.values()) == len(CHALLENGE)  # nothing leaves without a reason
+
+
+def _challenge_files(folder):
+    (folder / "t.fra").write_text("".join(fr + "\n" for fr, _ in CHALLENGE), encoding="utf-8")
+    (folder / "t.eng").write_text("".join(en + "\n" for _, en in CHALLENGE), encoding="utf-8")
+    return (folder / "t").as_uri()
+
+
+def test_fetch_newer_sentences_downloads_once_filters_and_reports(tmp_path):
+    # the real download code, through file:// addresses: a second call must read the cache, not the network
+    base = _challenge_files(tmp_path)
+    pairs, report = testsets.fetch_newer_sentences(TRAINING, tmp_path / "cache", base_url=base)
+    assert pairs == [("Nous chantons.", "We sing."), ("Vous dansez.", "You dance.")]
+    assert report.kept == 2 and report.lines_read == 5 and sum(report.skipped.values()) == 3
+    (tmp_path / "t.fra").unlink()  # gone from the "network": the cached copy must serve
+    again, _ = testsets.fetch_newer_sentences(TRAINING, tmp_path / "cache", base_url=base)
+    assert again == pairs
+
+
+def test_fetch_newer_sentences_says_what_to_do_offline(tmp_path):
+    with pytest.raises(DownloadError, match="needs the network once.*by path"):
+        testsets.fetch_newer_sentences(TRAINING, tmp_path, base_url=(tmp_path / "missing").as_uri())
+
+
+def test_load_newer_prefers_the_local_development_file(tmp_path, monkeypatch):
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("Nous chantons.\tWe sing.\nVous dansez.\tYou dance.\n", encoding="utf-8")
+    monkeypatch.setenv("TATOEBA_NEWER_DEV", str(dev))
+    pairs, report, label = testsets.load_newer_sentences()
+    assert pairs == [("Nous chantons.", "We sing."), ("Vous dansez.", "You dance.")] and "development" in label
+    # without the file (and no shared copy beside the repository), no training pairs: a message, not a guess
+    monkeypatch.setattr(testsets, "find_newer_dev", lambda: None)
+    with pytest.raises(testsets.DataError, match="training pairs"):
+        testsets.load_newer_sentences()
+
+
+@pytest.mark.slow
+def test_the_shared_development_file_passes_our_filter_against_the_training_file():
+    """The download's filter is the one the shared file was built with: every development pair is new to fra.txt
+    (run where the shared data is beside the repository; skipped elsewhere)."""
+    from helpers.text.sources import find_local_file, find_local_tatoeba, load_path, load_tsv
+
+    # beside the repository only: conftest points $TATOEBA_NEWER_DEV at a stand-in
+    dev_path, train_path = find_local_file("NO_SUCH_VARIABLE", testsets.NEWER_DEV_RELATIVE), find_local_tatoeba()
+    if dev_path is None or train_path is None:
+        pytest.skip("the shared Tatoeba file and development set are not beside the repository")
+    dev, _ = load_tsv(dev_path)
+    kept, counts = testsets.newer_pairs(dev, load_path(train_path)[0])
+    assert len(kept) == len(dev) and counts == {}
+
+
+# ---------------------------------------------------------------------------------------------- long sources

@@ -204,6 +204,55 @@ def test_resume_with_a_different_config_is_refused_naming_the_field(tmp_path):
         T.train(model3, toy_batcher(), toy_valid(), cfg3, tmp_path, progress=False)
 
 
+def _as_written_before_the_levers_were_deleted(folder, ema=None, **levers):
+    """Rewrite a run's checkpoint as helpers wrote it while subword regularisation, the moving average of the
+    weights and joined pairs existed (up to commit a224218): their fields in the configuration (off unless given),
+    and an ``"ema"`` entry (None unless given)."""
+    raw = torch.load(folder / ck.CHECKPOINT_NAME, weights_only=True)
+    config = json.loads(raw["config"])
+    config["train"].update({"subword_alpha": None, "ema_decay": None, "concat_pairs": 0.0, **levers})
+    raw["config"], raw["ema"] = json.dumps(config), ema
+    ck.atomic_torch_save(raw, folder / ck.CHECKPOINT_NAME)
+    return raw
+
+
+def test_a_checkpoint_from_before_the_deleted_levers_resumes_when_they_were_off(tmp_path):
+    # without without_deleted_levers the resume is refused: "train.ema_decay: None in the checkpoint, '<absent>' now"
+    model, cfg = _tiny_model(steps=4)
+    T.train(model, toy_batcher(), toy_valid(), cfg, tmp_path, progress=False)
+    _as_written_before_the_levers_were_deleted(tmp_path)
+    model2, cfg2 = _tiny_model(steps=6)
+    result = T.train(model2, toy_batcher(), toy_valid(), cfg2, tmp_path, progress=False)
+    assert result.resumed_from == 4 and result.steps == 6
+    assert "ema" not in torch.load(tmp_path / ck.CHECKPOINT_NAME, weights_only=True)  # nothing writes it any more
+
+
+@pytest.mark.parametrize("lever", [{"subword_alpha": 0.5}, {"ema_decay": 0.998}, {"concat_pairs": 0.25}])
+def test_a_checkpoint_trained_with_a_deleted_lever_is_refused_naming_it_and_the_commit(tmp_path, lever):
+    # a resume that dropped the lever silently would go on as another run than the one in the folder
+    model, cfg = _tiny_model(steps=4)
+    T.train(model, toy_batcher(), toy_valid(), cfg, tmp_path, progress=False)
+    _as_written_before_the_levers_were_deleted(tmp_path, **lever)
+    [(name, value)] = lever.items()
+    model2, cfg2 = _tiny_model(steps=6)
+    with pytest.raises(ck.ConfigMismatchError, match=rf"{name}={value!r}: a lever .* commit a224218"):
+        T.train(model2, toy_batcher(), toy_valid(), cfg2, tmp_path, progress=False)
+    off = {"train": {"lr": 1.0, **C.DELETED_LEVERS}, "model": {"d_model": 8}}
+    assert C.without_deleted_levers(off) == {"train": {"lr": 1.0}, "model": {"d_model": 8}}
+
+
+def test_a_translator_loads_the_moving_average_an_older_checkpoint_holds(tmp_path):
+    # a loader that ignored the "ema" entry would translate an older averaged run with weights it never validated
+    model, cfg = _tiny_model()
+    ck.save_checkpoint(tmp_path, model=model, config={"model": model.config.to_dict(), "train": {}}, step=1)
+    plain = ck.load_checkpoint(tmp_path)
+    assert ck.inference_weights(plain) is plain["model"]  # a checkpoint written now: the trained weights
+    averaged = {k: v + 1.0 for k, v in plain["model"].items()}
+    _as_written_before_the_levers_were_deleted(tmp_path, ema={"weights": averaged, "n_averaged": 3}, ema_decay=0.9)
+    old = ck.load_checkpoint(tmp_path)
+    assert all(torch.equal(averaged[k], v) for k, v in ck.inference_weights(old).items())
+
+
 @pytest.mark.training
 def test_resume_after_an_interruption_gives_the_uninterrupted_weights(tmp_path):
     """In-process version of the SIGKILL test: stop at step 13, checkpoints every 5, rerun to 20."""

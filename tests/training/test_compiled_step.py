@@ -9,8 +9,10 @@ import pytest
 import torch
 
 from helpers.nn.model import DecoderOnlyTransformer
+from helpers.text.batches import BucketBatcher, StaticBucketBatcher
 from helpers.text.corpus import builtin_corpus
-from helpers.text.tokens import BucketBatcher, StaticBucketBatcher, Tokenizer, encode_pairs
+from helpers.text.encoding import encode_pairs
+from helpers.text.tokenizer import Tokenizer
 from helpers.training import train as T
 from helpers.training.config import preset_config
 
@@ -87,8 +89,8 @@ def test_the_compiled_step_compiles_once_per_shape_and_trains_like_the_eager_one
 
 
 def test_compile_refuses_batches_that_bring_new_shapes():
-    with pytest.raises(ValueError, match="subword_alpha or pretrain"):
-        preset_config("tiny", compile=True, subword_alpha=0.5)
+    with pytest.raises(ValueError, match="cannot be combined with pretrain"):
+        preset_config("tiny", compile=True, pretrain="span")
 
 
 def test_the_benchmark_counts_the_same_flops_for_a_compiled_model(examples):

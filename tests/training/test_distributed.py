@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.text.tokens import Batch
+from helpers.text.batches import Batch
 from helpers.training import distributed
 from helpers.training.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["train", "--data", "builtin", "--preset", "tiny"]
+# 6,000 of the built-in pairs in a file: every rank of every launch prepares the data itself, and the full built-in
+# corpus (30,000 pairs generated, split and tokenized) was most of each launch's time
+PAIRS = 6000
 # two CPU processes add their partial sums in another order than one process does; AdamW then turns gradient
 # differences of ~1e-7 into weight differences of a few 1e-6 after 20 steps (weights are of order 1). Averaging
 # the ranks' mean losses instead of weighting them by their token counts (DDP's default) is off by ~4e-3.
@@ -120,18 +122,28 @@ def test_one_process_is_rank_0_of_1_and_joins_no_group():
 # ---------------------------------------------------------------------------------------------- under torchrun
 
 
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> list[str]:
+    """The train command's start: the tiny preset on a file of built-in pairs."""
+    from helpers.text.corpus import builtin_corpus
+
+    path = tmp_path_factory.mktemp("data") / "pairs.tsv"
+    path.write_text("".join(f"{fr}\t{en}\n" for fr, en in builtin_corpus(PAIRS)), encoding="utf-8")
+    return ["train", "--data", str(path), "--preset", "tiny"]
+
+
 @pytest.mark.training
-def test_two_processes_train_what_one_process_trains(tmp_path):
+def test_two_processes_train_what_one_process_trains(tmp_path, tiny):
     """The issue's command (dropout off: each rank draws its own masks) against one process with the same batch."""
     from helpers.commands import train_command
 
-    one = train_command("builtin", steps=20, out=tmp_path / "one", preset="tiny", overrides={"dropout": 0.0},
+    one = train_command(tiny[2], steps=20, out=tmp_path / "one", preset="tiny", overrides={"dropout": 0.0},
                         progress=False, stderr=open(os.devnull, "w"))  # fmt: skip
-    log = _torchrun([*TINY, "--steps", "20", "--out", str(tmp_path / "two"), "--dropout", "0"], tmp_path, "two")
+    log = _torchrun([*tiny, "--steps", "20", "--out", str(tmp_path / "two"), "--dropout", "0"], tmp_path, "two")
     # the two ranks print at the same moment to one pipe: their lines may land on one line, so find each one
     first = re.findall(r"train: rank \d of \d \(torchrun\), device \w+\.", log)
     assert sorted(first) == ["train: rank 0 of 2 (torchrun), device cpu.", "train: rank 1 of 2 (torchrun), device cpu."]
-    assert log.count("Done: 20 steps") == 1 and log.count("Data: builtin") == 1  # rank 0 alone speaks
+    assert log.count("Done: 20 steps") == 1 and log.count(f"Data: {tiny[2]}") == 1  # rank 0 alone speaks
     two = json.loads((tmp_path / "two" / "train_summary.json").read_text())
     assert two["steps"] == one.steps == 20 and two["tokens"] == one.tokens  # the same batches, all ranks counted
     assert two["processes"] == 2 and json.loads((tmp_path / "one" / "train_summary.json").read_text())["processes"] == 1
@@ -144,14 +156,14 @@ def test_two_processes_train_what_one_process_trains(tmp_path):
         "    return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])\n"
         "distributed._token_weighted_allreduce = mean\nsys.exit(cli.main(sys.argv[1:]))\n"
     )
-    _torchrun([*TINY, "--steps", "20", "--out", str(tmp_path / "mean"), "--dropout", "0"], tmp_path, "mean", script)
+    _torchrun([*tiny, "--steps", "20", "--out", str(tmp_path / "mean"), "--dropout", "0"], tmp_path, "mean", script)
     assert _max_diff(tmp_path / "one", tmp_path / "mean") > 10 * TOLERANCE
 
 
 @pytest.mark.training
-def test_a_killed_two_process_run_rerun_ends_like_an_uninterrupted_one(tmp_path):
+def test_a_killed_two_process_run_rerun_ends_like_an_uninterrupted_one(tmp_path, tiny):
     """Dropout on: each rank's random generator must come back as it was, not rank 0's for all."""
-    args = [*TINY, "--steps", "30"]  # killed after step 5's checkpoint, resumed for the rest
+    args = [*tiny, "--steps", "30"]  # killed after step 5's checkpoint, resumed for the rest
     _torchrun([*args, "--out", str(tmp_path / "straight")], tmp_path, "straight")
     killed = [*args, "--out", str(tmp_path / "killed"), "--checkpoint-every", "5"]
     proc = subprocess.Popen(distributed.torchrun_command(2, killed), cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -176,11 +188,11 @@ def test_a_killed_two_process_run_rerun_ends_like_an_uninterrupted_one(tmp_path)
 
 @pytest.mark.training
 def test_finetune_under_torchrun_trains_and_writes_one_checkpoint(tmp_path):
-    from helpers.hf import pretrained
+    from helpers.hf.tiny import tiny_causal_lm
     from helpers.text.sources import load_path
 
     pairs, _ = load_path("builtin", None, limit=1500, seed=0)
-    model = pretrained.tiny_causal_lm(pairs, tmp_path / "llama")
+    model = tiny_causal_lm(pairs, tmp_path / "llama")
     out = tmp_path / "ft"
     args = [
         "finetune",

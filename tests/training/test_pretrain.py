@@ -14,8 +14,10 @@ import torch
 
 from helpers import cli
 from helpers.cli import build_parser, train_command
+from helpers.text.batches import IGNORE_INDEX, collate
 from helpers.text.data import parallel_subset
-from helpers.text.tokens import BOS_ID, EOS_ID, IGNORE_INDEX, SEP_ID, DataError, collate
+from helpers.text.sources import DataError
+from helpers.text.tokenizer import BOS_ID, EOS_ID, SEP_ID
 from helpers.training.config import TrainConfig, preset_config
 from helpers.training.pretrain import MASK_ID, SpanCorruptionBatcher, corrupt_span, split_budget
 
@@ -118,10 +120,9 @@ def _train_parser() -> argparse.ArgumentParser:
 SAMPLE = {
     "data": "builtin", "columns": "fr,en", "steps": "4", "preset": "tiny", "seed": "1", "max_tokens": "300",
     "bottleneck_dim": "8", "pretrain_fraction": "0.5", "parallel_pairs": "100", "cooldown": "0.3", "lr": "0.002",
-    "vocab_size": "500", "max_len": "40", "subword_alpha": "0.5",
-    "ema_decay": "0.99", "concat_pairs": "0.25", "checkpoint_every": "2", "dropout": "0.05",
+    "vocab_size": "500", "max_len": "40", "checkpoint_every": "2", "dropout": "0.05",
 }  # fmt: skip
-# qk_norm=1 with --attention synthesizer is refused (test_newer_sentences); 0 still has to arrive as an override
+# qk_norm=1 with --attention synthesizer is refused (tests/nn/test_variants.py); 0 still has to arrive as an override
 CHOICES = {
     "qk_norm": 0,
     "compile": 0,
@@ -189,7 +190,7 @@ def train_flag_problems(out, lm_folder, monkeypatch) -> list[str]:
 
 @pytest.fixture(scope="module")
 def lm_folder(tmp_path_factory):
-    from helpers.hf.pretrained import tiny_causal_lm
+    from helpers.hf.tiny import tiny_causal_lm
     from helpers.text.corpus import builtin_corpus
 
     return tiny_causal_lm(builtin_corpus(500, seed=0), tmp_path_factory.mktemp("lm"), hidden=48, seed=0)

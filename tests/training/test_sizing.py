@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from helpers.text.tokens import Example
+from helpers.text.encoding import Example
 from helpers.training import checkpoint as ck
 from helpers.training import config as C
 from helpers.training import sizing as S
@@ -219,7 +219,7 @@ def test_train_command_sizes_the_cpu_preset_and_keeps_the_size_on_resume(tmp_pat
 
 @pytest.mark.training
 def test_loss_against_time_trains_each_size_from_scratch_and_records_its_curve():
-    from helpers.text.tokens import BucketBatcher
+    from helpers.text.batches import BucketBatcher
 
     cfg = C.preset_config("tiny")
     examples = [Example([1, *range(4, 4 + k), 2, *range(20, 20 + k), 3], prefix_len=k + 2) for k in range(2, 9)] * 20

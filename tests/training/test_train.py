@@ -20,7 +20,8 @@ from helpers.training import train as T
 
 
 def toy_batcher(n: int = 120, vocab: int = 60, seed: int = 0, max_tokens: int = 256, shuffle: bool = True):
-    from helpers.text.tokens import BucketBatcher, Example
+    from helpers.text.batches import BucketBatcher
+    from helpers.text.encoding import Example
 
     g = torch.Generator().manual_seed(seed)
     examples = []

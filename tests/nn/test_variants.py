@@ -1,0 +1,65 @@
+"""helpers.nn.variants: notebook 05's training-speed levers from the GPT-2 speedrun, switched on ModelConfig
+(QK-norm, ReLU², zero-initialised output projections, an untied output head).
+
+Each check is written so that a plausible mistake fails it; the comment above each says which."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
+
+
+def tiny_model(**kw) -> DecoderOnlyTransformer:
+    """Two blocks of width 8 over 20 tokens: a model built in milliseconds (tests/training/test_optim.py too)."""
+    return DecoderOnlyTransformer(ModelConfig(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=8, **kw))
+
+
+def test_qk_norm_bounds_the_scores_and_changes_the_function():
+    torch.manual_seed(1)
+    plain, normed = tiny_model(), tiny_model(qk_norm=True)
+    normed.load_state_dict(plain.state_dict())  # no new parameters: the same weights load
+    ids = torch.randint(3, 20, (2, 8))
+    assert not torch.allclose(plain(ids), normed(ids))  # the switch is not ignored
+    with torch.no_grad():  # queries and keys scaled up 30x (weights and biases): plain scores grow 900x
+        for m in (plain, normed):
+            m.blocks[0].attn.qkv.weight[:16] *= 30
+            m.blocks[0].attn.qkv.bias[:16] += 1.0
+            m.blocks[0].attn.qkv.bias[:16] *= 30
+        maps_plain, maps_normed = plain.attention_maps(ids)[0], normed.attention_maps(ids)[0]
+    assert maps_plain[..., 1:, :].amax(-1).mean() > 0.95  # near one-hot rows
+    # normalised queries and keys do not see a scale at all (a norm on q only, or none, would move these maps)
+    assert maps_normed[..., 1:, :].amax(-1).mean() < 0.9
+    plain_bias = tiny_model(qk_norm=True)
+    plain_bias.load_state_dict(normed.state_dict())
+    with torch.no_grad():
+        plain_bias.blocks[0].attn.qkv.weight[:16] /= 30
+        plain_bias.blocks[0].attn.qkv.bias[:16] /= 30
+    torch.testing.assert_close(plain_bias.attention_maps(ids)[0], maps_normed)
+
+
+def test_relu2_and_zero_init():
+    x = torch.tensor([-2.0, 0.0, 3.0])
+    assert torch.equal(tiny_model(activation="relu2").blocks[0].ffn.act(x), torch.tensor([0.0, 0.0, 9.0]))
+    zero = tiny_model(zero_init=True)
+    assert all(not b.attn.proj.weight.any() and not b.ffn.proj.weight.any() for b in zero.blocks)
+    ids = torch.randint(3, 20, (1, 8))
+    x0 = zero.embed(ids, torch.arange(8))
+    assert torch.allclose(zero.blocks[0](x0), x0)  # each block starts as the identity
+    assert tiny_model().blocks[0].attn.proj.weight.any()  # the default is unchanged
+    with pytest.raises(ValueError, match="activation"):
+        tiny_model(activation="swish")
+    with pytest.raises(ValueError, match="qk_norm"):
+        tiny_model(attention="synthesizer", qk_norm=True)
+
+
+def test_untied_head_has_its_own_matrix_and_counts_it():
+    from helpers.nn.model import num_parameters
+
+    model = tiny_model(tie_weights=False)
+    assert model.lm_head.weight is not model.tok_emb.weight
+    assert sum(p.numel() for p in model.parameters()) == num_parameters(model.config)
+    assert not math.isnan(float(model(torch.randint(3, 20, (1, 4))).sum()))
