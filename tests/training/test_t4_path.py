@@ -1,5 +1,7 @@
 """The T4's path, on a CPU: fp16 autocast with a gradient scaler must not overflow, Muon must orthogonalise in a
-number format the GPU has, and attention must get a fused kernel (issue 38, item 5).
+number format the GPU has (issue 38, item 5). That every preset's head size gets a fused attention kernel is
+checked in tests/training/test_config.py, and the precision and kernel chosen per compute capability in
+tests/test_runtime.py.
 
 A T4 (compute capability 7.5) has fast fp16 but no bf16 and no flash attention. fp16 stops at 65,504, and the
 ``t4`` preset squares activations (ReLU²). The tests here run the preset's model in fp16 on real batches, watching
@@ -381,80 +383,3 @@ def test_newton_schulz_in_fp16_neither_overflows_nor_underflows_on_a_large_or_ti
         out = optim.newton_schulz(grad * scale, torch.float16).float()
         assert torch.isfinite(out).all() and float((out - want).norm() / want.norm()) < 0.01, scale
     assert not torch.isfinite((grad * 1e6).half()).all() and float((grad * 1e-9).half().abs().max()) == 0.0
-
-
-# ----------------------------------------------------------------------------------------------
-# 4. every preset's head size suits the fused attention kernels
-
-
-def head_size_problems(presets) -> list[str]:
-    """What keeps each preset's heads from the memory-efficient kernel on a T4 (head size divisible by 8) and from
-    flash on an A100 or H100 (at most 256): one line per problem."""
-    problems = []
-    for name, cfg in presets.items():
-        hs, rest = divmod(cfg.d_model, cfg.n_head)
-        if rest:
-            problems.append(f"{name}: d_model {cfg.d_model} is not a multiple of n_head {cfg.n_head}")
-        elif hs % 8:
-            problems.append(f"{name}: head size {hs} is not a multiple of 8 (no memory-efficient kernel on a T4)")
-        elif hs > 256:
-            problems.append(f"{name}: head size {hs} is above 256 (no flash attention)")
-    return problems
-
-
-def test_every_presets_head_size_suits_the_memory_efficient_and_flash_kernels():
-    assert head_size_problems(PRESETS) == []
-    for cfg in PRESETS.values():
-        for dtype in (torch.float16, torch.bfloat16):
-            cc = (7, 5) if dtype == torch.float16 else (8, 0)
-            assert runtime.sdpa_backend(cc, cfg.d_model // cfg.n_head, dtype) == "efficient"
-    # plausible wrong presets: 6 heads of 510 (85 each), 20 heads of 240 (12 each), one head of 512
-    from dataclasses import replace
-
-    wrong = {
-        "t4 with 6 heads of 512": replace(PRESETS["t4"], d_model=510, n_head=6),
-        "cpu at width 240, 20 heads": replace(PRESETS["cpu"], d_model=240, n_head=20),
-        "t4 with one head": replace(PRESETS["t4"], n_head=1),
-    }
-    problems = head_size_problems(wrong)
-    assert problems[0].startswith("t4 with 6 heads of 512: head size 85")
-    assert problems[1].startswith("cpu at width 240, 20 heads: head size 12")
-    assert "above 256" in problems[2]
-
-
-# ----------------------------------------------------------------------------------------------
-# 5. precision and attention kernel for compute capabilities 7.5, 8.0 and 9.0, the device query faked
-
-
-@pytest.mark.parametrize(
-    "capability, precision, scaler, training_kernel, causal_kernel",
-    [
-        ((7, 5), "fp16", True, "efficient", "efficient"),  # T4: no bf16, no flash
-        ((8, 0), "bf16", False, "efficient", "flash"),  # A100
-        ((9, 0), "bf16", False, "efficient", "flash"),  # H100
-    ],
-)
-def test_precision_and_attention_kernel_by_compute_capability(
-    monkeypatch, capability, precision, scaler, training_kernel, causal_kernel
-):
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # a T4 says True (emulation)
-    assert runtime.resolve_precision("cuda", "auto") == precision
-    assert runtime.resolve_precision("cuda", "bf16_if_native") == precision
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # so GradScaler("cuda") stays enabled
-    assert T.make_scaler("cuda", "auto").is_enabled() is scaler
-    dtype = runtime.precision_dtype(precision)
-    hs = PRESETS["t4"].d_model // PRESETS["t4"].n_head
-    assert runtime.sdpa_backend(capability, hs, dtype, masked=True) == training_kernel
-    assert runtime.sdpa_backend(capability, hs, dtype, masked=False) == causal_kernel
-    # a head size that rules the fused kernels out: 12 fp16 values are 24 bytes, not a multiple of 16
-    assert runtime.sdpa_backend(capability, 12, dtype, masked=False) == "math"
-    assert runtime.sdpa_backend(capability, 320, dtype, masked=False) == "efficient"  # too big for flash
-    acc = runtime.Accelerator("cuda", "faked", 15.0, True, precision == "bf16", torch.__version__, capability)
-    assert f"training (masked): {training_kernel}, causal: {causal_kernel}" in acc.describe()
-
-
-def test_bf16_on_a_t4_would_get_no_fused_attention():
-    # the reason a T4 trains in fp16: bf16 there is emulated, and the memory-efficient kernel refuses it
-    assert runtime.sdpa_backend((7, 5), 64, torch.bfloat16) == "math"
-    assert runtime.sdpa_backend((7, 5), 64, torch.float32) == "efficient"

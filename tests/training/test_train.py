@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import pytest
 import torch
@@ -228,41 +227,6 @@ def test_other_errors_are_not_reported_as_out_of_memory(monkeypatch):
     monkeypatch.setattr(model, "forward", boom)
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         T.train(model, toy_batcher(), None, cfg, None, progress=False)
-
-
-def test_unknown_preset_and_field_are_explained():
-    with pytest.raises(ValueError, match="cpu"):
-        C.preset_config("gpu")
-    with pytest.raises(ValueError, match="Unknown TrainConfig fields"):
-        C.preset_config("tiny", learning_rate=1)
-
-
-def test_attention_kernel_is_a_configuration_field_chosen_per_device_and_computes_the_same_loss():
-    cfg = C.preset_config("cpu")
-    assert cfg.attention_kernel == "auto"
-    assert cfg.model_config(100, "cpu").attention_kernel == "explicit"
-    assert cfg.model_config(100, "cuda").attention_kernel == "sdpa"
-    assert C.preset_config("tiny").model_config(100).attention_kernel == "sdpa"
-    model, tcfg = tiny()
-    explicit = DecoderOnlyTransformer(replace(model.config, attention_kernel="explicit"))
-    explicit.load_state_dict(model.state_dict())
-    assert all(b.attn.kernel == "explicit" for b in explicit.blocks) and all(
-        b.attn.kernel == "sdpa" for b in model.blocks
-    )
-    batch = toy_valid()[0]
-    model.eval(), explicit.eval()
-    fused = T.loss_fn(model(batch.input_ids, batch.prefix_len), batch.labels)
-    written = T.loss_fn(explicit(batch.input_ids, batch.prefix_len), batch.labels)
-    assert fused.item() == pytest.approx(written.item(), rel=1e-5)
-    with pytest.raises(ValueError, match="attention_kernel='flash' is not known"):
-        C.preset_config("tiny", attention_kernel="flash")
-
-
-def test_train_config_refuses_unknown_keys_by_name():
-    cfg = C.preset_config("tiny")
-    assert C.TrainConfig.from_dict(cfg.to_dict()) == cfg
-    with pytest.raises(ValueError, match=r"unknown TrainConfig fields \['learning_rate'\]"):
-        C.TrainConfig.from_dict({**cfg.to_dict(), "learning_rate": 1e-3})
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,45 @@
+"""helpers.course.executors: both ways the grader runs a cell (in this process, in a Jupyter kernel) share state
+between cells, turn a cell's error into (name, message) instead of raising, and run a student's cell under the
+file name the guard recognises."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from helpers.course.executors import InProcess, Kernel
+from helpers.course.guard import STUDENT_FILE
+
+
+def test_in_process_cells_share_one_namespace_and_errors_come_back_as_results():
+    ex = InProcess()
+    with ex.session():
+        assert ex.run("x = 2\nquick = __import__('os').environ['QUICK']", "cell 1") is None
+        assert ex.run("y = x * 21", "cell 2") is None
+        assert ex.run("raise KeyError('no such word')", "cell 3") == ("KeyError", "'no such word'")
+        assert ex.run("raise SystemExit('stopped')", "cell 4") == ("SystemExit", "stopped")  # exit() in a cell
+    assert ex.namespace["y"] == 42 and ex.namespace["quick"] == "1"  # the session runs the cells in quick mode
+
+
+def test_in_process_compiles_a_students_cell_under_the_guards_file_name(monkeypatch):
+    monkeypatch.setenv("QUICK", "0")
+    ex = InProcess({"__name__": "__notebook__"})
+    with ex.session():
+        ex.run("import sys\nwhere = sys._getframe().f_code.co_filename", "2.1", student=True)
+        assert ex.namespace["where"].startswith(STUDENT_FILE) and "2.1" in ex.namespace["where"]
+        ex.run("import sys\nwhere = sys._getframe().f_code.co_filename", "setup")
+        assert ex.namespace["where"] == "<setup>"
+    assert os.environ["QUICK"] == "0"  # the session puts the environment back
+
+
+@pytest.mark.grading
+def test_a_kernel_shares_state_between_cells_reports_errors_and_restores_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("QUICK", raising=False)
+    ex = Kernel(tmp_path, timeout=120)
+    with ex.session():
+        assert os.environ["QUICK"] == "1"
+        assert ex.run("import os\nx = 6 * 7\nquick = os.environ['QUICK']", "cell 1") is None
+        assert ex.run("assert x == 42 and quick == '1', (x, quick)", "cell 2") is None
+        assert ex.run("raise ValueError('bad shape')", "cell 3") == ("ValueError", "bad shape")
+    assert "QUICK" not in os.environ

@@ -1,0 +1,88 @@
+"""helpers.training.config: presets, unknown presets and fields refused by name, round trips, every preset's heads."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from helpers import runtime
+from helpers.nn.model import DecoderOnlyTransformer
+from helpers.training import config as C
+from helpers.training import train as T
+from helpers.training.config import PRESETS
+from tests.training.test_train import tiny, toy_valid
+
+
+def test_unknown_preset_and_field_are_explained():
+    with pytest.raises(ValueError, match="cpu"):
+        C.preset_config("gpu")
+    with pytest.raises(ValueError, match="Unknown TrainConfig fields"):
+        C.preset_config("tiny", learning_rate=1)
+
+
+def test_attention_kernel_is_a_configuration_field_chosen_per_device_and_computes_the_same_loss():
+    cfg = C.preset_config("cpu")
+    assert cfg.attention_kernel == "auto"
+    assert cfg.model_config(100, "cpu").attention_kernel == "explicit"
+    assert cfg.model_config(100, "cuda").attention_kernel == "sdpa"
+    assert C.preset_config("tiny").model_config(100).attention_kernel == "sdpa"
+    model, tcfg = tiny()
+    explicit = DecoderOnlyTransformer(replace(model.config, attention_kernel="explicit"))
+    explicit.load_state_dict(model.state_dict())
+    assert all(b.attn.kernel == "explicit" for b in explicit.blocks) and all(
+        b.attn.kernel == "sdpa" for b in model.blocks
+    )
+    batch = toy_valid()[0]
+    model.eval(), explicit.eval()
+    fused = T.loss_fn(model(batch.input_ids, batch.prefix_len), batch.labels)
+    written = T.loss_fn(explicit(batch.input_ids, batch.prefix_len), batch.labels)
+    assert fused.item() == pytest.approx(written.item(), rel=1e-5)
+    with pytest.raises(ValueError, match="attention_kernel='flash' is not known"):
+        C.preset_config("tiny", attention_kernel="flash")
+
+
+def test_train_config_refuses_unknown_keys_by_name():
+    cfg = C.preset_config("tiny")
+    assert C.TrainConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match=r"unknown TrainConfig fields \['learning_rate'\]"):
+        C.TrainConfig.from_dict({**cfg.to_dict(), "learning_rate": 1e-3})
+
+
+# every preset's head size suits the fused attention kernels
+
+
+def head_size_problems(presets) -> list[str]:
+    """What keeps each preset's heads from the memory-efficient kernel on a T4 (head size divisible by 8) and from
+    flash on an A100 or H100 (at most 256): one line per problem."""
+    problems = []
+    for name, cfg in presets.items():
+        hs, rest = divmod(cfg.d_model, cfg.n_head)
+        if rest:
+            problems.append(f"{name}: d_model {cfg.d_model} is not a multiple of n_head {cfg.n_head}")
+        elif hs % 8:
+            problems.append(f"{name}: head size {hs} is not a multiple of 8 (no memory-efficient kernel on a T4)")
+        elif hs > 256:
+            problems.append(f"{name}: head size {hs} is above 256 (no flash attention)")
+    return problems
+
+
+def test_every_presets_head_size_suits_the_memory_efficient_and_flash_kernels():
+    assert head_size_problems(PRESETS) == []
+    for cfg in PRESETS.values():
+        for dtype in (torch.float16, torch.bfloat16):
+            cc = (7, 5) if dtype == torch.float16 else (8, 0)
+            assert runtime.sdpa_backend(cc, cfg.d_model // cfg.n_head, dtype) == "efficient"
+    # plausible wrong presets: 6 heads of 510 (85 each), 20 heads of 240 (12 each), one head of 512
+    from dataclasses import replace
+
+    wrong = {
+        "t4 with 6 heads of 512": replace(PRESETS["t4"], d_model=510, n_head=6),
+        "cpu at width 240, 20 heads": replace(PRESETS["cpu"], d_model=240, n_head=20),
+        "t4 with one head": replace(PRESETS["t4"], n_head=1),
+    }
+    problems = head_size_problems(wrong)
+    assert problems[0].startswith("t4 with 6 heads of 512: head size 85")
+    assert problems[1].startswith("cpu at width 240, 20 heads: head size 12")
+    assert "above 256" in problems[2]
