@@ -15,7 +15,7 @@ the layers. Read from the bottom up; each layer imports only from the layers bel
                    the attention behind one translation
     hf/            pretrained Hugging Face models as translators (04), loading them, tiny stand-ins, fine-tuning
                    with transformers.Trainer, a scratch model's embeddings started from a pretrained one's
-    pipeline       the steps of a run, each written once: prepare the data, build the model, fit, load a run
+    pipeline       the steps of a run, each written once: build the model, fit, load a run, and the pretrained model's data stage
     knowledge, embeddings, experiments
                    the studies of notebooks 05 and 06
     commands, cli  `python -m helpers ...`: train, translate, evaluate, finetune and the notebook commands

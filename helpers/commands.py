@@ -35,7 +35,9 @@ def train_command(
     probe_seconds: float = 3.0,
     dev_score: bool = True,
 ):
-    """``python -m helpers train``: data, tokenizer and model from ``preset``, then ``helpers.training.train.train`` into ``out``.
+    """``python -m helpers train``: the run's stages top to bottom, each stage's module called once (the data stage
+    :func:`helpers.text.data.prepare_data`, the size, :func:`helpers.pipeline.build_model`, :func:`helpers.pipeline.fit`)
+    into ``out``, then the run's record.
 
     With ``preset="cpu"`` and a time budget the model's size is chosen for this machine first
     (``helpers.training.sizing.size_for_machine``: each size's training step measured for ``probe_seconds``), unless
@@ -50,9 +52,7 @@ def train_command(
     trained model is scored on it at the end, greedy (:func:`helpers.evaluation.evaluate.score_newer_dev`).
     """
     from . import pipeline, runtime
-    from .nn.model import num_parameters
-    from .nn.variants import describe_variant
-    from .text.data import TEST_FILES
+    from .text.data import TEST_FILES, prepare_data
     from .training import distributed
     from .training.config import SHAPE_FIELDS, SIZED_PRESETS, preset_config
     from .training.sizing import size_for_run
@@ -67,59 +67,33 @@ def train_command(
         out.mkdir(parents=True, exist_ok=True)
         precision = runtime.resolve_precision(dev, cfg.precision)
         runtime.set_seed(seed)
+        # the stages, top to bottom: each hands what it made to the next, here
         with distributed.main_first(ranks):  # rank 0 trains and saves the tokenizer; the others load it
-            prepared = pipeline.prepare(
-                data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress, stderr=err, write=ranks.main
-            )
-        data_report = prepared.summary()
+            prepared = prepare_data(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress,
+                                    static_step=pipeline.static_step(cfg), stderr=err, write_tests=ranks.main)  # fmt: skip
         sizing = None
-        if preset in SIZED_PRESETS and not set(SHAPE_FIELDS) & set(overrides or {}):
-            cfg, sizing = size_for_run(
-                cfg,
-                prepared.train_batcher.examples,
-                prepared.tokenizer.vocab_size,
-                out,
-                dev,
-                probe_seconds,
-                err if progress else None,
-            )
+        if preset in SIZED_PRESETS and not set(SHAPE_FIELDS) & set(overrides or {}):  # a shape given: fixed size
+            examples, vocab_size = prepared.train_batcher.examples, prepared.tokenizer.vocab_size
+            cfg, sizing = size_for_run(cfg, examples, vocab_size, out, dev, probe_seconds, err if progress else None)
             if ranks.several:  # each rank measured its own step: rank 0's choice holds for all
                 cfg, sizing = distributed.object_from_main((cfg, sizing))
-        model_cfg = cfg.model_config(prepared.tokenizer.vocab_size, dev)
-        n_params = num_parameters(model_cfg)
-        if progress:
-            parallel = len(prepared.train_batcher.examples)
-            of_all = "" if cfg.parallel_pairs is None else f" (of {prepared.info['pairs']['train']:,})"
-            print(
-                f"Model: {n_params / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}, "
-                f"vocabulary {prepared.tokenizer.vocab_size}{describe_variant(model_cfg)}); {parallel:,} training pairs"
-                f"{of_all}; "
-                f"device {dev}, precision {precision}.",
-                file=err,
-            )
-        built = pipeline.build_model(cfg, prepared, out, dev, progress=progress, stderr=err)
+        built = pipeline.build_model(cfg, prepared, out, dev, progress=progress, stderr=err, describe=progress)
         if progress and built.transfer is not None:
             print("Embeddings:", built.transfer.describe(), file=err)
-        pretrained = built.pretrained
-        result = pipeline.fit(
-            built,
-            prepared.train_batcher,
-            prepared.valid_batches,
-            out,
-            dev,
-            extra_config={"data": {k: v for k, v in prepared.info.items() if k != "pairs"}},
-            progress=progress,
-        )
+        data_config = {"data": {k: v for k, v in prepared.info.items() if k != "pairs"}}  # a resume must agree
+        result = pipeline.fit(built, prepared.train_batcher, prepared.valid_batches, out, dev,
+                              extra_config=data_config, progress=progress)  # fmt: skip
         if not ranks.main:  # the checkpoint, metrics and the dev score are rank 0's to write
             return result
+        model_cfg, pretrained = built.model.config, built.pretrained
         summary = {
             **training_summary(result, cfg, preset=preset, precision=precision),
-            "parameters": n_params,
+            "parameters": built.parameters,
             "device": str(dev),
             "hardware": runtime.hardware_name(dev),
             "processes": ranks.world,  # 1, or torchrun's world size: each rank one device, its batches sharded
             "model": model_cfg.to_dict(),
-            "data": {**prepared.info, "report": data_report},
+            "data": {**prepared.info, "report": prepared.summary()},
             "test_files": {name: str(out / f) for name, f in TEST_FILES.items()},
             "sizing": sizing,
             "pretraining": None

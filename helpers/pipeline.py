@@ -1,13 +1,16 @@
-"""The stages of a run, written once, and called by ``train``, ``finetune``, notebooks 04-06 and the benchmarks.
+"""The stages of a run that compose lower modules, written once, and called by ``train``, ``finetune``,
+notebooks 03-06 and the benchmarks. ``train`` (:func:`helpers.commands.train_command`) reads top to bottom, each
+stage's module called once for what it does:
 
-    prepared = prepare(data, cfg, out)              # load, clean, split; tokenizer; batches; test sets written
+    prepared = text.data.prepare_data(data, cfg, out, stderr=err, write_tests=True)   # the data stage
+    cfg, sizing = training.sizing.size_for_run(cfg, examples, vocab, out, dev)      # the cpu preset's size
     built = build_model(cfg, prepared, out, dev)    # seeded weights, embeddings, pretraining (not on a resume)
     result = fit(built, batcher, valid, out, dev)   # the training loop, resuming from out's checkpoint
     run = load_run(out)                             # the trained model (or a fine-tuned one) back, to translate
 
 Notebook 03 teaches the same stages one cell each (a test holds its cells to these functions); ``finetune``
-shares the data stage (:func:`prepare_pairs`), so the same data, seed and limit give every model the same
-test sets. Each stage prints what it did to ``stderr`` when ``progress`` is set.
+shares the data stage's first half (:func:`prepare_pairs`), so the same data, seed and limit give every model
+the same test sets. Each stage prints what it did to ``stderr`` when ``progress`` is set.
 """
 
 from __future__ import annotations
@@ -21,22 +24,14 @@ from typing import TextIO
 import torch
 
 from . import runtime
-from .nn.model import DecoderOnlyTransformer
-from .text.data import TEST_FILES, PreparedData, SplitData, batches_for, load_clean_split, prepare_data, test_sets_of
+from .nn.model import DecoderOnlyTransformer, num_parameters
+from .nn.variants import describe_variant
+from .text.data import PreparedData, SplitData, batches_for, load_clean_split, test_sets_of, write_test_sets
 from .text.testsets import WordTable
 from .training import checkpoint as ckpt_lib
 
 # ----------------------------------------------------------------------------------------------
-# the data stage
-
-
-def write_test_sets(test_sets: dict[str, list[tuple[str, str]]], out: str | Path) -> dict[str, Path]:
-    """``out/test_new.tsv`` and ``out/test.tsv`` (French<TAB>English), rewritten every time: they follow from the
-    data, the limit and the seed, and ``evaluate --checkpoint out`` scores a run on them."""
-    return {
-        name: runtime.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs), Path(out) / TEST_FILES[name])
-        for name, pairs in test_sets.items()
-    }
+# the data stage (its whole is helpers.text.data.prepare_data)
 
 
 def static_step(cfg) -> int | None:
@@ -62,30 +57,6 @@ def train_batches(tokenizer, splits, cfg, seed: int = 0) -> tuple:
     )
 
 
-def prepare(
-    data: str,
-    cfg,
-    out: str | Path,
-    *,
-    columns: tuple[str, ...] | None = None,
-    seed: int = 0,
-    limit: int | None = None,
-    progress: bool = True,
-    stderr: TextIO | None = None,
-    write: bool = True,
-) -> PreparedData:
-    """Data, tokenizer and batches for our model (:func:`helpers.text.data.prepare_data`), what was dropped
-    printed (nothing goes unsaid), and the run's test sets written to ``out`` (unless ``write`` is False: the
-    ranks after the first under torchrun, which read the tokenizer rank 0 wrote)."""
-    prepared = prepare_data(
-        data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress, static_step=static_step(cfg)
-    )
-    print(prepared.describe(), file=stderr if stderr is not None else sys.stderr)
-    if write:
-        write_test_sets(prepared.test_sets(), out)
-    return prepared
-
-
 def prepare_pairs(
     data: str,
     out: str | Path,
@@ -97,7 +68,7 @@ def prepare_pairs(
     write: bool = True,
 ) -> SplitData:
     """The data stage of a pretrained model, which brings its own tokenizer: the same load, clean and split
-    as :func:`prepare` (hence the same test sets), the test sets and the training words written to ``out``
+    as :func:`helpers.text.data.prepare_data` (hence the same test sets), the test sets and the training words written to ``out``
     (unless ``write`` is False: the ranks after the first under torchrun)."""
     stage = load_clean_split(data, columns, limit=limit, seed=seed)
     print(stage.describe(), file=stderr if stderr is not None else sys.stderr)
@@ -117,6 +88,7 @@ class Built:
     translate_cfg: object  # the TrainConfig of the translation phase (the budget left after pretraining)
     transfer: object = None  # what set the embeddings (init_embeddings' report, or what ``start`` returned)
     pretrained: object = None  # the pretraining phase's result, when it ran now
+    parameters: int = 0  # the model's, counted once (the line printed, train_summary.json)
 
 
 def build_model(
@@ -128,15 +100,28 @@ def build_model(
     start=None,
     progress: bool = False,
     stderr: TextIO | None = None,
+    describe: bool = False,
 ) -> Built:
     """The model ``cfg`` describes, seeded (the same initial weights for the same shape whatever the data stage
     drew), its embeddings set (``cfg.init_embeddings``, or ``start(model, tokenizer)``, notebook 06) and, with
     ``cfg.pretrain``, pretrained on unpaired sentences for the first share of the budget.
 
     Resume-aware: when ``out`` holds a checkpoint, its weights win, so neither the embeddings nor the
-    pretraining are redone (the training loop loads the checkpoint over these weights)."""
+    pretraining are redone (the training loop loads the checkpoint over these weights).
+
+    ``describe`` prints what was built first (``train``'s "Model:" line: size, shape, variant, data, device and
+    number format), before any embeddings or pretraining say what they did."""
     runtime.set_seed(cfg.seed)
     model = DecoderOnlyTransformer(cfg.model_config(prepared.tokenizer.vocab_size, device))
+    parameters = num_parameters(model.config)
+    if describe:
+        of_all = "" if cfg.parallel_pairs is None else f" (of {prepared.info['pairs']['train']:,})"
+        print(
+            f"Model: {parameters / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}, vocabulary "
+            f"{prepared.tokenizer.vocab_size}{describe_variant(model.config)}); {len(prepared.train_batcher.examples):,} "
+            f"training pairs{of_all}; device {device}, precision {runtime.resolve_precision(device, cfg.precision)}.",
+            file=stderr if stderr is not None else sys.stderr,
+        )
     fresh = out is None or ckpt_lib.find_checkpoint(out) is None
     transfer = None
     if fresh and cfg.init_embeddings:
@@ -152,7 +137,7 @@ def build_model(
         translate_cfg = split_budget(cfg)[1]
         if fresh:  # once translation has started, its checkpoint holds the weights
             pretrained = pretrain_phase(model, prepared, cfg, out, device=device, progress=progress, stderr=stderr)
-    return Built(model, translate_cfg, transfer, pretrained)
+    return Built(model, translate_cfg, transfer, pretrained, parameters)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -40,81 +40,56 @@
 # Figures go to `reports/figures/06_*.pdf` and `.png`, the numbers to `reports/metrics/06_knowledge.json`.
 
 # %% tags=["parameters"]
-# Set-up and parameters. On Colab this installs the course package at the release these notebooks belong
-# to (from a copy in Drive first, if there is one) and what the runtime lacks; torch is never reinstalled.
-# If it cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and
-# steps but runs every code path; on Colab the default is the full run.
+# Set-up and parameters. On Colab this installs the course package at the release these notebooks
+# belong to (from a copy in Drive first, if there is one) and what the runtime lacks, never torch; if it
+# cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and steps.
 COURSE = "git+https://github.com/transformers-by-building/course@v0.2.0"
 COURSE_IN_DRIVE = "/content/drive/MyDrive/transformers-by-building/course"  # a folder or .zip of the repository
 
 
 def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
-    """Make `helpers` importable; try in order: already installed, a copy in Google Drive, the pinned release.
-
-    pinned: "git+https://...@vX.Y.Z"; drive_copy: a folder or .zip of the repository; version: the one to expect.
-    Installs only on Colab (or with install=True); never touches torch. Returns where the package came from.
-    pip adds what the runtime lacks and upgrades nothing it need not (the package's ranges admit Colab's versions);
-    if it did upgrade a package, this says which, and stops with a restart notice when this session had loaded it.
-    """
-    import importlib
-    import importlib.metadata as metadata
-    import re
+    """Install the course package unless it is here; return where it came from and what the runtime had before."""
+    import importlib.metadata
+    import os
     import subprocess
     import sys
-    from pathlib import Path
 
     class CourseSetupError(RuntimeError):
         def _render_traceback_(self):  # Jupyter shows these lines instead of a traceback
             return ["Course set-up failed.", *str(self).splitlines()]
 
-    try:
-        if metadata.version("transformers-by-building") == version:
-            return "already installed"
-    except metadata.PackageNotFoundError:
-        pass
-    if not (("google.colab" in sys.modules) if install is None else install):
-        return "this checkout (not on Colab: install it once with pip install -e .)"
-
-    def installed():
-        return {re.sub(r"[-_.]+", "-", d.metadata["Name"] or "").lower(): d.version for d in metadata.distributions()}
-
-    copy, tried = Path(drive_copy), []
-    sources = [("the copy in Drive", str(copy))] if copy.is_dir() or copy.suffix == ".zip" and copy.is_file() else []
-    for label, target in sources + [("the pinned release", pinned)]:
+    if any(d.version == version for d in importlib.metadata.distributions(name="transformers-by-building")):
+        return "already installed", None
+    if not ("google.colab" in sys.modules if install is None else install):
+        return "this checkout (not on Colab: install it once with pip install -e .)", None
+    # what the runtime had and had loaded, so that after_install can say what pip replaced (pip runs apart)
+    before = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()}, set(sys.modules)
+    sources, tried = [("the pinned release", pinned)], []
+    if os.path.isdir(drive_copy) or str(drive_copy).endswith(".zip") and os.path.isfile(drive_copy):
+        sources.insert(0, ("the copy in Drive", drive_copy))
+    for label, target in sources:
         print(f"Installing the course package from {label}: {target}", flush=True)
-        before = installed()
         pip = [sys.executable, "-m", "pip", "install", "-q", "--upgrade-strategy", "only-if-needed", *pip_args, target]
         done = subprocess.run(pip, capture_output=True, text=True)
         if done.returncode == 0:
-            importlib.invalidate_caches()
-            after = installed()
-            changed = {n: f"{v} -> {after.get(n, 'removed')}" for n, v in before.items() if after.get(n) != v}
-            if not changed:
-                return label
-            modules = metadata.packages_distributions()
-            loaded = {re.sub(r"[-_.]+", "-", d).lower() for m in list(sys.modules) for d in modules.get(m, ())}
-            said = "; ".join(f"{n} {v}" for n, v in sorted(changed.items()))
-            if not loaded & set(changed):
-                print(f"Note: pip also replaced {said}. This session had not loaded them: no restart needed.")
-                return label
-            raise CourseSetupError(
-                f"The course package is installed, but pip replaced {said}, and this session had already loaded "
-                f"{', '.join(sorted(loaded & set(changed)))}.\nRestart the session (Runtime > Restart session), "
-                "then run this cell again: it will find the course installed and go on."
-            )
-        why = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-        tried.append(f"  - {label}: {why[-1] if why else 'pip failed'}")
+            importlib.invalidate_caches()  # so that the import right after this finds the new package
+            return label, before
+        why = (done.stderr or done.stdout).strip().splitlines() or ["pip failed"]  # pip's last line says why
+        tried.append(f"  - {label}: {why[-1].strip()}")
     raise CourseSetupError(
         "The course package could not be installed. Tried:\n" + "\n".join(tried) + "\nTwo ways out:\n"
         "  1. Check this runtime's internet (open any web page from Colab), then run this cell again.\n"
-        f"  2. Put the course repository (its folder, or the .zip GitHub gives you) in Google Drive at {copy},\n"
+        f"  2. Put the course repository (its folder, or the .zip GitHub gives you) in Google Drive at {drive_copy},\n"
         "     mount Drive (Files panel > Mount Drive), then run this cell again."
     )
 
 
-print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))
-from helpers import runtime  # noqa: E402
-from helpers.course import colab  # noqa: E402
+installed_from, before_install = ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1])
+from helpers.course import bootstrap  # importable now: it says what pip replaced, and when to restart
+
+bootstrap.after_install(installed_from, before_install)
+from helpers import runtime
+from helpers.course import colab
 
 QUICK = runtime.quick_mode()
 SEED = 0

@@ -77,17 +77,21 @@ FIRST_CELL_MARKER = '# %% tags=["parameters"]'
 
 
 def first_cell_source() -> str:
-    """The set-up cell every notebook starts with: the pinned install (``helpers.course.bootstrap``), then QUICK and SEED."""
+    """The set-up cell every notebook starts with: the pinned install (``helpers.course.bootstrap``), then QUICK and SEED.
+
+    The cell carries only what must run before the package is importable (:func:`bootstrap.ensure_course`, copied
+    verbatim); :func:`bootstrap.after_install` does the rest from the package, imported before anything that loads
+    the packages pip may have replaced.
+    """
     import inspect
 
     from . import bootstrap, colab
 
     return "\n".join(
         [
-            "# Set-up and parameters. On Colab this installs the course package at the release these notebooks belong",
-            "# to (from a copy in Drive first, if there is one) and what the runtime lacks; torch is never reinstalled.",
-            "# If it cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and",
-            "# steps but runs every code path; on Colab the default is the full run.",
+            "# Set-up and parameters. On Colab this installs the course package at the release these notebooks",
+            "# belong to (from a copy in Drive first, if there is one) and what the runtime lacks, never torch; if it",
+            "# cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and steps.",
             f'COURSE = "{colab.COURSE_PIN}"',
             f'COURSE_IN_DRIVE = "{colab.DRIVE_COPY}"  # a folder or .zip of the repository',
             "",
@@ -95,9 +99,12 @@ def first_cell_source() -> str:
             inspect.getsource(bootstrap.ensure_course).rstrip(),
             "",
             "",
-            'print("Course package:", ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1]))',
-            "from helpers import runtime  # noqa: E402",
-            "from helpers.course import colab  # noqa: E402",
+            'installed_from, before_install = ensure_course(COURSE, COURSE_IN_DRIVE, version=COURSE.rsplit("@v", 1)[1])',
+            "from helpers.course import bootstrap  # importable now: it says what pip replaced, and when to restart",
+            "",
+            "bootstrap.after_install(installed_from, before_install)",
+            "from helpers import runtime",
+            "from helpers.course import colab",
             "",
             "QUICK = runtime.quick_mode()",
             "SEED = 0",

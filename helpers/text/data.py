@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -233,6 +234,15 @@ def test_sets_of(splits: Splits) -> dict[str, list[tuple[str, str]]]:
     return {NEW_SENTENCES: splits.new, IN_DISTRIBUTION: splits.test}
 
 
+def write_test_sets(test_sets: dict[str, list[tuple[str, str]]], out: str | Path) -> dict[str, Path]:
+    """``out/test_new.tsv`` and ``out/test.tsv`` (French<TAB>English), rewritten every time: they follow from the
+    data, the limit and the seed, and ``evaluate --checkpoint out`` scores a run on them."""
+    return {
+        name: runtime.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs), Path(out) / TEST_FILES[name])
+        for name, pairs in test_sets.items()
+    }
+
+
 @dataclass
 class PreparedData:
     tokenizer: Tokenizer
@@ -329,10 +339,14 @@ def prepare_data(
     limit: int | None = None,
     progress: bool = True,
     static_step: int | None = None,
+    stderr: TextIO | None = None,
+    write_tests: bool = False,
 ) -> PreparedData:
-    """:func:`load_clean_split`, then the tokenizer (trained on the training split, or reloaded from
-    ``out_dir/tokenizer``) and the batches (:func:`batches_for`; ``static_step`` pads them to a fixed set of shapes,
-    for a compiled step: :func:`helpers.pipeline.prepare` passes it when the run compiles its step).
+    """The data stage of a run: :func:`load_clean_split`, then the tokenizer (trained on the training split, or
+    reloaded from ``out_dir/tokenizer``) and the batches (:func:`batches_for`; ``static_step`` pads them to a fixed
+    set of shapes, for a compiled step: ``train`` passes :func:`helpers.pipeline.static_step`). With ``stderr``, what
+    every step read, kept and dropped is printed there (nothing goes unsaid); with ``write_tests``, the run's two
+    test sets are written to ``out_dir`` (``train`` leaves it to rank 0 under torchrun).
 
     ``cfg`` is a :class:`helpers.training.config.TrainConfig`: its vocabulary size and tokenizer type, ``max_len``,
     ``max_tokens``, ``valid_sentences`` and ``parallel_pairs`` are read. The tokenizer is trained on the training
@@ -363,7 +377,12 @@ def prepare_data(
     }
     if out_dir is not None:
         words.save(Path(out_dir) / WordTable.FILENAME)
-    return PreparedData(tokenizer, splits, batcher, valid_batches, info, reports, words)
+    prepared = PreparedData(tokenizer, splits, batcher, valid_batches, info, reports, words)
+    if stderr is not None:
+        print(prepared.describe(), file=stderr)
+    if write_tests and out_dir is not None:
+        write_test_sets(prepared.test_sets(), out_dir)
+    return prepared
 
 
 def parallel_subset(train: Sequence[tuple[str, str]], n: int | None, seed: int = 0) -> list[tuple[str, str]]:

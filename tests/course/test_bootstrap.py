@@ -1,5 +1,6 @@
 """The first cell's installer, for real: pip installs from a local git repository at a tag, from a Drive copy
-(folder or zip), and says what to do, without a traceback, when nothing can be reached.
+(folder or zip), and says what to do, without a traceback, when nothing can be reached; then the package's
+after_install says what pip replaced, and stops with a restart notice when the session had loaded it.
 
 The package installed is a stand-in with the course's distribution name and version 9.9.9 (so it is never
 "already installed"), built and installed by pip into a temporary --target: the same pip call the notebooks
@@ -9,6 +10,7 @@ make on Colab, minus the dependencies. Nothing here touches the network: git+fil
 from __future__ import annotations
 
 import inspect
+import json
 import shutil
 import subprocess
 import sys
@@ -23,6 +25,8 @@ from helpers.course import bootstrap, colab, notebooks
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "9.9.9"
+# the first cell a learner reads, in non-blank lines: 46 today, 69 when the whole installer was in it
+FIRST_CELL_MAX_LINES = 50
 
 
 def _git(cwd, *args):
@@ -55,7 +59,7 @@ def _installed(target: Path) -> bool:
 
 def test_installs_the_pinned_release_from_a_git_repository(course_repo, tmp_path, capsys):
     target = tmp_path / "site"
-    got = bootstrap.ensure_course(
+    got, before = bootstrap.ensure_course(
         f"git+file://{course_repo}@v{VERSION}",
         tmp_path / "no-drive-copy",
         VERSION,
@@ -65,6 +69,11 @@ def test_installs_the_pinned_release_from_a_git_repository(course_repo, tmp_path
     assert got == "the pinned release"
     assert _installed(target)
     assert "Installing the course package from the pinned release" in capsys.readouterr().out
+    had, modules = before  # taken before pip ran: this environment's distributions and this session's modules
+    assert "pytest" in {bootstrap.normalise(name) for name in had} and "pytest" in modules
+    # the package, imported after the install, says where it came from; pip installed into --target: nothing replaced
+    assert bootstrap.after_install(got, before) == {}
+    assert capsys.readouterr().out == "Course package: the pinned release\n"
 
 
 def test_a_drive_copy_comes_first_as_a_folder_or_as_a_zip(course_repo, tmp_path):
@@ -77,7 +86,7 @@ def test_a_drive_copy_comes_first_as_a_folder_or_as_a_zip(course_repo, tmp_path)
                 for path in folder.rglob("*"):
                     z.write(path, Path("course-main") / path.relative_to(folder))
         target = tmp_path / f"site-{copy.suffix or 'dir'}"
-        got = bootstrap.ensure_course(
+        got, _ = bootstrap.ensure_course(
             unreachable, copy, VERSION, install=True, pip_args=("--target", str(target), "--no-deps")
         )
         assert got == "the copy in Drive" and _installed(target)
@@ -104,8 +113,51 @@ def test_an_unreachable_address_gives_two_ways_out_and_no_traceback(tmp_path, ca
 def test_nothing_is_installed_when_this_version_is_already_there_or_off_colab(tmp_path):
     here = metadata.version(colab.PACKAGE)
     unreachable = "git+file:///nonexistent/course@v1"
-    assert bootstrap.ensure_course(unreachable, tmp_path, here, install=True) == "already installed"
-    assert bootstrap.ensure_course(unreachable, tmp_path, VERSION).startswith("this checkout"), "off Colab: no pip"
+    assert bootstrap.ensure_course(unreachable, tmp_path, here, install=True) == ("already installed", None)
+    got, before = bootstrap.ensure_course(unreachable, tmp_path, VERSION)
+    assert got.startswith("this checkout") and before is None, "off Colab: no pip"
+
+
+def test_after_install_names_what_pip_replaced_and_stops_when_this_session_had_loaded_it(capsys):
+    """In-process, on this environment as it is: the "before" is made up, so pytest looks replaced (0.0.1 -> its
+    version) and a package that is not here looks removed."""
+    now = metadata.version("pytest")
+    had = {"PyTest": "0.0.1", colab.PACKAGE: metadata.version(colab.PACKAGE), "gone-probe": "1.0"}
+    said = f"gone-probe 1.0 -> removed; pytest 0.0.1 -> {now}"
+    # a session that had not loaded pytest (though this one has: only the modules taken before the install count)
+    replaced = bootstrap.after_install("the pinned release", (had, {"json"}))
+    assert replaced == {"pytest": f"0.0.1 -> {now}", "gone-probe": "1.0 -> removed"}
+    out = capsys.readouterr().out
+    assert out.startswith("Course package: the pinned release\n")
+    assert f"Note: pip also replaced {said}. This session had not loaded them: no restart needed." in out
+    # one that had: stop, with the restart notice and no traceback
+    with pytest.raises(bootstrap.CourseSetupError) as err:
+        bootstrap.after_install("the copy in Drive", (had, {"json", "pytest"}))
+    shown = err.value._render_traceback_()
+    assert shown[0] == "Course set-up failed."
+    assert f"pip replaced {said}, and this session had already loaded pytest." in shown[1]
+    assert shown[2].startswith("Restart the session (Runtime > Restart session), then run this cell again")
+    assert capsys.readouterr().out == "Course package: the copy in Drive\n", "it says where from, then stops"
+    # nothing installed (already there, or off Colab): it only says so
+    assert bootstrap.after_install("already installed", None) == {}
+    assert capsys.readouterr().out == "Course package: already installed\n"
+
+
+def _new_modules(module: str) -> list[str]:
+    """The top-level modules that importing ``module`` loads in a fresh interpreter, less the standard library's."""
+    code = (
+        "import json, sys\nbefore = set(sys.modules)\n"
+        f"import {module}\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in set(sys.modules) - before} - set(sys.stdlib_module_names))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    return json.loads(done.stdout)
+
+
+def test_the_package_s_installer_part_loads_nothing_pip_may_have_replaced():
+    """The cell imports helpers.course.bootstrap right after pip: it must not load numpy, torch or the like itself."""
+    assert _new_modules("helpers.course.bootstrap") == ["helpers"]
+    assert {"numpy", "torch"} <= set(_new_modules("helpers.course.colab")), "the control: colab loads torch"
 
 
 def test_the_pin_is_this_repository_at_this_release():
@@ -133,6 +185,35 @@ def test_sync_rewrites_a_first_cell_that_drifted(tmp_path):
     assert notebooks.set_first_cell(py) is True
     assert py.read_text() == original
     assert notebooks.set_first_cell(py) is False
+
+
+def first_cell_problems(source: str) -> list[str]:
+    """What keeps a first cell from reading at a glance or from doing its job: its length, the failure message
+    with both ways out in the cell itself (the package cannot say it when it is not installed), and after_install
+    called before anything that loads the packages pip may have replaced."""
+    problems, lines = [], [line for line in source.splitlines() if line.strip()]
+    if len(lines) > FIRST_CELL_MAX_LINES:
+        problems.append(f"{len(lines)} lines, more than {FIRST_CELL_MAX_LINES}")
+    for needed in ("def _render_traceback_(self):", "Two ways out", "Google Drive at {drive_copy}", "internet"):
+        if needed not in source:
+            problems.append(f"no {needed!r}")
+    check = source.find("bootstrap.after_install(")
+    others = [source.find(i) for i in ("from helpers import", "import torch", "import numpy") if i in source]
+    if check < 0 or check > min(others, default=len(source)):
+        problems.append("after_install is not called before the rest of the package is imported")
+    return problems
+
+
+def test_the_first_cell_reads_at_a_glance_and_still_fails_clearly():
+    source = notebooks.first_cell_source()
+    assert first_cell_problems(source) == []
+    # planted: a cell as long as the one before (69 lines), the failure message gone, the check after the imports
+    assert any("lines, more than" in p for p in first_cell_problems(source + "\n# one more line" * 23))
+    assert first_cell_problems(source.replace("Two ways out", "Ways out")) == ["no 'Two ways out'"]
+    call = "bootstrap.after_install(installed_from, before_install)\n"
+    assert call in source
+    late = source.replace(call, "") + "\n" + call
+    assert first_cell_problems(late) == ["after_install is not called before the rest of the package is imported"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -186,14 +267,16 @@ def runtime_env(tmp_path):
 
 
 def _first_cell(py, wheels, course: Path, version: str, imports: str = "") -> subprocess.CompletedProcess:
-    """ensure_course in the venv, from this file's source, as the first cell runs it; prints what came back."""
+    """ensure_course in the venv, then after_install, as the first cell runs them (from bootstrap.py's source: the
+    stand-in course package holds no helpers); prints what they said, and the probes' versions after."""
     script = (
         f"import importlib.util, importlib.metadata as m\n{imports}\n"
         f"spec = importlib.util.spec_from_file_location('bootstrap', {str(ROOT / 'helpers/course/bootstrap.py')!r})\n"
         "b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)\n"
         "try:\n"
-        f"    print('RESULT', b.ensure_course({str(course)!r}, '/nonexistent', {version!r}, install=True,\n"
-        f"        pip_args=('--no-index', '--find-links', {str(wheels)!r})))\n"
+        f"    got, before = b.ensure_course({str(course)!r}, '/nonexistent', {version!r}, install=True,\n"
+        f"        pip_args=('--no-index', '--find-links', {str(wheels)!r}))\n"
+        "    b.after_install(got, before)\n    print('WENT ON')\n"
         "except RuntimeError as err:\n"
         "    print('RAISED', *err._render_traceback_(), sep='\\n')\n"
         "print('VERSIONS', m.version('probe-a'), m.version('probe-b'))\n"
@@ -206,7 +289,8 @@ def test_the_install_replaces_nothing_the_runtime_has_when_its_versions_satisfy(
     py = make("venv")
     course = _wheel(tmp_path, colab.PACKAGE, "9.9.8", "course_probe", ("probe-a>=1", "probe-b>=1"))
     out = _first_cell(py, wheels, course, "9.9.8").stdout
-    assert "RESULT the pinned release" in out and "VERSIONS 1.0 1.0" in out, out  # 2.0 was on offer: not taken
+    # 2.0 was on offer: not taken
+    assert "Course package: the pinned release\nWENT ON" in out and "VERSIONS 1.0 1.0" in out, out
     assert "replaced" not in out and "Restart" not in out, out
 
 
@@ -216,11 +300,13 @@ def test_a_replaced_package_is_announced_and_a_loaded_one_stops_with_a_restart_n
     course = _wheel(tmp_path, colab.PACKAGE, "9.9.9", "course_probe", ("probe-a>=2", "probe-b>=2"))
     out = _first_cell(py, wheels, course, "9.9.9", imports="import probe_a").stdout
     assert "VERSIONS 2.0 2.0" in out, out
-    assert "RESULT" not in out and "RAISED\nCourse set-up failed." in out, "a half-upgraded session must not go on"
+    assert "WENT ON" not in out, "a half-upgraded session must not go on"
+    assert "Course package: the pinned release\nRAISED\nCourse set-up failed." in out, out
     assert "probe-a 1.0 -> 2.0; probe-b 1.0 -> 2.0" in out and "already loaded probe-a." in out, out
     assert "Restart the session (Runtime > Restart session), then run this cell again" in out
     # the same upgrade in a session that had loaded neither: a note, and the notebook goes on
     py = make("fresh")
     out = _first_cell(py, wheels, course, "9.9.9").stdout
-    assert "RESULT the pinned release" in out and "VERSIONS 2.0 2.0" in out, out
-    assert "Note: pip also replaced probe-a 1.0 -> 2.0; probe-b 1.0 -> 2.0" in out and "no restart needed" in out
+    assert "WENT ON" in out and "VERSIONS 2.0 2.0" in out, out
+    assert "Course package: the pinned release\nNote: pip also replaced probe-a 1.0 -> 2.0; probe-b 1.0 -> 2.0" in out
+    assert "no restart needed" in out

@@ -95,16 +95,15 @@ ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\d+", re.IGNORECASE)
 
 
 def cell_size_and_history_problems(text: str) -> list[str]:
-    """Code cells after the first that are longer than MAX_CELL_LINES non-blank lines, and "issue NN" anywhere in
+    """Code cells longer than MAX_CELL_LINES non-blank lines, and "issue NN" anywhere in
     the notebook's text (prose, comments, strings): the learner never saw the course's issues."""
     nb = jupytext.reads(text, fmt="py:percent")
-    problems, code = [], 0
+    problems = []
     for k, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             lines = sum(1 for line in cell.source.splitlines() if line.strip())
-            if code > 0 and lines > MAX_CELL_LINES:
+            if lines > MAX_CELL_LINES:
                 problems.append(f"cell {k} ({cell.source.strip().splitlines()[0][:60]!r}...) has {lines} lines")
-            code += 1
         for hit in ISSUE_NUMBER.finditer(cell.source):
             problems.append(f"cell {k} names {hit.group(0)!r}: say what is meant instead")
     return problems
@@ -117,7 +116,7 @@ def test_code_cells_are_short_and_the_text_names_no_issue(py):
 
 
 def test_the_cell_size_and_issue_check_finds_planted_problems():
-    first = "# %%\n" + "x = 1\n" * 80  # the first code cell (the installer) is exempt for now
+    first = "# %%\n" + "x = 1\n" * 5
     fine = first + "# %% [markdown]\n# Prose about an issue of scale.\n\n# %%\n" + "y = 2\n\n" * MAX_CELL_LINES
     assert cell_size_and_history_problems(fine) == []  # the control: 60 lines (blank ones not counted) pass
     too_long = fine + "# %%\n" + "z = 3\n" * (MAX_CELL_LINES + 1)

@@ -1,16 +1,20 @@
-"""Notebook 03: its outputs for the report, its checks catch the mistakes they name, its data cells are
-helpers.text.data.prepare_data and its training loop is helpers.training.train.train (defined once, proven equal).
+"""Notebook 03: its outputs for the report, its checks catch the mistakes they name, its cells are the stages of
+``train`` (data cells == ``text.data.prepare_data``, sizing == ``training.sizing.size_for_run``, model ==
+``pipeline.build_model``) and its training loop is helpers.training.train.train, which ``pipeline.fit`` runs (defined
+once, proven equal).
 
 The notebook runs once in-process in quick mode (tiny preset, built-in corpus). Each check is then
 called with a deliberately broken input, or re-run with one piece of ``TrainingRun``'s resume replaced
 by a plausible mistake (the optimizer not restored, the random state not restored, ...), and must raise
-AssertionError; with the real code it passes. The parity tests (data cells == ``prepare_data``, loop ==
-``helpers.training.train.train``) are shown to be sensitive by re-executing a notebook cell with one line changed.
+AssertionError; with the real code it passes. The parity tests (data cells == ``prepare_data``, model cell ==
+``pipeline.build_model``, loop == ``helpers.training.train.train``) are shown to be sensitive by re-executing a
+notebook cell with one line changed.
 The resume check lives here, not in the notebook: it is test infrastructure, run on the notebook's loop.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from dataclasses import replace
@@ -20,7 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import runtime
+from helpers import pipeline, runtime
 from helpers.course import checks, exercises
 from helpers.course.notebooks import code_cells
 from helpers.evaluation import evaluate as E
@@ -379,7 +383,8 @@ def run_data_cells(nb, run_dir, old: str | None = None, new: str | None = None) 
 
 @pytest.fixture(scope="module")
 def packaged(ns, tmp_path_factory):
-    """What `python -m helpers train` prepares from the notebook's data, configuration, seed and limit."""
+    """What `python -m helpers train`'s data stage makes of the notebook's data, configuration, seed and limit
+    (the same call, its report printed and its test sets written)."""
     return D.prepare_data(
         ns["DATA"],
         ns["cfg"],
@@ -387,6 +392,9 @@ def packaged(ns, tmp_path_factory):
         seed=ns["SEED"],
         limit=ns["DATA_LIMIT"],
         progress=False,
+        static_step=pipeline.static_step(ns["cfg"]),
+        stderr=io.StringIO(),
+        write_tests=True,
     )
 
 
@@ -470,6 +478,64 @@ def test_a_resumed_notebook_reuses_the_run_folders_tokenizer_and_refuses_another
     bigger = replace(env["cfg"], vocab_size=env["cfg"].vocab_size + 100)
     with pytest.raises(ck.ConfigMismatchError, match="vocab_size=400"):
         D.tokenizer_for(env["splits"].train, bigger, tmp_path / "run")
+
+
+# ---------------------------------------------------------------------------------------------
+# the model stage: the notebook's sizing and model cells are the stages train runs (size_for_run, build_model)
+
+
+def test_the_notebooks_sizing_cell_is_the_sizing_stage_of_train(nb, monkeypatch):
+    """On a CPU the notebook sizes its model with training.sizing.size_for_run, the stage `train --preset cpu` runs,
+    on its training examples and vocabulary, and keeps the configuration and the record that stage returns."""
+    cells, ns = nb
+    calls = []
+    sized = replace(ns["cfg"], d_model=ns["cfg"].d_model * 2)
+    monkeypatch.setattr(ns["sizing"], "size_for_run", lambda *a, **k: calls.append(a) or (sized, {"chosen": 3}))
+    env = {**ns, "PRESET": "cpu"}
+    exec(compile(cell_calling(cells, "SIZING = ").source, "<notebook 03 sizing cell>", "exec"), env)
+    assert len(calls) == 1, "the notebook's sizing cell must call sizing.size_for_run once on a CPU"
+    assert calls[0][1] is ns["train_examples"] and calls[0][2] == ns["tok"].vocab_size
+    assert env["cfg"] is sized and env["SIZING"] == {"chosen": 3}
+
+
+MODEL_CELL = "model = DecoderOnlyTransformer(model_cfg)"
+
+
+def run_model_cell(nb, tokenizer, old: str | None = None, new: str | None = None) -> dict:
+    """The notebook's model cell, executed afresh for ``tokenizer`` (one line replaced, if asked)."""
+    cells, ns = nb
+    source = cell_calling(cells, MODEL_CELL).source
+    if old is not None:
+        source = mutate(source, old, new)
+    env = {**ns, "tok": tokenizer}
+    exec(compile(source, "<notebook 03 model cell>", "exec"), env)
+    return env
+
+
+def weights_differ(mine: torch.nn.Module, theirs: torch.nn.Module) -> list[str]:
+    a, b = mine.state_dict(), theirs.state_dict()
+    return [k for k in b if k not in a or not torch.equal(a[k], b[k])] + [k for k in a if k not in b]
+
+
+def test_the_notebooks_model_cell_builds_the_weights_build_model_builds(nb, packaged):
+    env = run_model_cell(nb, packaged.tokenizer)
+    built = pipeline.build_model(env["cfg"], packaged, None, env["DEVICE"])
+    assert weights_differ(env["model"], built.model) == [], "the notebook's first weights differ from build_model's"
+    assert env["N_PARAMS"] == num_parameters(built.model.config)
+
+
+MODEL_MISTAKES = {  # a plausible slip in the model cell: the weights must then differ from build_model's
+    "seeded with another seed": ("runtime.set_seed(SEED)", "runtime.set_seed(SEED + 1)"),
+    "not seeded right before building": ("runtime.set_seed(SEED)", "pass"),
+    "another vocabulary size": ("cfg.model_config(tok.vocab_size, DEVICE)", "cfg.model_config(tok.vocab_size + 1, DEVICE)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mistake", list(MODEL_MISTAKES))
+def test_model_comparison_notices_a_changed_model_cell(nb, packaged, mistake):
+    env = run_model_cell(nb, packaged.tokenizer, *MODEL_MISTAKES[mistake])
+    built = pipeline.build_model(env["cfg"], packaged, None, env["DEVICE"])
+    assert weights_differ(env["model"], built.model) != []
 
 
 # ---------------------------------------------------------------------------------------------

@@ -438,17 +438,6 @@ def test_batches_for_takes_the_first_parallel_pairs_of_the_seeded_order(stage):
         D.batches_for(tokenizer, splits, max_len=64, max_tokens=2000, valid_sentences=10, parallel_pairs=10**6)
 
 
-def test_a_run_pads_to_static_shapes_when_its_step_is_compiled(stage):
-    from helpers import pipeline
-
-    tokenizer, splits = stage
-    eager, compiled = C.preset_config("tiny"), C.preset_config("tiny", compile=True, static_step=8)
-    assert pipeline.static_step(eager) is None and pipeline.static_step(compiled) == 8
-    batcher, _, _ = pipeline.train_batches(tokenizer, splits, compiled, seed=1)
-    assert isinstance(batcher, StaticBucketBatcher) and batcher.step == 8
-    assert type(pipeline.train_batches(tokenizer, splits, eager, seed=1)[0]) is BucketBatcher
-
-
 # ============================================================================ the whole pipeline
 
 

@@ -1,0 +1,101 @@
+"""helpers.pipeline: the stages of a run that compose lower modules, each written once, and ``train``, which runs
+every stage once, top to bottom, each stage's result handed straight to the next."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import replace
+
+import pytest
+
+from helpers import pipeline
+from helpers.nn.model import num_parameters
+from helpers.text.batches import BucketBatcher, StaticBucketBatcher
+from helpers.training import config as C
+from tests.text.test_data import stage  # noqa: F401 (a fixture: the built-in data split, and its tokenizer)
+
+
+def test_a_run_pads_to_static_shapes_when_its_step_is_compiled(stage):  # noqa: F811
+    tokenizer, splits = stage
+    eager, compiled = C.preset_config("tiny"), C.preset_config("tiny", compile=True, static_step=8)
+    assert pipeline.static_step(eager) is None and pipeline.static_step(compiled) == 8
+    batcher, _, _ = pipeline.train_batches(tokenizer, splits, compiled, seed=1)
+    assert isinstance(batcher, StaticBucketBatcher) and batcher.step == 8
+    assert type(pipeline.train_batches(tokenizer, splits, eager, seed=1)[0]) is BucketBatcher
+
+
+def watch_stages(monkeypatch) -> list[tuple[str, tuple, dict, object]]:
+    """The stages ``train`` runs, each wrapped: every call recorded as (name, args, kwargs, result). The sizing
+    stage returns a copy of the configuration (as a real choice of size does), so that which configuration each
+    later stage receives can be told apart."""
+    from helpers.text import data
+    from helpers.training import sizing
+
+    calls = []
+    for module, name in (
+        (data, "prepare_data"),
+        (sizing, "size_for_run"),
+        (pipeline, "build_model"),
+        (pipeline, "fit"),
+    ):
+        real = getattr(module, name)
+
+        def watched(*args, _real=real, _name=name, **kwargs):
+            result = _real(*args, **kwargs)
+            if _name == "size_for_run":
+                result = (replace(result[0]), result[1])
+            calls.append((_name, args, kwargs, result))
+            return result
+
+        monkeypatch.setattr(module, name, watched)
+    return calls
+
+
+@pytest.mark.training
+def test_train_runs_each_stage_once_and_hands_its_result_to_the_next(tmp_path, monkeypatch):
+    from helpers.commands import train_command
+
+    calls = watch_stages(monkeypatch)
+    err = io.StringIO()
+    overrides = {"max_tokens": 256, "valid_sentences": 8}
+    # the cpu preset with a step budget: the sizing stage runs and keeps the preset's size, without measuring
+    result = train_command("builtin", steps=2, out=tmp_path, preset="cpu", limit=300, overrides=overrides, stderr=err)
+    assert [c[0] for c in calls] == ["prepare_data", "size_for_run", "build_model", "fit"], "each stage once, in order"
+    (
+        (_, _, data_kw, prepared),
+        (_, size_args, _, (sized, _)),
+        (_, build_args, build_kw, built),
+        (_, fit_args, fit_kw, _),
+    ) = calls
+    assert data_kw["write_tests"] and data_kw["stderr"] is err, "the data stage reports and writes the test sets"
+    assert size_args[1] is prepared.train_batcher.examples and size_args[2] == prepared.tokenizer.vocab_size
+    assert build_args[0] is sized and build_args[1] is prepared, "the model is built from the sized configuration"
+    assert build_kw["describe"], "train prints what it built"
+    assert [a is b for a, b in zip(fit_args, (built, prepared.train_batcher, prepared.valid_batches))] == [True] * 3
+    assert fit_kw["extra_config"]["data"] == {k: v for k, v in prepared.info.items() if k != "pairs"}
+    assert result is calls[-1][3]
+    said = err.getvalue()  # each stage said what it did, in the order the stages ran
+    assert said.index("Data: ") < said.index("Model size:") < said.index("Model: ") < said.index("Done: ")
+    summary = json.loads((tmp_path / "train_summary.json").read_text())
+    model_cfg = sized.model_config(prepared.tokenizer.vocab_size, "cpu")
+    assert summary["parameters"] == num_parameters(model_cfg) and summary["model"] == model_cfg.to_dict()
+    assert summary["data"]["report"] == prepared.summary() and summary["config"] == sized.to_dict()
+    assert (tmp_path / "test.tsv").is_file() and (tmp_path / "test_new.tsv").is_file()
+
+
+def test_build_model_describes_what_it_built_only_when_asked(stage, capsys):  # noqa: F811
+    tokenizer, splits = stage
+    cfg = C.preset_config("tiny", steps=1)
+    from helpers.text import data
+
+    prepared = data.prepare_data("builtin", cfg, None, limit=1500, progress=False)
+    quiet = pipeline.build_model(cfg, prepared, None, "cpu")
+    err = io.StringIO()
+    said = pipeline.build_model(cfg, prepared, None, "cpu", stderr=err, describe=True)
+    assert capsys.readouterr().err == "" and quiet.parameters == said.parameters == num_parameters(quiet.model.config)
+    line = err.getvalue()
+    assert line.startswith(
+        f"Model: {said.parameters / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}"
+    )
+    assert f"{len(prepared.train_batcher.examples):,} training pairs; device cpu, precision fp32." in line
