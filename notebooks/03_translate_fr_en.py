@@ -399,7 +399,7 @@ print(f"✓ split_pairs put each of your {len(groups):,} groups whole into one s
 # another vocabulary size is refused. This is what `prepare_data` does.
 
 # %%
-tok = data.tokenizer_for(splits.train, cfg, RUN_DIR, seed=SEED)  # Tokenizer.train the first time, else reloaded
+tok = tokenizer.tokenizer_for(splits.train, cfg, RUN_DIR, seed=SEED)  # Tokenizer.train the first time, else reloaded
 print(tok, "in", RUN_DIR / checkpoint.TOKENIZER_DIR)
 
 # %% [markdown]

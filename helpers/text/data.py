@@ -12,8 +12,6 @@ prepared = prepare_data("fra.txt", cfg)           # and the tokenizer and batche
 from __future__ import annotations
 
 import random
-import sys
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +24,7 @@ from .batches import BucketBatcher, StaticBucketBatcher
 from .encoding import encode_pairs, max_source_tokens
 from .sources import DataError, file_sha256, load_path
 from .testsets import NewSentenceDesign, NewSentenceReport, WordTable, describe_test_set, select_new_sentences
-from .tokenizer import Tokenizer, normalise_text
+from .tokenizer import Tokenizer, normalise_text, tokenizer_for
 
 
 @dataclass
@@ -396,45 +394,6 @@ def parallel_subset(train: Sequence[tuple[str, str]], n: int | None, seed: int =
         )
     order = np.random.default_rng([seed, 7]).permutation(len(train))[:n]
     return [train[i] for i in sorted(order.tolist())]
-
-
-def tokenizer_for(
-    train_pairs: Sequence[tuple[str, str]],
-    cfg,
-    out_dir: str | Path | None = None,
-    *,
-    seed: int = 0,
-    progress: bool = False,
-) -> Tokenizer:
-    """The run's tokenizer: reloaded from ``out_dir/tokenizer`` when the run folder has one, else trained on
-    ``train_pairs`` (the training split only) and saved there once.
-
-    Reloading, not retraining, keeps the vocabulary a checkpoint was trained with; a saved tokenizer made with
-    another ``vocab_size`` or type is refused, naming both.
-    """
-    tok_dir = Path(out_dir) / runtime.TOKENIZER_DIR if out_dir is not None else None
-    if tok_dir is not None and tok_dir.is_dir():
-        tokenizer = Tokenizer.load(tok_dir)
-        made = (tokenizer.meta.get("requested_vocab_size"), tokenizer.meta.get("model_type"))
-        if made != (cfg.vocab_size, cfg.tokenizer_type):
-            raise runtime.ConfigMismatchError(
-                f"{tok_dir} holds a tokenizer made with vocab_size={made[0]}, type={made[1]!r}, but this run asks for "
-                f"vocab_size={cfg.vocab_size}, type={cfg.tokenizer_type!r}. Use a new output folder, or rerun with the "
-                "settings that made it."
-            )
-        if progress:
-            print(f"Tokenizer: reusing {tok_dir} ({tokenizer.vocab_size} pieces).", file=sys.stderr)
-        return tokenizer
-    t0 = time.perf_counter()
-    tokenizer = Tokenizer.train(train_pairs, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, seed=seed)
-    if out_dir is not None:
-        runtime.save_tokenizer_once(tokenizer, out_dir)
-    if progress:
-        took = time.perf_counter() - t0
-        print(
-            f"Tokenizer: trained {tokenizer.vocab_size} {cfg.tokenizer_type} pieces in {took:.1f} s.", file=sys.stderr
-        )
-    return tokenizer
 
 
 def data_info(

@@ -15,12 +15,15 @@ import io
 import json
 import os
 import re
+import sys
+import time
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
 
+from .. import runtime
 from .sources import DataError
 
 PAD, BOS, SEP, EOS, UNK = "<pad>", "<bos>", "<sep>", "<eos>", "<unk>"
@@ -220,3 +223,42 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer({self.meta.get('model_type', '?')}, vocab_size={self.vocab_size})"
+
+
+def tokenizer_for(
+    train_pairs: Sequence[tuple[str, str]],
+    cfg,
+    out_dir: str | Path | None = None,
+    *,
+    seed: int = 0,
+    progress: bool = False,
+) -> Tokenizer:
+    """The run's tokenizer: reloaded from ``out_dir/tokenizer`` when the run folder has one, else trained on
+    ``train_pairs`` (the training split only) and saved there once.
+
+    Reloading, not retraining, keeps the vocabulary a checkpoint was trained with; a saved tokenizer made with
+    another ``vocab_size`` or type is refused, naming both.
+    """
+    tok_dir = Path(out_dir) / runtime.TOKENIZER_DIR if out_dir is not None else None
+    if tok_dir is not None and tok_dir.is_dir():
+        tokenizer = Tokenizer.load(tok_dir)
+        made = (tokenizer.meta.get("requested_vocab_size"), tokenizer.meta.get("model_type"))
+        if made != (cfg.vocab_size, cfg.tokenizer_type):
+            raise runtime.ConfigMismatchError(
+                f"{tok_dir} holds a tokenizer made with vocab_size={made[0]}, type={made[1]!r}, but this run asks for "
+                f"vocab_size={cfg.vocab_size}, type={cfg.tokenizer_type!r}. Use a new output folder, or rerun with the "
+                "settings that made it."
+            )
+        if progress:
+            print(f"Tokenizer: reusing {tok_dir} ({tokenizer.vocab_size} pieces).", file=sys.stderr)
+        return tokenizer
+    t0 = time.perf_counter()
+    tokenizer = Tokenizer.train(train_pairs, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, seed=seed)
+    if out_dir is not None:
+        runtime.save_tokenizer_once(tokenizer, out_dir)
+    if progress:
+        took = time.perf_counter() - t0
+        print(
+            f"Tokenizer: trained {tokenizer.vocab_size} {cfg.tokenizer_type} pieces in {took:.1f} s.", file=sys.stderr
+        )
+    return tokenizer

@@ -31,7 +31,7 @@ from helpers.evaluation import evaluate as E
 from helpers.nn.model import DecoderOnlyTransformer, build_attention_mask, num_parameters
 from helpers.text import data as D
 from helpers.text.batches import BucketBatcher, collate
-from helpers.text.tokenizer import PAD_ID
+from helpers.text.tokenizer import PAD_ID, tokenizer_for
 from helpers.training import checkpoint as ck
 from helpers.training import config as C
 from helpers.training import train as T
@@ -353,7 +353,7 @@ PIPELINE_CALLS = (
     "text_sources.load_path(",
     "data.clean_pairs(",
     "data.split_pairs(",
-    "data.tokenizer_for(",
+    "tokenizer.tokenizer_for(",
     "testsets.WordTable.from_pairs(",
     "encoding.encode_pairs(",
     "train_batcher = batches.BucketBatcher(train_examples",
@@ -456,7 +456,7 @@ DATA_MISTAKES = {  # a plausible slip in one data cell -> the difference the com
     "split with another seed": ("data.split_pairs(pairs, seed=SEED)", "data.split_pairs(pairs, seed=SEED + 1)", "splits"),
     "no new-sentence set": ("data.split_pairs(pairs, seed=SEED)", "data.split_pairs(pairs, new=None, seed=SEED)", "splits"),
     "word table from every split": ("testsets.WordTable.from_pairs(splits.train)", "testsets.WordTable.from_pairs(pairs)", "word tables"),
-    "tokenizer trained on every split": ("data.tokenizer_for(splits.train,", "data.tokenizer_for(pairs,", "tokenizers"),
+    "tokenizer trained on every split": ("tokenizer.tokenizer_for(splits.train,", "tokenizer.tokenizer_for(pairs,", "tokenizers"),
     "another max_len": ("encoding.encode_pairs(tok, splits.train, cfg.max_len)", "encoding.encode_pairs(tok, splits.train, 64)", "training examples"),
     "validation not capped": ("splits.valid[: cfg.valid_sentences]", "splits.valid", "validation batches"),
     "batches shuffled with another seed": ("shuffle=True, seed=SEED)", "shuffle=True, seed=SEED + 1)", "first training batches"),
@@ -477,7 +477,7 @@ def test_a_resumed_notebook_reuses_the_run_folders_tokenizer_and_refuses_another
     assert again["tok"].model_proto == env["tok"].model_proto, "a resumed run must reuse the tokenizer"
     bigger = replace(env["cfg"], vocab_size=env["cfg"].vocab_size + 100)
     with pytest.raises(ck.ConfigMismatchError, match="vocab_size=400"):
-        D.tokenizer_for(env["splits"].train, bigger, tmp_path / "run")
+        tokenizer_for(env["splits"].train, bigger, tmp_path / "run")
 
 
 # ---------------------------------------------------------------------------------------------

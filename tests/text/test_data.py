@@ -18,6 +18,7 @@ from helpers.text import data as D
 from helpers.text import sources as S
 from helpers.text.batches import BucketBatcher, StaticBucketBatcher
 from helpers.text.encoding import encode_pairs
+from helpers.text.tokenizer import tokenizer_for
 from helpers.training import checkpoint as ckpt
 from helpers.training import config as C
 
@@ -397,7 +398,7 @@ def test_english_shared_by_two_french_sentences_stays_in_one_split():
 @pytest.fixture(scope="module")
 def stage():
     split = D.load_clean_split("builtin", limit=1500, seed=0)
-    tokenizer = D.tokenizer_for(split.splits.train, C.preset_config("tiny"), None, seed=0)
+    tokenizer = tokenizer_for(split.splits.train, C.preset_config("tiny"), None, seed=0)
     return tokenizer, split.splits
 
 
