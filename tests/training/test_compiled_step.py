@@ -25,36 +25,7 @@ def examples():
     return ex, tok.vocab_size
 
 
-def test_static_batches_have_few_shapes_and_keep_every_example_once(examples):
-    # padding to the wrong length, losing the last partial batch of a length, or rows with targets, fails here
-    ex, _ = examples
-    static = StaticBucketBatcher(ex, 512, step=16, max_len=48, seed=1)
-    shapes = static.shapes()
-    assert [T for _, T in shapes] == sorted({T for _, T in shapes}) and all(T % 16 == 0 for _, T in shapes)
-    assert all(rows == 512 // T for rows, T in shapes)
-    batches = list(static)
-    assert {tuple(b.input_ids.shape) for b in batches} <= set(shapes)
-    assert sum(b.n_target_tokens for b in batches) == sum(len(e.input_ids) - e.prefix_len for e in ex)
-    seen = sorted(tuple(row[row != 0].tolist()) for b in batches for row in b.input_ids if (row != 0).any())
-    assert seen == sorted(tuple(e.input_ids) for e in ex)  # each example once per epoch
-    for b in batches:
-        empty = (b.input_ids == 0).all(1)
-        assert (b.labels[empty] == -100).all()  # filler rows carry nothing to learn
-    plain = BucketBatcher(ex, 512, seed=1)
-    assert len({tuple(b.input_ids.shape) for b in plain}) > 3 * len(shapes)  # why the static batcher exists
-    assert 0 < static.stats()["padding_fraction"] < 0.5
-
-
-def test_static_batches_resume_mid_epoch(examples):
-    ex, _ = examples
-    a = StaticBucketBatcher(ex, 512, step=16, max_len=48, seed=2)
-    it = iter(a)
-    next(it), next(it)
-    state = a.state_dict()
-    rest = [b.input_ids.tolist() for b in it]
-    b = StaticBucketBatcher(ex, 512, step=16, max_len=48, seed=2)
-    b.load_state_dict(state)
-    assert [x.input_ids.tolist() for x in b] == rest
+# the static batcher's own tests (shapes, every example once, resuming mid-epoch) are tests/text/test_batches.py's
 
 
 def _train(examples, batcher, **cfg_kw):
