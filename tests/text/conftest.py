@@ -6,7 +6,7 @@ import pytest
 
 from helpers.text import corpus
 from helpers.text.tokenizer import Tokenizer
-from tests.text.test_data import FR_EN
+from tests.text.test_sources import FR_EN
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from helpers.text.corpus import builtin_corpus
 from helpers.text.encoding import Example, encode_pairs, make_example
 from helpers.text.sources import DataError
 from helpers.text.tokenizer import Tokenizer
-from tests.text.test_data import FR_EN
+from tests.text.test_sources import FR_EN
 
 # ============================================================================ collation and the loss mask
 

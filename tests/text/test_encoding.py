@@ -7,7 +7,7 @@ import pytest
 
 from helpers.text.encoding import encode_pairs, make_example, max_source_tokens, pair_lengths, prompt_ids
 from helpers.text.sources import DataError
-from tests.text.test_data import FR_EN
+from tests.text.test_sources import FR_EN
 
 
 def test_example_layout_is_bos_french_sep_english_eos(tok):
