@@ -43,8 +43,8 @@ def static_step(cfg) -> int | None:
 
 def train_batches(tokenizer, splits, cfg, seed: int = 0) -> tuple:
     """:func:`helpers.text.data.batches_for` with ``cfg``'s batch settings: the training batcher, the validation
-    batches and what encoding dropped (what :func:`prepare` makes, for a configuration that differs from the
-    prepared data's, as in notebook 05's sweeps)."""
+    batches and what encoding dropped (what :func:`helpers.text.data.prepare_data` makes, for a configuration that
+    differs from the prepared data's, as in notebook 05's sweeps)."""
     return batches_for(
         tokenizer,
         splits,
