@@ -52,7 +52,8 @@ def train_command(
     trained model is scored on it at the end, greedy (:func:`helpers.evaluation.evaluate.score_newer_dev`).
     """
     from . import pipeline, runtime
-    from .text.data import TEST_FILES, prepare_data
+    from .run_folder import RunFolder
+    from .text.data import prepare_data
     from .training import distributed
     from .training.config import SHAPE_FIELDS, SIZED_PRESETS, preset_config
     from .training.sizing import size_for_run
@@ -65,6 +66,7 @@ def train_command(
         Budget(minutes, steps)  # a missing or bad budget fails now, not after the data is prepared
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
+        folder = RunFolder(out)
         precision = runtime.resolve_precision(dev, cfg.precision)
         runtime.set_seed(seed)
         # the stages, top to bottom: each hands what it made to the next, here
@@ -94,7 +96,7 @@ def train_command(
             "processes": ranks.world,  # 1, or torchrun's world size: each rank one device, its batches sharded
             "model": model_cfg.to_dict(),
             "data": {**prepared.info, "report": prepared.summary()},
-            "test_files": {name: str(out / f) for name, f in TEST_FILES.items()},
+            "test_files": {name: str(path) for name, path in folder.test_sets.items()},
             "sizing": sizing,
             "pretraining": None
             if pretrained is None
@@ -105,7 +107,7 @@ def train_command(
             from .evaluation.evaluate import score_newer_dev
 
             summary["newer_dev"] = score_newer_dev(built.model, prepared.tokenizer, out, err if progress else None)
-        runtime.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", out / "train_summary.json")
+        runtime.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", folder.train_summary)
         if progress:
             vl = (
                 ""
@@ -162,7 +164,7 @@ def translate_command(
 def _explained(run, line: str, beams: int) -> str:
     from .evaluation.explain import explain_translation
 
-    if not isinstance(run.model, torch.nn.Module):  # a fine-tuned Hugging Face model: its translation only
+    if not run.scratch:  # a fine-tuned Hugging Face model: its translation only
         return run.model.translate([line], beams=beams)[0] + "\n  note: --explain takes apart models made by `train`"
     return explain_translation(run.model, run.tokenizer, line, beams=beams, word_table=run.words).to_text()
 
@@ -232,9 +234,9 @@ def evaluate_command(
         metrics_record,
         write_json,
     )
-    from .nn.model import num_parameters
     from .pipeline import load_run
-    from .text.data import TEST_FILES, data_summary, format_data_summary
+    from .run_folder import RunFolder, hypotheses_beside
+    from .text.data import data_summary, format_data_summary
     from .text.sources import load_path
     from .text.testsets import NEWER, PUBLIC_TEST_SETS, load_newer_sentences, load_public
     from .training.checkpoint import atomic_write_text
@@ -242,8 +244,9 @@ def evaluate_command(
     stdout = stdout if stdout is not None else sys.stdout
     beams = DEFAULT_BEAMS if beams is None else beams
     run = load_run(checkpoint)
+    folder = RunFolder(run.path)
     if tests is None or tests == []:
-        named = [(name, run.path / f) for name, f in TEST_FILES.items()]
+        named = list(folder.test_sets.items())
         missing = [str(p) for _, p in named if not p.is_file()]
         if missing:
             raise FileNotFoundError(
@@ -258,7 +261,7 @@ def evaluate_command(
         print("note: no training word table in the run folder: no unseen-word slice, no word-by-word baseline.",
               file=stdout)  # fmt: skip
     evaluations, reports = [], {}
-    out_json = Path(out_json) if out_json is not None else Path(run.path) / "eval.json"
+    out_json = Path(out_json) if out_json is not None else folder.eval_record
     for name, test in named:
         if str(test) in PUBLIC_TEST_SETS:
             pairs, load_report = load_public(str(test))
@@ -279,15 +282,13 @@ def evaluate_command(
         print(format_evaluation(evaluation, checkpoint=run.path), file=stdout)
         evaluations.append(evaluation)
         reports[label] = {"test_file": str(test), "report": report}
-        stem = Path(TEST_FILES.get(name, Path(str(test)).name)).stem
-        hyp_path = out_json.with_name(f"{out_json.stem}.{stem}.hyp.txt")
+        hyp_path = hypotheses_beside(out_json, test)
         atomic_write_text("".join(h + "\n" for h in hyps), hyp_path)
         print(f"translations: {hyp_path}", file=stdout)
-    ours = isinstance(run.model, torch.nn.Module)
     record = metrics_record(
         model={
-            "name": f"scratch ({run.path.name})" if ours else run.model.name,
-            "parameters": num_parameters(run.model.config) if ours else run.model.parameters(),
+            "name": run.name,
+            "parameters": run.parameters,
             "checkpoint": str(run.path),
             "step": run.step,
         },

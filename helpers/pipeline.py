@@ -26,6 +26,7 @@ import torch
 from . import runtime
 from .nn.model import DecoderOnlyTransformer, num_parameters
 from .nn.variants import describe_variant
+from .run_folder import FINETUNE_INFO, TOKENIZER, RunFolder
 from .text.data import PreparedData, SplitData, batches_for, load_clean_split, test_sets_of, write_test_sets
 from .text.testsets import WordTable
 from .training import checkpoint as ckpt_lib
@@ -74,7 +75,7 @@ def prepare_pairs(
     print(stage.describe(), file=stderr if stderr is not None else sys.stderr)
     if write:
         write_test_sets(test_sets_of(stage.splits), out)
-        WordTable.from_pairs(stage.splits.train).save(Path(out) / WordTable.FILENAME)
+        WordTable.from_pairs(stage.splits.train).save(RunFolder(out).words)
     return stage
 
 
@@ -157,6 +158,10 @@ def fit(built: Built, batcher, valid_batches, out: str | Path | None, device, **
 
 @dataclass
 class Run:
+    """A run folder read back: our model from ``train`` (``scratch``), or a fine-tuned Hugging Face model from
+    ``finetune``. Evaluation calls ``translator`` either way; what only our model has (its configuration, the
+    beam's candidates that ``translate --explain`` takes apart) is asked of the run, never of its model's class."""
+
     model: object
     tokenizer: object
     config: dict
@@ -165,12 +170,23 @@ class Run:
     words: object = None  # helpers.text.testsets.WordTable of the training split, when the run folder has one
     # what evaluation calls (helpers.evaluation.evaluate.Translator): our model and tokenizer unless given
     translator: object = None
+    scratch: bool = True  # our DecoderOnlyTransformer, written by `train`; False: a model written by `finetune`
 
     def __post_init__(self):
         if self.translator is None:
             from .evaluation.evaluate import ScratchTranslator
 
             self.translator = ScratchTranslator(self.model, self.tokenizer)
+
+    @property
+    def name(self) -> str:
+        """The model's name in an evaluation record."""
+        return f"scratch ({self.path.name})" if self.scratch else self.model.name
+
+    @property
+    def parameters(self) -> int:
+        """The model's parameters: ours counted from its configuration, a pretrained one's from its weights."""
+        return num_parameters(self.model.config) if self.scratch else self.model.parameters()
 
 
 def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -> Run:
@@ -189,23 +205,23 @@ def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -
         raise FileNotFoundError(f"{folder} does not exist: pass a run folder written by train or finetune.")
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    words_path = folder / WordTable.FILENAME
-    words = WordTable.load(words_path) if words_path.is_file() else None
-    if (folder / loading.FINETUNE_FILE).is_file():
+    run_folder = RunFolder(folder)
+    words = WordTable.load(run_folder.words) if run_folder.words.is_file() else None
+    if run_folder.finetune_info.is_file():
         translator = loading.load_pretrained(folder, device=device)
-        info = json.loads((folder / loading.FINETUNE_FILE).read_text())
+        info = json.loads(run_folder.finetune_info.read_text())
         step = int((info.get("result") or {}).get("steps", 0))
-        return Run(translator, translator.tokenizer, info, step, folder, words, translator=translator)
+        return Run(translator, translator.tokenizer, info, step, folder, words, translator=translator, scratch=False)
     if ckpt_lib.find_checkpoint(folder) is None:
         raise FileNotFoundError(
             f"{folder} is {loading.describe_folder(folder)}; expected a run folder written by "
-            "`python -m helpers train` (checkpoint and tokenizer/) or by `python -m helpers finetune` (finetune.json)."
+            f"`python -m helpers train` (checkpoint and {TOKENIZER}/) or by `python -m helpers finetune` ({FINETUNE_INFO})."
         )
     saved = ckpt_lib.load_checkpoint(folder, map_location="cpu")
-    tok_dir = folder / ckpt_lib.TOKENIZER_DIR
+    tok_dir = run_folder.tokenizer
     if not tok_dir.is_dir():
         raise FileNotFoundError(
-            f"{folder} has a checkpoint but no {ckpt_lib.TOKENIZER_DIR}/ folder beside it: pass the whole run folder "
+            f"{folder} has a checkpoint but no {tok_dir.name}/ folder beside it: pass the whole run folder "
             "written by `python -m helpers train` (checkpoint and tokenizer travel together)."
         )
     from .nn.model import ModelConfig

@@ -284,9 +284,7 @@ def reference_outputs(name: str):
 
 
 # ----------------------------------------------------------------------------------------------
-# a run folder's files: written atomically (a kill mid-write leaves the previous file), the tokenizer folder
-
-TOKENIZER_DIR = "tokenizer"
+# a run folder's files (named by helpers.run_folder): written atomically (a kill mid-write leaves the previous file)
 
 
 class ConfigMismatchError(ValueError):
@@ -339,16 +337,17 @@ def atomic_write_text(text: str, path: str | Path) -> Path:
     return _atomic_write(path, lambda f: f.write(text), "w")
 
 
-def save_tokenizer_once(tokenizer, out_dir: str | Path) -> Path:
-    """Save ``tokenizer`` to ``out_dir/tokenizer`` unless it is already there (atomic: temp folder, then rename)."""
+def save_tokenizer_once(tokenizer, target: str | Path) -> Path:
+    """Save ``tokenizer`` to the folder ``target`` (a run's ``tokenizer/``) unless it is already there (atomic: a
+    temporary folder beside it, then a rename)."""
     import shutil
 
-    target = Path(out_dir) / TOKENIZER_DIR
+    target = Path(target)
     if target.is_dir():
         return target
-    for stale in target.parent.glob(f".{TOKENIZER_DIR}.tmp-*"):  # left by a run killed while saving
+    for stale in target.parent.glob(f".{target.name}.tmp-*"):  # left by a run killed while saving
         shutil.rmtree(stale, ignore_errors=True)
-    tmp = target.with_name(f".{TOKENIZER_DIR}.tmp-{os.getpid()}")
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     tokenizer.save(tmp)
     os.replace(tmp, target)
     _fsync_dir(target.parent)

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -151,7 +153,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from helpers import pipeline
+from helpers import pipeline, run_folder
 from helpers.cli import train_command
 from helpers.course.plotting import save_figure
 from helpers.evaluation import evaluate
@@ -259,7 +261,7 @@ for name, test in TEST_SETS.items():
 
 # %%
 scratch_dir = Path(scratch_record["model"]["checkpoint"]) if scratch_record else None
-if scratch_dir is not None and (scratch_dir / "checkpoint.pt").is_file():
+if scratch_dir is not None and run_folder.RunFolder(scratch_dir).checkpoint.is_file():
     scratch = pipeline.load_run(scratch_dir, device=DEVICE)
     SCRATCH_NAME, OURS = "ours, scratch", "our model"
     print(f"notebook 03's model: {scratch_dir}, step {scratch.step}")

@@ -543,6 +543,7 @@ def bootstrap_bleu_difference(hyps_a: list[str], hyps_b: list[str], references: 
 def score_newer_dev(model, tokenizer, out: Path, err: TextIO | None) -> dict | None:
     """Greedy BLEU and chrF of a just-trained model on the newer-sentence development file, or None (with a line
     saying so) when the file is not on this machine. Translations go to ``out/eval_dev.greedy.hyp.txt``."""
+    from ..run_folder import RunFolder
     from ..runtime import atomic_write_text
     from ..text.testsets import NEWER, WordTable, find_newer_dev, load_newer_sentences
 
@@ -553,15 +554,15 @@ def score_newer_dev(model, tokenizer, out: Path, err: TextIO | None) -> dict | N
                   file=err)  # fmt: skip
         return None
     pairs, _, label = load_newer_sentences()  # the local file: nothing is downloaded here
-    words_path = out / WordTable.FILENAME
-    words = WordTable.load(words_path) if words_path.is_file() else None
+    folder = RunFolder(out)
+    words = WordTable.load(folder.words) if folder.words.is_file() else None
     was_training = model.training
     model.eval()
     try:
         ev, hyps = evaluate_pairs(ScratchTranslator(model, tokenizer), pairs, test_set=label, words=words, beams=1)
     finally:
         model.train(was_training)
-    atomic_write_text("".join(h + "\n" for h in hyps), out / "eval_dev.greedy.hyp.txt")
+    atomic_write_text("".join(h + "\n" for h in hyps), folder.dev_hypotheses)
     result = {"test_file": str(path), "n": ev["n"], "beams": 1, "bleu": ev["bleu"], "chrf": ev["chrf"],
               "truncated": ev["truncated"]}  # fmt: skip
     if err is not None:

@@ -24,7 +24,7 @@ gets wrong for us, ours adds:
   drawn from ``(data_seed, epoch)`` (:class:`_EpochSeeded`: with Trainer's own, a run resumed after its first
   epoch sees other batches), and no step past a budget already spent (Trainer would take one).
 
-The run folder::
+The run folder (:class:`helpers.run_folder.RunFolder`)::
 
     out/finetune.json           base model, configuration, data, and the result when done (marks the folder)
     out/checkpoint/             the fine-tuned model and tokenizer (save_pretrained; with LoRA, the adapters only:
@@ -66,15 +66,14 @@ from transformers.trainer_callback import ExportableState
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from .. import runtime
+from ..run_folder import FINETUNE_INFO, TRAINER_STATE, RunFolder
 from ..training import checkpoint as ckpt_lib
 from ..training import distributed
 from ..training.train import Budget, NonFiniteLossError, OutOfMemoryError, format_duration, is_out_of_memory
-from .loading import CHECKPOINT_DIR, FINETUNE_FILE, too_large_message
+from .loading import too_large_message
 from .translator import CAUSAL, SEQ2SEQ, HFTranslator
 
 FORMAT = "tbb-finetune/2"  # 1: the hand-written loop before Trainer (its checkpoints cannot be resumed here)
-TRAINER_DIR = "trainer"  # out/trainer/checkpoint-N
-STATE_NAME = "trainer_state.json"  # Trainer writes it last into a checkpoint: its presence marks a whole one
 NEVER = 10**9  # Trainer's max_steps under a time budget: the clock stops the run
 LOG_EVERY = 10  # steps between two logged losses (each log reads the loss from the GPU)
 
@@ -372,7 +371,7 @@ class FinetuneRun:
 
 
 def _write_info(out_dir: Path, info: dict) -> None:
-    ckpt_lib.atomic_write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", out_dir / FINETUNE_FILE)
+    ckpt_lib.atomic_write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", RunFolder(out_dir).finetune_info)
 
 
 def last_checkpoint(trainer_dir: Path) -> Path | None:
@@ -383,7 +382,7 @@ def last_checkpoint(trainer_dir: Path) -> Path | None:
     while found:
         last = found.pop()
         try:
-            json.loads((last / STATE_NAME).read_text())
+            json.loads((last / TRAINER_STATE).read_text())
             return last
         except (OSError, ValueError):
             shutil.rmtree(last, ignore_errors=True)
@@ -437,14 +436,15 @@ def build_trainer(
     info = {"format": FORMAT, "base_model": base_model, "kind": translator.kind, "config": cfg.to_dict(), "data": data}
     if translator.kind == CAUSAL:
         info["prompt"] = asdict(translator.prompt)
-    checkpoint = last_checkpoint(out_dir / TRAINER_DIR)
-    if (out_dir / FINETUNE_FILE).is_file():
-        old = json.loads((out_dir / FINETUNE_FILE).read_text())
+    folder = RunFolder(out_dir)
+    checkpoint = last_checkpoint(folder.trainer)
+    if folder.finetune_info.is_file():
+        old = json.loads(folder.finetune_info.read_text())
         if checkpoint is not None:
             keys = ("base_model", "kind", "config", "data")
             ckpt_lib.check_config({k: old.get(k) for k in keys}, {k: info[k] for k in keys}, out_dir,
                                   ignore=("config.checkpoint_every_minutes",))  # fmt: skip
-        elif old.get("format") != FORMAT and (out_dir / CHECKPOINT_DIR).is_dir():
+        elif old.get("format") != FORMAT and folder.hf_checkpoint.is_dir():
             print(f"note: {out_dir} holds a run of an earlier finetune ({old.get('format')}), which Trainer cannot "
                   "resume: starting afresh (its model is replaced at the end).", file=err)  # fmt: skip
     ranks = distributed.ranks()
@@ -465,7 +465,7 @@ def build_trainer(
         (Seq2SeqTrainingArguments, FinetuneSeq2SeqTrainer) if seq2seq else (TrainingArguments, FinetuneTrainer)
     )
     args = Arguments(
-        output_dir=str(out_dir / TRAINER_DIR),
+        output_dir=str(folder.trainer),
         per_device_train_batch_size=cfg.batch_size // ranks.world,  # the same batch per step on any number of ranks
         ddp_find_unused_parameters=False,  # under torchrun: every parameter gets a gradient (no extra graph walk)
         learning_rate=cfg.learning_rate(translator.kind),
@@ -504,7 +504,7 @@ def build_trainer(
     trainer.clock = clock
     trainer.run = FinetuneRun(translator, out_dir, info, precision, skipped_long, monitor_cb)
     if checkpoint is not None:
-        saved = json.loads((checkpoint / STATE_NAME).read_text())
+        saved = json.loads((checkpoint / TRAINER_STATE).read_text())
         clock.restore(saved["stateful_callbacks"]["TimeBudget"]["attributes"])
         monitor_cb.points = saved["stateful_callbacks"]["MonitorBLEU"]["attributes"]["points"]
         trainer.run.checkpoint, trainer.run.resumed_from = str(checkpoint), saved["global_step"]
@@ -514,7 +514,8 @@ def build_trainer(
 
 def _save_model(translator: HFTranslator, out_dir: Path) -> Path:
     """Model and tokenizer into ``out/checkpoint/``, written beside it and swapped in (a disconnect keeps the old)."""
-    final, tmp, old = out_dir / CHECKPOINT_DIR, out_dir / f"{CHECKPOINT_DIR}.tmp", out_dir / f"{CHECKPOINT_DIR}.old"
+    final = RunFolder(out_dir).hf_checkpoint
+    tmp, old = final.with_name(f"{final.name}.tmp"), final.with_name(f"{final.name}.old")
     shutil.rmtree(tmp, ignore_errors=True)
     # a LoRA model saves its adapters only (megabytes; no copy of the model to merge them into, which would
     # double the memory LoRA is there to save): load_pretrained merges them into the base model when loading
@@ -588,7 +589,7 @@ def finetune(
 
 
 def load_finetuned_info(out_dir: str | Path) -> dict:
-    path = Path(out_dir) / FINETUNE_FILE
+    path = RunFolder(out_dir).finetune_info
     if not path.is_file():
-        raise FileNotFoundError(f"{out_dir} has no {FINETUNE_FILE}: it was not written by finetune.")
+        raise FileNotFoundError(f"{out_dir} has no {FINETUNE_INFO}: it was not written by finetune.")
     return json.loads(path.read_text())

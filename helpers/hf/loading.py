@@ -1,7 +1,7 @@
 """Loading a pretrained Hugging Face model as a translator: hub names, folders, GGUF files, fine-tuned runs.
 
 :func:`load_pretrained` takes a hub name, a local folder (``save_pretrained``), a GGUF file, or a folder written
-by ``python -m helpers finetune`` (:data:`FINETUNE_FILE` marks it), and returns a
+by ``python -m helpers finetune`` (its ``finetune.json`` marks it), and returns a
 :class:`helpers.hf.translator.HFTranslator`. Its errors (:class:`helpers.hf.translator.ModelLoadError`) name the
 problem and the way round it: a failed download, a folder of another kind (:func:`describe_folder`), a model too
 large for the GPU (:func:`too_large_message`). :func:`freeze_unsaved` keeps what ``save_pretrained`` never writes
@@ -15,12 +15,11 @@ from pathlib import Path
 
 import torch
 
+from ..run_folder import RunFolder
 from .translator import HFTranslator, ModelLoadError
 
 DEFAULT_SEQ2SEQ = "Helsinki-NLP/opus-mt-fr-en"
 DEFAULT_CAUSAL = "HuggingFaceTB/SmolLM2-135M"
-FINETUNE_FILE = "finetune.json"  # marks a folder written by helpers.hf.finetune
-CHECKPOINT_DIR = "checkpoint"  # inside it: the model and tokenizer (save_pretrained) and the trainer state
 
 # What each model was pretrained on, from its model card (shown in notebook 04's table).
 CARDS = {
@@ -54,7 +53,7 @@ def describe_folder(folder: Path) -> str:
     """What a folder holds, in words: for messages that refuse it."""
     from ..training import checkpoint as ckpt_lib
 
-    if (folder / FINETUNE_FILE).is_file():
+    if RunFolder(folder).finetune_info.is_file():
         return "a fine-tuned model written by `python -m helpers finetune`"
     if ckpt_lib.find_checkpoint(folder) is not None:
         return "a scratch-model run written by `python -m helpers train`"
@@ -105,9 +104,10 @@ def load_pretrained(
     text = str(name_or_path)
     path = Path(text).expanduser()
     notes = []
-    if path.is_dir() and (path / FINETUNE_FILE).is_file():
-        info = json.loads((path / FINETUNE_FILE).read_text())
-        folder = path / CHECKPOINT_DIR
+    run = RunFolder(path)
+    if path.is_dir() and run.finetune_info.is_file():
+        info = json.loads(run.finetune_info.read_text())
+        folder = run.hf_checkpoint  # the model and tokenizer (save_pretrained)
         if (folder / "adapter_config.json").is_file():  # LoRA: the base model, with the adapters merged in
             import peft
 

@@ -20,6 +20,9 @@ from typing import TextIO
 import numpy as np
 
 from .. import runtime
+
+# the run's two test sets: their labels (a record's test_set) and files, named with the run folder's other files
+from ..run_folder import IN_DISTRIBUTION, NEW_SENTENCES, TEST_FILES, RunFolder  # noqa: F401 (TEST_FILES: notebook 04)
 from .batches import BucketBatcher, StaticBucketBatcher
 from .encoding import encode_pairs, max_source_tokens
 from .sources import DataError, file_sha256, load_path
@@ -222,11 +225,6 @@ def split_pairs(
 # ============================================================================ the whole pipeline
 
 
-NEW_SENTENCES = "new sentences (held out by rare word and length)"
-IN_DISTRIBUTION = "in-distribution (random split)"
-TEST_FILES = {NEW_SENTENCES: "test_new.tsv", IN_DISTRIBUTION: "test.tsv"}  # in the run folder
-
-
 def test_sets_of(splits: Splits) -> dict[str, list[tuple[str, str]]]:
     """A run's own test sets, the one that measures what a user meets first."""
     return {NEW_SENTENCES: splits.new, IN_DISTRIBUTION: splits.test}
@@ -235,8 +233,9 @@ def test_sets_of(splits: Splits) -> dict[str, list[tuple[str, str]]]:
 def write_test_sets(test_sets: dict[str, list[tuple[str, str]]], out: str | Path) -> dict[str, Path]:
     """``out/test_new.tsv`` and ``out/test.tsv`` (French<TAB>English), rewritten every time: they follow from the
     data, the limit and the seed, and ``evaluate --checkpoint out`` scores a run on them."""
+    paths = RunFolder(out).test_sets
     return {
-        name: runtime.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs), Path(out) / TEST_FILES[name])
+        name: runtime.atomic_write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs), paths[name])
         for name, pairs in test_sets.items()
     }
 
@@ -374,7 +373,7 @@ def prepare_data(
         },
     }
     if out_dir is not None:
-        words.save(Path(out_dir) / WordTable.FILENAME)
+        words.save(RunFolder(out_dir).words)
     prepared = PreparedData(tokenizer, splits, batcher, valid_batches, info, reports, words)
     if stderr is not None:
         print(prepared.describe(), file=stderr)

@@ -173,8 +173,6 @@ class WordTable:
     occur in most sentences. This is the dictionary of the word-by-word baseline.
     """
 
-    FILENAME = "train_words.tsv"
-
     def __init__(self, counts: dict[str, int], english: dict[str, str]):
         self.counts = counts
         self.english = english

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from .. import runtime
+from ..run_folder import TOKENIZER_META, TOKENIZER_MODEL, RunFolder
 from .sources import DataError
 
 PAD, BOS, SEP, EOS, UNK = "<pad>", "<bos>", "<sep>", "<eos>", "<unk>"
@@ -173,20 +174,20 @@ class Tokenizer:
     def save(self, out_dir: str | os.PathLike) -> Path:
         d = Path(out_dir)
         d.mkdir(parents=True, exist_ok=True)
-        (d / "spm.model").write_bytes(self.model_proto)
-        (d / "tokenizer.json").write_text(json.dumps({**self.meta, "vocab_size": self.vocab_size}, indent=2))
+        (d / TOKENIZER_MODEL).write_bytes(self.model_proto)
+        (d / TOKENIZER_META).write_text(json.dumps({**self.meta, "vocab_size": self.vocab_size}, indent=2))
         return d
 
     @classmethod
     def load(cls, in_dir: str | os.PathLike) -> Tokenizer:
         d = Path(in_dir)
-        model = d / "spm.model"
+        model = d / TOKENIZER_MODEL
         if not model.is_file():
             raise FileNotFoundError(
                 f"No tokenizer at {d} (expected {model}). Train one with Tokenizer.train(...) "
                 f"and save it with tok.save({str(d)!r})."
             )
-        meta = json.loads((d / "tokenizer.json").read_text()) if (d / "tokenizer.json").is_file() else {}
+        meta = json.loads((d / TOKENIZER_META).read_text()) if (d / TOKENIZER_META).is_file() else {}
         return cls(model.read_bytes(), meta)
 
     # -- use
@@ -239,7 +240,7 @@ def tokenizer_for(
     Reloading, not retraining, keeps the vocabulary a checkpoint was trained with; a saved tokenizer made with
     another ``vocab_size`` or type is refused, naming both.
     """
-    tok_dir = Path(out_dir) / runtime.TOKENIZER_DIR if out_dir is not None else None
+    tok_dir = RunFolder(out_dir).tokenizer if out_dir is not None else None
     if tok_dir is not None and tok_dir.is_dir():
         tokenizer = Tokenizer.load(tok_dir)
         made = (tokenizer.meta.get("requested_vocab_size"), tokenizer.meta.get("model_type"))
@@ -255,7 +256,7 @@ def tokenizer_for(
     t0 = time.perf_counter()
     tokenizer = Tokenizer.train(train_pairs, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, seed=seed)
     if out_dir is not None:
-        runtime.save_tokenizer_once(tokenizer, out_dir)
+        runtime.save_tokenizer_once(tokenizer, tok_dir)
     if progress:
         took = time.perf_counter() - t0
         print(

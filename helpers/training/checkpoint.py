@@ -1,6 +1,6 @@
 """Checkpoints that survive a Colab disconnect or a SIGKILL, and refuse a different configuration.
 
-One run folder holds everything a resume needs::
+One run folder (:class:`helpers.run_folder.RunFolder`) holds everything a resume needs::
 
     out/
       checkpoint.pt     model, optimizer, scaler, step, RNG states, data position, configuration
@@ -24,18 +24,17 @@ from typing import Any
 import numpy as np
 import torch
 
-# the run folder's atomic writes, its tokenizer folder and the refusal error live in the ground layer (the text
-# layer writes them too); checkpoints use them from there
+from ..run_folder import CHECKPOINT, RunFolder
+
+# the run folder's atomic writes and the refusal error live in the ground layer (the text layer writes them too);
+# checkpoints use them from there
 from ..runtime import (  # noqa: F401
-    TOKENIZER_DIR,
     ConfigMismatchError,
     atomic_torch_save,
     atomic_write_text,
     save_tokenizer_once,
 )
 
-CHECKPOINT_NAME = "checkpoint.pt"
-INFO_NAME = "checkpoint.json"
 FORMAT_VERSION = 1
 
 
@@ -124,15 +123,11 @@ def check_config(saved: dict, current: dict, where: str | Path, ignore: tuple[st
 # save and load
 
 
-def checkpoint_path(out_dir: str | Path) -> Path:
-    return Path(out_dir) / CHECKPOINT_NAME
-
-
 def find_checkpoint(out_dir: str | Path | None) -> Path | None:
     """The checkpoint file in ``out_dir``, or None when there is none yet."""
     if out_dir is None:
         return None
-    path = checkpoint_path(out_dir)
+    path = RunFolder(out_dir).checkpoint
     return path if path.is_file() else None
 
 
@@ -169,14 +164,15 @@ def save_checkpoint(
         "config": json.dumps(_plain(config)),
         "saved_at": time.time(),
     }
-    path = atomic_torch_save(payload, checkpoint_path(out_dir))
+    folder = RunFolder(out_dir)
+    path = atomic_torch_save(payload, folder.checkpoint)
     info = {
         "step": int(step),
         "saved_at": time.strftime("%Y-%m-%d %H:%M:%S"),
         "train_state": _plain(train_state or {}),
         "config": _plain(config),
     }
-    atomic_write_text(json.dumps(info, indent=2) + "\n", Path(out_dir) / INFO_NAME)
+    atomic_write_text(json.dumps(info, indent=2) + "\n", folder.checkpoint_info)
     return path
 
 
@@ -187,10 +183,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     """
     path = Path(path)
     if path.is_dir():
-        path = checkpoint_path(path)
+        path = RunFolder(path).checkpoint
     if not path.is_file():
         raise FileNotFoundError(
-            f"No checkpoint at {path}. Pass the --out folder of a training run (it holds {CHECKPOINT_NAME}), "
+            f"No checkpoint at {path}. Pass the --out folder of a training run (it holds {CHECKPOINT}), "
             "or train one first with: python -m helpers train --data PATH --minutes M --out DIR"
         )
     try:

@@ -22,6 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..run_folder import RunFolder
 from ..text.batches import BucketBatcher
 from ..text.encoding import Example
 from ..text.sources import DataError
@@ -121,7 +122,6 @@ def pretrain_phase(model, prepared, cfg, out_dir, *, device=None, progress: bool
     run: a finished phase is found and its weights are loaded, not trained again.
     """
     import sys
-    from pathlib import Path
 
     from .train import train
 
@@ -140,7 +140,7 @@ def pretrain_phase(model, prepared, cfg, out_dir, *, device=None, progress: bool
             f"({batcher.dropped} too short to corrupt, skipped); then translation for the rest of the budget.",
             file=err,
         )
-    out = None if out_dir is None else Path(out_dir) / "pretrain"
+    out = None if out_dir is None else RunFolder(out_dir).pretrain
     return train(
         model,
         batcher,

@@ -135,15 +135,15 @@ def test_killed_and_rerun_ends_with_the_weights_of_an_uninterrupted_run(folders,
         child = subprocess.Popen(
             argv, cwd=Path(__file__).parents[2], stderr=stderr, env={**os.environ, "HF_HUB_OFFLINE": "1"}
         )
-    written = (out / finetune.TRAINER_DIR).glob  # trainer_state.json is what Trainer writes last into a checkpoint
+    written = (out / "trainer").glob  # trainer_state.json is what Trainer writes last into a checkpoint
     deadline = time.monotonic() + 300
-    while not any(int(p.parent.name[11:]) >= 22 for p in written(f"checkpoint-*/{finetune.STATE_NAME}")):
+    while not any(int(p.parent.name[11:]) >= 22 for p in written("checkpoint-*/trainer_state.json")):
         assert child.poll() is None, f"the child ended before it could be killed:\n{log.read_text()[-2000:]}"
         assert time.monotonic() < deadline, "no checkpoint-22 after 5 minutes"
         time.sleep(0.01)
     child.send_signal(signal.SIGKILL)
     assert child.wait() == -signal.SIGKILL
-    assert not (out / loading.CHECKPOINT_DIR).exists(), "killed before the end: no final model yet"
+    assert not (out / "checkpoint").exists(), "killed before the end: no final model yet"
 
     again = load(folders, "seq2seq")
     result = finetune.finetune(again, pairs[:40], out, steps=40, cfg=cfg, progress=False)
@@ -249,12 +249,12 @@ def test_fp16_with_gradient_scaler_runs_on_cpu(folders, pairs, tmp_path):
     result = finetune.finetune(tr, pairs[:20], tmp_path, steps=3, cfg=cfg, progress=False)
     assert result.precision == "fp16" and dtypes == {torch.float16}, "training ran under autocast to fp16"
     assert result.skipped_steps < result.steps, "the scaler skipped every step: nothing was trained"
-    path = finetune.last_checkpoint(tmp_path / finetune.TRAINER_DIR) / "scaler.pt"  # Trainer saves the scaler
+    path = finetune.last_checkpoint(tmp_path / "trainer") / "scaler.pt"  # Trainer saves the scaler
     scaler = torch.load(path, weights_only=False)
     assert scaler["scale"] > 0, "an enabled GradScaler has state to save"
     torch.save({**scaler, "scale": 1024.0}, path)  # not where a new scaler starts (65536)
     finetune.finetune(load(folders, "causal"), pairs[:20], tmp_path, steps=5, cfg=cfg, progress=False)
-    path = finetune.last_checkpoint(tmp_path / finetune.TRAINER_DIR) / "scaler.pt"
+    path = finetune.last_checkpoint(tmp_path / "trainer") / "scaler.pt"
     assert torch.load(path, weights_only=False)["scale"] <= 1024.0, "the resumed run started from the saved scale"
 
 
@@ -351,6 +351,6 @@ def test_finetune_cli_parses_and_refuses_a_missing_budget(folders, tmp_path, cap
 def test_finetune_refuses_a_scratch_run_folder(tmp_path, folders, pairs):
     from helpers.training import checkpoint as ck
 
-    ck.atomic_torch_save({"step": 1}, ck.checkpoint_path(tmp_path))
+    ck.atomic_torch_save({"step": 1}, tmp_path / "checkpoint.pt")
     with pytest.raises(ValueError, match="scratch-model run"):
         finetune.finetune(load(folders, "causal"), pairs[:8], tmp_path, steps=1, progress=False)

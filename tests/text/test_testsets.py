@@ -165,7 +165,7 @@ def test_unseen_words_and_the_word_by_word_translation():
 
 def test_the_word_table_survives_a_round_trip_and_refuses_other_files(tmp_path):
     words = WordTable.from_pairs(PAIRS)
-    back = WordTable.load(words.save(tmp_path / WordTable.FILENAME))
+    back = WordTable.load(words.save(tmp_path / "train_words.tsv"))
     assert back.counts == words.counts and back.english == words.english
     (tmp_path / "other.tsv").write_text("chat\tcat\n", encoding="utf-8")
     with pytest.raises(ValueError, match="not a word table"):
