@@ -19,8 +19,8 @@ from .. import runtime
 # The one place the repository address and the release are set. Every notebook's first cell installs
 # `helpers` on Colab from COURSE_PIN (helpers.course.bootstrap.ensure_course, copied into the cell), so a student
 # who opens a notebook next month gets the package these notebooks were written for, not whatever `main`
-# is then. tests/notebooks/test_every_notebook.py fails if a notebook carries another address or release, and if the
-# release is not pyproject.toml's version. A fork, or a new release, changes these two lines, then runs
+# is then. tests/course/test_bootstrap.py fails if a notebook carries another address or release, and
+# tests/course/test_colab.py if the release is not pyproject.toml's version. A fork, or a new release, changes these two lines, then runs
 # `python -m helpers sync-notebooks` (which rewrites the first cells), and tags the commit v<version>.
 REPO_URL = "https://github.com/transformers-by-building/course"
 COURSE_PIN = f"git+{REPO_URL}@v0.2.0"

@@ -7,7 +7,9 @@ cells. Then, per notebook: no error output in the page and no script error; ever
 exactly once (an explorable figure too: not once as a plain image and again under its sliders); notebook 01's
 first slider moved with the mouse redraws its figure; notebook 03's text box translates "Je suis content.", and the
 page shows the translation the kernel's model gives and the attention picture. Screenshots go to
-``reports/browser/<front-end>/``.
+``reports/browser/<front-end>/``. The page-free half of these checks (an explorable figure shown once in a live kernel,
+the text box translating once and drawing apart from another thread's hooks) runs in the default run, in
+tests/course/test_plotting.py.
 """
 
 from __future__ import annotations
@@ -81,141 +83,6 @@ def expected_images(cells: list[str], saved: set[str]) -> list[int]:
         n = sum(1 for name in saved if f'"{name}"' in src or f"'{name}'" in src)
         counts.append(n + ("display_id=True" in src))
     return counts
-
-
-def test_an_explorable_figure_is_drawn_once_in_a_live_kernel(tmp_path, monkeypatch):
-    """The page-free half of "each explorable figure shows once": in a live kernel save_then_explore draws the
-    default figure once, saves it, and shows that figure (under the sliders) once; headless, it shows it once too."""
-    pytest.importorskip("ipywidgets")
-    import IPython.display
-    import matplotlib.figure
-    import matplotlib.pyplot as plt
-
-    from helpers.course import plotting
-
-    def plot(scale=1.0):
-        drawn.append(scale)
-        fig, ax = plt.subplots(figsize=(6, 4))
-        ax.plot([0, 1], [0, scale])
-        ax.set_title(f"a line of slope {scale}")
-        return fig
-
-    def show(*args, **kwargs):
-        shown.extend(plt.figure(n) for n in plt.get_fignums())
-        plt.close("all")
-
-    monkeypatch.setenv("REPORTS_DIR", str(tmp_path))
-    monkeypatch.setattr(plt, "show", show)
-    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
-    open_at_interact = []
-
-    def interactive(fn, **sliders):  # ipywidgets 8's interact first shows every open figure, outside its sliders
-        open_at_interact.extend(plt.get_fignums())
-        return real_interactive(fn, **sliders)
-
-    real_interactive = plotting.interactive
-    monkeypatch.setattr(plotting, "interactive", interactive)
-    for live in (True, False):
-        drawn, shown = [], []
-        plt.close("all")
-        monkeypatch.setattr(plotting, "in_live_kernel", lambda live=live: live)
-        plotting.save_then_explore(plot, "99_once", question="Is it shown once?", caption="a line, " * 6,
-                                   scale=(0.5, 2.0, 0.5, 1.0))  # fmt: skip
-        figures = [o for o in shown if isinstance(o, matplotlib.figure.Figure)]
-        assert drawn == [1.0], f"live={live}: plot called for {drawn}, once for the default expected"
-        assert len(figures) == 1, f"live={live}: the default figure shown {len(figures)} times"
-        assert (tmp_path / "figures" / "99_once.png").exists() and (tmp_path / "figures" / "99_once.pdf").exists()
-        assert not plt.get_fignums(), "no figure left open for the inline backend to show again"
-    assert not open_at_interact, "a figure left open when the sliders are built is shown outside them"
-
-
-def test_the_text_box_translates_a_typed_sentence_once():
-    """Typing then pressing the button changes the text (the box loses focus) and clicks: one translation, not two
-    (the second would clear the first's picture and draw it again: the page flickers and a reader sees it vanish)."""
-    pytest.importorskip("ipywidgets")
-    from helpers.course.plotting import text_box
-
-    seen = []
-    box = text_box(lambda text, layer: seen.append((text, layer)), "Il dort.", live=True, layer=[1, 0])
-    text, layer, button, _ = box.children
-    button.click()
-    button.click()
-    assert seen == [("Il dort.", 1)], "the default once by the button, not again for the same text and layer"
-    text.value = SENTENCE
-    button.click()
-    assert seen[1:] == [(SENTENCE, 1)], "typed, then the button: translated once"
-    layer.value = 0
-    button.click()
-    assert seen[2:] == [(SENTENCE, 0)], "a new choice in a drop-down: the button translates again"
-
-
-def test_the_text_box_draws_its_figures_apart_from_another_threads_hooks(monkeypatch):
-    """The cause of the blank attention picture in Lab (ipykernel 7, 2026-11-26): while the box's callback ran, a
-    kernel subshell's thread ran pyplot's post-execute hook (``draw_all`` of every open figure, in interactive mode)
-    into the same Agg buffer the inline backend was turning into a PNG. Here a thread runs that hook in a loop while
-    the box draws: each figure the callback opens is shown once, from its ``plt.show()`` or (left open) when it
-    returns, closed, and its PNG (rendered as the inline backend's formatter does) has ink in every third."""
-    pytest.importorskip("ipywidgets")
-    import io
-    import threading
-
-    import IPython.display
-    import matplotlib
-    import matplotlib.pyplot as plt
-    import numpy as np
-    from PIL import Image
-
-    from helpers.course.plotting import text_box
-
-    def ink_by_third(fig) -> list[float]:
-        buf = io.BytesIO()
-        fig.canvas.print_figure(buf, format="png", bbox_inches="tight")
-        a = np.asarray(Image.open(buf).convert("RGBA")).astype(int)
-        drawn = (a[..., 3] >= 128) & (a[..., :3].min(-1) < 235)
-        return [float(band.mean()) for band in np.array_split(drawn, 3, axis=0)]
-
-    def show(text, calls_show=True):
-        fig, ax = plt.subplots(figsize=(6, 4.8))
-        ax.imshow(np.random.default_rng(len(text)).random((11, 11)), cmap="Blues", vmin=0, aspect="auto")
-        ax.set_title(f"“{text}”")
-        fig.tight_layout()
-        if calls_show:
-            plt.show()
-        return fig
-
-    shown = []
-    monkeypatch.setattr(
-        IPython.display, "display", lambda *objs, **kw: shown.extend((o, ink_by_third(o)) for o in objs)
-    )
-    monkeypatch.setitem(matplotlib.rcParams, "interactive", matplotlib.is_interactive())  # restored after the test
-    plt.close("all")
-    matplotlib.interactive(True)  # as in a kernel with the inline backend
-    stop = threading.Event()
-
-    def hooks():  # pyplot's post-execute hook, as another thread's cells would run it
-        while not stop.is_set():
-            if matplotlib.is_interactive():
-                plt.draw_all()
-            stop.wait(0.001)
-
-    other = threading.Thread(target=hooks, daemon=True)
-    other.start()
-    real_show = plt.show
-    try:
-        box = text_box(show, "Il dort.", live=True, calls_show=[True, False])
-        text, calls_show, button, _ = box.children
-        for i in range(6):
-            calls_show.value = bool(i % 2 == 0)
-            text.value = f"Je suis content, {i}."
-    finally:
-        stop.set()
-        other.join(10)
-    assert matplotlib.is_interactive(), "interactive mode back as it was"
-    assert plt.show is real_show, "plt.show given back"
-    assert len(shown) == 6, f"each drawing shown once, from plt.show() or at the callback's end: {len(shown)} shown"
-    assert not plt.get_fignums(), "every figure closed: no other thread's hook or inline show() reaches it"
-    thin = [(i, [f"{t:.1%}" for t in thirds]) for i, (_, thirds) in enumerate(shown) if min(thirds) < 0.05]
-    assert not thin, f"figures drawn blank or cut off while another thread drew: {thin}"
 
 
 def test_expected_images_counts_each_saved_name_once_per_cell():

@@ -14,7 +14,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tomllib
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -158,13 +157,6 @@ def test_the_package_s_installer_part_loads_nothing_pip_may_have_replaced():
     """The cell imports helpers.course.bootstrap right after pip: it must not load numpy, torch or the like itself."""
     assert _new_modules("helpers.course.bootstrap") == ["helpers"]
     assert {"numpy", "torch"} <= set(_new_modules("helpers.course.colab")), "the control: colab loads torch"
-
-
-def test_the_pin_is_this_repository_at_this_release():
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    assert colab.COURSE_PIN == f"git+{colab.REPO_URL}@v{version}", (
-        "the notebooks must install the release they belong to: update COURSE_PIN with the version"
-    )
 
 
 @pytest.mark.parametrize("py", notebooks.notebook_sources(), ids=lambda p: p.stem[:2])

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from helpers import runtime
-from helpers.course import colab, notebooks
+from helpers.course import notebooks
 from tests.solved import per_notebook, reads_solved, solved
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,77 +150,6 @@ def test_readme_has_exactly_two_commands_and_ci_runs_the_test_one():
     assert "ruff check" in tests and "ruff format --check" in tests, "CI lints and checks formatting first"
     ci = (ROOT / ".ci" / "run").read_text()
     assert "Run it locally" in ci and "README.md" in ci, ".ci/run must take its command from the README"
-
-
-def test_quick_mode_parsing(monkeypatch):
-    monkeypatch.setenv("QUICK", "1")
-    assert runtime.quick_mode() is True
-    monkeypatch.setenv("QUICK", "0")
-    assert runtime.quick_mode() is False
-    monkeypatch.delenv("QUICK")
-    assert runtime.quick_mode() is False
-    monkeypatch.setenv("QUICK", "maybe")
-    with pytest.raises(ValueError, match="QUICK=1"):
-        runtime.quick_mode()
-
-
-def test_save_figure_writes_pdf_and_png(tmp_path, monkeypatch):
-    import matplotlib.pyplot as plt
-
-    from helpers.course.plotting import QUICK_MARK, save_figure
-
-    monkeypatch.setenv("QUICK", "0")
-
-    fig, ax = plt.subplots(figsize=(5, 3))
-    ax.plot([0, 1], [1, 0])
-    with pytest.raises(ValueError, match="no title"):
-        save_figure(fig, "99_test_line", folder=tmp_path)
-    ax.set_title("A line")
-    pdf, png = save_figure(fig, "99_test_line", folder=tmp_path, caption="c", question="q?", numbers={"x": 0.123456})
-    assert pdf.read_bytes()[:4] == b"%PDF" and png.read_bytes()[:4] == b"\x89PNG"
-    meta = json.loads((tmp_path / "99_test_line.json").read_text())
-    assert meta == {
-        "name": "99_test_line",
-        "title": "A line",
-        "question": "q?",
-        "caption": "c",
-        "numbers": {"x": 0.1235},
-        "size_inches": [5.0, 3.0],
-        "quick_mode": False,
-    }
-    assert not [t for t in fig.texts if t.get_text() == QUICK_MARK], "no mark in full mode"
-    monkeypatch.setenv("QUICK", "1")
-    save_figure(fig, "99_test_line", folder=tmp_path, caption="c", question="q?")
-    save_figure(fig, "99_test_line", folder=tmp_path, caption="c", question="q?")
-    assert [t.get_text() for t in fig.texts].count(QUICK_MARK) == 1, "quick mode stamps the mark, once"
-    assert json.loads((tmp_path / "99_test_line.json").read_text())["quick_mode"] is True
-    with pytest.raises(ValueError, match="01_copying_sharpness"):
-        save_figure(fig, "Bad Name.png", folder=tmp_path)
-    fig.set_size_inches(3, 3)
-    with pytest.raises(ValueError, match="at least"):
-        save_figure(fig, "99_test_line", folder=tmp_path)
-    plt.close(fig)
-
-
-def test_interactive_headless_calls_once_with_defaults():
-    from helpers.course.plotting import interactive
-
-    calls = []
-    interactive(lambda beta, n: calls.append((beta, n)), beta=(0.0, 10.0, 0.5, 3.0), n=(2, 64, 1, 8))
-    assert calls == [(3.0, 8)]
-    with pytest.raises(ValueError, match="min, max, step, default"):
-        interactive(lambda beta: None, beta=(0, 1))
-
-
-def test_accelerator_report_on_cpu():
-    acc = colab.setup(quiet=True)
-    import torch
-
-    if not torch.cuda.is_available():
-        assert acc.device == "cpu" and not acc.fp16_native
-        assert acc.bf16_native == runtime.cpu_has_native_bf16(), "one bf16 check for the report and the presets"
-    assert "bf16 native" in acc.describe()
-    json.dumps(acc.as_dict())
 
 
 # ---------------------------------------------------------------------------------------------
