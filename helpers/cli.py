@@ -257,13 +257,19 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--init-embeddings", help="start token embeddings from a pretrained model's (hub, folder, .gguf)")
     s = p.add_argument_group("training levers (notebook 05; the GPT-2 speedrun's), sizes and the optimiser")
     s.add_argument(
-        "--optimizer", choices=["adamw", "muon"], help="muon: Muon for the blocks' matrices, AdamW for the rest"
+        "--optimizer",
+        choices=["adamw", "muon"],
+        help="muon (the default): Muon for the blocks' matrices, AdamW for the rest; adamw: AdamW alone",
     )
-    s.add_argument("--schedule", choices=["cosine", "wsd"], help="wsd: warm-up, stable, linear cool-down at the end")
+    s.add_argument(
+        "--schedule", choices=["cosine", "wsd"], help="wsd (the default): warm-up, stable, linear cool-down; cosine"
+    )
     s.add_argument("--cooldown", type=float, help="wsd: share of the run spent cooling down (default 0.45)")
     s.add_argument("--lr", type=float, help="peak learning rate")
     s.add_argument("--qk-norm", type=int, choices=[0, 1], help="1: unit-RMS queries and keys")
-    s.add_argument("--activation", choices=["gelu", "relu2"], help="the feed-forward's non-linearity")
+    s.add_argument(
+        "--activation", choices=["gelu", "relu2"], help="the feed-forward's non-linearity (relu2: ReLU², the default)"
+    )
     s.add_argument("--zero-init", type=int, choices=[0, 1], help="1: output projections start at zero")
     s.add_argument("--tie-weights", type=int, choices=[0, 1], help="0: an output head of its own (untied)")
     s.add_argument("--vocab-size", type=int, help="sentencepiece pieces to learn")

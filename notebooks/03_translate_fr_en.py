@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -26,8 +28,8 @@
 #   tokenizer, encode, batch; and what each step drops, and why;
 # - what one training example looks like (`<bos> French <sep> English <eos>`), which tokens the loss
 #   sees, and why batches of similar lengths waste less compute on padding;
-# - the parts of a modern training step: AdamW, warm-up then cosine decay, label smoothing, gradient
-#   clipping, mixed precision (fp16 with a gradient scaler on a T4, bf16 where the GPU has it);
+# - the parts of a modern training step: Muon beside AdamW, warm-up then stable then decay, label smoothing,
+#   gradient clipping, mixed precision (fp16 with a gradient scaler on a T4, bf16 where the GPU has it);
 # - a training loop of about twenty lines that stops on a time budget, checkpoints every few minutes
 #   and resumes exactly where it stopped;
 # - greedy and beam-search decoding with the key/value cache, and how to report BLEU and chrF so that
@@ -157,7 +159,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from sacrebleu.metrics import CHRF
 
-from helpers import pipeline
+from helpers import pipeline, run_folder
 from helpers.course import checks
 from helpers.course.plotting import in_live_kernel, save_figure
 from helpers.evaluation import evaluate
@@ -400,7 +402,7 @@ print(f"✓ split_pairs put each of your {len(groups):,} groups whole into one s
 
 # %%
 tok = tokenizer.tokenizer_for(splits.train, cfg, RUN_DIR, seed=SEED)  # Tokenizer.train the first time, else reloaded
-print(tok, "in", RUN_DIR / checkpoint.TOKENIZER_DIR)
+print(tok, "in", run_folder.RunFolder(RUN_DIR).tokenizer)
 
 # %% [markdown]
 # **Did the new-sentence set come out as designed?** `helpers.text.testsets.WordTable` lists the French words of
@@ -808,7 +810,7 @@ print(data.format_data_summary(data.data_summary(reports)))
 # 3.2 below asks which size wins in a fixed time on *your* machine, and why.
 #
 # Three sizes are each trained from scratch for the same short time, with the same data, seed and schedule
-# (a warm-up of 5 % of each run's steps, then the cosine decay), and the validation loss is taken along the
+# (a warm-up of 5 % of each run's steps, a stable phase, then the cool-down), and the validation loss is taken along the
 # way (`helpers.training.sizing.loss_against_time`). On a CPU they are the three smallest of the four sizes the `cpu`
 # preset chooses among. After a disconnect the curves are read back from the run folder, but only if they
 # were measured on the same hardware with the same sizes and seconds.
@@ -826,7 +828,7 @@ elif DEVICE.type == "cuda":
 else:
     SIZE_SHAPES = list(sizing.CPU_SIZES[:3])
 SIZE_KEY = {"hardware": runtime.hardware_name(DEVICE), "shapes": SIZE_SHAPES, "seconds": SIZE_SECONDS, "preset": PRESET}
-curves_file = RUN_DIR / "size_curves.json"
+curves_file = run_folder.RunFolder(RUN_DIR).curves
 size_curves = None if QUICK else sizing.read_curves(curves_file, SIZE_KEY)
 if size_curves is not None:
     print("size curves measured earlier on this hardware, read from", curves_file)
@@ -1031,24 +1033,30 @@ print(
 #
 # Every piece below comes from `helpers.training.train`; the loop in section 4 puts them together.
 #
-# **AdamW** (`make_optimizer`) with weight decay on the weight matrices only: decaying embeddings pulls
-# rare tokens towards zero, and decaying LayerNorm gains fights the normalisation. On CUDA it uses the
-# fused kernel (one launch for the whole update).
+# **Two optimisers, one step** (`make_optimizer`). The weight matrices inside the blocks (attention's `qkv` and
+# `proj`, the feed-forward's `fc` and `proj`) go to **Muon**: it keeps a momentum of each matrix's gradient,
+# then replaces that update by the nearest orthogonal matrix (five Newton–Schulz iterations), so every
+# direction of the matrix moves at the same rate instead of the few directions with the largest gradients
+# taking nearly all of the step. Its updates are scaled to the size AdamW's would have, so one learning rate
+# serves both. Everything else goes to **AdamW**: the token embeddings (also the output layer, tied to them),
+# the position table, the LayerNorm gains and the biases are not matrices that map one space to another, and
+# Muon is defined for those only. Weight decay applies to matrices only: decaying embeddings pulls rare tokens
+# towards zero, and decaying LayerNorm gains fights the normalisation. On CUDA, AdamW uses the fused kernel (one
+# launch for the whole update).
 #
-# **Warm-up, then cosine decay** (`lr_at`). At the start, Adam's estimates of the gradient's scale are
-# poor and the weights are random, so large steps can throw the model into a bad region; the learning
-# rate therefore rises linearly over `warmup_steps`. Afterwards it follows half a cosine down to
-# `min_lr_ratio` × the peak: large steps while far from a good solution, small ones to settle at the end.
-# With a *time* budget the number of steps is not known in advance, so `Budget.total_steps` estimates it
-# from the pace so far, and the cosine ends when the time does. The rate this run actually used is
-# plotted after training, in section 4.
+# **Warm-up, stable, decay** (`lr_at`). At the start, Adam's estimates of the gradient's scale are poor and the
+# weights are random, so large steps can throw the model into a bad region; the learning rate therefore rises
+# linearly over `warmup_steps`. Then it stays at the peak, large steps while far from a good solution, until
+# the last `cooldown` share of the budget, where it falls in a straight line to `min_lr_ratio` × the peak:
+# small steps to settle. Most of the loss is won in that cool-down. With a *time* budget the number of steps is
+# not known in advance, so `Budget.total_steps` estimates it from the pace so far, and the cool-down ends when
+# the time does. The rate this run actually used is plotted after training, in section 4.
 #
-# **What the full-mode presets use instead.** The `cpu` and `t4` presets replace two of these pieces by what
-# won on newer Tatoeba sentences (`benchmarks/RESULTS.md`; notebook 05, section 9): **Muon** for the
-# blocks' weight matrices (AdamW keeps the embeddings, norms and biases), and **warm-up, stable, decay**: the
-# peak rate until the last 45 % of the run, then a straight line down. They also won with a squared ReLU in the
-# feed-forward (ReLU², notebook 05: the helpers' model has the switch; notebook 02 built GELU) and 8,000 vocabulary
-# pieces. Quick mode keeps AdamW, the cosine and GELU. The cell says what this run uses.
+# Both choices were measured against the classic recipe (AdamW alone; half a cosine from the peak down, as
+# GPT-3 and most models since were trained) on newer Tatoeba sentences, and won
+# (`benchmarks/RESULTS.md`; notebook 05, section 9 has the switches, `optimizer="adamw"` and
+# `schedule="cosine"`). Every preset uses this recipe; they differ in sizes and budgets only. The cell says what
+# this run uses.
 
 # %%
 OPTIMISER = "AdamW" if cfg.optimizer == "adamw" else "Muon for the blocks' matrices, AdamW for the rest"
@@ -1177,13 +1185,13 @@ print(
 #
 # What `TrainingRun` does, so that the step does not have to:
 #
-# * **On creation** it builds AdamW (`make_optimizer`) and the gradient scaler (`make_scaler`), and if the
+# * **On creation** it builds the optimisers (`make_optimizer`) and the gradient scaler (`make_scaler`), and if the
 #   run folder holds a checkpoint, it first checks that it was made with the same configuration (a
-#   different one is refused, naming the field), then restores the weights, the AdamW moments, the scaler,
+#   different one is refused, naming the field), then restores the weights, the optimisers' moments, the scaler,
 #   the random-number generators, the batcher's epoch and position, and the counters, and says
 #   "Resuming from … at step …".
 # * `done()` asks the budget; `next_batch()` continues the data where the checkpoint left it, epoch after
-#   epoch; `set_lr()` writes the warm-up-then-cosine rate for the current step into the optimizer.
+#   epoch; `set_lr()` writes the warm-up-stable-decay rate for the current step into the optimizer.
 # * `check_finite(loss, grad_norm)` stops with a message naming the step and the last good checkpoint if the
 #   loss or the gradients became inf or NaN, before the update could spoil the weights (with fp16 the scaler
 #   skips such steps instead, and `end_step` counts them).
@@ -1218,7 +1226,7 @@ def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
     while not run.done():
         t0 = time.perf_counter()
         batch = run.next_batch()  # resumes mid-epoch after a disconnect
-        lr = run.set_lr()  # warm-up, then cosine decay to the end of the budget
+        lr = run.set_lr()  # warm-up, stable, then the cool-down to the end of the budget
         ids, labels, plen = (
             t.to(run.device, non_blocking=True) for t in (batch.input_ids, batch.labels, batch.prefix_len)
         )
@@ -1390,7 +1398,7 @@ print(f"lowest possible smoothed loss for ε = {eps}, V = {V}: {floor:.3f} nats"
 # `log_interval` steps (`result.history`). The dashed line is `lr_at` computed as if the final number of
 # steps had been known from the start. With a step budget the two coincide (quick mode stops after 1,500
 # steps, unless its 2-minute cap comes first); with a time budget the loop only estimates the number of
-# steps from its pace, so the recorded curve can end its cosine a little early or late. The inset enlarges
+# steps from its pace, so the recorded curve can start and end its cool-down a little early or late. The inset enlarges
 # the first steps, where the rate climbs during the warm-up.
 
 # %%
@@ -1438,14 +1446,14 @@ plt.show()
 # %% [markdown]
 # ### Checkpoints and resuming
 #
-# Every `checkpoint_minutes` and at the end, the loop writes `checkpoint.pt`: the weights, the AdamW
+# Every `checkpoint_minutes` and at the end, the loop writes `checkpoint.pt`: the weights, the optimisers'
 # moments, the gradient scaler, the step, the random-number generators (Python, NumPy, torch, CUDA), the
 # batcher's epoch and position, the history and the configuration. It is written to a temporary file and
 # then renamed over the old one, so a disconnect in the middle of a save leaves the previous checkpoint
 # intact, and it is read with `torch.load(..., weights_only=True)`, which never runs code stored in the file.
 #
 # **Why a resumed run ends exactly where an uninterrupted one would:** the checkpoint holds *everything*
-# that influences the next step. Forget Adam's moments, and the first steps after the restart are the
+# that influences the next step. Forget the optimisers' moments, and the first steps after the restart are the
 # large, noisy steps of a fresh optimizer; forget the random state, and dropout draws other masks; forget
 # the data position, and the model sees some batches twice and others never; forget the step, and the
 # warm-up starts again. With all of it restored, the resumed run draws the same batches, the same dropout
@@ -2310,8 +2318,8 @@ if newer_bleu is not None:
 # ## What we did
 #
 # We turned French–English pairs into batches one visible step at a time, trained the Transformer of
-# notebook 02 on them within a time budget, with the standard recipe (AdamW, warm-up and cosine, label
-# smoothing, clipping, mixed precision), checkpointed it so that a disconnect costs minutes rather than the
+# notebook 02 on them within a time budget, with a modern recipe (Muon beside AdamW, warm-up, stable and
+# decay, label smoothing, clipping, mixed precision), checkpointed it so that a disconnect costs minutes rather than the
 # run, and scored it on sentences it never saw with reproducible metrics: on a random split of the training
 # file and on new sentences, with two baselines and the slices that show where it fails. Notebook 04 compares it
 # with pretrained translation models on the same test sets.

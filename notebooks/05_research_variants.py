@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -1553,19 +1555,23 @@ if best["label"] != "vanilla":
 # ## 9. Levers from the speed records
 #
 # The fastest published small-model training runs (the GPT-2 speedrun, KellerJordan/modded-nanogpt, and
-# nanochat's smallest model) keep a handful of changes to the plain recipe. Six are one switch here, so you can
-# try each with `python -m helpers train ... --FLAG` and measure it as section 5 does:
+# nanochat's smallest model) keep a handful of changes to the plain recipe. Three of them won on our development
+# set and are the recipe every preset uses (notebooks 02 and 03 teach them); each has a switch that brings the
+# classic choice back, so you can measure it with `python -m helpers train ... --FLAG` as section 5 does:
 #
-# - **Muon** (`--optimizer muon`, `torch.optim.Muon`): the blocks' weight matrices are updated by an
-#   orthogonalised momentum (a few Newton–Schulz iterations), so every direction of a matrix moves at the same
-#   rate; embeddings, head, norms and biases stay with AdamW. The speedrun credits it with about 1.5× the sample
-#   efficiency; on two CPU cores its iterations cost time beside matrices this small.
-# - **Warm-up, stable, decay** (`--schedule wsd`): the peak learning rate until the last 45 % of the run, then a
-#   straight line down; most of the loss is won in the cool-down.
+# - **Muon** (`torch.optim.Muon`; `--optimizer adamw` for AdamW alone): the blocks' weight matrices are updated
+#   by an orthogonalised momentum (a few Newton–Schulz iterations), so every direction of a matrix moves at the
+#   same rate; embeddings, head, norms and biases stay with AdamW. The speedrun credits it with about 1.5× the
+#   sample efficiency; on two CPU cores its iterations cost time beside matrices this small.
+# - **Warm-up, stable, decay** (`--schedule cosine` for the cosine): the peak learning rate until the last 45 %
+#   of the run, then a straight line down; most of the loss is won in the cool-down.
+# - **ReLU²** (`--activation gelu` for GPT-2's GELU): the feed-forward's non-linearity squared after the ReLU:
+#   sparse, and cheaper than GELU.
+#
+# Three more are switches that are off by default:
+#
 # - **QK-norm** (`--qk-norm 1`): queries and keys scaled to unit RMS before the dot product, so no score can grow
 #   without bound at a high learning rate.
-# - **ReLU²** (`--activation relu2`): the feed-forward's non-linearity squared after the ReLU: sparse, and
-#   cheaper than GELU.
 # - **Zero-initialised projections** (`--zero-init 1`): every block starts as the identity and learns what to add.
 # - **An untied head** (`--tie-weights 0`): the output layer gets a matrix of its own instead of the token
 #   embeddings.
@@ -1580,14 +1586,13 @@ if best["label"] != "vanilla":
 # - **Joined pairs** added training examples made of two pairs joined, so that long sources, rare in Tatoeba, were
 #   not rare in training; it lost overall on the development set, and its code was deleted.
 #
-# Each one was measured with two seeds on the newer-sentence development set (the course's benchmark runs); Muon,
-# WSD and ReLU² won there and are in the `cpu` and `t4` presets (with 8,000 vocabulary pieces), QK-norm,
-# zero-initialised projections and the untied head lost or tied at our budget. The cell below only shows what each
-# remaining switch changes in a tiny model: its parameter count and how far its first output moves from the plain
-# model's.
+# Each one was measured with two seeds on the newer-sentence development set (the course's benchmark runs): Muon,
+# WSD and ReLU² won there, QK-norm, zero-initialised projections and the untied head lost or tied at our budget.
+# The cell below only shows what each model switch changes in a tiny model: its parameter count and how far its
+# first output moves from the default model's.
 
 # %%
-levers = {"plain": {}, "QK-norm": {"qk_norm": True}, "ReLU²": {"activation": "relu2"},
+levers = {"default": {}, "QK-norm": {"qk_norm": True}, "GELU": {"activation": "gelu"},
           "zero-init": {"zero_init": True}, "untied head": {"tie_weights": False}}  # fmt: skip
 ids = torch.randint(4, 200, (2, 16))
 first = {}
@@ -1597,17 +1602,17 @@ for name, switch in levers.items():
         ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32, **switch)
     )
     first[name] = lever_model(ids).detach()
-    moved = (first[name] - first["plain"]).abs().max()
+    moved = (first[name] - first["default"]).abs().max()
     print(f"{name:>12}: {num_parameters(lever_model.config):>7,} parameters, logits moved by {moved:.2e}")
 assert num_parameters(ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32, tie_weights=False)) == (
     num_parameters(ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32)) + 200 * 32
 ), "an untied head adds one vocabulary x width matrix, nothing else"
-assert all((first[k] - first["plain"]).abs().max() > 0 for k in levers if k != "plain"), (
+assert all((first[k] - first["default"]).abs().max() > 0 for k in levers if k != "default"), (
     "every switch changes the model"
 )
 from helpers.training.optim import make_optimizer  # noqa: E402
 
-muon = make_optimizer(lever_model, config.preset_config("tiny", optimizer="muon"))
+muon = make_optimizer(lever_model, config.preset_config("tiny"))  # the default optimizer: Muon beside AdamW
 print(f"Muon takes {sum(len(g['params']) for g in muon.optimizers[0].param_groups)} matrices of the blocks; AdamW "
       f"{sum(len(g['params']) for g in muon.optimizers[1].param_groups)} tensors (embeddings, head, norms, biases).")  # fmt: skip
 

@@ -43,9 +43,9 @@ class ModelConfig:
     # notebook 05's variants (helpers.nn.variants): how scores are made, and an optional latent bottleneck
     attention: str = "dot"  # "dot" | "synthesizer"
     bottleneck_dim: int | None = None  # m latents between a down and an up cross-attention; None = plain model
-    # notebook 05: the GPT-2 speedrun's levers (helpers.nn.variants): unit-RMS q and k, ReLU², zero-init projections
+    activation: str = "relu2"  # the feed-forward's non-linearity: ReLU squared (notebook 02), or "gelu" (GPT-2's)
+    # notebook 05: the GPT-2 speedrun's levers that lost here (helpers.nn.variants): unit-RMS q and k, zero-init
     qk_norm: bool = False
-    activation: str = "gelu"
     zero_init: bool = False
 
     def __post_init__(self):
@@ -270,7 +270,7 @@ class FeedForward(nn.Module):
         self.fc = nn.Linear(config.d_model, config.d_ff)
         self.proj = nn.Linear(config.d_ff, config.d_model)
         self.drop = nn.Dropout(config.dropout)
-        self.act = F.gelu if config.activation == "gelu" else variants.relu2
+        self.act = variants.relu2 if config.activation == "relu2" else F.gelu  # max(z, 0)^2, or GPT-2's z Phi(z)
 
     def forward(self, x):
         return self.drop(self.proj(self.act(self.fc(x))))  # same MLP at every position

@@ -22,43 +22,53 @@ SCHEDULES = ("cosine", "wsd")
 
 @dataclass
 class TrainConfig:
+    # The defaults are the recipe notebooks 02 and 03 teach, at the `cpu` preset's size: the presets below change
+    # only sizes, budgets and the machine's number formats. Each choice was measured on the newer-sentence
+    # development set (benchmarks/RESULTS.md; notebook 05, section 9 shows the switches that lost).
     # model shape (helpers.nn.model.ModelConfig)
     n_layer: int = 4
     n_head: int = 4
-    d_model: int = 256
+    d_model: int = 192  # 15 minutes on 2 CPU cores are too short for width 256 to learn what it could
     d_ff: int | None = None  # None -> 4 * d_model
-    dropout: float = 0.1
+    dropout: float = 0.0  # 15 minutes is two to three passes over Tatoeba, too few to overfit
     positional: str = "learned"  # also "sinusoidal"; notebook 05: "rotary", "alibi", "none"
     attention: str = "dot"  # notebook 05: "synthesizer"
     bottleneck_dim: int | None = None  # notebook 05: m latents (a Perceiver-style model)
-    # notebook 05's training-speed levers from the GPT-2 speedrun (helpers.nn.variants; issue 28 measured them)
+    activation: str = "relu2"  # ReLU squared (notebook 02; +0.6 BLEU over GELU at 3,000 steps), or "gelu" (GPT-2's)
+    # notebook 05's levers from the GPT-2 speedrun that lost or tied here (helpers.nn.variants; RESULTS.md, issue 28)
     qk_norm: bool = False  # unit-RMS queries and keys
-    activation: str = "gelu"  # or "relu2": ReLU squared
     zero_init: bool = False  # output projections start at zero
     tie_weights: bool = True  # False: an output head of its own instead of the token embedding matrix
-    max_len: int = 64  # tokens per sequence: <bos> French <sep> English <eos>
+    # tokens per sequence: <bos> French <sep> English <eos>; 96 lets translate read sources of up to 46 tokens whole
+    # (longer ones are translated in pieces, split at sentence ends or commas)
+    max_len: int = 96
     # "sdpa": F.scaled_dot_product_attention (fused kernels); "explicit": the softmax written out (notebook 02's
     # version); "auto": sdpa on a GPU, explicit on a CPU, where for sequences this short (<= 64 tokens) with a
     # prefix mask it is faster (1.3-1.4x in bf16, equal in fp32: benchmarks/bench_train.py). Same function.
-    attention_kernel: str = "sdpa"
+    attention_kernel: str = "auto"
     # tokenizer
     vocab_size: int = 8000
     tokenizer_type: str = "unigram"
     # batches
-    max_tokens: int = 4096  # tokens per batch, padding included: the knob to lower on out-of-memory
+    # tokens per batch, padding included: the knob to lower on out-of-memory. 2,048 on CPU gives twice the updates of
+    # 4,096 in 15 minutes, and more tokens/s (RESULTS.md)
+    max_tokens: int = 2048
     # a compiled step (issue 29): static batch shapes (StaticBucketBatcher: lengths padded up to multiples of
     # static_step, a fixed number of rows per length), each compiled once by torch.compile with compile_backend
     compile: bool = False
     compile_backend: str = "inductor"  # tests use "aot_eager": the same tracing, no C++ or GPU kernels to build
     static_step: int = 16
-    # optimiser and schedule
-    optimizer: str = "adamw"  # or "muon": Muon for the blocks' matrices, AdamW for embeddings, head, norms, biases
-    lr: float = 1e-3
-    warmup_steps: int = 200
-    min_lr_ratio: float = 0.1  # the schedule ends at lr * min_lr_ratio
-    schedule: str = "cosine"  # or "wsd": warm-up, stable, then a linear cool-down over the last `cooldown` of the run
+    # optimiser and schedule (notebook 03, section 3). Muon for the blocks' matrices, AdamW for embeddings, norms
+    # and biases: +6.1 BLEU over AdamW alone at 3,000 steps, at 18 % fewer tokens/s on 2 cores; or "adamw" alone
+    optimizer: str = "muon"
+    lr: float = 2e-3  # Muon's updates are scaled to AdamW's size ("match_rms_adamw"), so one rate serves both
+    warmup_steps: int = 150
+    min_lr_ratio: float = 0.05  # the schedule ends at lr * min_lr_ratio
+    # "wsd": warm-up, stable, then a straight line down over the last `cooldown` of the run (+0.6 BLEU over the
+    # cosine at 3,000 steps); or "cosine": warm-up, then half a cosine down
+    schedule: str = "wsd"
     cooldown: float = 0.45  # wsd only: the share of the run spent cooling down (the speedrun record's 0.45)
-    weight_decay: float = 0.1
+    weight_decay: float = 0.05
     beta1: float = 0.9
     beta2: float = 0.98
     grad_clip: float = 1.0
@@ -152,9 +162,11 @@ class TrainConfig:
         return config_from_dict(cls, data)
 
 
-# Fields that may change between a run and its resume: how long to train, how often to look, and the
-# attention kernel (the same function, computed another way).
+# Fields that may change between a run and its resume: how long to train, how often to look, the attention kernel
+# (the same function, computed another way), and train.d_ff, whose None means 4 * d_model: the model's own d_ff,
+# always a number, is compared instead (the presets spelled 768 and 2048 before their defaults became None).
 RESUMABLE_FIELDS = (
+    "train.d_ff",
     "train.minutes",
     "train.steps",
     "train.eval_interval",
@@ -193,62 +205,26 @@ def without_deleted_levers(saved: dict, where: str = "the checkpoint") -> dict:
 
 
 PRESETS: dict[str, TrainConfig] = {
-    # 2 CPU cores, 15 minutes. The gain over a plain run comes from speed: bf16 matmuls where the CPU has bf16
-    # instructions (about 2x fp32), the written-out attention (faster than the fused kernel for <= 64 tokens on
-    # CPU), the softmax only at target positions, length-bucketed batches (<1 % padding). Then Muon with a high
-    # peak learning rate, a short warm-up, a stable phase and a linear cool-down to 5 % (WSD), and no dropout:
-    # 15 minutes is two to three passes over Tatoeba, too few to overfit. max_len 96 lets translate read sources
-    # of up to 46 tokens whole (longer ones are translated in pieces, split at sentence ends or commas). Width 192
-    # is the starting size; `train --preset cpu` sizes it for the machine (training/sizing.py): 15 minutes are too
-    # short for width 256 to learn what it could. Measured in benchmarks/RESULTS.md.
-    "cpu": TrainConfig(
-        n_layer=4,
-        n_head=4,
-        d_model=192,
-        d_ff=768,
-        dropout=0.0,
-        max_len=96,
-        max_tokens=2048,  # 4096 -> 2048: twice the updates in 15 minutes, more tokens/s on CPU (RESULTS.md)
-        # issue 28, chosen on the newer-sentence development set (two seeds each, RESULTS.md): Muon for the blocks'
-        # matrices (+6.1 BLEU at 3,000 steps, 18 % fewer tokens/s on 2 bf16 cores), warm-up-stable-decay (+0.6),
-        # ReLU^2 (+0.6) and 8,000 pieces instead of 4,000 (+1.95: fewer pieces per sentence, whole words for the
-        # rarer ones), both at 3,000 steps; the last two together +2.0 at 15 minutes (29.75 against 27.74, beam 4)
-        vocab_size=8000,
-        activation="relu2",
-        optimizer="muon",
-        schedule="wsd",
-        lr=2e-3,
-        warmup_steps=150,
-        min_lr_ratio=0.05,
-        weight_decay=0.05,
-        label_smoothing=0.1,
-        eval_interval=500,
-        checkpoint_minutes=3.0,
-        precision="bf16_if_native",
-        attention_kernel="auto",
-    ),
-    # a T4 for about an hour including data and evaluation
+    # 2 CPU cores, 15 minutes: the defaults. The gain over a plain run comes from speed: bf16 matmuls where the CPU
+    # has bf16 instructions (about 2x fp32), the written-out attention (faster than the fused kernel for <= 64 tokens
+    # on CPU), the softmax only at target positions, length-bucketed batches (<1 % padding); then the recipe of the
+    # defaults (Muon, warm-up-stable-decay, ReLU², no dropout). Width 192 is the starting size; `train --preset
+    # cpu` sizes it for the machine (training/sizing.py). Measured in benchmarks/RESULTS.md.
+    "cpu": TrainConfig(checkpoint_minutes=3.0, precision="bf16_if_native"),
+    # a T4 for about an hour including data and evaluation: wider and deeper, eight times the tokens per batch, a
+    # longer warm-up and dropout (several passes over the data); T4 figures to be measured
     "t4": TrainConfig(
         n_layer=6,
         n_head=8,
         d_model=512,
-        d_ff=2048,
         dropout=0.1,
-        max_len=96,
-        vocab_size=8000,
         max_tokens=16384,
-        activation="relu2",  # issue 28's CPU winners (ReLU^2, Muon, WSD), kept here too; T4 figures to be measured
-        optimizer="muon",
-        schedule="wsd",
         lr=1e-3,
         warmup_steps=1000,
-        min_lr_ratio=0.05,
         weight_decay=0.1,
-        label_smoothing=0.1,
         eval_interval=1000,
-        checkpoint_minutes=5.0,
     ),
-    # tests and quick mode: seconds on a laptop
+    # tests and quick mode: seconds on a laptop; the same recipe, every code path of a full run
     "tiny": TrainConfig(
         n_layer=2,
         n_head=2,
@@ -260,9 +236,7 @@ PRESETS: dict[str, TrainConfig] = {
         max_tokens=512,
         lr=3e-3,
         warmup_steps=10,
-        min_lr_ratio=0.1,
         weight_decay=0.01,
-        label_smoothing=0.1,
         eval_interval=50,
         valid_sentences=200,
         log_interval=10,

@@ -1,8 +1,8 @@
 """The optimiser and the learning-rate schedule of a training run.
 
-AdamW with weight decay on matrices only (the default), or Muon for the blocks' matrices beside AdamW for the
-rest (:class:`MuonWithAdamW`, a lever of notebook 05); the schedule is a warm-up then a cosine, or warm-up, stable,
-decay (``wsd``).
+Muon for the blocks' matrices beside AdamW for the rest (:class:`MuonWithAdamW`, the default, notebook 03), or
+AdamW alone, with weight decay on matrices only; the schedule is warm-up, stable, decay (``wsd``, the default), or a
+warm-up then a cosine.
 :class:`helpers.training.train.TrainingRun` builds them from a
 :class:`helpers.training.config.TrainConfig`.
 """
@@ -19,11 +19,13 @@ from .config import TrainConfig
 def make_optimizer(
     model: torch.nn.Module, cfg: TrainConfig, device: torch.device | str | None = None
 ) -> torch.optim.Optimizer:
-    """AdamW; weight decay only on the matrices of linear layers (not biases, norms or embeddings).
+    """AdamW, with Muon beside it for the blocks' matrices when ``cfg.optimizer == "muon"`` (the default).
+
+    Weight decay only on the matrices of linear layers (not biases, norms or embeddings).
 
     Decaying an embedding pulls rare tokens' vectors to zero, and decaying a LayerNorm gain fights the
     normalisation, so both are left alone. On CUDA the fused kernel does the update in one launch.
-    With ``cfg.optimizer == "muon"`` the blocks' matrices go to Muon instead (:class:`MuonWithAdamW`).
+    With Muon, the blocks' matrices go to it instead of AdamW (:class:`MuonWithAdamW`).
     """
     no_decay_ids = set()
     for module in model.modules():

@@ -93,7 +93,7 @@ class Budget:
 
     Time already spent in earlier sessions (``elapsed``) counts, so a resumed run stops at the same total.
     With a time budget the number of steps is unknown in advance; :meth:`total_steps` estimates it from
-    the pace so far, which is what the cosine schedule decays towards.
+    the pace so far, which is what the schedule's cool-down ends at.
     """
 
     def __init__(self, minutes: float | None = None, steps: int | None = None, elapsed: float = 0.0):
@@ -416,7 +416,7 @@ class TrainingRun:
         return batch
 
     def set_lr(self) -> float:
-        """Warm-up then cosine for the current step, written into the optimizer; returns the rate."""
+        """The schedule's rate for the current step (warm-up, stable, decay), written into the optimizer; returns it."""
         total = self._plan[1] if self._plan is not None else self.budget.total_steps(self.step)
         lr = lr_at(self.step, self.cfg, total)
         for group in self.optimizer.param_groups:

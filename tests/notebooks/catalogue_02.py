@@ -120,9 +120,15 @@ CATALOGUE = [
         "prefix one token too long",
         [("torch.arange(T)[None, :] < prefix_len[:, None]", "torch.arange(T)[None, :] <= prefix_len[:, None]")],
     ),
-    ("02", "2.6", "ReLU instead of GELU", [("self.proj(F.gelu(self.fc(x)))", "self.proj(F.relu(self.fc(x)))")]),
-    ("02", "2.6", "no activation", [("self.proj(F.gelu(self.fc(x)))", "self.proj(self.fc(x))")]),
-    ("02", "2.6", "tanh instead of GELU", [("self.proj(F.gelu(self.fc(x)))", "self.proj(torch.tanh(self.fc(x)))")]),
+    ("02", "2.6", "ReLU, not squared", [("self.proj(F.relu(self.fc(x)).square())", "self.proj(F.relu(self.fc(x)))")]),
+    (
+        "02",
+        "2.6",
+        "GELU instead of ReLU²",
+        [("self.proj(F.relu(self.fc(x)).square())", "self.proj(F.gelu(self.fc(x)))")],
+    ),
+    ("02", "2.6", "squared, no ReLU", [("self.proj(F.relu(self.fc(x)).square())", "self.proj(self.fc(x).square())")]),
+    ("02", "2.6", "no activation", [("self.proj(F.relu(self.fc(x)).square())", "self.proj(self.fc(x))")]),
     (
         "02",
         "2.7",

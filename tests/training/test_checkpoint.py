@@ -69,19 +69,19 @@ def test_checkpoint_loads_with_weights_only(tmp_path):
         data_state={"epoch": 1, "position": np.int64(4), "order": np.arange(3)},
         train_state={"tokens": 9},
     )
-    raw = torch.load(tmp_path / ck.CHECKPOINT_NAME, weights_only=True)  # no pickled classes inside
+    raw = torch.load(tmp_path / "checkpoint.pt", weights_only=True)  # no pickled classes inside
     assert raw["step"] == 3
     loaded = ck.load_checkpoint(tmp_path)
     assert loaded["data_state"] == {"epoch": 1, "position": 4, "order": [0, 1, 2]}
     assert loaded["config"]["model"]["d_model"] == model.config.d_model
-    info = json.loads((tmp_path / ck.INFO_NAME).read_text())
+    info = json.loads((tmp_path / "checkpoint.json").read_text())
     assert info["step"] == 3
 
 
 def test_a_crash_during_save_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     model, _ = _tiny_model()
     ck.save_checkpoint(tmp_path, model=model, config={"a": 1}, step=1)
-    good = (tmp_path / ck.CHECKPOINT_NAME).read_bytes()
+    good = (tmp_path / "checkpoint.pt").read_bytes()
 
     real_save = torch.save
 
@@ -93,7 +93,7 @@ def test_a_crash_during_save_keeps_the_last_good_checkpoint(tmp_path, monkeypatc
     with pytest.raises(KeyboardInterrupt):
         ck.save_checkpoint(tmp_path, model=model, config={"a": 1}, step=2)
     monkeypatch.setattr(torch, "save", real_save)
-    assert (tmp_path / ck.CHECKPOINT_NAME).read_bytes() == good
+    assert (tmp_path / "checkpoint.pt").read_bytes() == good
     assert ck.load_checkpoint(tmp_path)["step"] == 1
     assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
 
@@ -208,11 +208,11 @@ def _as_written_before_the_levers_were_deleted(folder, ema=None, **levers):
     """Rewrite a run's checkpoint as helpers wrote it while subword regularisation, the moving average of the
     weights and joined pairs existed (up to commit a224218): their fields in the configuration (off unless given),
     and an ``"ema"`` entry (None unless given)."""
-    raw = torch.load(folder / ck.CHECKPOINT_NAME, weights_only=True)
+    raw = torch.load(folder / "checkpoint.pt", weights_only=True)
     config = json.loads(raw["config"])
     config["train"].update({"subword_alpha": None, "ema_decay": None, "concat_pairs": 0.0, **levers})
     raw["config"], raw["ema"] = json.dumps(config), ema
-    ck.atomic_torch_save(raw, folder / ck.CHECKPOINT_NAME)
+    ck.atomic_torch_save(raw, folder / "checkpoint.pt")
     return raw
 
 
@@ -224,7 +224,7 @@ def test_a_checkpoint_from_before_the_deleted_levers_resumes_when_they_were_off(
     model2, cfg2 = _tiny_model(steps=6)
     result = T.train(model2, toy_batcher(), toy_valid(), cfg2, tmp_path, progress=False)
     assert result.resumed_from == 4 and result.steps == 6
-    assert "ema" not in torch.load(tmp_path / ck.CHECKPOINT_NAME, weights_only=True)  # nothing writes it any more
+    assert "ema" not in torch.load(tmp_path / "checkpoint.pt", weights_only=True)  # nothing writes it any more
 
 
 @pytest.mark.parametrize("lever", [{"subword_alpha": 0.5}, {"ema_decay": 0.998}, {"concat_pairs": 0.25}])
@@ -318,7 +318,7 @@ def test_sigkill_then_rerun_ends_with_the_weights_of_an_uninterrupted_run(tmp_pa
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     p_straight = _run([pairs_file, straight, steps])  # runs beside the killed one: one thread each
     p = _run([pairs_file, killed, steps])
-    info = killed / ck.INFO_NAME
+    info = killed / "checkpoint.json"
     deadline = time.monotonic() + 120
     while p.poll() is None and time.monotonic() < deadline:
         if info.exists() and json.loads(info.read_text() or "{}").get("step", 0) >= 20:
@@ -341,9 +341,36 @@ def test_sigkill_then_rerun_ends_with_the_weights_of_an_uninterrupted_run(tmp_pa
     assert a["train_state"]["tokens"] == b["train_state"]["tokens"]
     for name in a["model"]:
         assert torch.equal(a["model"][name], b["model"][name]), f"{name} differs after resume from step {step_at_kill}"
-    for key in ("exp_avg", "exp_avg_sq"):
-        for i, state in a["optimizer"]["state"].items():
-            assert torch.equal(state[key], b["optimizer"]["state"][i][key])
+    moments_a, moments_b = optimizer_tensors(a["optimizer"]), optimizer_tensors(b["optimizer"])
+    assert moments_a.keys() == moments_b.keys()
+    assert all(torch.equal(moments_a[k], moments_b[k]) for k in moments_a), "the optimisers' moments differ"
+
+
+def optimizer_tensors(saved: dict) -> dict[str, torch.Tensor]:
+    """Every tensor of a saved optimizer's state, by path: AdamW's moments (``adamw/3/exp_avg``) and Muon's momentum
+    (``muon/0/momentum_buffer``), so that two runs' optimisers can be compared whichever the run used."""
+    parts = {"": saved} if "state" in saved else {f"{name}/": part for name, part in saved.items()}
+    found = {
+        f"{name}{i}/{key}": value
+        for name, part in parts.items()
+        for i, state in part["state"].items()
+        for key, value in state.items()
+        if isinstance(value, torch.Tensor) and key != "step"
+    }
+    assert found, "no optimizer state saved: nothing to compare"
+    return found
+
+
+def test_optimizer_tensors_finds_both_optimisers_moments():
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 8), torch.nn.Linear(8, 8))  # Muon takes the Linear's matrix
+    for optimizer in ("muon", "adamw"):
+        opt = T.make_optimizer(model, C.preset_config("tiny", optimizer=optimizer), "cpu")
+        model(torch.tensor([[1, 2]])).sum().backward()
+        opt.step()
+        keys = {k.rsplit("/", 1)[-1] for k in optimizer_tensors(opt.state_dict())}
+        assert keys == (
+            {"momentum_buffer", "exp_avg", "exp_avg_sq"} if optimizer == "muon" else {"exp_avg", "exp_avg_sq"}
+        )
 
 
 def test_a_tokenizer_from_another_configuration_is_refused(tmp_path, pairs_file):

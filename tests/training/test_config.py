@@ -27,8 +27,10 @@ def test_attention_kernel_is_a_configuration_field_chosen_per_device_and_compute
     assert cfg.attention_kernel == "auto"
     assert cfg.model_config(100, "cpu").attention_kernel == "explicit"
     assert cfg.model_config(100, "cuda").attention_kernel == "sdpa"
-    assert C.preset_config("tiny").model_config(100).attention_kernel == "sdpa"
-    model, tcfg = tiny()
+    assert C.TrainConfig().attention_kernel == "auto" and C.preset_config("tiny").model_config(
+        100
+    ).attention_kernel == ("explicit")  # every preset chooses per device
+    model, tcfg = tiny(attention_kernel="sdpa")
     explicit = DecoderOnlyTransformer(replace(model.config, attention_kernel="explicit"))
     explicit.load_state_dict(model.state_dict())
     assert all(b.attn.kernel == "explicit" for b in explicit.blocks) and all(

@@ -22,8 +22,9 @@ def test_wsd_holds_the_peak_then_cools_down_linearly_over_the_last_share():
     assert lr_at(59, cfg, total) == 1.0  # stable until 60 % of the run (a cosine would be at 0.6 here)
     assert lr_at(80, cfg, total) == pytest.approx(0.55)  # half-way down the line from 1.0 to 0.1
     assert lr_at(100, cfg, total) == pytest.approx(0.1) and lr_at(150, cfg, total) == pytest.approx(0.1)
-    cosine = TrainConfig(lr=1.0, warmup_steps=10, min_lr_ratio=0.1)
-    assert lr_at(59, cosine, total) < 0.7  # the default is still the cosine
+    cosine = TrainConfig(lr=1.0, warmup_steps=10, min_lr_ratio=0.1, schedule="cosine")
+    assert lr_at(59, cosine, total) < 0.7  # the cosine, the other choice
+    assert TrainConfig().schedule == "wsd" and TrainConfig().optimizer == "muon"  # the defaults notebook 03 teaches
 
 
 def test_muon_takes_the_blocks_matrices_and_adamw_the_rest():

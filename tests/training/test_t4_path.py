@@ -160,7 +160,7 @@ def test_the_t4_preset_trains_in_fp16_on_real_batches_without_inf_or_nan(tmp_pat
     assert summary["train_state"]["precision"] == "fp16" and result.steps == 3 and result.skipped_steps == 0
     m = summary["config"]["model"]
     t4 = PRESETS["t4"]
-    assert (m["d_model"], m["n_head"], m["d_ff"], m["activation"]) == (t4.d_model, t4.n_head, t4.d_ff, "relu2")
+    assert (m["d_model"], m["n_head"], m["d_ff"], m["activation"]) == (t4.d_model, t4.n_head, 4 * t4.d_model, "relu2")
     assert summary["config"]["train"]["optimizer"] == "muon" and math.isfinite(result.val_loss)
     assert watch.forwards >= 3 + 1  # three training steps and the validation pass were watched
     assert watch.dtypes["blocks.0.ffn.fc"] == {torch.float16}, "the forward pass did not run in fp16"

@@ -47,7 +47,7 @@ def tiny(vocab=60, seed=0, **kw):
 
 
 def test_lr_schedule_warms_up_linearly_then_follows_a_cosine_to_the_floor():
-    cfg = C.TrainConfig(lr=1e-3, warmup_steps=10, min_lr_ratio=0.1)
+    cfg = C.TrainConfig(lr=1e-3, warmup_steps=10, min_lr_ratio=0.1, schedule="cosine")
     total = 110
     lrs = [T.lr_at(s, cfg, total) for s in range(total + 20)]
     assert lrs[0] == pytest.approx(1e-4) and lrs[9] == pytest.approx(1e-3)  # (step + 1) / warmup
@@ -120,8 +120,8 @@ def test_evaluate_loss_of_a_uniform_model_is_log_vocab():
 # optimizer, precision
 
 
-def test_weight_decay_only_on_linear_matrices():
-    model, cfg = tiny()
+def test_adamw_decays_only_linear_matrices():
+    model, cfg = tiny(optimizer="adamw")  # AdamW alone; Muon beside it: tests/training/test_optim.py
     opt = T.make_optimizer(model, cfg, "cpu")
     decay, no_decay = opt.param_groups
     assert decay["weight_decay"] == cfg.weight_decay and no_decay["weight_decay"] == 0.0
@@ -154,7 +154,7 @@ def test_precision_on_cpu_is_fp32_unless_asked():
 def test_step_budget_is_exact_and_the_loss_falls(tmp_path):
     model, cfg = tiny(steps=37, log_interval=5, eval_interval=10)
     result = T.train(model, toy_batcher(), toy_valid(), cfg, tmp_path, progress=False)
-    opt_state = ck.load_checkpoint(tmp_path)["optimizer"]["state"]
+    opt_state = ck.load_checkpoint(tmp_path)["optimizer"]["adamw"]["state"]  # Muon's own state counts no steps
     assert result.steps == 37 and all(int(s["step"]) == 37 for s in opt_state.values())
     assert result.history[-1]["step"] == 37 and "val_loss" in result.history[-1]
     assert [h["step"] for h in result.history if "val_loss" in h] == [10, 20, 30, 37]
