@@ -5,6 +5,7 @@ What a notebook *teaches* stays in the notebook; what it reuses later, and what 
 the layers. Read from the bottom up; each layer imports only from the layers below it (tests/test_package.py):
 
     runtime        quick mode, seeding, the device and its number formats, where reports go
+    run_folder     RunFolder: the name of every file a run writes (checkpoint, tokenizer, test sets, records)
     nn/            the model: attention on plain vectors (01), the decoder-only Transformer and ModelConfig (02),
                    notebook 05's variants chosen when the model is built, greedy and beam decoding
     text/          from files to batches: the built-in corpus, loaders, cleaning and leak-free splits, the new-sentence

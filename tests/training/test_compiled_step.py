@@ -37,6 +37,7 @@ def _train(examples, batcher, **cfg_kw):
     return model
 
 
+@pytest.mark.training  # compiles (aot_eager) and trains: 25 s, a sixth of the plain `pytest` loop; the README's command runs it
 def test_the_compiled_step_compiles_once_per_shape_and_trains_like_the_eager_one(examples):
     import torch._dynamo
     from torch._dynamo.utils import counters
