@@ -585,8 +585,9 @@ for name, m in [("causal", causal_mask(len(seq))), ("prefix-LM", prefix_lm_mask(
 # position on its own: widen to `d_ff` (4 × `d_model`), apply a non-linearity, project back. The same
 # weights are used at every position.
 #
-# The non-linearity here is **ReLU²**, ReLU squared: $\max(z, 0)^2$. It is zero for half of its inputs, like
-# ReLU, but smooth at 0, like GELU (GPT-2's choice, $z\,\Phi(z)$). Primer (So et al., 2021) found it by
+# The non-linearity here is **ReLU²**, ReLU squared: $\max(z, 0)^2$. Like ReLU it is zero for every negative
+# input, but it has no kink at 0: its slope there is 0 from both sides, so it bends smoothly, like GELU (GPT-2's
+# choice, $z\,\Phi(z)$). Primer (So et al., 2021) found it by
 # search, the GPT-2 speed records and nanochat use it, and on our French–English development set it beat
 # GELU (notebook 05, section 9 shows the switch).
 

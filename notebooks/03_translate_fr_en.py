@@ -1035,12 +1035,14 @@ print(
 #
 # **Two optimisers, one step** (`make_optimizer`). The weight matrices inside the blocks (attention's `qkv` and
 # `proj`, the feed-forward's `fc` and `proj`) go to **Muon**: it keeps a momentum of each matrix's gradient,
-# then replaces that update by the nearest orthogonal matrix (five Newton–Schulz iterations), so every
-# direction of the matrix moves at the same rate instead of the few directions with the largest gradients
+# then replaces that update by an approximately orthogonal one, with the same directions but every singular
+# value pushed close to 1 (five Newton–Schulz iterations), so every direction of the matrix moves at the same rate instead of the few directions with the largest gradients
 # taking nearly all of the step. Its updates are scaled to the size AdamW's would have, so one learning rate
 # serves both. Everything else goes to **AdamW**: the token embeddings (also the output layer, tied to them),
-# the position table, the LayerNorm gains and the biases are not matrices that map one space to another, and
-# Muon is defined for those only. Weight decay applies to matrices only: decaying embeddings pulls rare tokens
+# the position table, the LayerNorm gains and the biases. Gains and biases are vectors, which Muon cannot
+# orthogonalise; an embedding table is a lookup, not a layer that maps one space to another, and the speed
+# records keep it (and the output layer) with AdamW. Weight decay applies to the layers' weight matrices only (not
+# to embeddings, norms or biases): decaying embeddings pulls rare tokens
 # towards zero, and decaying LayerNorm gains fights the normalisation. On CUDA, AdamW uses the fused kernel (one
 # launch for the whole update).
 #
@@ -1048,14 +1050,16 @@ print(
 # weights are random, so large steps can throw the model into a bad region; the learning rate therefore rises
 # linearly over `warmup_steps`. Then it stays at the peak, large steps while far from a good solution, until
 # the last `cooldown` share of the budget, where it falls in a straight line to `min_lr_ratio` × the peak:
-# small steps to settle. Most of the loss is won in that cool-down. With a *time* budget the number of steps is
+# small steps to settle. The loss falls sharply again in that cool-down, as the noise the high rate kept in the
+# weights settles. With a *time* budget the number of steps is
 # not known in advance, so `Budget.total_steps` estimates it from the pace so far, and the cool-down ends when
 # the time does. The rate this run actually used is plotted after training, in section 4.
 #
 # Both choices were measured against the classic recipe (AdamW alone; half a cosine from the peak down, as
 # GPT-3 and most models since were trained) on newer Tatoeba sentences, and won
 # (`benchmarks/RESULTS.md`; notebook 05, section 9 has the switches, `optimizer="adamw"` and
-# `schedule="cosine"`). Every preset uses this recipe; they differ in sizes and budgets only. The cell says what
+# `schedule="cosine"`). Every preset uses this recipe; they differ in sizes, budgets and the rates that go with them (peak
+# learning rate, warm-up, weight decay, dropout). The cell says what
 # this run uses.
 
 # %%
@@ -1187,9 +1191,9 @@ print(
 #
 # * **On creation** it builds the optimisers (`make_optimizer`) and the gradient scaler (`make_scaler`), and if the
 #   run folder holds a checkpoint, it first checks that it was made with the same configuration (a
-#   different one is refused, naming the field), then restores the weights, the optimisers' moments, the scaler,
-#   the random-number generators, the batcher's epoch and position, and the counters, and says
-#   "Resuming from … at step …".
+#   different one is refused, naming the field), then restores the weights, the optimiser state (AdamW's moments,
+#   Muon's momentum), the scaler, the random-number generators, the batcher's epoch and position, and the
+#   counters, and says "Resuming from … at step …".
 # * `done()` asks the budget; `next_batch()` continues the data where the checkpoint left it, epoch after
 #   epoch; `set_lr()` writes the warm-up-stable-decay rate for the current step into the optimizer.
 # * `check_finite(loss, grad_norm)` stops with a message naming the step and the last good checkpoint if the
@@ -1446,14 +1450,14 @@ plt.show()
 # %% [markdown]
 # ### Checkpoints and resuming
 #
-# Every `checkpoint_minutes` and at the end, the loop writes `checkpoint.pt`: the weights, the optimisers'
-# moments, the gradient scaler, the step, the random-number generators (Python, NumPy, torch, CUDA), the
+# Every `checkpoint_minutes` and at the end, the loop writes `checkpoint.pt`: the weights, the optimiser
+# state, the gradient scaler, the step, the random-number generators (Python, NumPy, torch, CUDA), the
 # batcher's epoch and position, the history and the configuration. It is written to a temporary file and
 # then renamed over the old one, so a disconnect in the middle of a save leaves the previous checkpoint
 # intact, and it is read with `torch.load(..., weights_only=True)`, which never runs code stored in the file.
 #
 # **Why a resumed run ends exactly where an uninterrupted one would:** the checkpoint holds *everything*
-# that influences the next step. Forget the optimisers' moments, and the first steps after the restart are the
+# that influences the next step. Forget the optimiser state, and the first steps after the restart are the
 # large, noisy steps of a fresh optimizer; forget the random state, and dropout draws other masks; forget
 # the data position, and the model sees some batches twice and others never; forget the step, and the
 # warm-up starts again. With all of it restored, the resumed run draws the same batches, the same dropout

@@ -278,11 +278,13 @@ else:
     trained_for = format_minutes(result.seconds / 60)
     print(f"a stand-in for notebook 03's model: {preset} preset, trained here for {trained_for}")
     SCRATCH_MINUTES, SCRATCH_TOKENS = result.seconds / 60, result.tokens
-for name, file in data.TEST_FILES.items():  # the test sets `train` wrote into the scratch run's folder, when it did
-    if (scratch.path / file).is_file():
-        written = [tuple(line.split("\t")) for line in (scratch.path / file).read_text().splitlines()]
-        assert written == data.test_sets_of(splits)[name], f"{file} in {scratch.path} is not this notebook's {name}"
-        print(f"✓ {file} of the scratch run holds this notebook's {name} test set ({len(written):,} pairs)")
+for name, path in run_folder.RunFolder(scratch.path).test_sets.items():  # what `train` wrote there, when it did
+    if path.is_file():
+        written = [tuple(line.split("\t")) for line in path.read_text().splitlines()]
+        assert written == data.test_sets_of(splits)[name], (
+            f"{path.name} in {scratch.path} is not this notebook's {name}"
+        )
+        print(f"✓ {path.name} of the scratch run holds this notebook's {name} test set ({len(written):,} pairs)")
 
 # %% [markdown]
 # ## 3. Teaching a pretrained language model our format

@@ -1555,16 +1555,17 @@ if best["label"] != "vanilla":
 # ## 9. Levers from the speed records
 #
 # The fastest published small-model training runs (the GPT-2 speedrun, KellerJordan/modded-nanogpt, and
-# nanochat's smallest model) keep a handful of changes to the plain recipe. Three of them won on our development
+# nanochat's smallest model) keep a handful of changes to GPT-2's recipe (AdamW, a cosine schedule, GELU). Three of them won on our development
 # set and are the recipe every preset uses (notebooks 02 and 03 teach them); each has a switch that brings the
 # classic choice back, so you can measure it with `python -m helpers train ... --FLAG` as section 5 does:
 #
 # - **Muon** (`torch.optim.Muon`; `--optimizer adamw` for AdamW alone): the blocks' weight matrices are updated
 #   by an orthogonalised momentum (a few Newton–Schulz iterations), so every direction of a matrix moves at the
 #   same rate; embeddings, head, norms and biases stay with AdamW. The speedrun credits it with about 1.5× the
-#   sample efficiency; on two CPU cores its iterations cost time beside matrices this small.
+#   sample efficiency; on two CPU cores its extra matrix products make each step slower, yet it still comes out
+#   ahead in the same minutes.
 # - **Warm-up, stable, decay** (`--schedule cosine` for the cosine): the peak learning rate until the last 45 %
-#   of the run, then a straight line down; most of the loss is won in the cool-down.
+#   of the run, then a straight line down; the loss falls sharply again in the cool-down.
 # - **ReLU²** (`--activation gelu` for GPT-2's GELU): the feed-forward's non-linearity squared after the ReLU:
 #   sparse, and cheaper than GELU.
 #

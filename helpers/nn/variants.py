@@ -341,7 +341,7 @@ FP16_MAX = torch.finfo(torch.float16).max  # 65,504: the square of anything abov
 
 
 def relu2(x: torch.Tensor) -> torch.Tensor:
-    """ReLU squared (So et al., Primer 2021; the GPT-2 speedrun's MLP): sparse like ReLU, smooth at 0 like GELU.
+    """ReLU squared (So et al., Primer 2021; the GPT-2 speedrun's MLP): sparse like ReLU, without ReLU's kink at 0.
 
     In fp16 (a T4's autocast) the square is taken in fp32 and capped at fp16's largest value before rounding back:
     a pre-activation above 256 would otherwise square to inf, and one inf makes the loss NaN. Below the cap the

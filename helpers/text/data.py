@@ -22,7 +22,7 @@ import numpy as np
 from .. import runtime
 
 # the run's two test sets: their labels (a record's test_set) and files, named with the run folder's other files
-from ..run_folder import IN_DISTRIBUTION, NEW_SENTENCES, TEST_FILES, RunFolder  # noqa: F401 (TEST_FILES: notebook 04)
+from ..run_folder import IN_DISTRIBUTION, NEW_SENTENCES, RunFolder
 from .batches import BucketBatcher, StaticBucketBatcher
 from .encoding import encode_pairs, max_source_tokens
 from .sources import DataError, file_sha256, load_path

@@ -23,7 +23,8 @@ SCHEDULES = ("cosine", "wsd")
 @dataclass
 class TrainConfig:
     # The defaults are the recipe notebooks 02 and 03 teach, at the `cpu` preset's size: the presets below change
-    # only sizes, budgets and the machine's number formats. Each choice was measured on the newer-sentence
+    # sizes, budgets, the rates that go with them (peak learning rate, warm-up, weight decay, dropout) and the
+    # machine's number formats. Each choice was measured on the newer-sentence
     # development set (benchmarks/RESULTS.md; notebook 05, section 9 shows the switches that lost).
     # model shape (helpers.nn.model.ModelConfig)
     n_layer: int = 4
@@ -212,7 +213,8 @@ PRESETS: dict[str, TrainConfig] = {
     # cpu` sizes it for the machine (training/sizing.py). Measured in benchmarks/RESULTS.md.
     "cpu": TrainConfig(checkpoint_minutes=3.0, precision="bf16_if_native"),
     # a T4 for about an hour including data and evaluation: wider and deeper, eight times the tokens per batch, a
-    # longer warm-up and dropout (several passes over the data); T4 figures to be measured
+    # lower peak learning rate, a longer warm-up, more weight decay and dropout (several passes over the data); T4
+    # figures to be measured
     "t4": TrainConfig(
         n_layer=6,
         n_head=8,

@@ -39,10 +39,10 @@ def make_optimizer(
     device = torch.device(device) if device is not None else next(model.parameters()).device
     extra = {"fused": True} if device.type == "cuda" else {}
     hidden = []
-    if cfg.optimizer == "muon":  # the blocks' 2-D weights; the head (tied or not) and embeddings stay with AdamW
-        head = getattr(model, "lm_head", None)
-        outside = {id(p) for p in head.parameters()} if head is not None else set()
-        hidden = [p for p in decay if id(p) not in outside and p.dim() == 2 and p is not getattr(head, "weight", None)]
+    if cfg.optimizer == "muon":  # the linear layers' weights; the head (tied or not), embeddings and any other
+        head = getattr(model, "lm_head", None)  # parameter (notebook 05's synthesizer bias, latents) stay with AdamW
+        linear = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Linear) and m is not head}
+        hidden = [p for p in decay if id(p) in linear and p is not getattr(head, "weight", None)]
         hidden_ids = {id(p) for p in hidden}
         decay = [p for p in decay if id(p) not in hidden_ids]
     groups = [
@@ -228,7 +228,7 @@ def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
 
     ``cfg.schedule`` "cosine": a half cosine from the peak to the floor. "wsd" (warm-up, stable, decay): the peak
     until the last ``cfg.cooldown`` share of the run, then a straight line to the floor; a fast learning rate for
-    longer, and a long cool-down where most of the loss is won (the GPT-2 speedrun's schedule).
+    longer, and a long cool-down, where the loss falls sharply again (the GPT-2 speedrun's schedule).
     ``step`` counts from 0 (the learning rate used by the first update). After ``total_steps`` the
     rate stays at the floor.
     """

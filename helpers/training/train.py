@@ -278,8 +278,8 @@ class TrainingRun:
         result = run.finish()
 
     On construction it builds the optimizer and the scaler and, when ``out_dir`` holds a checkpoint, restores
-    everything that influences the next step (weights, AdamW moments, scaler, RNG states, data position,
-    counters), after refusing a checkpoint whose configuration differs (naming the field).
+    everything that influences the next step (weights, the optimiser state: AdamW's moments, Muon's momentum;
+    scaler, RNG states, data position, counters), after refusing a checkpoint whose configuration differs (naming the field).
     """
 
     def __init__(

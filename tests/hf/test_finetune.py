@@ -28,7 +28,8 @@ import torch
 from helpers import cli
 from helpers.evaluation import evaluate
 from helpers.hf import finetune, loading
-from helpers.text.data import TEST_FILES, clean_pairs, split_pairs
+from helpers.run_folder import TEST_FILES
+from helpers.text.data import clean_pairs, split_pairs
 from helpers.text.sources import load_path
 from tests.hf.test_tiny import load
 

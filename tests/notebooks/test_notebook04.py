@@ -95,7 +95,8 @@ def test_quick_mode_says_the_models_are_not_pretrained(nb):
 def test_the_same_split_as_helpers_data(nb, tmp_path):
     """The notebook's test sets are the files `train` and `finetune` write for the same data, seed and limit."""
     from helpers import pipeline
-    from helpers.text.data import TEST_FILES, test_sets_of
+    from helpers.run_folder import TEST_FILES
+    from helpers.text.data import test_sets_of
 
     _, ns = nb
     pipeline.prepare_pairs(ns["DATA"], tmp_path, columns=ns["COLUMNS"], seed=ns["SEED"], limit=ns["LIMIT"])

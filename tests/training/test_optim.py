@@ -41,6 +41,21 @@ def test_muon_takes_the_blocks_matrices_and_adamw_the_rest():
     assert id(model.lm_head.weight) in in_adamw and id(model.tok_emb.weight) in in_adamw
 
 
+@pytest.mark.parametrize("variant", [{"attention": "synthesizer"}, {"bottleneck_dim": 4}])
+def test_muon_takes_only_linear_layers_weights_in_notebook_05_s_variants(variant):
+    # the synthesizer's per-head score bias (nh, L) and the bottleneck's latents (m, C) are 2-D but no layer's
+    # weights: a split by p.dim() == 2 alone would hand them to Muon (and decay them as matrices)
+    model = tiny_model(**variant)
+    muon, adamw = make_optimizer(model, preset_config("tiny")).optimizers
+    in_muon = {id(p) for g in muon.param_groups for p in g["params"]}
+    linear = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Linear)}
+    odd = [n for n, p in model.named_parameters() if p.dim() == 2 and id(p) not in linear and n != "tok_emb.weight"]
+    assert odd, "the variant has a 2-D parameter outside the linear layers: the check has something to catch"
+    assert in_muon == linear - {id(model.tok_emb.weight)}
+    assert all(id(p) in {id(q) for g in adamw.param_groups for q in g["params"]} for n, p in model.named_parameters()
+               if n in odd)  # fmt: skip
+
+
 def test_muon_with_adamw_steps_saves_and_restores_both():
     torch.manual_seed(0)
     model = tiny_model()
