@@ -1,4 +1,4 @@
-"""What pretraining knows (notebook 06): facts read only in pretraining, and word vectors at equal budget.
+"""What pretraining knows (notebook 06): facts read only in pretraining.
 
 **Knowledge access** (the experiment of the Stanford assignment this course follows, offline). Short
 biographies of invented people are the pretraining text::
@@ -13,11 +13,7 @@ from scratch, of the model span-corruption pretrained first (:mod:`helpers.train
 (the "London" baseline of the original). Birthplaces follow a skewed (Zipf) law, so that baseline is not zero,
 and every biography carries distractors (a job, a year, another city the person moved to).
 
-**Embeddings at equal budget.** The same translation model and budget with four starts for the token
-embeddings: learned from scratch (the default), random and frozen, word2vec vectors trained (gensim) on our
-own training text cut into our sentencepiece pieces, and a pretrained language model's
-(:func:`helpers.hf.embedding_transfer.transfer_embeddings`); scored on the new-sentence test set with a paired
-bootstrap against learned-from-scratch.
+Notebook 06's other study, token embeddings at equal budget, is :mod:`helpers.embeddings`.
 """
 
 from __future__ import annotations
@@ -558,16 +554,3 @@ def run_knowledge(kcfg: KnowledgeConfig, model_cfg: TrainConfig, *, device=None,
     result.seconds = time.perf_counter() - t0
     extra = {"data": data, "tokenizer": tok, "scratch": scratch, "pretrained": pretrained, "answers": answers}
     return result, extra
-
-
-# notebook 06's section 4 (embeddings at equal budget) lives in helpers.embeddings; its names are here too
-from .embeddings import (  # noqa: E402, F401
-    EMBEDDING_KINDS,
-    bootstrap_sentence,
-    compare_embeddings,
-    embedding_row,
-    put_word_vectors,
-    start_embeddings,
-    train_word2vec,
-    word2vec_embeddings,
-)

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -107,7 +109,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-from helpers import knowledge
+from helpers import embeddings, knowledge
 from helpers.course import plotting
 from helpers.evaluation import evaluate
 from helpers.hf import loading, tiny
@@ -818,8 +820,8 @@ print(f"{prepared.tokenizer.vocab_size} pieces, {len(prepared.splits.train):,} t
 # %% [markdown]
 # ## Exercise 6.6 · Word vectors into the embedding table (2 points)
 #
-# `knowledge.train_word2vec(tok, sentences, d_model, seed=...)` trains gensim's skip-gram on the sentences cut into our
-# pieces and returns its vectors, keyed by piece id written as text: `wv["17"]` is piece 17's vector (a NumPy
+# `embeddings.train_word2vec(tok, sentences, d_model, seed=...)` trains gensim's skip-gram on the sentences cut into
+# our pieces and returns its vectors, keyed by piece id written as text: `wv["17"]` is piece 17's vector (a NumPy
 # array; `"17" in wv` says whether it has one). Write `put_word_vectors(model, tok, wv, std)`, which starts the
 # model's token embeddings (`model.tok_emb.weight`, one row per piece id) from those vectors and returns how
 # many rows it wrote:
@@ -850,11 +852,11 @@ def put_word_vectors(model, tok, wv, std: float = 0.02) -> int:
 
 # %% tags=["check"]
 # A small model and word2vec on a few hundred training sentences: your table against the package's
-# (helpers.knowledge.put_word_vectors) from the same start, at two scales.
+# (helpers.embeddings.put_word_vectors) from the same start, at two scales.
 w_tok = prepared.tokenizer
 w_sentences = [s for pair in prepared.splits.train[:300] for s in pair]
 w_cfg = config.preset_config("tiny", d_model=16, n_head=2).model_config(w_tok.vocab_size)
-wv = knowledge.train_word2vec(w_tok, w_sentences, 16, seed=SEED)
+wv = embeddings.train_word2vec(w_tok, w_sentences, 16, seed=SEED)
 byte = [i for i in range(w_tok.vocab_size) if w_tok.id_to_piece(i).startswith("<0x")]
 for std in (0.02, 0.05):
     torch.manual_seed(0)
@@ -862,7 +864,7 @@ for std in (0.02, 0.05):
     before = start.tok_emb.weight.detach().clone()
     torch.manual_seed(0)
     want = DecoderOnlyTransformer(w_cfg)
-    n_want = knowledge.put_word_vectors(want, w_tok, wv, std)
+    n_want = embeddings.put_word_vectors(want, w_tok, wv, std)
     n_got = put_word_vectors(start, w_tok, wv, std)
     table = start.tok_emb.weight
     assert isinstance(table, torch.nn.Parameter) and table.requires_grad, "the table stays a trainable parameter"
@@ -889,8 +891,8 @@ print(f"word vectors: {n_got} rows written, equal to the package's table at two 
 
 # %%
 EMB_ROWS = []
-for kind in knowledge.EMBEDDING_KINDS:
-    row = knowledge.embedding_row(prepared, EMB_CFG, kind, lm=LM, device=DEVICE, eval_sentences=EVAL_SENTENCES,
+for kind in embeddings.EMBEDDING_KINDS:
+    row = embeddings.embedding_row(prepared, EMB_CFG, kind, lm=LM, device=DEVICE, eval_sentences=EVAL_SENTENCES,
                           put_word2vec=put_word_vectors)  # fmt: skip
     EMB_ROWS.append(row)
     print(
@@ -903,7 +905,7 @@ for kind in knowledge.EMBEDDING_KINDS:
 # share of resamples in which the start does not gain.
 
 # %%
-COMPARISONS = knowledge.compare_embeddings(EMB_ROWS, resamples=1000, seed=SEED)
+COMPARISONS = embeddings.compare_embeddings(EMB_ROWS, resamples=1000, seed=SEED)
 for c in COMPARISONS:
     print(f"{c['label']:<14} {c['delta']:+6.2f} BLEU [{c['low']:+.2f}, {c['high']:+.2f}], p = {c['p']:.3f}")
 if QUICK:
@@ -963,7 +965,7 @@ for c in COMPARISONS:
 
 # %% tags=["answer"]
 for c in COMPARISONS:  # each comparison in a sentence, from the bootstrap's numbers
-    print(knowledge.bootstrap_sentence(c))
+    print(embeddings.bootstrap_sentence(c))
 
 # %% [markdown] tags=["answer", "rubric"]
 # **Rubric · Question 6.4 (2 points).**

@@ -104,9 +104,6 @@ REFERENCES: dict[str, list[str]] = {
     ],
     "6.5": ["helpers.knowledge.knowledge_table", "helpers.knowledge.run_knowledge"],
     "6.6": [
-        "helpers.knowledge.put_word_vectors",
-        "helpers.knowledge.word2vec_embeddings",
-        "helpers.knowledge.start_embeddings",
         "helpers.embeddings.put_word_vectors",
         "helpers.embeddings.word2vec_embeddings",
         "helpers.embeddings.start_embeddings",

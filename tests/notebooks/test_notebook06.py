@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import embeddings, runtime
 from helpers import knowledge as K
-from helpers import runtime
 from tests.solved import reads_solved, solved
 
 pytestmark = [pytest.mark.notebook, reads_solved("06")]  # every test here reads the solved notebook's run
@@ -61,12 +61,12 @@ def test_the_knowledge_record_names_its_test_and_holds_every_number(record):
 
 def test_the_embedding_record_has_four_rows_at_one_budget_and_three_comparisons(record):
     e = record["embeddings"]
-    assert [r["label"] for r in e["rows"]] == list(K.EMBEDDING_KINDS)
+    assert [r["label"] for r in e["rows"]] == list(embeddings.EMBEDDING_KINDS)
     assert len({r["steps"] for r in e["rows"]}) == 1, "every start gets the same budget"
     frozen = next(r for r in e["rows"] if r["label"] == "random frozen")
     assert frozen["trainable"] < e["rows"][0]["trainable"] and "frozen" in frozen["embeddings"]
     assert "word2vec" in e["rows"][2]["embeddings"] and "token embeddings from" in e["rows"][3]["embeddings"]
-    assert [c["label"] for c in e["comparisons"]] == list(K.EMBEDDING_KINDS[1:])
+    assert [c["label"] for c in e["comparisons"]] == list(embeddings.EMBEDDING_KINDS[1:])
     for c in e["comparisons"]:
         assert c["low"] <= c["delta"] <= c["high"] and 0 <= c["p"] <= 1 and c["resamples"] == 1000
     assert "paired bootstrap" in e["test"]
