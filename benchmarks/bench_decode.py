@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from helpers import pipeline, runtime
-from helpers.evaluation import evaluate as E
+from helpers.evaluation import translation
 from helpers.nn.model import DecoderOnlyTransformer
 from helpers.text import data as D
 from helpers.text import sources as S
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
     )
 
     if args.checkpoint:  # natural lengths: what evaluate and translate see
-        seconds, out = timed(lambda: E.translate(model, tok, sources, beams=1), args.repeats)
+        seconds, out = timed(lambda: translation.translate(model, tok, sources, beams=1), args.repeats)
         results["natural_greedy_sentences_per_s"] = round(len(sources) / seconds, 2)
         print(f"natural-length greedy (translate): {len(sources) / seconds:.2f} sentences/s")
     if args.json:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from helpers.evaluation.evaluate import TranslateReport, score, translate
+from helpers.evaluation.evaluate import score
+from helpers.evaluation.translation import TranslateReport, translate
 from helpers.pipeline import load_run
 from helpers.text.sources import load_tsv
 

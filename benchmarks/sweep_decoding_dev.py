@@ -14,7 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from helpers.evaluation.evaluate import score, translate
+from helpers.evaluation.evaluate import score
+from helpers.evaluation.translation import translate
 from helpers.pipeline import load_run
 from helpers.text.sources import load_tsv
 

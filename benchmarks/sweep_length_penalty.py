@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers.evaluation.evaluate import score, translate  # noqa: E402
+from helpers.evaluation.evaluate import score  # noqa: E402
+from helpers.evaluation.translation import translate  # noqa: E402
 from helpers.pipeline import load_run  # noqa: E402
 from helpers.text.data import load_clean_split  # noqa: E402
 

@@ -140,7 +140,7 @@ def translate_command(
     training pair holds and any cut (:func:`helpers.evaluation.explain.explain_translation`). Returns the number of
     lines translated. Warnings (long sources translated in pieces) go to ``stderr``.
     """
-    from .evaluation.evaluate import translate_lines
+    from .evaluation.translation import translate_lines
     from .pipeline import load_run
 
     stdin = stdin if stdin is not None else sys.stdin
@@ -171,7 +171,7 @@ def _explained(run, line: str, beams: int) -> str:
 
 def _prompt(run, beams: int, explain: bool, stdin, stdout, err) -> int:
     """The terminal prompt of ``translate``: ``fr>`` reads a line, ``en>`` answers; an empty line gets a hint."""
-    from .evaluation.evaluate import translate_lines
+    from .evaluation.translation import translate_lines
 
     try:
         import readline  # noqa: F401  (input() then keeps a history: the arrow keys recall earlier lines)

@@ -16,7 +16,8 @@ from dataclasses import asdict, replace
 import torch
 
 from . import pipeline, runtime
-from .evaluation.evaluate import score, translate
+from .evaluation.evaluate import score
+from .evaluation.translation import translate
 from .nn.model import DecoderOnlyTransformer, ModelConfig, num_parameters
 from .nn.variants import attention_memory, forward_flops
 from .training.config import TrainConfig

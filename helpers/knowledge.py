@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import runtime
-from .evaluation.evaluate import translate
+from .evaluation.translation import translate
 from .nn.model import DecoderOnlyTransformer
 from .text.batches import IGNORE_INDEX, BucketBatcher
 from .text.encoding import Example, encode_pairs, make_example

@@ -168,13 +168,13 @@ class Run:
     step: int
     path: Path
     words: object = None  # helpers.text.testsets.WordTable of the training split, when the run folder has one
-    # what evaluation calls (helpers.evaluation.evaluate.Translator): our model and tokenizer unless given
+    # what evaluation calls (helpers.evaluation.translation.Translator): our model and tokenizer unless given
     translator: object = None
     scratch: bool = True  # our DecoderOnlyTransformer, written by `train`; False: a model written by `finetune`
 
     def __post_init__(self):
         if self.translator is None:
-            from .evaluation.evaluate import ScratchTranslator
+            from .evaluation.translation import ScratchTranslator
 
             self.translator = ScratchTranslator(self.model, self.tokenizer)
 

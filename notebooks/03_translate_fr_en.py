@@ -162,7 +162,7 @@ from sacrebleu.metrics import CHRF
 from helpers import pipeline, run_folder
 from helpers.course import checks
 from helpers.course.plotting import in_live_kernel, save_figure
-from helpers.evaluation import evaluate
+from helpers.evaluation import evaluate, translation
 from helpers.nn.model import DecoderOnlyTransformer, LayerCache, build_attention_mask, num_parameters
 from helpers.text import batches, corpus, data, encoding, testsets, tokenizer
 from helpers.text import sources as text_sources  # `sources` is the French of the test set, below
@@ -1514,7 +1514,7 @@ if distributed.launch_or_say_why(N_GPUS, SKIP, several_args):
 # ## 5. Translating
 #
 # To translate, the model reads `<bos> French <sep>` and writes English one piece at a time until it
-# writes `<eos>`. `helpers.evaluation.evaluate.translate` batches sentences of similar length and decodes each batch
+# writes `<eos>`. `helpers.evaluation.translation.translate` batches sentences of similar length and decodes each batch
 # with the key/value cache, so every step computes only the new token (notebook 02 built the cache for one
 # sentence). How many new tokens may a sentence get? `max_new_tokens_for` allows twice the source length
 # plus 10, never past `max_len`: a budget that scales with the source stops a model that fails to write
@@ -1617,7 +1617,7 @@ def check_greedy_decode(decode_fn, model=model, tok=tok, n=24):
 
     max_len = model.config.max_len
     prompts = [p for p in (encoding.prompt_ids(tok, s) for s in sources) if len(p) <= max_len // 2][:n]
-    budgets = [evaluate.max_new_tokens_for(len(p), max_len) for p in prompts]
+    budgets = [translation.max_new_tokens_for(len(p), max_len) for p in prompts]
     budgets[1], budgets[2] = 1, 3  # rows that run out of room before their <eos>
     want = model.generate(prompts, budgets, eos_id=tok.eos_id, use_cache=False)  # every step recomputed in full
     cached = model.generate(prompts, budgets, eos_id=tok.eos_id)  # the package's cache: the same up to rounding
@@ -1661,33 +1661,33 @@ print("✓ the same translations as recomputing every step, one new position per
 # ### Greedy and beam search
 #
 # From here on the notebook decodes greedily with your `greedy_decode`. Evaluation asks one thing of every model,
-# `translate(sources, beams)`; `evaluate.ScratchTranslator(model, tok)` gives it to ours, decoding with the model's
+# `translate(sources, beams)`; `translation.ScratchTranslator(model, tok)` gives it to ours, decoding with the model's
 # `generate`, so we hand it our model with your decoder for greedy. Beam search stays the package's. A few test
 # sentences, both ways:
 
 
 # %%
 class GreedyWithYourDecoder:
-    """Our model for helpers.evaluation.evaluate.translate: greedy decoding by your greedy_decode, beam search by the package."""
+    """Our model for helpers.evaluation.translation.translate: greedy decoding by your greedy_decode, beam search by the package."""
 
     def __init__(self, model):
         self.model, self.config = model, model.config
 
     def generate(
         self, prefixes, budgets, eos_id, beams=1, **options
-    ):  # what helpers.evaluation.evaluate.translate calls
+    ):  # what helpers.evaluation.translation.translate calls
         if beams == 1:
             return greedy_decode(self.model, prefixes, budgets, eos_id)
         return self.model.generate(prefixes, budgets, eos_id, beams=beams, **options)
 
 
-translator = evaluate.ScratchTranslator(GreedyWithYourDecoder(model), tok)
+translator = translation.ScratchTranslator(GreedyWithYourDecoder(model), tok)
 few = [s for s in sources if len(encoding.prompt_ids(tok, s)) <= cfg.max_len // 2][:4]
 side_by_side = {"greedy": translator.translate(few, beams=1), f"beam {BEAMS}": translator.translate(few, beams=BEAMS)}
 for k, src in enumerate(few):
     plen = len(encoding.prompt_ids(tok, src))
     print(
-        f"{src!r}: a prefix of {plen} tokens may get up to {evaluate.max_new_tokens_for(plen, cfg.max_len)} new tokens"
+        f"{src!r}: a prefix of {plen} tokens may get up to {translation.max_new_tokens_for(plen, cfg.max_len)} new tokens"
     )
     for name, out in side_by_side.items():
         print(f"   {name:>7}: {out[k]!r}")
@@ -1973,7 +1973,7 @@ def attention_panels(model, sentences, references, layer=-1, note=""):
     fig, axes = plt.subplots(1, len(sentences), figsize=(3.25 * len(sentences), 3.9), squeeze=False)
     for ax, fr, ref in zip(axes[0], sentences, references):
         prompt = encoding.prompt_ids(tok, fr)
-        new = greedy_decode(model, [prompt], [evaluate.max_new_tokens_for(len(prompt), cfg.max_len)], tok.eos_id)[0]
+        new = greedy_decode(model, [prompt], [translation.max_new_tokens_for(len(prompt), cfg.max_len)], tok.eos_id)[0]
         ids = prompt + new + [tok.eos_id]
         P = len(prompt)
         maps = model.attention_maps(torch.tensor([ids], device=dev), torch.tensor([P], device=dev))

@@ -156,7 +156,7 @@ import numpy as np
 from helpers import pipeline, run_folder
 from helpers.cli import train_command
 from helpers.course.plotting import save_figure
-from helpers.evaluation import evaluate
+from helpers.evaluation import evaluate, translation
 from helpers.hf import finetune, loading, tiny
 from helpers.hf.translator import PromptFormat
 from helpers.text import data, sources, testsets
@@ -614,7 +614,7 @@ if distributed.launch_or_say_why(N_GPUS, SKIP, several_args):  # the command to 
 
 # %%
 CONTESTANTS = {  # every model behind the one translator interface: translate(sources, beams)
-    SCRATCH_NAME: evaluate.ScratchTranslator(scratch.model, scratch.tokenizer),
+    SCRATCH_NAME: translation.ScratchTranslator(scratch.model, scratch.tokenizer),
     "opus-mt as it is": loading.load_pretrained(SEQ2SEQ_MODEL, device=DEVICE),
     "opus-mt fine-tuned": finetuned["seq2seq"],
     "SmolLM2 3-shot": loading.load_pretrained(CAUSAL_MODEL, device=DEVICE).with_examples(splits.train[1:4]),
@@ -741,7 +741,7 @@ for kind, label in curve_names.items():
     mon = results[kind].monitor
     ax.plot([m["minutes"] for m in mon], [m["bleu"] for m in mon], "o-", label=f"{label} ({results[kind].precision})")
 monitor = splits.valid[:MONITOR_PAIRS]
-ours_on_monitor = evaluate.score(evaluate.translate(scratch.model, scratch.tokenizer, [fr for fr, _ in monitor]),
+ours_on_monitor = evaluate.score(translation.translate(scratch.model, scratch.tokenizer, [fr for fr, _ in monitor]),
                           [en for _, en in monitor])["bleu"]  # fmt: skip
 ax.axhline(ours_on_monitor, ls="--", c="grey", label=f"{SCRATCH_NAME} ({format_minutes(SCRATCH_MINUTES)} of training)")
 ax.set_xlabel("minutes of fine-tuning")

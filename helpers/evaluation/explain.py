@@ -21,7 +21,8 @@ from ..nn.generate import beam_search
 from ..text.encoding import max_source_tokens
 from ..text.testsets import WORD
 from ..text.testsets import words as french_words
-from .evaluate import DEFAULT_BEAMS, max_new_tokens_for, translate
+from .evaluate import DEFAULT_BEAMS
+from .translation import max_new_tokens_for, translate
 
 
 @dataclass
@@ -194,7 +195,7 @@ def draw_explanation(e: Explanation, layer: int = -1, head: int | str = "mean"):
 
 
 def side_by_side(translators: dict, text: str, beams: int = DEFAULT_BEAMS) -> list[dict]:
-    """One row per model (``name -> translator``, any :class:`helpers.evaluation.evaluate.Translator`: ours or a
+    """One row per model (``name -> translator``, any :class:`helpers.evaluation.translation.Translator`: ours or a
     Hugging Face one): its translation of ``text`` and the seconds it took. Notebook 04's text box: what
     pretraining buys, on your own sentence."""
     rows = []

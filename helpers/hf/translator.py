@@ -2,7 +2,7 @@
 
 Notebook 04 compares two pretrained families with our scratch model, scored by the same
 :func:`helpers.evaluation.evaluate.evaluate_pairs`, through the same
-:class:`helpers.evaluation.evaluate.Translator` interface (``translate(sources, beams)``):
+:class:`helpers.evaluation.translation.Translator` interface (``translate(sources, beams)``):
 
 * an encoder-decoder trained for translation (``Helsinki-NLP/opus-mt-fr-en``, MarianMT): French in, English out;
 * a decoder-only language model (``HuggingFaceTB/SmolLM2-135M``) taught our format: ``<bos> French <sep>
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..evaluation.evaluate import TranslateReport, sources_to_decode
+from ..evaluation.translation import TranslateReport, sources_to_decode
 
 SEQ2SEQ, CAUSAL = "seq2seq", "causal"
 NOT_PRETRAINED = "tbb_not_pretrained"  # a config attribute set by the tiny stand-ins (helpers.hf.tiny)
@@ -77,8 +77,8 @@ def token_batches(lengths: list[int], max_rows: int, max_tokens: int | None = No
 
 
 class HFTranslator:
-    """A Hugging Face model and its tokenizer as a :class:`helpers.evaluation.evaluate.Translator`, the interface
-    evaluation calls for every model (ours is :class:`helpers.evaluation.evaluate.ScratchTranslator`).
+    """A Hugging Face model and its tokenizer as a :class:`helpers.evaluation.translation.Translator`, the interface
+    evaluation calls for every model (ours is :class:`helpers.evaluation.translation.ScratchTranslator`).
 
     ``examples`` (French, English pairs) turn a decoder-only model's prompt into a few-shot prompt.
     """
@@ -209,8 +209,8 @@ class HFTranslator:
         report: TranslateReport | None = None,
         max_tokens: int | None = None,
     ) -> list[str]:
-        """English for each French line, in order, as :func:`helpers.evaluation.evaluate.translate` does for our model
-        (the :class:`helpers.evaluation.evaluate.Translator` contract): blank lines give blank output, over-long
+        """English for each French line, in order, as :func:`helpers.evaluation.translation.translate` does for our model
+        (the :class:`helpers.evaluation.translation.Translator` contract): blank lines give blank output, over-long
         sources are cut and counted in ``report.truncated``, decoding is greedy (``beams=1``) or beam search, and
         stops at ``<eos>`` (a decoder-only model also at the end of the line, which a few-shot prompt needs).
 

@@ -12,31 +12,12 @@ import pytest
 import torch
 
 from helpers import cli, pipeline
-from helpers.cli import train_command
 from helpers.evaluation import evaluate as E
+from helpers.evaluation import translation
 from helpers.nn import generate as G
 from helpers.nn import model as M
 from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
-from helpers.text.encoding import max_source_tokens
 from helpers.text.sources import load_path
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    """A run folder as `python -m helpers train` leaves it: 3 steps of the tiny preset on invented pairs."""
-    from helpers.text.corpus import builtin_corpus
-
-    folder = tmp_path_factory.mktemp("eval")
-    data = folder / "pairs.tsv"
-    data.write_text("".join(f"{fr}\t{en}\n" for fr, en in builtin_corpus(300, seed=5, difficulty=1)), encoding="utf-8")
-    train_command(str(data), None, None, 3, folder / "run", "tiny", 0, progress=False)
-    return folder / "run"
-
-
-@pytest.fixture(scope="module")
-def run(run_dir):
-    return pipeline.load_run(run_dir, device="cpu")
-
 
 # ----------------------------------------------------------------------------------------------
 # scores
@@ -123,107 +104,6 @@ def test_sample_table_is_fixed_and_aligned():
     assert "source | reference | ours" in E.format_table(rows)
 
 
-def test_max_new_tokens_grows_with_the_source_and_respects_max_len():
-    assert E.max_new_tokens_for(prefix_len=7, max_len=64) == 2 * 5 + 10
-    assert E.max_new_tokens_for(prefix_len=30, max_len=64) == 64 - 30
-    assert E.max_new_tokens_for(prefix_len=63, max_len=64) == 1
-
-
-# ----------------------------------------------------------------------------------------------
-# translating with a (barely trained) tiny model
-
-
-def test_translate_keeps_lines_aligned_and_handles_bad_input(run):
-    err = io.StringIO()
-    long_line = " ".join(["chat"] * 200)
-    lines = ["Je mange une pomme.", "", "   ", "日本語 ☃ 🦄 ŋ", long_line, "Il dort."]
-    out = E.translate_lines(E.ScratchTranslator(run.model, run.tokenizer), lines, err=err)
-    assert len(out) == len(lines)
-    assert out[1] == "" and out[2] == ""  # empty in, empty out, no model call
-    assert all(isinstance(o, str) for o in out)
-    text = err.getvalue()
-    # the 200 words have no punctuation: split between words into pieces that fit, every piece translated
-    assert "line 5 has" in text and "pieces" in text and "truncated" not in text
-    assert "line 4" not in text  # unseen characters are spelt as bytes, not an error
-
-
-def test_translate_gives_the_same_output_with_or_without_cache_and_batching(run, monkeypatch):
-    """Catches translate mixing up sentences after sorting them by length, or a cache that disagrees with
-    recomputation; and translate dropping the beam width or length penalty on the way to model.generate."""
-    src = ["Je mange une pomme.", "Le chat dort.", "Nous sommes partis."]
-    for beams in (1, 3):
-        out = E.translate(run.model, run.tokenizer, src, beams=beams)
-        assert out == E.translate(run.model, run.tokenizer, src, beams=beams, use_cache=False)
-        assert out == E.translate(run.model, run.tokenizer, src, beams=beams, batch_size=1)
-    calls, real = [], run.model.generate
-    monkeypatch.setattr(run.model, "generate", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
-    E.translate(run.model, run.tokenizer, src, beams=3, length_penalty=0.5)
-    assert [(kw["beams"], kw["length_penalty"]) for kw in calls] == [(3, 0.5)]
-
-
-# ----------------------------------------------------------------------------------------------
-# one translator interface: evaluation calls translate(sources, beams) on ours and on a pretrained model alike
-
-
-def interface_problems(cls) -> list[str]:
-    """How ``cls`` departs from E.Translator ([] when it implements it): ``translate(sources, beams=1, *,
-    batch_size, length_penalty, report)`` returning the translations, and ``source_budget()``."""
-    import inspect
-
-    problems = []
-    translate = getattr(cls, "translate", None)
-    if translate is None:
-        return ["no translate"]
-    params = inspect.signature(translate).parameters
-    positional = [n for n, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
-    if positional[:3] != ["self", "sources", "beams"] or params["beams"].default != 1:
-        problems.append(f"translate takes {positional}, not (sources, beams=1)")
-    missing = [k for k in ("batch_size", "length_penalty", "report") if k not in params]
-    if missing:
-        problems.append(f"translate takes no {missing}")
-    if not callable(getattr(cls, "source_budget", None)):
-        problems.append("no source_budget")
-    return problems
-
-
-def test_our_model_and_a_pretrained_one_implement_the_one_translator_interface():
-    from helpers.hf.translator import HFTranslator
-
-    assert interface_problems(E.Translator) == []
-    assert interface_problems(E.ScratchTranslator) == interface_problems(HFTranslator) == []
-
-    class OptionsOnly:  # the shape notebook 03 wrapped its decoder in before: no beams, no budget
-        def translate(self, sources, **options): ...
-
-    assert interface_problems(OptionsOnly) == [
-        "translate takes ['self', 'sources'], not (sources, beams=1)",
-        "translate takes no ['batch_size', 'length_penalty', 'report']",
-        "no source_budget",
-    ]
-
-
-def test_scratch_translator_is_translate_and_states_the_source_budget(run, monkeypatch):
-    """Our model behind the interface is evaluate.translate, with every option passed on to model.generate."""
-    src = ["Je mange une pomme.", "", "Le chat dort.", " ".join(["chat"] * 200)]
-    mine, theirs = E.TranslateReport(), E.TranslateReport()
-    translator = E.ScratchTranslator(run.model, run.tokenizer)
-    calls, real = [], run.model.generate
-    monkeypatch.setattr(run.model, "generate", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
-    out = translator.translate(src, beams=2, length_penalty=0.5, report=mine, use_cache=False)
-    assert {(kw["beams"], kw["length_penalty"], kw["use_cache"]) for kw in calls} == {(2, 0.5, False)}
-    assert out == E.translate(run.model, run.tokenizer, src, beams=2, length_penalty=0.5, report=theirs)
-    assert (mine.empty, mine.split, mine.truncated) == (theirs.empty, theirs.split, theirs.truncated)
-    assert mine.empty == 1 and [row[:2] for row in mine.split] == [(4, 200)] and not mine.truncated
-    max_len = run.model.config.max_len
-    budget = f"source budget: {max_source_tokens(max_len)} of the model's {max_len} tokens, the rest is for the English"
-    assert translator.source_budget() == budget
-    err = io.StringIO()
-    E.translate_lines(translator, src, err=err)
-    pieces = mine.split[0][2]
-    note = f"line 4 has 200 tokens; translated in {pieces} pieces, split at sentence ends, commas or words ({budget})."
-    assert note in err.getvalue(), err.getvalue()
-
-
 def test_evaluate_pairs_scores_a_translator_with_its_own_translate():
     """The dispatch is real: a translator object's own output is what gets scored, even when it is a torch module
     (evaluation once sent every module to our model's decoder)."""
@@ -258,7 +138,7 @@ def test_score_newer_dev_scores_greedy_writes_the_translations_and_restores_trai
         assert run.model.training, "the model must be back in training mode"
     finally:
         run.model.eval()
-    want = E.translate(run.model, run.tokenizer, [fr for fr, _ in pairs], beams=1)
+    want = translation.translate(run.model, run.tokenizer, [fr for fr, _ in pairs], beams=1)
     assert (out / "eval_dev.greedy.hyp.txt").read_text(encoding="utf-8").splitlines() == want
     scored = E.score(want, [en for _, en in pairs])
     assert result == {"test_file": str(dev), "n": 6, "beams": 1, "bleu": scored["bleu"], "chrf": scored["chrf"],
@@ -459,11 +339,11 @@ TRANSLATE_LINES = ["Bonjour.", "", "Je suis là.", "Il fait très beau aujourd'h
 
 def translate_command_problems(run_dir, run) -> list[str]:
     """What is wrong with `translate`'s output for TRANSLATE_LINES ([] when nothing is): it must be, line for line
-    and in order, what evaluate.translate gives with the same model (an empty line stays empty), not the sources."""
+    and in order, what translation.translate gives with the same model (an empty line stays empty), not the sources."""
     stdin, stdout, stderr = io.StringIO("".join(line + "\n" for line in TRANSLATE_LINES)), io.StringIO(), io.StringIO()
     n = cli.translate_command(run_dir, beams=1, stdin=stdin, stdout=stdout, stderr=stderr)
     got = stdout.getvalue().split("\n")
-    want = E.translate(run.model, run.tokenizer, TRANSLATE_LINES)
+    want = translation.translate(run.model, run.tokenizer, TRANSLATE_LINES)
     assert len(set(want)) == len(want), f"the model's outputs must differ line by line for this check: {want}"
     problems = []
     if n != len(TRANSLATE_LINES) or got[-1] != "" or len(got) != len(TRANSLATE_LINES) + 1:
@@ -497,7 +377,9 @@ def _first_only(translator, lines, **kw):  # every line gets the first line's tr
 
 @pytest.mark.parametrize("mutant", [_echo, _reversed, _sorted_by_length, _first_only], ids=lambda f: f.__name__[1:])
 def test_the_translate_check_fails_on_output_that_is_not_the_models(run_dir, run, monkeypatch, mutant):
-    monkeypatch.setattr(E, "translate_lines", mutant)  # translate_command reads it from the module on each call
+    monkeypatch.setattr(
+        translation, "translate_lines", mutant
+    )  # translate_command reads it from the module on each call
     monkeypatch.setattr(pipeline, "load_run", lambda *a, **k: run)
     assert translate_command_problems(run_dir, run) != []
 
@@ -618,10 +500,10 @@ def test_typed_text_and_its_normalised_form_reach_the_model_as_the_same_ids(run,
     # without normalisation these would be other pieces: the check below has something to catch
     assert all(run.tokenizer.sp.encode(t) != run.tokenizer.sp.encode(n) for t, n in zip(TYPED, normalised))
     seen = _spy_on_prefixes(run.model, monkeypatch)
-    typed_out = E.translate(run.model, run.tokenizer, TYPED)
+    typed_out = translation.translate(run.model, run.tokenizer, TYPED)
     typed_ids = sorted(seen)
     seen.clear()
-    normal_out = E.translate(run.model, run.tokenizer, normalised)
+    normal_out = translation.translate(run.model, run.tokenizer, normalised)
     assert typed_ids == sorted(seen), "translate gave the model other ids for typed text than for its normalised form"
     assert typed_out == normal_out
 
@@ -649,7 +531,7 @@ EMPTY_PAIRS = [(f"Le chat numéro {i} dort.", f"Cat number {i} is sleeping.") fo
 
 
 class MostlySilent:
-    """A translator (the interface evaluate.Translator, as helpers.hf.translator.HFTranslator implements it) whose
+    """A translator (the interface translation.Translator, as helpers.hf.translator.HFTranslator implements it) whose
     first `empty` outputs are empty."""
 
     name, config = "mostly silent", None
@@ -722,65 +604,6 @@ def test_the_package_bootstrap_is_the_saved_reference():
     assert abs(saved["not_paired_p_value"] - saved["p_value"]) > 0.2, "the case must tell a paired test apart"
     counts_a = E.sentence_bleu_counts(saved["hyps_a"], saved["refs"])
     assert E.corpus_bleu_from_counts(counts_a.sum(0)) == pytest.approx(saved["bleu_a"], abs=1e-9)
-
-
-# ----------------------------------------------------------------------------------- long sources translated in pieces
-
-
-def _words(text):  # a stand-in tokenizer: one token per word
-    return text.split()
-
-
-def test_split_to_fit_cuts_at_sentences_then_commas_then_words_and_loses_nothing():
-    text = "Un deux trois. Quatre cinq, six sept huit neuf, dix. Onze"
-    pieces = E.split_to_fit(text, _words, 4)
-    assert all(len(_words(p)) <= 4 for p in pieces)
-    assert " ".join(pieces).split() == text.split()  # every word kept, in order (a cut would drop some)
-    assert pieces[0] == "Un deux trois."  # the sentence end, not the 4th word, is the first boundary
-    assert "Quatre cinq," in pieces  # then the comma
-    assert E.split_to_fit("Court.", _words, 4) == ["Court."]
-    words = " ".join(f"m{i}" for i in range(10))  # no punctuation: between words, pieces as long as allowed
-    assert [len(_words(p)) for p in E.split_to_fit(words, _words, 4)] == [4, 4, 2]
-
-
-class _EchoTokenizer:
-    """Words as ids; decode gives the words back upper-cased, so a translation shows what was read."""
-
-    bos_id, sep_id, eos_id = 0, 1, 2
-
-    def __init__(self):
-        self.vocab = {}
-
-    def encode(self, text):
-        return [self.vocab.setdefault(w, len(self.vocab) + 3) for w in text.split()]
-
-    def decode(self, ids):
-        inverse = {v: k for k, v in self.vocab.items()}
-        return " ".join(inverse[i].upper() for i in ids if i in inverse)
-
-
-class _CopyModel(torch.nn.Module):
-    """generate() returns the source ids: a translator that copies, to follow what happens to long sources."""
-
-    def __init__(self, max_len):
-        super().__init__()
-        self.config = ModelConfig(vocab_size=10, max_len=max_len, n_layer=1, n_head=1, d_model=4)
-
-    def generate(self, prefixes, budgets, **kw):
-        return [p[1:-1] for p in prefixes]
-
-
-def test_translate_splits_a_long_source_and_joins_the_pieces_in_order():
-    # max_len 12: a source budget of 4 tokens. Without the split the 9-word source would come back cut to 4 words
-    tok, model = _EchoTokenizer(), _CopyModel(12)
-    long = "a b c. d e f, g h i"
-    report = E.TranslateReport()
-    out = E.translate(model, tok, ["x y", long, ""], report=report)
-    assert out == ["X Y", "A B C. D E F, G H I", ""]
-    assert report.split == [(2, 9, 3)] and report.truncated == [] and report.empty == 1
-    cut = E.TranslateReport()
-    assert E.translate(model, tok, [long], report=cut, split_long=False) == ["A B C. D"]
-    assert cut.truncated == [(1, 9, 4)] and cut.split == []
 
 
 # ---------------------------------------------------------------------------------------------- the tokenizer

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.evaluation.evaluate import ScratchTranslator, translate
 from helpers.evaluation.explain import explain_translation
+from helpers.evaluation.translation import ScratchTranslator, translate
 from helpers.nn.model import DecoderOnlyTransformer
 from helpers.text.corpus import builtin_corpus
 from helpers.text.encoding import max_source_tokens

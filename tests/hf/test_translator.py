@@ -17,7 +17,7 @@ import statistics
 import pytest
 import torch
 
-from helpers.evaluation.evaluate import TranslateReport
+from helpers.evaluation.translation import TranslateReport
 from helpers.hf.translator import HFTranslator, ModelLoadError, token_batches
 from tests.hf.test_tiny import load
 

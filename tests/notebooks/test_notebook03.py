@@ -28,6 +28,7 @@ from helpers import pipeline, runtime
 from helpers.course import checks, exercises
 from helpers.course.notebooks import code_cells
 from helpers.evaluation import evaluate as E
+from helpers.evaluation import translation
 from helpers.nn.model import DecoderOnlyTransformer, build_attention_mask, num_parameters
 from helpers.text import data as D
 from helpers.text.batches import BucketBatcher, collate
@@ -687,7 +688,7 @@ def test_the_notebook_scores_are_sacrebleu_on_its_translations(ns):
     assert references == [en for _, en in ns["splits"].test] and len(greedy) == len(references)
     assert ns["greedy_eval"]["bleu"] == round(sacrebleu.corpus_bleu(greedy, [references]).score, 2)
     assert ns["greedy_eval"]["chrf"] == round(sacrebleu.corpus_chrf(greedy, [references]).score, 2)
-    again = E.translate(ns["model"], ns["tok"], ns["sources"][:20], beams=1, use_cache=False)
+    again = translation.translate(ns["model"], ns["tok"], ns["sources"][:20], beams=1, use_cache=False)
     assert again == greedy[:20], "cached and uncached greedy decoding disagree"
 
 
@@ -870,12 +871,12 @@ def test_the_recording_scaler_trains_like_torchs_grad_scaler(ns, parity_data, tm
 
 
 def test_the_students_greedy_decoding_is_the_packages_on_both_test_sets(ns):
-    """Defined once: helpers.evaluation.evaluate.translate keeps the package's decoder; the notebook's evaluation went through
+    """Defined once: helpers.evaluation.translation.translate keeps the package's decoder; the notebook's evaluation went through
     the student's greedy_decode, and gave the same translations on every sentence of both test sets."""
     model, tok = ns["model"], ns["tok"]
     assert isinstance(ns["translator"].model, ns["GreedyWithYourDecoder"])
     for name, pairs in ns["TEST_SETS"].items():
-        package = E.translate(model, tok, [fr for fr, _ in pairs], beams=1)
+        package = translation.translate(model, tok, [fr for fr, _ in pairs], beams=1)
         assert ns["outputs"][name, 1] == package, name
 
 
@@ -1051,7 +1052,7 @@ def test_the_static_view_is_the_explanation_of_the_fixed_sentence(ns):
     e = ns["explained"]
     assert (
         e.source == ns["MY_SENTENCE"]
-        and e.translation == E.translate(ns["model"], ns["tok"], [e.source], beams=ns["BEAMS"])[0]
+        and e.translation == translation.translate(ns["model"], ns["tok"], [e.source], beams=ns["BEAMS"])[0]
     )
     assert ns["box"] is None  # headless: the static view only
 
@@ -1071,5 +1072,5 @@ def test_the_text_box_drives_the_explanation_with_the_chosen_layer_and_head(ns, 
     text.value, layer.value, head.value = "Elle mange une pomme.", 0, 1  # the text's change runs it too
     button.click()
     assert seen[-1][:3] == ("Elle mange une pomme.", 0, 1)
-    assert seen[-1][3] == E.translate(ns["model"], ns["tok"], ["Elle mange une pomme."], beams=ns["BEAMS"])[0]
+    assert seen[-1][3] == translation.translate(ns["model"], ns["tok"], ["Elle mange une pomme."], beams=ns["BEAMS"])[0]
     assert "layer 0 of" in seen[-1][4] and "head 1" in seen[-1][4]
