@@ -236,10 +236,10 @@ def evaluate_command(
     )
     from .pipeline import load_run
     from .run_folder import RunFolder, hypotheses_beside
+    from .runtime import atomic_write_text
     from .text.data import data_summary, format_data_summary
     from .text.sources import load_path
     from .text.testsets import NEWER, PUBLIC_TEST_SETS, load_newer_sentences, load_public
-    from .training.checkpoint import atomic_write_text
 
     stdout = stdout if stdout is not None else sys.stdout
     beams = DEFAULT_BEAMS if beams is None else beams

@@ -238,7 +238,7 @@ class ResultsCache:
     def run(self, key: str, fingerprint: dict, fn) -> dict:
         import json
 
-        from .training.checkpoint import atomic_write_text
+        from .runtime import atomic_write_text
 
         stamp = json.dumps(fingerprint, sort_keys=True, default=str)
         saved = self.rows.get(key)

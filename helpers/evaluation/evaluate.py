@@ -19,7 +19,8 @@ from typing import TextIO
 import numpy as np
 import torch
 
-from ..training import checkpoint as ckpt_lib
+from ..run_folder import RunFolder
+from ..runtime import atomic_write_text
 from .translation import ScratchTranslator, TranslateReport, Translator
 
 DEFAULT_LENGTH_BUCKETS = (5, 10, 15, 25)  # source words: 1-5, 6-10, 11-15, 16-25, 26+
@@ -274,7 +275,7 @@ def format_evaluation(ev: dict, checkpoint: str | Path | None = None) -> str:
 
 def write_json(record: dict, path: str | Path) -> Path:
     """Write a metrics record atomically (a disconnect never leaves half a file)."""
-    return ckpt_lib.atomic_write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", path)
+    return atomic_write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", path)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -330,8 +331,6 @@ def bootstrap_bleu_difference(hyps_a: list[str], hyps_b: list[str], references: 
 def score_newer_dev(model, tokenizer, out: Path, err: TextIO | None) -> dict | None:
     """Greedy BLEU and chrF of a just-trained model on the newer-sentence development file, or None (with a line
     saying so) when the file is not on this machine. Translations go to ``out/eval_dev.greedy.hyp.txt``."""
-    from ..run_folder import RunFolder
-    from ..runtime import atomic_write_text
     from ..text.testsets import NEWER, WordTable, find_newer_dev, load_newer_sentences
 
     path = find_newer_dev()

@@ -371,7 +371,7 @@ class FinetuneRun:
 
 
 def _write_info(out_dir: Path, info: dict) -> None:
-    ckpt_lib.atomic_write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", RunFolder(out_dir).finetune_info)
+    runtime.atomic_write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", RunFolder(out_dir).finetune_info)
 
 
 def last_checkpoint(trainer_dir: Path) -> Path | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from ..nn.model import DecoderOnlyTransformer, num_parameters
-from ..runtime import resolve_precision
+from ..runtime import atomic_write_text, resolve_precision
 from ..text.batches import BucketBatcher
 from . import checkpoint as ckpt_lib
 from .config import SHAPE_FIELDS, TrainConfig
@@ -172,7 +172,7 @@ def read_curves(path: Path, key: dict) -> list[dict] | None:
 
 
 def write_curves(path: Path, key: dict, curves: list[dict]) -> None:
-    ckpt_lib.atomic_write_text(json.dumps({"key": key, "curves": curves}, indent=1), Path(path))
+    atomic_write_text(json.dumps({"key": key, "curves": curves}, indent=1), Path(path))
 
 
 def loss_against_time(
