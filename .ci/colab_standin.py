@@ -41,6 +41,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.environments import clean_env  # noqa: E402  (the one definition, shared with the tests)
+
 FREEZE = ROOT.parent / "shared" / "colab" / "pip-freeze.gpu.txt"
 CACHE = ROOT / ".cache" / "colab-standin"
 FLOOR_TORCH = "2.13.0"  # the wheel on this machine's disk (requirements.txt's pin); CI's floor job uses it
@@ -439,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         first["source"] = point_first_cell_at(text, drive)
         (content / src.name).write_text(json.dumps(nb, indent=1))
         notebooks.append(str(content / src.name))
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MPLBACKEND", "VIRTUAL_ENV")}
+    # the stand-in's Python sees nothing of ours (PYTHONPATH, a virtual environment); pip keeps this machine's settings
+    env = {k: v for k, v in clean_env(keep_installer=True).items() if k != "MPLBACKEND"}
     env.update(
         QUICK="1",
         PIP_LOG=str(pip_log),  # pip appends its verbose log of the first cell's install here

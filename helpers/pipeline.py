@@ -30,6 +30,7 @@ from .run_folder import FINETUNE_INFO, TOKENIZER, RunFolder
 from .text.data import PreparedData, SplitData, batches_for, load_clean_split, test_sets_of, write_test_sets
 from .text.testsets import WordTable
 from .training import checkpoint as ckpt_lib
+from .training.optim import describe_muon
 
 # ----------------------------------------------------------------------------------------------
 # the data stage (its whole is helpers.text.data.prepare_data)
@@ -120,7 +121,8 @@ def build_model(
         print(
             f"Model: {parameters / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}, vocabulary "
             f"{prepared.tokenizer.vocab_size}{describe_variant(model.config)}); {len(prepared.train_batcher.examples):,} "
-            f"training pairs{of_all}; device {device}, precision {runtime.resolve_precision(device, cfg.precision)}.",
+            f"training pairs{of_all}; device {device}, precision {runtime.resolve_precision(device, cfg.precision)}"
+            f"{describe_muon(cfg, device)}.",
             file=stderr if stderr is not None else sys.stderr,
         )
     fresh = out is None or ckpt_lib.find_checkpoint(out) is None

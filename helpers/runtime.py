@@ -68,8 +68,37 @@ def pick_device(prefer: str | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+CPU_BF16_VARIABLE = "COURSE_CPU_BF16"
+
+
 def cpu_has_native_bf16() -> bool:
-    """True when this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX), where bf16 autocast pays off."""
+    """True when this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX), where bf16 autocast pays off.
+
+    ``COURSE_CPU_BF16=1`` (or ``0``) answers yes (or no) whatever the CPU has, so that every choice made from this
+    answer (``bf16_if_native``, Muon's iteration format) can be run both ways on any machine: the tests do, and a
+    subprocess they start inherits the answer. Unset or ``auto``: the CPU is asked.
+    """
+    raw = os.environ.get(CPU_BF16_VARIABLE, "auto").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE - {""}:
+        return False
+    if raw not in ("", "auto"):
+        raise ValueError(
+            f"{CPU_BF16_VARIABLE}={os.environ[CPU_BF16_VARIABLE]!r} is not understood: use 1 (treat this CPU as having "
+            "bf16 instructions), 0 (as lacking them) or auto (ask the CPU), or unset it."
+        )
+    return cpu_detects_bf16()
+
+
+def cpu_bf16_forced(device: str = "cpu") -> str:
+    """ " (COURSE_CPU_BF16=1)" while the variable overrides the CPU's answer, for what describes the machine; else ""."""
+    raw = os.environ.get(CPU_BF16_VARIABLE, "auto").strip()
+    return "" if device != "cpu" or raw.lower() in ("", "auto") else f" ({CPU_BF16_VARIABLE}={raw})"
+
+
+def cpu_detects_bf16() -> bool:
+    """What the CPU itself says: AVX512-BF16 or AMX tiles, as torch reads them (no override)."""
     cpu = getattr(torch, "cpu", None)
     for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
         check = getattr(cpu, name, None)
@@ -166,7 +195,7 @@ class Accelerator:
         cc = f" (compute capability {self.capability[0]}.{self.capability[1]})" if self.capability else ""
         return (
             f"{self.name}{mem}{cc} | torch {self.torch_version} | "
-            f"fp16 native: {yes(self.fp16_native)} | bf16 native: {yes(self.bf16_native)}"
+            f"fp16 native: {yes(self.fp16_native)} | bf16 native: {yes(self.bf16_native)}{cpu_bf16_forced(self.device)}"
             + (f" | SDPA kernel, head size 64: {kernels}" if kernels else "")
         )
 

@@ -41,6 +41,17 @@ def _reports_dir(tmp_path_factory):
     runtime.restore_environment(old)
 
 
+@pytest.fixture(params=[False, True], ids=["cpu-without-bf16", "cpu-with-bf16"])
+def cpu_bf16(request, monkeypatch) -> bool:
+    """Both answers of ``runtime.cpu_has_native_bf16`` on any machine (issue 47): what depends on it (``bf16_if_native``,
+    Muon's iteration format) runs each branch here, and in what the test starts (the variable is inherited), so a
+    change that breaks the bf16 branch is red on a machine without bf16 instructions too, and the other way round."""
+    from helpers import runtime
+
+    monkeypatch.setenv(runtime.CPU_BF16_VARIABLE, "1" if request.param else "0")
+    return request.param
+
+
 def pytest_configure(config):
     """The controller makes one folder that its workers share, where each solved run is claimed."""
     if not os.environ.get("PYTEST_XDIST_WORKER") and getattr(config.option, "numprocesses", None):

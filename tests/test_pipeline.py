@@ -53,7 +53,7 @@ def watch_stages(monkeypatch) -> list[tuple[str, tuple, dict, object]]:
 
 
 @pytest.mark.training
-def test_train_runs_each_stage_once_and_hands_its_result_to_the_next(tmp_path, monkeypatch):
+def test_train_runs_each_stage_once_and_hands_its_result_to_the_next(tmp_path, monkeypatch, cpu_bf16):
     from helpers.commands import train_command
 
     calls = watch_stages(monkeypatch)
@@ -82,9 +82,13 @@ def test_train_runs_each_stage_once_and_hands_its_result_to_the_next(tmp_path, m
     assert summary["parameters"] == num_parameters(model_cfg) and summary["model"] == model_cfg.to_dict()
     assert summary["data"]["report"] == prepared.summary() and summary["config"] == sized.to_dict()
     assert (tmp_path / "test.tsv").is_file() and (tmp_path / "test_new.tsv").is_file()
+    # the cpu preset's bf16_if_native: bf16 autocast (and Muon in bf16) on a CPU with bf16 instructions, else fp32;
+    # both branches train here, whatever this CPU has
+    assert summary["precision"] == ("bf16" if cpu_bf16 else "fp32")
+    assert f"Muon's iteration in {'bf16' if cpu_bf16 else 'fp32'}." in said
 
 
-def test_build_model_describes_what_it_built_only_when_asked(stage, capsys):  # noqa: F811
+def test_build_model_describes_what_it_built_only_when_asked(stage, capsys, cpu_bf16):  # noqa: F811
     tokenizer, splits = stage
     cfg = C.preset_config("tiny", steps=1)
     from helpers.text import data
@@ -98,4 +102,12 @@ def test_build_model_describes_what_it_built_only_when_asked(stage, capsys):  # 
     assert line.startswith(
         f"Model: {said.parameters / 1e6:.2f} M parameters ({cfg.n_layer} layers, d_model {cfg.d_model}"
     )
-    assert f"{len(prepared.train_batcher.examples):,} training pairs; device cpu, precision fp32." in line
+    muon = "bf16" if cpu_bf16 else "fp32"  # the number format Muon iterates in follows the CPU
+    assert (
+        f"{len(prepared.train_batcher.examples):,} training pairs; device cpu, precision fp32, Muon's iteration in {muon}."
+        in line
+    )
+    pipeline.build_model(
+        C.preset_config("tiny", steps=1, optimizer="adamw"), prepared, None, "cpu", stderr=err, describe=True
+    )
+    assert err.getvalue().endswith("device cpu, precision fp32.\n")  # no Muon, nothing said of it

@@ -94,6 +94,24 @@ def test_precision_on_cpu_and_unknown_precisions():
         runtime.resolve_precision("cpu", "fp8")
 
 
+def test_the_cpu_bf16_answer_can_be_forced_either_way_and_bf16_if_native_follows_it(monkeypatch):
+    """Issue 47: each branch must run on either kind of machine, so the variable overrides the CPU's own answer."""
+    for raw, want in (("1", True), ("yes", True), ("0", False), ("off", False)):
+        monkeypatch.setenv(runtime.CPU_BF16_VARIABLE, raw)
+        assert runtime.cpu_has_native_bf16() is want, raw
+        assert runtime.resolve_precision("cpu", "bf16_if_native") == ("bf16" if want else "fp32")
+        assert runtime.resolve_precision("cpu", "auto") == "fp32"  # auto never autocasts on a CPU
+        assert runtime.accelerator().bf16_native is want
+        assert f"bf16 native: {'yes' if want else 'no'} (COURSE_CPU_BF16={raw})" in runtime.accelerator().describe()
+    for raw in ("auto", ""):  # unset in effect: the CPU is asked
+        monkeypatch.setenv(runtime.CPU_BF16_VARIABLE, raw)
+        assert runtime.cpu_has_native_bf16() is runtime.cpu_detects_bf16()
+        assert "COURSE_CPU_BF16" not in runtime.accelerator().describe()
+    monkeypatch.setenv(runtime.CPU_BF16_VARIABLE, "maybe")
+    with pytest.raises(ValueError, match="COURSE_CPU_BF16='maybe' is not understood: use 1"):
+        runtime.cpu_has_native_bf16()
+
+
 # precision and attention kernel for compute capabilities 7.5, 8.0 and 9.0, the device query faked (from the T4 tests)
 
 

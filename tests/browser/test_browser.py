@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.environments import clean_env
+
 ROOT = Path(__file__).resolve().parents[2]
 ENVS = Path(os.environ.get("BROWSER_ENVS", ROOT / ".cache" / "browser"))
 CHROMIUM = Path(os.environ.get("BROWSER_CHROMIUM", "/usr/bin/chromium"))
@@ -126,9 +128,8 @@ def served(request, tmp_path_factory):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(value))
     port = _free_port()
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("HELPERS_HEADLESS", "MPLBACKEND", "PYTHONPATH", "VIRTUAL_ENV")
-    }
+    # a Python of its own: nothing of this process's (PYTHONPATH, a virtual environment) and none of our test settings
+    env = {k: v for k, v in clean_env(keep_installer=True).items() if k not in ("HELPERS_HEADLESS", "MPLBACKEND")}
     env.update(
         PATH=f"{exe.parent}{os.pathsep}{env.get('PATH', '')}",
         QUICK="1",

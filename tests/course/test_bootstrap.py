@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from helpers.course import bootstrap, colab, notebooks
+from tests.environments import clean_env
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "9.9.9"
@@ -244,11 +245,11 @@ def runtime_env(tmp_path):
 
     def make(name):
         venv = tmp_path / name
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, env=clean_env())
         py = venv / "bin" / "python"
         site = Path(
             subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+                           capture_output=True, text=True, check=True, env=clean_env()).stdout.strip()
         )  # fmt: skip
         shutil.copytree(Path(pip.__file__).parent, site / "pip")  # pip's code alone: it lists no package here
         for wheel in wheels.glob("*-1.0-*.whl"):  # a wheel unpacked into site-packages is an installed package
@@ -273,10 +274,15 @@ def _first_cell(py, wheels, course: Path, version: str, imports: str = "") -> su
         "    print('RAISED', *err._render_traceback_(), sep='\\n')\n"
         "print('VERSIONS', m.version('probe-a'), m.version('probe-b'))\n"
     )
-    return subprocess.run([py, "-c", script], capture_output=True, text=True, check=True, cwd=py.parents[2])
+    # clean_env: no PYTHONPATH (the checkout's helpers would look installed), no PIP_* (another index or find-links)
+    return subprocess.run([py, "-c", script], capture_output=True, text=True, check=True, cwd=py.parents[2],
+                          env=clean_env())  # fmt: skip
 
 
-def test_the_install_replaces_nothing_the_runtime_has_when_its_versions_satisfy(runtime_env, tmp_path):
+def test_the_install_replaces_nothing_the_runtime_has_when_its_versions_satisfy(runtime_env, tmp_path, monkeypatch):
+    # as many developers set it: the throw-away runtime must not see the checkout's package as installed (red before
+    # tests/environments.clean_env: "Course package: this checkout", issue 47)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
     make, wheels = runtime_env
     py = make("venv")
     course = _wheel(tmp_path, colab.PACKAGE, "9.9.8", "course_probe", ("probe-a>=1", "probe-b>=1"))

@@ -366,10 +366,13 @@ def test_make_optimizer_picks_the_newton_schulz_dtype_from_the_device(monkeypatc
     cfg = preset_config("tiny", optimizer="muon")
     opt = optim.make_optimizer(DecoderOnlyTransformer(cfg.model_config(60)), cfg, "cpu")
     assert opt.optimizers[0].ns_dtype == optim.newton_schulz_dtype("cpu")
-    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setenv(runtime.CPU_BF16_VARIABLE, "0")
     assert optim.newton_schulz_dtype("cpu") == torch.float32  # bf16 emulated on this CPU: 60x slower than fp32
-    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setenv(runtime.CPU_BF16_VARIABLE, "1")
     assert optim.newton_schulz_dtype("cpu") == torch.bfloat16
+    assert optim.make_optimizer(DecoderOnlyTransformer(cfg.model_config(60)), cfg, "cpu").optimizers[0].ns_dtype == (
+        torch.bfloat16
+    )
     for capability, want in (((7, 5), torch.float16), ((8, 0), torch.bfloat16), ((9, 0), torch.bfloat16)):
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=capability: c)
         assert optim.newton_schulz_dtype("cuda") == want, capability
