@@ -24,14 +24,14 @@
 # cell: write your derivation and conclusion there, with the numbers from the code cell under it, where
 # you compute what supports your answer (it starts with a small working example you can edit). The nine
 # questions carry **20 points**, graded by hand. The exercises then turn your results into code that
-# checks can test: **8 exercises, 17 points**, graded automatically. The instructor's copy also holds a
+# checks can test: **11 exercises, 22 points**, graded automatically. The instructor's copy also holds a
 # model answer and a grading rubric after each question; your copy does not.
 #
 # **What you will learn**
 #
 # - whether the attention weights always form a probability distribution, and how softmax stays finite;
-# - how a query *copies* one value, and how it *averages* two, with error bounds you derive;
-# - which linear map recovers one vector from a sum of two;
+# - how to design a query that *copies* one value, and one that *averages* two, with error bounds you derive;
+# - how to design a linear map that recovers one vector from a sum of two;
 # - what a single head does when a key's length varies, and what two heads change;
 # - what key, query and value projections buy you in self-attention;
 # - whether self-attention knows word order, and what adding positions changes;
@@ -451,9 +451,8 @@ for row in ([1000.0, 0.0], [1000.0, 999.0], [-1000.0, -1001.0]):
 # %% [markdown]
 # ## 2. Copying one value
 #
-# Take $n$ unit-norm keys, pick one of them, $k_j$, and the query $q = s\,k_j$ for a scale $s > 0$. Call
-# $\Delta = 1 - \max_{i\neq j} k_i^\top k_j > 0$ the gap between $k_j$ and the runner-up, and
-# $\max_i \lVert v_i - v_j\rVert$ the spread of the values around $v_j$.
+# Take $n$ keys of unit norm, no two alike, and pick one of them, $k_j$. Can a single query make attention
+# *copy* its value, that is, return $c \approx v_j$ whatever the values are?
 
 
 # %%
@@ -466,23 +465,93 @@ def unit_keys_and_values(n, d, d_v, g):
 
 K2, V2 = unit_keys_and_values(16, 16, 4, rng(2))  # (16, 16) unit keys, (16, 4) values; j = 0 below
 
+# %% [markdown]
+# ### Exercise 1.3 · A query that copies (2 points)
+#
+# Design a query of norm $s$ that makes attention return $v_j$, more exactly as $s$ grows. The check asks
+# what your query *does*, not what it is: on unit keys of several sizes (no two within $0.1$ of each
+# other, measured as $1 - k_i^\top k_{i'}$) and random values, at $s = 200$, the output must lie within
+# $10^{-6}$ of the values' spread from $v_j$, for the first key and for the last, and the query must have
+# the norm asked for. The sweeps below scale your query through $s$.
+
+
+# %%
+def copying_query(K, j, s):
+    """A query (d,) of norm s for which attention over the keys K (n, d) returns about v_j, whatever the values,
+    more exactly as s grows.
+
+    K: n rows of unit norm, no two equal; j: the key whose value to copy; s >= 0: the query's norm.
+    """
+    # BEGIN SOLUTION
+    return s * K[j]  # scores s k_i . k_j: key j's own, s, beats every other by s times its gap to k_j
+    # END SOLUTION
+
+
+# %% tags=["check"]
+def spaced_unit_keys(n, d, g, min_gap=0.1):
+    """n random unit keys in R^d, drawn again until no two are within min_gap (1 - k_i . k_i' >= min_gap)."""
+    while True:
+        K = torch.randn(n, d, generator=g, dtype=DTYPE)
+        K = K / K.norm(dim=-1, keepdim=True)
+        cos = K @ K.T - 2 * torch.eye(n, dtype=DTYPE)  # the diagonal pushed out of the way
+        if 1 - cos.max() >= min_gap:
+            return K
+
+
+def check_copying_query(query_fn, s=200.0, seed=SEED):
+    """query_fn(K, j, s) must have norm s and make attention return v_j, on keys it has never seen."""
+    g = torch.Generator().manual_seed(seed)
+    for n, d in [(2, 3), (16, 16), (64, 32)]:
+        K = spaced_unit_keys(n, d, g)
+        V = torch.randn(n, 4, generator=g, dtype=DTYPE)
+        for j in (0, n - 1):
+            where = f"n={n} keys in d={d}, j={j}"
+            q = query_fn(K, j, s)
+            assert tuple(q.shape) == (d,), f"{where}: the query has shape {tuple(q.shape)}, not ({d},)"
+            c, alpha = attend(q, K, V)
+            spread = (V - V[j]).norm(dim=-1).max()
+            miss = (c - V[j]).norm() / spread
+            assert miss < 1e-6, (
+                f"{where}, s={s:g}: ||c - v_j|| is {miss:.2e} of the spread and the weight on key j is "
+                f"{alpha[j]:.4f}: c is not a copy of v_j"
+            )
+            assert abs(q.norm() - s) <= 1e-9 * s, f"{where}: your query has norm {q.norm():.6g}, not s = {s:g}"
+
+
+check_copying_query(copying_query)
+
+# %% [markdown]
+# #### Your copying query at work
+#
+# On the 16 keys drawn above, for a few norms $s$: the weight on key $j = 0$ and the copy error.
+
+# %%
+for s in [0.0, 5.0, 20.0, 40.0]:
+    c_try, alpha_try = attend(copying_query(K2, 0, s), K2, V2)
+    print(f"s = {s:4.0f}: alpha_j = {alpha_try[0]:.6f}, ||c - v_j|| = {(c_try - V2[0]).norm():.2e}")
+
 # %% [markdown] tags=["question"]
-# **Question 1.2 (2 points).** Can attention *copy* a single value $v_j$, that is, make $c \approx v_j$? With
-# unit keys and $q = s\,k_j$, bound the copy error $\lVert c - v_j\rVert$ from above in terms of the
-# number of keys $n$, the gap $\Delta$, the spread $\max_i \lVert v_i - v_j\rVert$ and $s$. How fast
-# does the error shrink as $s$ grows? Why does the question ask for keys of unit norm?
+# **Question 1.2 (2 points).** Why does your query copy, and how well? Call
+# $\Delta = 1 - \max_{i\neq j} k_i^\top k_j > 0$ the gap between $k_j$ and the runner-up, and
+# $\max_i \lVert v_i - v_j\rVert$ the spread of the values around $v_j$. Bound the copy error
+# $\lVert c - v_j\rVert$ of your query of norm $s$ from above in terms of the number of keys $n$, the gap
+# $\Delta$, the spread and $s$. How fast does the error shrink as $s$ grows? Why does the question ask for
+# keys of unit norm?
 
 # %% [markdown] tags=["your-answer"]
 # **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
 
 # %%
-# Compute here what supports your answer. A start: the weight on key j = 0 and the copy error for a few scales.
-for s in [0.0, 5.0, 20.0, 40.0]:
-    c_try, alpha_try = attend(s * K2[0], K2, V2)
-    print(f"s = {s:4.0f}: alpha_j = {alpha_try[0]:.6f}, ||c - v_j|| = {(c_try - V2[0]).norm():.2e}")
+# Compute here what supports your answer. A start: the gap and the spread of the 16 keys above, and the copy
+# error of your query at one norm.
+gap_try = (1 - K2[1:] @ K2[0]).min().item()
+spread_try = (V2 - V2[0]).norm(dim=-1).max().item()
+c_try, _ = attend(copying_query(K2, 0, 20.0), K2, V2)
+print(f"gap {gap_try:.3f}, spread {spread_try:.3f}, copy error at s = 20: {(c_try - V2[0]).norm():.2e}")
 
 # %% [markdown] tags=["answer"]
-# **Model answer.** Yes. The scores are $s\,k_i^\top k_j$, largest for $i=j$ (where it is $s$).
+# **Model answer.** The copying query is $q = s\,k_j$ (the solution of Exercise 1.3): the scores are
+# $s\,k_i^\top k_j$, largest for $i=j$ (where it is $s$).
 # Dividing the numerator and the denominator of $\alpha_j$ by $e^{s}$:
 #
 # $$1 - \alpha_j = \frac{\sum_{i\ne j} e^{-s(1-k_i^\top k_j)}}{1 + \sum_{i\ne j} e^{-s(1-k_i^\top k_j)}} \le \min\!\big(1, (n-1)\,e^{-s\Delta}\big) \xrightarrow[s\to\infty]{} 0 .$$
@@ -498,7 +567,7 @@ for s in [0.0, 5.0, 20.0, 40.0]:
 # attention then copies $v_i$. Unit keys rule that out.
 
 # %% [markdown]
-# ### Exercise 1.3 · The copy-error bound (2 points)
+# ### Exercise 1.4 · The copy-error bound (2 points)
 #
 # Write the bound you derived in Question 1.2 as a function of $n$, $\Delta$, the spread and $s$. The
 # check holds it from both sides, on several configurations. It must hold: the check builds the keys
@@ -511,7 +580,7 @@ for s in [0.0, 5.0, 20.0, 40.0]:
 
 # %%
 def copy_error_bound(n, gap, spread, s):
-    """An upper bound on ||c - v_j|| for q = s k_j with n unit keys, from your answer to Question 1.2.
+    """An upper bound on ||c - v_j|| for your copying query of norm s with n unit keys (Question 1.2).
 
     n: the number of keys; gap: Delta = 1 - max_{i != j} k_i . k_j (> 0); spread: max_i ||v_i - v_j||;
     s >= 0: the query's scale. Returns a float that holds for every such keys and values.
@@ -523,12 +592,12 @@ def copy_error_bound(n, gap, spread, s):
 
 
 def copying_sweep(K, V, j, scales):
-    """For q = s k_j at each scale s: alpha_j, the measured copy error ||c - v_j|| and your bound."""
+    """For your copying query at each norm s: alpha_j, the measured copy error ||c - v_j|| and your bound."""
     gap = (1 - torch.cat([K[:j], K[j + 1 :]]) @ K[j]).min().item()  # Delta, the gap to the runner-up
     spread = (V - V[j]).norm(dim=-1).max().item()
     rows = []
     for s in scales:
-        c, alpha = attend(s * K[j], K, V)
+        c, alpha = attend(copying_query(K, j, s), K, V)
         rows.append((alpha[j].item(), (c - V[j]).norm().item(), float(copy_error_bound(len(K), gap, spread, s))))
     return torch.tensor(rows, dtype=DTYPE)  # (len(scales), 3)
 
@@ -541,7 +610,7 @@ print(
 )
 
 # %% [markdown]
-# **The figure.** Left: $\alpha_j$ against the query's scale $s$, from $1/n$ at $s = 0$. Right: the
+# **The figure.** Left: $\alpha_j$ against your query's norm $s$, from $1/n$ at $s = 0$. Right: the
 # measured copy error and your bound, on a log scale; a curve that leaves the plot at the bottom has
 # reached exactly $0$ in float64. Use the sliders to change the number of keys and their dimension
 # (fewer dimensions put the keys closer together: a smaller $\Delta$).
@@ -556,11 +625,11 @@ def plot_copying(n=16, d=16):
     ax1.plot(zoom, copying_sweep(K, V, 0, zoom)[:, 0].numpy(), marker=".")
     ax1.axhline(1, ls=":", c="gray")
     ax1.axhline(1 / n, ls="--", c="gray", label="$1/n$ (uniform)")
-    ax1.set(xlabel="query scale $s$  ($q = s\\,k_j$)", ylabel=r"$\alpha_j$", title="Weight on the aligned key")
+    ax1.set(xlabel="norm $s$ of your copying query", ylabel=r"$\alpha_j$", title="Weight on key $j$")
     ax1.legend()
     ax2.semilogy(COPY_SCALES, sweep[:, 1].numpy(), marker=".", label=r"measured $\|c - v_j\|$")
-    ax2.semilogy(COPY_SCALES, sweep[:, 2].numpy(), ls="--", label="your bound (Exercise 1.3)")
-    ax2.set(xlabel="query scale $s$", ylabel="copy error", title=f"Copy error, n={n} unit keys in d={d}")
+    ax2.semilogy(COPY_SCALES, sweep[:, 2].numpy(), ls="--", label="your bound (Exercise 1.4)")
+    ax2.set(xlabel="norm $s$ of your copying query", ylabel="copy error", title=f"Copy error, n={n} unit keys in d={d}")
     ax2.set_ylim(bottom=1e-17)
     ax2.legend(fontsize=8)
     fig.tight_layout()
@@ -571,8 +640,8 @@ save_then_explore(
     plot_copying,
     "01_copying_sharpness",
     question="Can attention copy one value, and how fast does the copy error shrink with the query's norm?",
-    caption="Left: the weight on the aligned key against the query scale s. Right: the copy error ||c - v_j|| "
-    "against s (log scale), measured on random unit keys, and the bound derived in Exercise 1.3 (dashed).",
+    caption="Left: the weight on key j against the norm s of the copying query of Exercise 1.3. Right: the copy "
+    "error ||c - v_j|| against s (log scale), measured on random unit keys, and the bound of Exercise 1.4 (dashed).",
     n=(2, 64, 1, 16),
     d=(2, 64, 1, 16),
 )
@@ -585,8 +654,8 @@ load_reference = runtime.reference_outputs  # values saved with the course (data
 def worst_copy_case(n, gap, spread):
     """n unit keys with k_i . k_0 = 1 - gap for every i != 0, and v_i - v_0 = spread e_1 for every i != 0.
 
-    Every other key is a runner-up and every other value as far from v_0 as allowed: no keys and values
-    with these n, gap and spread give a larger copy error for q = s k_0. Needs 0 < gap <= 2.
+    Every other key is a runner-up and every other value as far from v_0 as allowed: the keys and values
+    with these n, gap and spread that are hardest to copy from. Needs 0 < gap <= 2.
     """
     K = torch.zeros(n, n, dtype=DTYPE)
     K[0, 0] = 1.0
@@ -597,14 +666,6 @@ def worst_copy_case(n, gap, spread):
     return K, V
 
 
-def check_copying(q_direction, K, V, j, scale=COPY_SCALES[-1]):
-    """The query scale * q_direction must put all its weight on key j and return v_j."""
-    c, alpha = attend(scale * q_direction, K, V)
-    spread = (V - V[j]).norm(dim=-1).max()
-    assert alpha[j] > 1 - 1e-6, f"alpha_j = {alpha[j]:.6f}: the query does not single out key {j}"
-    assert (c - V[j]).norm() < 1e-6 * spread, f"||c - v_j|| = {(c - V[j]).norm():.2e}: c is not a copy of v_j"
-
-
 def check_copying_bound(bound_fn, looser_than=2.0):
     """Two-sided: bound_fn(n, gap, spread, s) must be >= the worst copy error and <= looser_than x the reference."""
     for case in load_reference("01_copy_bound.json")["cases"]:
@@ -612,7 +673,7 @@ def check_copying_bound(bound_fn, looser_than=2.0):
         where = f"n={n}, gap={gap:g}, spread={spread:g}, s={s:g}"
         bound = float(bound_fn(n, gap, spread, s))
         K, V = worst_copy_case(n, gap, spread)
-        c, _ = attend(s * K[0], K, V)
+        c, _ = attend(copying_query(K, 0, s), K, V)
         worst = (c - V[0]).norm().item()
         assert bound >= worst * (1 - 1e-9), (
             f"{where}: keys and values exist whose copy error is {worst:.4e}, above your bound {bound:.4e}: "
@@ -629,7 +690,6 @@ def check_sweep_under_bound(sweep):
     assert (measured <= bound + 1e-12).all(), f"measured copy error exceeds the bound by {(measured - bound).max():.2e}"
 
 
-check_copying(K2[0], K2, V2, j=0)
 check_copying_bound(copy_error_bound)
 check_sweep_under_bound(copy)
 
@@ -654,8 +714,8 @@ check_sweep_under_bound(copy)
 # %% [markdown]
 # ## 3. Averaging two values with one query
 #
-# Take orthonormal keys ($k_i^\top k_j = \delta_{ij}$, so $d \ge n$) and the query $q = \beta(k_a + k_b)$.
-# Write $m = \tfrac12(v_a + v_b)$ for the average we want.
+# Take orthonormal keys ($k_i^\top k_j = \delta_{ij}$, so $d \ge n$) and two of them, $k_a$ and $k_b$. Can a single
+# query make attention return the average $m = \tfrac12(v_a + v_b)$, whatever the values are?
 
 # %%
 from helpers.nn.attention import orthonormal_vectors
@@ -667,30 +727,77 @@ def orthonormal_setup(n, d_v, g):
     return K, V
 
 
+# %% [markdown]
+# ### Exercise 1.5 · A query that averages two values (2 points)
+#
+# Design a query whose score on $k_a$ is $\beta$ (that is, $k_a^\top q = \beta$) and that makes attention return
+# $m$, more exactly as $\beta$ grows. The check asks what your query *does*: on orthonormal keys of several
+# sizes and random values, at $\beta = 40$, the weights on $k_a$ and $k_b$ must be equal and $c$ must lie within
+# $10^{-9} \max_i\lVert v_i\rVert$ of $m$, for two different pairs $a, b$; and the score on $k_a$ must be $\beta$.
+
+
+# %%
+def averaging_query(K, a, b, beta):
+    """A query (d,) with score beta on key a (K[a] @ q == beta) for which attention over the orthonormal keys
+    K (n, d) returns about (v_a + v_b) / 2, whatever the values, more exactly as beta grows."""
+    # BEGIN SOLUTION
+    return beta * (K[a] + K[b])  # scores beta for a and b, 0 for every other (orthonormal) key
+    # END SOLUTION
+
+
 def average_error(beta, K, V, a=0, b=1):
-    """||c - (v_a + v_b)/2|| for q = beta (k_a + k_b), and the weights alpha."""
-    c, alpha = attend(beta * (K[a] + K[b]), K, V)
+    """||c - (v_a + v_b)/2|| for your averaging query with score beta on k_a, and the weights alpha."""
+    c, alpha = attend(averaging_query(K, a, b, beta), K, V)
     return (c - (V[a] + V[b]) / 2).norm().item(), alpha
 
 
+# %% tags=["check"]
+def check_averaging_query(query_fn, beta=40.0, seed=SEED):
+    """query_fn(K, a, b, beta) must score k_a at beta and make attention return (v_a + v_b)/2, on new keys."""
+    g = torch.Generator().manual_seed(seed)
+    for n, d in [(3, 3), (16, 16), (64, 80)]:
+        K, V = orthonormal_vectors(n, d, g, dtype=DTYPE), torch.randn(n, 4, generator=g, dtype=DTYPE)
+        for a, b in [(0, 1), (n - 1, 1)]:
+            where = f"n={n} orthonormal keys in d={d}, a={a}, b={b}"
+            q = query_fn(K, a, b, beta)
+            assert tuple(q.shape) == (d,), f"{where}: the query has shape {tuple(q.shape)}, not ({d},)"
+            c, alpha = attend(q, K, V)
+            assert abs(alpha[a] - alpha[b]) < 1e-9, (
+                f"{where}: the weights on a and b are {alpha[a]:.4f} and {alpha[b]:.4f}: the query does not treat "
+                "a and b alike"
+            )
+            miss = (c - (V[a] + V[b]) / 2).norm() / V.norm(dim=-1).max()
+            assert miss < 1e-9, (
+                f"{where}, beta={beta:g}: c is {miss:.2e} max||v|| from (v_a + v_b)/2 (the weights on a and b are "
+                f"{alpha[a]:.4f} each): c is not their average"
+            )
+            assert abs(K[a] @ q - beta) <= 1e-9 * beta, f"{where}: the score on k_a is {K[a] @ q:.6g}, not {beta:g}"
+
+
+check_averaging_query(averaging_query)
+
+# %% [markdown]
+# #### How well one query averages
+
 # %% [markdown] tags=["question"]
-# **Question 1.3 (2 points).** Can a single query make $c \approx m = \tfrac12(v_a + v_b)$? With orthonormal keys
-# and $q = \beta(k_a + k_b)$, find the weights $\alpha$ exactly and write $c - m$ in terms of them. How
-# large must $\beta$ be, as a function of $n$, so that $\lVert c - m\rVert \le \tau \max_i\lVert v_i\rVert$
+# **Question 1.3 (2 points).** Why does your query average, and how well? With orthonormal keys, find the weights
+# $\alpha$ of your query exactly and write $c - m$ in terms of them. How large must $\beta$, the score your query
+# gives $k_a$, be as a function of $n$, so that $\lVert c - m\rVert \le \tau \max_i\lVert v_i\rVert$
 # for *every* choice of the values? How does that $\beta$ grow with $n$?
 
 # %% [markdown] tags=["your-answer"]
 # **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
 
 # %%
-# Compute here what supports your answer. A start: the weights and the error for a few betas, with 16 keys.
+# Compute here what supports your answer. A start: the weights and the error of your query for a few betas, 16 keys.
 K_try, V_try = orthonormal_setup(16, 4, rng(3))
 for beta in [0.0, 2.0, 5.0, 10.0]:
     err_try, alpha_try = average_error(beta, K_try, V_try)
     print(f"beta = {beta:4.1f}: alpha_a = {alpha_try[0]:.4f}, alpha_b = {alpha_try[1]:.4f}, error = {err_try:.2e}")
 
 # %% [markdown] tags=["answer"]
-# **Model answer.** The scores are $\beta$ for $a$ and $b$ and $0$ for the $n-2$ others, so
+# **Model answer.** The averaging query is $q = \beta(k_a + k_b)$ (the solution of Exercise 1.5). Its scores are
+# $\beta$ for $a$ and $b$ and $0$ for the $n-2$ others, so
 #
 # $$\alpha_a = \alpha_b = \frac{e^\beta}{2e^\beta + n - 2}, \qquad \alpha_i = \frac{1}{2e^\beta + n - 2}\ (i\ne a,b).$$
 #
@@ -711,7 +818,7 @@ for beta in [0.0, 2.0, 5.0, 10.0]:
 # and $\tau = 10^{-3}$ that is $\beta \ge 11.03$.
 
 # %% [markdown]
-# ### Exercise 1.4 · How large must β be? (2 points)
+# ### Exercise 1.6 · How large must β be? (2 points)
 #
 # Write the smallest $\beta$ of Question 1.3 as a function of $n$ and $\tau$. The check builds the
 # values that make the error largest, measures the error at your $\beta$, and asks for exactly $\tau$:
@@ -721,8 +828,8 @@ for beta in [0.0, 2.0, 5.0, 10.0]:
 
 # %%
 def beta_needed(n, tau):
-    """The smallest beta for which q = beta (k_a + k_b) guarantees ||c - (v_a + v_b)/2|| <= tau max_i ||v_i||,
-    for every choice of the values, with n >= 3 orthonormal keys and 0 < tau < 1."""
+    """The smallest score beta on k_a for which your averaging query guarantees ||c - (v_a + v_b)/2|| <= tau max_i
+    ||v_i||, for every choice of the values, with n >= 3 orthonormal keys and 0 < tau < 1."""
     # BEGIN SOLUTION
     return math.log((n - 2) * (1 / tau - 0.5))
     # END SOLUTION
@@ -797,7 +904,7 @@ def plot_average(log10_tau=-3.0):
         ax1.axvline(beta_needed(n, tau), ls=":", c=line.get_color())
     ax1.axhline(tau, ls="--", c="gray", label=rf"$\tau$ = {tau:g}")
     ax1.set(
-        xlabel=r"$\beta$  ($q = \beta(k_a+k_b)$)",
+        xlabel=r"$\beta$, your averaging query's score on $k_a$",
         ylabel=r"worst-case $\|c - \frac{1}{2}(v_a+v_b)\|$",
         title=r"Error vs $\beta$ (dotted: your $\beta$)",
     )
@@ -816,9 +923,9 @@ save_then_explore(
     plot_average,
     "01_average_of_two",
     question="Can one query average two values, and how large must it be?",
-    caption="Error ||c - (v_a + v_b)/2|| for q = beta (k_a + k_b) with orthonormal keys and the worst-case values. "
-    "Left: against beta for four numbers of keys n, with the beta of Exercise 1.4 dotted. Right: the smallest "
-    "beta reaching the error tau, measured by bisection and from Exercise 1.4, against n.",
+    caption="Error ||c - (v_a + v_b)/2|| of the averaging query of Exercise 1.5 (score beta on k_a) with orthonormal "
+    "keys and the worst-case values. Left: against beta for four numbers of keys n, with the beta of Exercise 1.6 "
+    "dotted. Right: the smallest beta reaching the error tau, measured by bisection and from Exercise 1.6, against n.",
     log10_tau=(-8.0, -1.0, 0.5, -3.0),
 )
 
@@ -843,7 +950,8 @@ save_then_explore(
 # %% [markdown]
 # ## 4. Recovering $v_a$ from a sum
 #
-# Attention often hands the next layer a *sum* $s = v_a + v_b$. Suppose every $v_a$ lives in a subspace
+# Attention often hands the next layer a *sum* $s = v_a + v_b$. Can a linear map take $v_a$ back out of it?
+# Suppose every $v_a$ lives in a subspace
 # $\mathcal{A}$ with orthonormal basis $A \in \mathbb{R}^{d\times p}$ (columns), every $v_b$ in a
 # subspace $\mathcal{B}$ with orthonormal basis $B \in \mathbb{R}^{d\times r}$. Below, in $\mathbb{R}^8$:
 # `basis_A` spans $\mathcal{A}$ ($p = 3$), `W4` spans a $\mathcal{B}$ orthogonal to it ($r = 2$,
@@ -852,9 +960,9 @@ save_then_explore(
 
 # %%
 D4, P4, R4 = 8, 3, 2  # ambient dimension, dim of subspace A, dim of subspace B (R4 <= P4)
-U4 = orthonormal_vectors(P4 + R4, D4, rng(4), dtype=DTYPE)  # (5, 8) orthonormal rows
+U4 = orthonormal_vectors(D4, D4, rng(4), dtype=DTYPE)  # (8, 8) orthonormal rows
 basis_A = U4[:P4].T  # (8, 3) columns span A
-W4 = U4[P4:].T  # (8, 2) orthogonal to A
+W4 = U4[P4 : P4 + R4].T  # (8, 2) orthogonal to A
 
 
 def tilted_basis(theta):
@@ -862,25 +970,86 @@ def tilted_basis(theta):
     return math.sin(theta) * W4 + math.cos(theta) * basis_A[:, :R4]  # (8, 2)
 
 
+# %% [markdown]
+# ### Exercise 1.7 · A map that recovers $v_a$ (2 points)
+#
+# Design a $(d, d)$ matrix $M$ with $Ms = v_a$ for every $s = v_a + v_b$, $v_a$ in $\mathcal{A}$ and $v_b$ orthogonal
+# to it, for a subspace $\mathcal{A}$ given by *any* matrix whose columns span it: a layer's weights are rarely
+# orthonormal. The check asks what your $M$ *does*: given an orthonormal basis of $\mathcal{A}$, and then columns
+# that span the same $\mathcal{A}$ but are neither orthogonal nor of unit length, it must give back $v_a$ from
+# $v_a + v_b$ for random vectors, with $v_b$ anywhere orthogonal to $\mathcal{A}$. The experiment below uses your $M$.
+
+
+# %%
+def recovering_map(A):
+    """The (d, d) matrix M with M s = v_a whenever s = v_a + v_b, v_a in the span of A's columns, v_b orthogonal to it.
+
+    A: (d, p); its p columns span the subspace but need not be orthonormal (nor of unit length).
+    """
+    # BEGIN SOLUTION
+    Q, _ = torch.linalg.qr(A)  # (d, p) orthonormal columns with the same span as A's
+    return Q @ Q.T  # (d, d): the orthogonal projector onto the span
+    # END SOLUTION
+
+
+def recovery_errors(basis_A, basis_B, n_vectors=1_000, seed=SEED):
+    """Relative errors ||M s - v_a|| / ||v_b|| over random v_a in A, v_b in B, with M = recovering_map(basis_A)."""
+    g = torch.Generator().manual_seed(seed)
+    v_a = torch.randn(n_vectors, basis_A.shape[1], generator=g, dtype=DTYPE) @ basis_A.T  # (N, d)
+    v_b = torch.randn(n_vectors, basis_B.shape[1], generator=g, dtype=DTYPE) @ basis_B.T  # (N, d)
+    recovered = (v_a + v_b) @ recovering_map(basis_A).T  # rows are M s
+    return (recovered - v_a).norm(dim=-1) / v_b.norm(dim=-1)
+
+
+# %% tags=["check"]
+def check_recovering_map(map_fn, n_vectors=200, seed=SEED):
+    """M must give back v_a from v_a + v_b, v_b anywhere orthogonal to A, for an orthonormal basis and for another one."""
+    g = torch.Generator().manual_seed(seed)
+    complement = U4[P4:].T  # (8, 5): all of A's orthogonal complement
+    mixing = torch.randn(P4, P4, generator=g, dtype=DTYPE) + 3 * torch.eye(P4, dtype=DTYPE)  # invertible
+    for name, A in [
+        ("an orthonormal basis", basis_A),
+        ("columns that span A but are not orthonormal", basis_A @ mixing),
+    ]:
+        M = map_fn(A)
+        assert tuple(M.shape) == (D4, D4), f"{name}: M has shape {tuple(M.shape)}; it acts on R^{D4}: ({D4}, {D4})"
+        v_a = torch.randn(n_vectors, P4, generator=g, dtype=DTYPE) @ basis_A.T  # (N, 8) in A
+        v_b = torch.randn(n_vectors, D4 - P4, generator=g, dtype=DTYPE) @ complement.T  # (N, 8) orthogonal to A
+        miss = ((v_a + v_b) @ M.T - v_a).norm(dim=-1).max().item()
+        assert miss < 1e-10, f"{name}: M s differs from v_a: ||M s - v_a|| reaches {miss:.2e} (tolerance 1e-10)"
+
+
+def check_recover(basis_A, basis_B, tol=1e-10):
+    errors = recovery_errors(basis_A, basis_B)
+    assert errors.max() < tol, f"M s differs from v_a by {errors.max():.2e} of ||v_b||: are the subspaces orthogonal?"
+
+
+check_recovering_map(recovering_map)
+check_recover(basis_A, W4)
+
+# %% [markdown]
+# #### Why your map works, and when it fails
+
 # %% [markdown] tags=["question"]
-# **Question 1.4 (2 points).** With $A^\top B = 0$, which linear map $M$ gives $Ms = v_a$ for every
-# $s = v_a + v_b$? Prove it. If instead $\mathcal{B}$ is tilted towards $\mathcal{A}$ by the angle
-# $\theta$ (`tilted_basis(theta)`), how large is the error $\lVert Ms - v_a\rVert$, relative to
-# $\lVert v_b\rVert$?
+# **Question 1.4 (2 points).** Why does your $M$ work? For an orthonormal basis $A$ of $\mathcal{A}$ and
+# $A^\top B = 0$, prove that it gives $Ms = v_a$ for every $s = v_a + v_b$. If instead $\mathcal{B}$ is tilted
+# towards $\mathcal{A}$ by the angle $\theta$ (`tilted_basis(theta)`), how large is the error
+# $\lVert Ms - v_a\rVert$, relative to $\lVert v_b\rVert$?
 
 # %% [markdown] tags=["your-answer"]
 # **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
 
 # %%
-# Compute here what supports your answer. A start: one v_a in A, one v_b in B, and a candidate M to edit.
+# Compute here what supports your answer. A start: one v_a in A, one v_b in B, and your M.
 g_try = torch.Generator().manual_seed(40)
 v_a_try = basis_A @ torch.randn(P4, generator=g_try, dtype=DTYPE)  # (8,) in A
 v_b_try = W4 @ torch.randn(R4, generator=g_try, dtype=DTYPE)  # (8,) in B
-M_try = torch.eye(D4, dtype=DTYPE)  # edit: your M
+M_try = recovering_map(basis_A)
 print(f"||M s - v_a|| / ||v_b|| = {(M_try @ (v_a_try + v_b_try) - v_a_try).norm() / v_b_try.norm():.3e}")
 
 # %% [markdown] tags=["answer"]
-# **Model answer.** $M = AA^\top$, the orthogonal projector onto $\mathcal{A}$. Write $v_a = Ax$ and
+# **Model answer.** $M = AA^\top$ (the solution of Exercise 1.7 orthonormalises the columns first), the orthogonal
+# projector onto $\mathcal{A}$. Write $v_a = Ax$ and
 # $v_b = By$:
 #
 # $$Ms = AA^\top A x + AA^\top B y = A(I)x + A(0)y = v_a .$$
@@ -904,64 +1073,6 @@ print(f"||M s - v_a|| / ||v_b|| = {(M_try @ (v_a_try + v_b_try) - v_a_try).norm(
 # *Key phrases:* "AA^\top", "|\cos\theta|", "|cos theta|"
 
 # %% [markdown]
-# ### Exercise 1.5 · The map of Question 1.4, for any spanning matrix (2 points)
-#
-# Write the $M$ of Question 1.4 for a subspace given by *any* matrix whose columns span it: a
-# layer's weights are rarely orthonormal. The check gives it an orthonormal basis of $\mathcal{A}$ and
-# then columns that span the same $\mathcal{A}$ but are neither orthogonal nor of unit length, and asks
-# for $Ms = v_a$ with $v_b$ anywhere orthogonal to $\mathcal{A}$. The experiment below uses your $M$.
-
-
-# %%
-def projection_onto(A):
-    """The (d, d) matrix M with M s = v_a whenever s = v_a + v_b, v_a in the span of A's columns, v_b orthogonal to it.
-
-    A: (d, p); its p columns span the subspace but need not be orthonormal.
-    Hint: your answer to Question 1.4 needs an orthonormal basis of that span; torch.linalg.qr gives one.
-    """
-    # BEGIN SOLUTION
-    Q, _ = torch.linalg.qr(A)  # (d, p) orthonormal columns with the same span as A's
-    return Q @ Q.T  # (d, d): the orthogonal projector onto the span
-    # END SOLUTION
-
-
-def recovery_errors(basis_A, basis_B, n_vectors=1_000, seed=SEED):
-    """Relative errors ||M s - v_a|| / ||v_b|| over random v_a in A, v_b in B, with M = projection_onto(basis_A)."""
-    g = torch.Generator().manual_seed(seed)
-    v_a = torch.randn(n_vectors, basis_A.shape[1], generator=g, dtype=DTYPE) @ basis_A.T  # (N, d)
-    v_b = torch.randn(n_vectors, basis_B.shape[1], generator=g, dtype=DTYPE) @ basis_B.T  # (N, d)
-    recovered = (v_a + v_b) @ projection_onto(basis_A).T  # rows are M s
-    return (recovered - v_a).norm(dim=-1) / v_b.norm(dim=-1)
-
-
-# %% tags=["check"]
-def check_projection(projection_fn, n_vectors=200, seed=SEED):
-    """M must give back v_a from v_a + v_b, v_b anywhere orthogonal to A, for an orthonormal basis and for another one."""
-    g = torch.Generator().manual_seed(seed)
-    filler = torch.randn(D4, D4 - P4, generator=g, dtype=DTYPE)
-    complement = torch.linalg.qr(torch.cat([basis_A, filler], dim=1))[0][:, P4:]  # (8, 5): all of A's complement
-    mixing = torch.randn(P4, P4, generator=g, dtype=DTYPE) + 3 * torch.eye(P4, dtype=DTYPE)  # invertible
-    for name, A in [
-        ("an orthonormal basis", basis_A),
-        ("columns that span A but are not orthonormal", basis_A @ mixing),
-    ]:
-        M = projection_fn(A)
-        assert tuple(M.shape) == (D4, D4), f"{name}: M has shape {tuple(M.shape)}; it acts on R^{D4}: ({D4}, {D4})"
-        v_a = torch.randn(n_vectors, P4, generator=g, dtype=DTYPE) @ basis_A.T  # (N, 8) in A
-        v_b = torch.randn(n_vectors, D4 - P4, generator=g, dtype=DTYPE) @ complement.T  # (N, 8) orthogonal to A
-        miss = ((v_a + v_b) @ M.T - v_a).norm(dim=-1).max().item()
-        assert miss < 1e-10, f"{name}: M s differs from v_a: ||M s - v_a|| reaches {miss:.2e} (tolerance 1e-10)"
-
-
-def check_recover(basis_A, basis_B, tol=1e-10):
-    errors = recovery_errors(basis_A, basis_B)
-    assert errors.max() < tol, f"M s differs from v_a by {errors.max():.2e} of ||v_b||: are the subspaces orthogonal?"
-
-
-check_projection(projection_onto)
-check_recover(basis_A, W4)
-
-# %% [markdown]
 # **The figure.** The relative recovery error with your $M$ against the angle $\theta$ between the subspaces
 # (`tilted_basis(theta)`): each dot is the mean over random vectors $v_a$, $v_b$.
 
@@ -983,7 +1094,7 @@ save_figure(
     fig,
     "01_subspace_recovery",
     question="How well does your M recover v_a from v_a + v_b when the subspace of v_b tilts towards that of v_a?",
-    caption="Relative recovery error ||M s - v_a|| / ||v_b|| of the M of Exercise 1.5 against the angle theta between "
+    caption="Relative recovery error ||M s - v_a|| / ||v_b|| of the M of Exercise 1.7 against the angle theta between "
     "the subspaces of v_a and v_b, the mean over random vectors at each angle.",
     numbers={"worst error at 90 degrees": recovery_errors(basis_A, W4).max(), "mean error at 0 degrees": leak[0]},
 )
@@ -1023,12 +1134,10 @@ print(
 #
 # Keys are rarely exact. Let the means $\mu_1,\dots,\mu_n$ be orthonormal and draw
 # $k_i \sim \mathcal{N}(\mu_i, \alpha I)$ with a vanishingly small $\alpha$ (here $\alpha$ is a
-# variance, not an attention weight), and use the query of item 3, $q = \beta(\mu_a + \mu_b)$.
-# Then let key $a$ vary in *length*: $\Sigma_a = \alpha I + \tfrac12\mu_a\mu_a^\top$.
+# variance, not an attention weight). A query can only be built from what is known in advance, the means.
 #
 # `sample_keys` in `helpers.nn.attention` draws such keys: `covariance="isotropic"` is
-# $\Sigma_i = \alpha I$, and `"item5"` stretches key $a$ as above, adding $g\,\mu_a$ with
-# $g \sim \mathcal{N}(0, \tfrac12)$ (whose covariance is $\tfrac12\mu_a\mu_a^\top$). The values are
+# $\Sigma_i = \alpha I$ (and `"item5"`, used below, stretches key $a$). The values are
 # orthonormal, so $c \cdot v_i$ reads off the weight on key $i$.
 
 # %%
@@ -1045,19 +1154,64 @@ def total_variance(c):
     return c.var(dim=0).sum().item()
 
 
-def single_head(keys, beta=BETA):
-    """q = beta (mu_a + mu_b) against each draw of the keys (S, n, d). Returns c (S, n) and alpha (S, n)."""
-    q = beta * (mu[A_IDX] + mu[B_IDX])  # (d,), broadcast over the S draws
-    return attend(q, keys, V5)
-
-
 def draw_keys(covariance, log10_alpha=LOG10_ALPHA, n_samples=N_MC, seed=5):
     return sample_keys(mu, 10.0**log10_alpha, n_samples, rng(seed), covariance=covariance, a=A_IDX)  # (S, n, d)
 
 
+# %% [markdown]
+# ### Exercise 1.8 · One query from the means (1 point)
+#
+# Design one query, built from the means $\mu_i$ alone and with score $\beta$ on $\mu_a$ ($\mu_a^\top q = \beta$),
+# for which attention over keys drawn close to their means ($\Sigma_i = \alpha I$) returns about
+# $\tfrac12(v_a + v_b)$. The check draws such keys and asks, at $\beta = 10$, that every draw of $c$ lie within
+# $0.05$ of $\tfrac12(v_a + v_b)$ and that $\operatorname{tr}\operatorname{Cov}(c)$ stay below $10^{-3}$, for two pairs
+# $a, b$. Everything in items 5 and 6 uses your query: it is *the single head*.
+
+
+# %%
+def single_head_query(mu, a, b, beta):
+    """One query (d,) from the orthonormal means mu (n, d), with score beta on mu_a (mu[a] @ q == beta), for which
+    attention over keys drawn close to their means returns about (v_a + v_b) / 2."""
+    # BEGIN SOLUTION
+    return averaging_query(mu, a, b, beta)  # the means are orthonormal: item 3's query, built from them
+    # END SOLUTION
+
+
+def single_head(keys, beta=BETA):
+    """Your single-head query against each draw of the keys (S, n, d). Returns c (S, n) and alpha (S, n)."""
+    q = single_head_query(mu, A_IDX, B_IDX, beta)  # (d,), broadcast over the S draws
+    return attend(q, keys, V5)
+
+
+# %% tags=["check"]
+def check_single_head_query(query_fn, beta=BETA):
+    """Isotropic keys close to their means: every draw of c near (v_a + v_b)/2 for query_fn(mu, a, b, beta)."""
+    keys = draw_keys("isotropic", n_samples=500, seed=51)
+    for a, b in [(A_IDX, B_IDX), (N_KEYS - 1, 2)]:
+        q = query_fn(mu, a, b, beta)
+        assert tuple(q.shape) == (D5,), f"a={a}, b={b}: the query has shape {tuple(q.shape)}, not ({D5},)"
+        c, alpha = attend(q, keys, V5)
+        worst = (c - (V5[a] + V5[b]) / 2).norm(dim=-1).max()
+        assert worst < 0.05, (
+            f"a={a}, b={b}, beta={beta:g}: some draw of c is {worst:.3f} away from (v_a + v_b)/2 (mean weights on a "
+            f"and b: {alpha[:, a].mean():.3f}, {alpha[:, b].mean():.3f})"
+        )
+        assert total_variance(c) < 1e-3, f"a={a}, b={b}: tr Cov(c) = {total_variance(c):.2e}, not below 1e-3"
+        assert abs(mu[a] @ q - beta) <= 1e-9 * beta, f"a={a}, b={b}: the score on mu_a is {mu[a] @ q:.6g}, not {beta:g}"
+
+
+check_single_head_query(single_head_query)
+
+# %% [markdown]
+# #### One head, and a key whose length varies
+#
+# Now let key $a$ vary in *length*: $\Sigma_a = \alpha I + \tfrac12\mu_a\mu_a^\top$. `draw_keys("item5")` stretches key
+# $a$ so, adding $g\,\mu_a$ with $g \sim \mathcal{N}(0, \tfrac12)$ (whose covariance is $\tfrac12\mu_a\mu_a^\top$).
+
+
 # %% [markdown] tags=["question"]
-# **Question 1.5 (2 points).** With key $a$ stretched ($\Sigma_a = \alpha I + \tfrac12\mu_a\mu_a^\top$) and
-# $q = \beta(\mu_a + \mu_b)$ with a large $\beta$, what does $c$ do over the draws of the keys?
+# **Question 1.5 (2 points).** With key $a$ stretched ($\Sigma_a = \alpha I + \tfrac12\mu_a\mu_a^\top$) and your
+# single-head query with a large $\beta$, what does $c$ do over the draws of the keys?
 # Derive $\alpha_a$ as a function of the length of $k_a$ along $\mu_a$, and estimate the total variance
 # $\operatorname{tr}\operatorname{Cov}(c)$ for large $\beta$.
 
@@ -1072,7 +1226,8 @@ print("alpha_a over 10 draws:", [round(a, 3) for a in alpha_try[:10, A_IDX].toli
 print(f"tr Cov(c) over 200 draws: {total_variance(c_try):.3f}")
 
 # %% [markdown] tags=["answer"]
-# **Model answer.** Along $\mu_a$ the variance is now $\alpha + \tfrac12$, so $k_a \approx \gamma\,\mu_a$
+# **Model answer.** The single-head query is $q = \beta(\mu_a + \mu_b)$ (the solution of Exercise 1.8).
+# Along $\mu_a$ the variance is now $\alpha + \tfrac12$, so $k_a \approx \gamma\,\mu_a$
 # with $\gamma \sim \mathcal{N}(1, \tfrac12)$: same direction, random length. The scores become
 # $\beta\gamma$ for $a$, $\beta$ for $b$, about $0$ for the rest, so for large $\beta$
 #
@@ -1121,7 +1276,7 @@ def plot_single_head(beta=BETA, log10_alpha=LOG10_ALPHA):
     ax1.set(
         xlabel=r"$\alpha_a$",
         ylabel="number of key draws",
-        title=rf"Single head, $q=\beta(\mu_a+\mu_b)$, $\beta$={beta:g}",
+        title=rf"Single head (Exercise 1.8), $\beta$={beta:g}",
     )
     ax1.legend(fontsize=8)
     ax2.scatter((c_s @ V5[A_IDX]).numpy(), (c_s @ V5[B_IDX]).numpy(), s=6, alpha=0.3, c="C1", label="key $a$ stretched")
@@ -1153,7 +1308,7 @@ save_then_explore(
     plot_single_head,
     "01_single_head_stretched_key",
     question="Why is one head fragile when a key's length varies?",
-    caption="One head with q = beta (mu_a + mu_b). Left: histogram of alpha_a over key draws, isotropic keys "
+    caption="One head, the query of Exercise 1.8. Left: histogram of alpha_a over key draws, isotropic keys "
     "and key a stretched. Right: where the output c lands in the (v_a, v_b) plane.",
     beta=(1.0, 20.0, 0.5, BETA),
     log10_alpha=(-8.0, -1.0, 0.5, LOG10_ALPHA),
@@ -1228,7 +1383,7 @@ def two_heads(keys, q1, q2):
 
 # %%
 # Compute here what supports your answer. A start: the single head's query used twice (edit q1_try, q2_try).
-q1_try = q2_try = BETA * (mu[A_IDX] + mu[B_IDX])
+q1_try = q2_try = single_head_query(mu, A_IDX, B_IDX, BETA)
 c_try, _, _ = two_heads(keys_stretch, q1_try, q2_try)
 print(f"stretched key a: tr Cov(c) = {total_variance(c_try):.3f}, mean c . v_a = {(c_try @ V5[A_IDX]).mean():.3f}")
 
@@ -1247,10 +1402,10 @@ print(f"stretched key a: tr Cov(c) = {total_variance(c_try):.3f}, mean c . v_a =
 # $\Phi\big((\log(n-1)/\beta - 1)/\sqrt{1/2}\big)$. For $n = 8$ and $\beta = 10$ that is $12.7\,\%$: about
 # one draw in eight, not a tail event, but far from the single head's coin flip, and the total
 # variance still falls by more than an order of magnitude. The sentences printed after the figure of
-# Exercise 1.6 give this run's rate and factor.
+# Exercise 1.9 give this run's rate and factor.
 
 # %% [markdown]
-# ### Exercise 1.6 · Two queries, two heads (1 point)
+# ### Exercise 1.9 · Two queries, two heads (1 point)
 #
 # Write the two queries of Question 1.6. The check asks that, with isotropic keys, the two heads
 # average, and that with key $a$ stretched they cut $\operatorname{tr}\operatorname{Cov}(c)$ at
@@ -1322,7 +1477,7 @@ save_then_explore(
     plot_multi_head,
     "01_multi_head_variance",
     question="Do two heads fix what one head cannot?",
-    caption="One head against the two heads of Exercise 1.6 with key a stretched: the coefficient of v_a in c "
+    caption="One head against the two heads of Exercise 1.9 with key a stretched: the coefficient of v_a in c "
     "(left), where c lands (middle) and the total variance of c over key draws (right, log scale).",
     beta=(1.0, 20.0, 0.5, BETA),
     log10_alpha=(-8.0, -1.0, 0.5, LOG10_ALPHA),
@@ -1339,7 +1494,7 @@ def check_averages(c, tol=0.05):
 
 
 def check_multi_head(keys, q1, q2, factor=5.0):
-    """Two heads (q1, q2) must cut tr Cov(c) by `factor` against the single head q = beta (mu_a + mu_b)."""
+    """Two heads (q1, q2) must cut tr Cov(c) by `factor` against your single head (Exercise 1.8)."""
     single = total_variance(single_head(keys)[0])
     multi = total_variance(two_heads(keys, q1, q2)[0])
     assert multi * factor < single, (
@@ -1361,7 +1516,7 @@ check_multi_head(keys_stretch, q1, q2)
 
 
 # %% tags=["answer"]
-# The solved notebook's sentences, computed from the numbers printed under Exercise 1.6 and from the
+# The solved notebook's sentences, computed from the numbers printed under Exercise 1.9 and from the
 # failure rate measured here (the student copy prints neither the rate nor the sentences).
 miss_rate = (alpha1[:, A_IDX] < 0.5).double().mean().item()
 print(f"alpha1_a < 1/2 in {miss_rate:.1%} of {N_MC:,} draws (+-{math.sqrt(miss_rate * (1 - miss_rate) / N_MC):.1%})")
@@ -1493,7 +1648,7 @@ def check_cannot_reach_ub(c2_of, candidates):
 check_cannot_reach_ub(c2_no_projection, variants)
 
 # %% [markdown]
-# ### Exercise 1.7 · Projections that route (2 points)
+# ### Exercise 1.10 · Projections that route (2 points)
 #
 # Write the $Q, K, V$ of Question 1.7 (ii) as matrices acting on column vectors (`Q @ x` is a query);
 # in row form the weights are their transposes, $q_i^\top = x_i^\top Q^\top$, which is how the code below
@@ -1575,7 +1730,7 @@ save_then_explore(
     "01_kqv_self_attention",
     question="What do key, query and value projections buy in self-attention?",
     caption="Left: coordinates of c_2 in the basis (u_a, u_b, u_c, u_d) without projections (four ways of padding "
-    "x_2), with the V, K, Q of Exercise 1.7, and the target u_b; below the line c_1 with V, K, Q and its target "
+    "x_2), with the V, K, Q of Exercise 1.10, and the target u_b; below the line c_1 with V, K, Q and its target "
     "u_b - u_c. Right: the attention weights the projections create.",
     beta=(0.5, 10.0, 0.5, BETA7),
 )
@@ -1816,7 +1971,7 @@ assert torch.allclose(
 )
 
 # %% [markdown]
-# ### Exercise 1.8 · The variance of a score, and the factor that fixes it (3 points)
+# ### Exercise 1.11 · The variance of a score, and the factor that fixes it (3 points)
 #
 # Write what you derived in Question 1.9: `score_variance` gives $\operatorname{Var}(q^\top k)$ and
 # `score_scale` the factor that brings it to $1$, both for any $d$, $\sigma_q^2$ and $\sigma_k^2$. The
@@ -1947,7 +2102,7 @@ save_figure(
     fig,
     "01_scaling_sqrt_dk",
     question="Why are the scores divided by sqrt(d_k)?",
-    caption="Random q and 16 keys in R^d, scores q.k unscaled and multiplied by the factor of Exercise 1.8: score "
+    caption="Random q and 16 keys in R^d, scores q.k unscaled and multiplied by the factor of Exercise 1.11: score "
     "variance (left), mean top weight (middle) and the median norm of the softmax Jacobian (right), against d.",
     numbers={
         "Var(score) unscaled at d=1024": unscaled[-1][0],
@@ -1968,7 +2123,7 @@ plt.show()
 
 
 # %% tags=["answer"]
-# The solved notebook's sentences, computed from the numbers printed under Exercise 1.8 (the student copy
+# The solved notebook's sentences, computed from the numbers printed under Exercise 1.11 (the student copy
 # prints only the numbers).
 def describe_scaling(dims, unscaled, scaled):
     """One sentence per kind of score, from the measured (variance, top weight, Jacobian norm) at each d."""
@@ -2013,14 +2168,14 @@ print(describe_scaling(DIMS, unscaled, scaled))
 # |---|---|---|---|
 # | 0 | attention in one line | 1.1 `attend` | `check_matches_package` |
 # | 1 | is $\alpha$ a distribution, at any scale? | 1.2 `stable_softmax` | `check_categorical`, `check_stable_softmax` |
-# | 2 | can one query copy a value, and how fast? | 1.3 `copy_error_bound` | `check_copying`, `check_copying_bound` |
-# | 3 | can one query average two values, with how large a $\beta$? | 1.4 `beta_needed` | `check_beta_needed`, `check_average_of_two` |
-# | 4 | which map recovers $v_a$ from $v_a + v_b$? | 1.5 `projection_onto` | `check_projection`, `check_recover` |
-# | 5 | what does one head do when a key's length varies? | | (the figure) |
-# | 6 | can two heads fix it? | 1.6 `two_head_queries` | `check_averages`, `check_multi_head` |
-# | 7 | what do key, query and value projections buy? | 1.7 `route_projections` | `check_construction` |
+# | 2 | can one query copy a value, and how fast? | 1.3 `copying_query`, 1.4 `copy_error_bound` | `check_copying_query`, `check_copying_bound` |
+# | 3 | can one query average two values, with how large a $\beta$? | 1.5 `averaging_query`, 1.6 `beta_needed` | `check_averaging_query`, `check_beta_needed`, `check_average_of_two` |
+# | 4 | can a linear map recover $v_a$ from $v_a + v_b$? | 1.7 `recovering_map` | `check_recovering_map`, `check_recover` |
+# | 5 | what does one head do when a key's length varies? | 1.8 `single_head_query` | `check_single_head_query` (and the figure) |
+# | 6 | can two heads fix it? | 1.9 `two_head_queries` | `check_averages`, `check_multi_head` |
+# | 7 | what do key, query and value projections buy? | 1.10 `route_projections` | `check_construction` |
 # | 8 | does self-attention know the order of its inputs? | | (the figure) |
-# | 9 | why divide the scores by $\sqrt{d_k}$? | 1.8 `score_variance`, `score_scale` | `check_score_variance_formula`, `check_unit_variance`, `check_scaling_keeps_gradients` |
+# | 9 | why divide the scores by $\sqrt{d_k}$? | 1.11 `score_variance`, `score_scale` | `check_score_variance_formula`, `check_unit_variance`, `check_scaling_keeps_gradients` |
 #
 # The package versions of what you wrote here live in `helpers/nn/attention.py`: `attention` (your
 # `attend`, plus an optional scale and mask), `self_attention`, `orthonormal_vectors` and `sample_keys`;

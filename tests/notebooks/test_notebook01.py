@@ -45,9 +45,12 @@ FIGURES = [
 STUDENT_FUNCTIONS = [
     "attend",
     "stable_softmax",
+    "copying_query",
     "copy_error_bound",
+    "averaging_query",
     "beta_needed",
-    "projection_onto",
+    "recovering_map",
+    "single_head_query",
     "two_head_queries",
     "route_projections",
     "score_variance",
@@ -95,11 +98,13 @@ def test_every_item_has_a_check_cell():
         "check_matches_package",
         "check_categorical",
         "check_stable_softmax",
-        "check_copying",
+        "check_copying_query",
         "check_copying_bound",
+        "check_averaging_query",
         "check_beta_needed",
         "check_average_of_two",
-        "check_projection",
+        "check_recovering_map",
+        "check_single_head_query",
         "check_recover",
         "check_averages",
         "check_multi_head",
@@ -113,7 +118,19 @@ def test_every_item_has_a_check_cell():
 
 def test_exercises_and_points():
     found = [(e.number, e.points) for e in exercises.find_exercises(_solved())]
-    assert found == [("1.1", 3), ("1.2", 2), ("1.3", 2), ("1.4", 2), ("1.5", 2), ("1.6", 1), ("1.7", 2), ("1.8", 3)]
+    assert found == [
+        ("1.1", 3),
+        ("1.2", 2),
+        ("1.3", 2),  # design: the copying query
+        ("1.4", 2),
+        ("1.5", 2),  # design: the averaging query
+        ("1.6", 2),
+        ("1.7", 2),  # design: the map that recovers v_a
+        ("1.8", 1),  # design: the single head's query from the means
+        ("1.9", 1),  # design: the two heads' queries
+        ("1.10", 2),
+        ("1.11", 3),
+    ]
     assert sum(points for _, points in found) >= 12
 
 
@@ -141,6 +158,9 @@ def test_every_question_has_its_points_and_a_rubric_after_its_model_answer():
         assert len(rubrics[q.number].key_phrases) <= 4
     title = nb.cells[0].source
     assert f"questions carry **{sum(QUESTION_POINTS)} points**" in " ".join(title.split()), "the title cell's total"
+    found = exercises.find_exercises(nb)
+    total = f"**{len(found)} exercises, {sum(e.points for e in found)} points**"
+    assert total in " ".join(title.split()), "the title cell's count of exercises and points"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,6 +246,51 @@ def test_the_softmax_jacobian_comes_from_autograd_and_is_the_closed_form(ns):
         alpha = torch.softmax(scale * (q @ K.transpose(-2, -1)).squeeze(1), dim=-1)
         closed = torch.diag_embed(alpha) - alpha[:, :, None] * alpha[:, None, :]
         assert ns["score_stats"](d, scale)[2] == pytest.approx(closed.norm(dim=(-2, -1)).median().item(), rel=1e-9)
+
+
+# Issue 48: the constructions the assignment asks the student to design, each in the forms it has been written in
+# (LaTeX, code, a name or a hint); none may be readable in the student copy, and each must be found in the solved
+# notebook (its answer cells or solutions), so that the patterns keep matching what the notebook writes.
+DESIGNS = {
+    "the copying query s k_j": [r"s\s*\\,\s*k_j", r"\bs\s+k_j\b", r"\bs\s*\*\s*K\[(j|0)\]"],
+    "the averaging query beta (k_a + k_b)": [
+        r"\\beta\s*\(\s*k_a\s*\+\s*k_b\s*\)",
+        r"beta\s*\(\s*k_a\s*\+\s*k_b\s*\)",
+        r"K\[(a|0)\]\s*\+\s*K\[(b|1)\]",
+    ],
+    "the single head beta (mu_a + mu_b)": [
+        r"\\beta\s*\(\s*\\mu_a\s*\+\s*\\mu_b\s*\)",
+        r"beta\s*\(\s*mu_a\s*\+\s*mu_b\s*\)",
+        r"mu\[(a|A_IDX)\]\s*\+\s*mu\[(b|B_IDX)\]",
+    ],
+    "the projector onto the span": [
+        r"AA\^\\top",
+        r"QQ\^\\top",
+        r"Q\s*@\s*Q\.T",
+        r"linalg\.qr",
+        r"projection_onto",
+        r"projector",
+        r"A\(A\^\\top A\)\^\{-1\}",
+    ],
+}
+
+
+def test_the_student_copy_holds_none_of_the_designs():
+    solved_text = "\n".join(c.source for c in _solved().cells)
+    student = "\n".join(c.source for c in exercises.student_notebook(_solved()).cells)
+    for design, patterns in DESIGNS.items():
+        assert any(re.search(p, solved_text) for p in patterns), f"no pattern of {design} matches the solved notebook"
+        for pattern in patterns:
+            found = re.search(pattern, student)
+            assert not found, f"{design} is readable in the student copy: {found.group(0)!r}"
+
+
+def test_the_design_patterns_find_what_the_notebook_wrote_before_issue_48():
+    """The control: notebook 01 as it was (questions stating q = s k_j, beta (k_a + k_b), beta (mu_a + mu_b) and a QR
+    hint above their exercises) fails the test above, for every design."""
+    before = (ROOT / "tests" / "notebooks" / "before_issue_48.txt").read_text(encoding="utf-8")
+    for design, patterns in DESIGNS.items():
+        assert any(re.search(p, before) for p in patterns), f"the patterns of {design} miss the old student copy"
 
 
 def test_no_derivation_is_left_outside_the_answer_cells():
@@ -435,19 +500,40 @@ def test_notebook_copy_bound_is_the_model_answer(ns):
         assert ns["copy_error_bound"](n, gap, spread, s) == pytest.approx(copy_bound_by_hand(n, gap, spread, s))
 
 
-def test_copying_check_fails_with_a_query_that_is_not_aligned(ns):
-    K, V = ns["K2"], ns["V2"]
-    ns["check_copying"](K[0], K, V, j=0)
-    with pytest.raises(AssertionError, match="does not single out"):
-        ns["check_copying"](K[3], K, V, j=0)  # aligned with another key
-    with pytest.raises(AssertionError):
-        ns["check_copying"](-K[0], K, V, j=0)  # pointing away
+def _axis(K, j, s):
+    q = torch.zeros(K.shape[1], dtype=K.dtype)
+    q[j] = s
+    return q
 
 
-def test_copying_check_fails_when_the_query_is_too_small(ns):
-    K, V = ns["K2"], ns["V2"]
-    with pytest.raises(AssertionError):
-        ns["check_copying"](K[0], K, V, j=0, scale=2.0)
+@pytest.mark.parametrize(
+    "name, wrong, message",
+    [
+        ("another key", lambda K, j, s: s * K[(j + 1) % len(K)], "not a copy"),
+        ("pointing away", lambda K, j, s: -s * K[j], "not a copy"),
+        ("a fixed small norm", lambda K, j, s: 2.0 * K[j], "not a copy"),
+        ("the j-th axis", _axis, "not a copy"),
+        ("every key at once", lambda K, j, s: s * K.sum(0) / K.sum(0).norm(), "not a copy"),
+        ("the right direction at twice the norm", lambda K, j, s: 2 * s * K[j], "not s = 200"),
+        ("a row, not a vector", lambda K, j, s: s * K[j : j + 1], "shape"),
+    ],
+)
+def test_copying_query_check_fails_on_wrong_designs(ns, name, wrong, message):
+    """Checked by what attention does with the query on keys it draws: a design that does not copy fails."""
+    ns["check_copying_query"](lambda K, j, s: s * K[j])
+    with pytest.raises(AssertionError, match=message):
+        ns["check_copying_query"](wrong)
+
+
+def test_copying_query_check_accepts_another_design_that_copies(ns):
+    """The check asks what the query does, not what it is: another direction that still gives key j the top score by
+    a margin (k_j with a little of the keys' mean taken away) passes too."""
+
+    def other(K, j, s):
+        q = K[j] - 0.3 * K.mean(0)
+        return s * q / q.norm()
+
+    ns["check_copying_query"](other)
 
 
 @pytest.mark.parametrize(
@@ -536,6 +622,35 @@ def test_beta_needed_check_is_two_sided(ns, wrong, message):
         ns["check_beta_needed"](wrong)
 
 
+@pytest.mark.parametrize(
+    "name, wrong, message",
+    [
+        ("one key only", lambda K, a, b, beta: beta * K[a], "alike"),
+        ("a difference of keys", lambda K, a, b, beta: beta * (K[a] - K[b]), "alike"),
+        ("no scale", lambda K, a, b, beta: K[a] + K[b], "not their average"),
+        ("b weighted twice", lambda K, a, b, beta: beta * (K[a] + 2 * K[b]), "alike"),
+        ("every key at once", lambda K, a, b, beta: beta * K.sum(0), "not their average"),
+        ("half the score asked for", lambda K, a, b, beta: beta * (K[a] + K[b]) / 2, "not their average"),
+        ("the right query at twice the score", lambda K, a, b, beta: 2 * beta * (K[a] + K[b]), "not 40"),
+    ],
+)
+def test_averaging_query_check_fails_on_wrong_designs(ns, name, wrong, message):
+    """Checked by what attention does with the query on orthonormal keys it draws."""
+    ns["check_averaging_query"](lambda K, a, b, beta: beta * (K[a] + K[b]))
+    with pytest.raises(AssertionError, match=message):
+        ns["check_averaging_query"](wrong)
+
+
+def test_averaging_query_check_accepts_another_design_that_averages(ns):
+    """Not a formula compared: a query that also pushes every other key's score below zero averages too, and passes."""
+
+    def other(K, a, b, beta):
+        rest = [i for i in range(len(K)) if i not in (a, b)]
+        return beta * (K[a] + K[b]) - K[rest].sum(0)
+
+    ns["check_averaging_query"](other)
+
+
 def test_average_of_two_fails_when_beta_is_too_small(ns):
     ns["check_average_of_two"](beta=12.0, n=64)
     with pytest.raises(AssertionError, match="not within"):
@@ -565,11 +680,11 @@ def test_model_answer_of_question_1_3_matches_the_measurement(ns):
 # item 4: the projection, Exercise 1.5
 
 
-def test_notebook_projection_is_the_orthogonal_projector(ns):
+def test_notebook_recovering_map_is_the_orthogonal_projector(ns):
     g = torch.Generator().manual_seed(3)
     A = torch.randn(7, 3, generator=g, dtype=torch.float64)  # not orthonormal
     expected = A @ torch.linalg.solve(A.T @ A, A.T)
-    torch.testing.assert_close(ns["projection_onto"](A), expected, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(ns["recovering_map"](A), expected, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize(
@@ -579,11 +694,17 @@ def test_notebook_projection_is_the_orthogonal_projector(ns):
         ("A^T A", lambda A: A.T @ A, "shape"),
         ("the identity", lambda A: torch.eye(A.shape[0], dtype=A.dtype), "an orthonormal basis: .*reaches"),
         ("onto the complement", lambda A: torch.eye(A.shape[0], dtype=A.dtype) - A @ A.T, "reaches"),
+        ("QR of the transpose", lambda A: (lambda Q: Q @ Q.T)(torch.linalg.qr(A.T, mode="complete")[0]), "shape"),
     ],
 )
-def test_projection_check_fails_on_wrong_projections(ns, name, wrong, message):
+def test_recovering_map_check_fails_on_wrong_maps(ns, name, wrong, message):
     with pytest.raises(AssertionError, match=message):
-        ns["check_projection"](wrong)
+        ns["check_recovering_map"](wrong)
+
+
+def test_recovering_map_check_accepts_another_construction_of_the_projector(ns):
+    """A(A^T A)^-1 A^T is the same map built another way: the check asks what M does, so it passes."""
+    ns["check_recovering_map"](lambda A: A @ torch.linalg.solve(A.T @ A, A.T))
 
 
 def test_recover_check_fails_when_subspaces_are_not_orthogonal(ns):
@@ -607,6 +728,22 @@ def test_leak_formula_check_fails_on_a_wrong_subspace(ns):
 
 # ---------------------------------------------------------------------------------------------
 # items 5 and 6: single head vs two heads, Exercise 1.6
+
+
+@pytest.mark.parametrize(
+    "name, wrong, message",
+    [
+        ("one mean only", lambda mu, a, b, beta: beta * mu[a], "away from"),
+        ("a difference of means", lambda mu, a, b, beta: beta * (mu[a] - mu[b]), "away from"),
+        ("no scale", lambda mu, a, b, beta: mu[a] + mu[b], "away from"),
+        ("every mean at once", lambda mu, a, b, beta: beta * mu.sum(0), "away from"),
+        ("the right query at twice the score", lambda mu, a, b, beta: 2 * beta * (mu[a] + mu[b]), "not 10"),
+    ],
+)
+def test_single_head_query_check_fails_on_wrong_designs(ns, name, wrong, message):
+    ns["check_single_head_query"](lambda mu, a, b, beta: beta * (mu[a] + mu[b]))
+    with pytest.raises(AssertionError, match=message):
+        ns["check_single_head_query"](wrong)
 
 
 def test_single_head_checks_tell_the_two_key_distributions_apart(ns):
