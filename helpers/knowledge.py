@@ -24,7 +24,7 @@ import string
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -177,6 +177,47 @@ def make_knowledge_data(n_people: int, n_test: int, seed: int = 0, *, skew: floa
     )
 
 
+def unseen_people(data: KnowledgeData, n: int, seed: int) -> list[Person]:
+    """``n`` new people drawn as :func:`make_people` draws them, none of whose names occurs in ``data``: nobody wrote
+    about them, in the biographies or the fine-tuning questions (notebook 06, Question 6.4)."""
+    known = {p.name for p in data.people}
+    found, extra = [], n
+    while len(found) < n:
+        found = [p for p in make_people(n + extra, seed=seed) if p.name not in known][:n]
+        extra *= 2
+    return found
+
+
+def named_after_places(people: Sequence[Person], seed: int, n_places: int = len(PLACES)) -> list[Person]:
+    """Copies of ``people`` whose surname is a town of :data:`PLACES` (uniformly drawn) and who were born there:
+    "Varo Kelby", born in Kelby (notebook 06, Question 6.5). Nothing in :func:`make_knowledge_data` ties names to
+    towns, so a model can only get these right more often by reading the town off the question."""
+    rng = random.Random(f"place-names-{seed}")
+    out = []
+    for person in people:
+        town = rng.choice(PLACES[:n_places])
+        out.append(replace(person, name=f"{person.name.split()[0]} {town}", born=town))
+    return out
+
+
+def answer_profile(predictions: Sequence[str], answers: Sequence[str], baseline_place: str) -> dict:
+    """What a set of answers looks like: exact-match accuracy, the share naming the baseline's town, the share that
+    is a town of :data:`PLACES` at all, the share of the commonest answer and how many distinct answers there are."""
+    if len(predictions) != len(answers) or not answers:
+        raise ValueError(f"{len(predictions)} predictions for {len(answers)} answers: they must pair up, at least one.")
+    said = [normalise_answer(p) for p in predictions]
+    towns = {normalise_answer(t) for t in PLACES}
+    top, top_count = Counter(said).most_common(1)[0]
+    n = len(said)
+    return {
+        "accuracy": accuracy(predictions, answers),
+        "the baseline's town": sum(a == normalise_answer(baseline_place) for a in said) / n,
+        "a town of the data set": sum(a in towns for a in said) / n,
+        f"the commonest answer ({top!r})": top_count / n,
+        "distinct answers": len(set(said)),
+    }
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # scoring: exact match, the most-common-place baseline, and the verdict
 
@@ -208,11 +249,7 @@ def standard_error(acc: float, n: int) -> float:
 
 
 def knowledge_verdict(scratch: float, pretrained: float, baseline: float, n_test: int) -> str:
-    """The answer to "does pretraining let the model reach facts it only read?", from this run's numbers.
-
-    Yes when the pretrained model beats both the model fine-tuned from scratch and the most-common-place
-    baseline by more than two standard errors; otherwise the sentence says which comparison fails.
-    """
+    """One sentence on this run's three accuracies, printed in the solved notebook's answer to Question 6.2."""
     best_other = max(scratch, baseline)
     other = "the most-common-place baseline" if baseline >= scratch else "the model fine-tuned from scratch"
     margin = 2 * standard_error(best_other, n_test)
@@ -400,8 +437,6 @@ class ExampleBatcher(BucketBatcher):
 def training_config(model_cfg: TrainConfig, steps: int, lr: float, seed: int) -> TrainConfig:
     """``model_cfg`` with one phase's budget: ``steps`` at peak learning rate ``lr`` (a warm-up of at most a tenth of
     the steps), no time limit, and ``seed`` for the batches."""
-    from dataclasses import replace
-
     return replace(model_cfg, steps=steps, minutes=None, lr=lr, seed=seed,
                    warmup_steps=min(model_cfg.warmup_steps, max(1, steps // 10)))  # fmt: skip
 
@@ -488,7 +523,6 @@ def run_knowledge(kcfg: KnowledgeConfig, model_cfg: TrainConfig, *, device=None,
     "scratch", "pretrained", "answers"}``: the two main fine-tuned models and their answers to the test questions.
     """
     import copy
-    from dataclasses import replace
 
     t0 = time.perf_counter()
     device = runtime.pick_device(device)

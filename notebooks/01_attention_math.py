@@ -654,8 +654,7 @@ load_reference = runtime.reference_outputs  # values saved with the course (data
 def worst_copy_case(n, gap, spread):
     """n unit keys with k_i . k_0 = 1 - gap for every i != 0, and v_i - v_0 = spread e_1 for every i != 0.
 
-    Every other key is a runner-up and every other value as far from v_0 as allowed: the keys and values
-    with these n, gap and spread that are hardest to copy from. Needs 0 < gap <= 2.
+    The keys and values the check holds your bound against (Needs 0 < gap <= 2).
     """
     K = torch.zeros(n, n, dtype=DTYPE)
     K[0, 0] = 1.0
@@ -700,14 +699,15 @@ check_sweep_under_bound(copy)
 # dimensions (a smaller $\Delta$), need a larger query for the same error.
 
 # %% [markdown] tags=["answer", "rubric"]
-# **Rubric · Question 1.2 (2 points).**
-# - **2 points:** divides by $e^{s}$ to get $1 - \alpha_j \le \min(1, (n-1)e^{-s\Delta})$, and with
-#   $c - v_j = \sum_{i\ne j}\alpha_i(v_i - v_j)$ bounds $\lVert c - v_j\rVert \le \min(1, (n-1)e^{-s\Delta})\max_i\lVert v_i - v_j\rVert$;
-#   says the error shrinks exponentially in $s$, at a rate set by $\Delta$; and that with unit keys no other
-#   key out-scores $k_j$ (a longer key could, and would be copied instead).
-# - **1 point:** a valid bound without the rate or the reason for unit keys, or a bound that misses one
-#   factor ($n - 1$, $\Delta$ or the spread).
-# - **0 points:** no bound, an error that shrinks like $1/s$, or a copy said to be exact at a finite $s$.
+# **Rubric · Question 1.2 (2 points).** The bound's value is graded once, by Exercise 1.4's check; this rubric grades
+# the reasoning.
+# - **2 points:** why the query copies (key $j$'s score beats every other by $s$ times its gap); the steps of the
+#   derivation: dividing by $e^{s}$ gives $1 - \alpha_j \le \min(1, (n-1)e^{-s\Delta})$, and
+#   $c - v_j = \sum_{i\ne j}\alpha_i(v_i - v_j)$ turns it into the bound on $\lVert c - v_j\rVert$; the error shrinks
+#   exponentially in $s$, at a rate set by $\Delta$; and with unit keys no other key out-scores $k_j$ (a longer key
+#   could, and would be copied instead).
+# - **1 point:** two of the three: why it copies with the derivation's steps, the rate, the reason for unit keys.
+# - **0 points:** none of them, an error that shrinks like $1/s$, or a copy said to be exact at a finite $s$.
 #
 # *Key phrases:* "(n-1)e^{-s\Delta}", "exponentially", "longer key"
 
@@ -936,14 +936,13 @@ save_then_explore(
 # axis, so multiplying the number of keys by 4 costs about $\log 4 \approx 1.4$ more in $\beta$.
 
 # %% [markdown] tags=["answer", "rubric"]
-# **Rubric · Question 1.3 (2 points).**
+# **Rubric · Question 1.3 (2 points).** The smallest $\beta$ itself is graded once, by Exercise 1.6's check; this
+# rubric grades the reasoning that leads to it.
 # - **2 points:** $\alpha_a = \alpha_b = e^\beta/(2e^\beta + n - 2)$ and $1/(2e^\beta + n - 2)$ for the others;
-#   $c - m = \varepsilon(\bar v_{\text{rest}} - m)$ with $\varepsilon = (n-2)/(2e^\beta + n - 2)$; the worst case
-#   $2\varepsilon\max_i\lVert v_i\rVert$ gives $\beta \ge \log\!\big((n-2)(1/\tau - \tfrac12)\big)$, so $\beta$ grows
-#   logarithmically in $n$ (11.03 for $n = 64$, $\tau = 10^{-3}$).
-# - **1 point:** the weights and the error right, but a $\beta$ that is only sufficient (such as
-#   $\log((n-2)/\tau)$), or no word on how it grows with $n$.
-# - **0 points:** weights that leave out the $n - 2$ other keys, or a $\beta$ that does not depend on $n$.
+#   $c - m = \varepsilon(\bar v_{\text{rest}} - m)$ with $\varepsilon = (n-2)/(2e^\beta + n - 2)$; why the worst case is
+#   $2\varepsilon\max_i\lVert v_i\rVert$ (which values reach it); so $\beta$ grows logarithmically in $n$.
+# - **1 point:** the weights and the error right, without the worst case or without how $\beta$ grows with $n$.
+# - **0 points:** weights that leave out the $n - 2$ other keys, or a $\beta$ said not to depend on $n$.
 #
 # *Key phrases:* "2e^\beta + n - 2", "\log\!\big((n-2)", "logarithmically"
 
@@ -1307,7 +1306,7 @@ def plot_single_head(beta=BETA, log10_alpha=LOG10_ALPHA):
 save_then_explore(
     plot_single_head,
     "01_single_head_stretched_key",
-    question="Why is one head fragile when a key's length varies?",
+    question="What does one head do when a key's length varies?",
     caption="One head, the query of Exercise 1.8. Left: histogram of alpha_a over key draws, isotropic keys "
     "and key a stretched. Right: where the output c lands in the (v_a, v_b) plane.",
     beta=(1.0, 20.0, 0.5, BETA),
@@ -1924,7 +1923,7 @@ print(describe_equivariance(gaps_plain, gaps_pos))
 # %% [markdown]
 # ## 9. Why scores are divided by $\sqrt{d_k}$
 #
-# Transformers use $\operatorname{softmax}(QK^\top/\sqrt{d_k})$. Take $q, k \in \mathbb{R}^d$ with
+# Transformers rescale the scores $QK^\top$ before the softmax; by what, and why, is this item's question. Take $q, k \in \mathbb{R}^d$ with
 # independent entries of mean $0$, variance $\sigma_q^2$ for those of $q$ and $\sigma_k^2$ for those of $k$.
 
 # %% [markdown] tags=["question"]
@@ -2149,15 +2148,16 @@ def describe_scaling(dims, unscaled, scaled):
 print(describe_scaling(DIMS, unscaled, scaled))
 
 # %% [markdown] tags=["answer", "rubric"]
-# **Rubric · Question 1.9 (3 points).**
-# - **3 points:** $\operatorname{Var}(q^\top k) = d\,\sigma_q^2\sigma_k^2$ ($d$ independent terms of variance
-#   $\sigma_q^2\sigma_k^2$); unscaled, the scores spread like $\sqrt d$ and the softmax saturates (the top weight goes
-#   to 1); its Jacobian $\operatorname{diag}(\alpha) - \alpha\alpha^\top$ vanishes for a one-hot $\alpha$, so almost no
-#   gradient reaches the scores; the factor is $1/(\sigma_q\sigma_k\sqrt d)$.
-# - **2 points:** the variance and the factor right; the saturation without the Jacobian, or the Jacobian without
-#   saying that it vanishes.
-# - **1 point:** the variance alone, or the factor $1/\sqrt d$ without a derivation.
-# - **0 points:** $\operatorname{Var}(q^\top k) = \sigma_q^2\sigma_k^2$ or $d^2\sigma_q^2\sigma_k^2$, or a factor $1/d$.
+# **Rubric · Question 1.9 (3 points).** The variance's formula and the factor are graded once, by Exercise 1.11's
+# checks; this rubric grades the reasoning.
+# - **3 points:** (1 point) the derivation of the variance: $d$ independent terms of variance $\sigma_q^2\sigma_k^2$,
+#   added ($\operatorname{Var}(q^\top k) = d\,\sigma_q^2\sigma_k^2$); (1 point) unscaled, the scores spread like
+#   $\sqrt d$ and the softmax saturates (the top weight goes to 1); (1 point) its Jacobian
+#   $\operatorname{diag}(\alpha) - \alpha\alpha^\top$ vanishes for a one-hot $\alpha$, so almost no gradient reaches
+#   the scores.
+# - **2 points:** two of those three parts.
+# - **1 point:** one of them.
+# - **0 points:** none, or a variance said to be $\sigma_q^2\sigma_k^2$ or $d^2\sigma_q^2\sigma_k^2$.
 #
 # *Key phrases:* "\alpha\alpha^\top", "saturates", "\sigma_q\sigma_k\sqrt", "diag_embed(alpha) - alpha"
 

@@ -154,8 +154,7 @@ for i, t in enumerate(seq):
 
 # %% [markdown]
 # Sentences have different lengths, so a batch is **right-padded** with `<pad>`; `prefix_len` records
-# where each row's source ends. Padding sits after every real token, and we will see that the masks
-# keep real positions from ever looking at it.
+# where each row's source ends. Padding sits after every real token.
 
 
 # %%
@@ -185,8 +184,8 @@ print("ids", tuple(ids.shape), "-> vectors", tuple(x.shape))
 # %% [markdown]
 # ## Exercise 2.1 · Positional encoding (2 points)
 #
-# Attention, which we write next, compares every position with every other and sums the results: it
-# has no idea of order. Swap two words and each output is the same, just moved. So we add to each token
+# Attention, which we write next, compares every position with every other and sums the results. What it
+# makes of word order is Question 1.8 of notebook 01: answer it there. The usual remedy adds to each token
 # vector a vector that depends on its position. Two common choices:
 #
 # * **learned**: another embedding table, indexed by position (GPT-2 does this);
@@ -281,8 +280,8 @@ print("✓ the table has the three properties")
 # Three details matter, and the check below tests each:
 #
 # * the softmax runs over the **keys** (the last dimension), so each query's weights sum to 1;
-# * dividing by $\sqrt{d_k}$ keeps the scores' spread independent of the head size, so the softmax does
-#   not saturate to one-hot as $d_k$ grows;
+# * the scores are divided by $\sqrt{d_k}$ (why that factor, and what goes wrong without it, is Question 1.9 of
+#   notebook 01);
 # * the mask $M$ (0 where allowed, $-\infty$ where not) is applied **before** the softmax. Masking after it
 #   would leave rows that no longer sum to 1. We pass the mask as booleans, `True` = may attend.
 

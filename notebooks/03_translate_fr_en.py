@@ -983,13 +983,18 @@ print(textwrap.fill(read_size_curves(size_curves), 110))
 # *Key phrases:* "sees more tokens", "budget decides"
 
 # %% [markdown]
-# **The rule.** `python -m helpers train --preset cpu` (and this notebook on a CPU) measures the real training step
-# of each of its four candidate sizes (`sizing.CPU_SIZES`) for a few seconds, largest first, and keeps the **largest
-# size that will see at least 2.25 target tokens per non-embedding parameter in the budget**; the count leaves out
-# the token and position tables. The threshold is our own, chosen on 15-minute runs on two machines and three
-# training recipes (on validation loss, then BLEU on the newer-sentence development set, never on a test set). A
-# run that resumes keeps the size it started with; `--preset cpu-fixed` turns the sizing off. On a GPU or in quick
-# mode the preset's own size is kept, and the line below shows what the rule would pick among the three sizes above.
+# **The size of this run.** `python -m helpers train --preset cpu` (and this notebook on a CPU) measures the real
+# training step of each of its four candidate sizes (`sizing.CPU_SIZES`) for a few seconds, largest first, and picks
+# one for this machine and this budget; the next cell prints its choice and the reason. Answer Question 3.2 first,
+# then hold your answer against that reason. A run that resumes keeps the size it started with; `--preset
+# cpu-fixed` turns the sizing off. On a GPU or in quick mode the preset's own size is kept, and the line below shows
+# what the sizing would pick among the three sizes above.
+
+# %% [markdown] tags=["answer"]
+# **Model answer, continued: the rule.** The sizing keeps the **largest size that will see at least 2.25 target
+# tokens per non-embedding parameter in the budget**; the count leaves out the token and position tables. The
+# threshold is our own, chosen on 15-minute runs on two machines and three training recipes (on validation loss,
+# then BLEU on the newer-sentence development set, never on a test set).
 
 # %% [markdown] tags=["answer"]
 # **Model answer, continued: why the rule looks like this.** Taking the largest size that qualifies means a slower
@@ -1078,7 +1083,7 @@ print(
 # lowest when the model puts probability 1 on the right token, so it keeps pushing that logit up forever.
 # With smoothing $\varepsilon$ the target is $1-\varepsilon$ on the right token plus $\varepsilon$ spread
 # uniformly over the vocabulary; the loss is then lowest at a *finite* confidence. The model becomes less
-# over-confident, which hurts perplexity a little and usually helps BLEU (Vaswani et al. used 0.1). The
+# over-confident (Vaswani et al. used 0.1). The
 # validation loss and perplexity below are computed *without* smoothing (Question 3.4 asks why).
 
 # %%
@@ -1184,7 +1189,7 @@ print(
 #
 # The loop below is the whole of training, in the style of nanoGPT: the step is written out, and
 # everything around it is one object, `train.TrainingRun`. It is the loop `python -m helpers train` runs
-# (`helpers.training.train.train` holds the same lines), so from the same seed both end with the same weights
+# and from the same seed both end with the same weights
 # (`tests/notebooks/test_notebook03.py` checks that), and a run started here can be finished from the command line.
 #
 # What `TrainingRun` does, so that the step does not have to:
@@ -1815,7 +1820,9 @@ for name, pairs_ in TEST_SETS.items():
 #   of highest total (length-normalised) log-probability, which greedy can miss; for a weak model a more probable
 #   sequence is not a better translation (beams favour short or repetitive outputs), so the gain can be zero or
 #   negative.
-# - **0 points:** says beam search is always better, or gives the numbers without the reason.
+# - **0.5 points:** one of the two parts: this run's differences with their signs, or the reason (a more probable
+#   sequence is not a better translation for a weak model).
+# - **0 points:** says beam search is always better, and neither part is right.
 #
 # *Key phrases:* "not a better translation", "short or repetitive"
 
@@ -1853,9 +1860,10 @@ print("✓ better than copying the source, and aligned with the references")
 #   the n-grams of the hypotheses that occur in their reference, each counted at most as often as it occurs
 #   in that reference (*clipped*), divided by the number of n-grams of the hypotheses;
 # - `"hyp_len"` and `"ref_len"`: the number of tokens of all hypotheses and of all references;
-# - `"bp"`: the brevity penalty of Papineni et al. (2002): 1 when the hypotheses are longer in total than the
-#   references, else $e^{1 - \text{ref\_len}/\text{hyp\_len}}$;
-# - `"bleu"`: 100 × `bp` × the geometric mean of the precisions (as fractions); 0 when a precision is 0.
+# - `"bp"`: the brevity penalty of Papineni et al. (2002, section 2.2.2), computed on the corpus: 1 when the
+#   hypotheses are longer in total than the references, and smaller the shorter they are (the paper gives its form;
+#   the check's worked cases pin it down);
+# - `"bleu"`: the score of that paper, in percent, from the precisions and `bp`; 0 when a precision is 0.
 #
 # Tokens are what sacreBLEU's default tokenizer, 13a, makes of each line: `tokenize_13a(line).split()`. The
 # counts are summed over the corpus before any division: corpus BLEU is not a mean of sentence scores. Without
@@ -2237,6 +2245,8 @@ print(explain_translation(model, tok, MY_SENTENCE, beams=BEAMS, word_table=words
 # - **1 point:** a concrete wrong translation, what is wrong in it, and a cause read from the view: an unseen
 #   source word (in red), little weight on the word it should translate (a pale column, rows fade at the end of a
 #   long sentence), or a better candidate that lost the beam by a small margin.
+# - **0.5 points:** a concrete wrong translation of this model and what is wrong in it, with no cause read from the
+#   view (or a cause the view shows, for a sentence that is not wrong).
 # - **0 points:** no sentence of this model, or a cause the map and the candidates do not show.
 #
 # *Key phrases:* "pale column", "rows fade"

@@ -1257,14 +1257,18 @@ for label in shown[:2]:
 
 # %% [markdown] tags=["answer", "rubric"]
 # **Rubric · Question 4.2 (3 points).**
-# - **3 points:** this run's counts of invented and dropped numbers or names per model, with an example of how
-#   each model's errors read (a fluent invention against a garbled word); two distinct reasons: the reader cannot
-#   see the error (a fluent wrong sentence reads like a right one to someone who does not read French, whereas a
-#   reader notices broken output and checks it), and the content may come from pretraining, not from the source (a
-#   likely word for the context, with its data's biases, and no sign of which words were made up).
-# - **2 points:** the counts and one reason, or both reasons without this run's counts.
-# - **1 point:** one reason only, without counts.
-# - **0 points:** says fluent output is safer because it reads well.
+# - **3 points:** three parts, a point each. (i) This run's counts of invented and dropped numbers or names per
+#   model, with an example of how each model's errors read (a fluent invention against a garbled word). (ii), (iii)
+#   Two distinct, valid reasons why fluent wrong output does more harm. Any two distinct valid reasons earn these;
+#   examples, not the only answers: the reader cannot see the error (a fluent wrong sentence reads like a right one
+#   to someone who does not read French, whereas a reader notices broken output and checks it); the content may
+#   come from pretraining, not from the source (a likely word for the context, with its data's biases); trust
+#   carries over (users stop checking a system that usually reads well); the harm falls where errors are costly
+#   and hard to check (names, dates, amounts, doses); a downstream program (a search, a summary) consumes the
+#   output with no person reading it.
+# - **2 points:** two of the three parts (two reasons that are one reason in other words count as one).
+# - **1 point:** one of the three parts.
+# - **0 points:** none of them, or fluent output said to be safer because it reads well.
 #
 # *Key phrases:* "cannot see the error", "not from the source", "a reader notices"
 

@@ -37,8 +37,7 @@
 # Each **Question 5.N** has a *Your answer* cell for your report, and a code cell under it where you compute
 # what supports your answer.
 #
-# Every variant is one switch of the same model (`helpers.nn.model.ModelConfig`; the code is in
-# `helpers/nn/variants.py` and `helpers/training/pretrain.py`), and one switch of the same command:
+# Every variant is one switch of the same model (`helpers.nn.model.ModelConfig`), and one switch of the same command:
 # `python -m helpers train --attention synthesizer`, `--bottleneck-dim 16`, `--positions rotary`,
 # `--pretrain span`, `--parallel-pairs 5000`. Each variant passes the tests the plain model passes: a later
 # token never changes an earlier prediction, padding never changes a real position, and the French source
@@ -620,7 +619,7 @@ plt.show()
 # Attention by itself is blind to order within the French source (it sees a set), and only the causal mask
 # tells the English tokens apart. Five ways to give the model order, all trained in section 6:
 #
-# - **none**: nothing added (the causal mask alone leaks order: a token can count what it sees);
+# - **none**: nothing added;
 # - **learned**: a trained vector per position, added to the token (notebook 02's choice);
 # - **sinusoidal**: the fixed clocks of notebook 01;
 # - **rotary** (RoPE): each pair of channels of *q* and *k* turned by an angle proportional to the position;
@@ -956,10 +955,9 @@ for fr, _en in prepared.splits.train[:3]:
     assert tok.decode(ids[1:m] + ids[s + 1 : -1] + ids[m + 1 : s]).replace(" ", "") in fr.replace(" ", "")
 
 # %% [markdown]
-# The training runs of section 7 cut their examples with the package's `helpers.training.pretrain.corrupt_span`, the
-# same recipe drawn from Python's `random` (`tests/notebooks/test_notebook05.py` checks that your function and the
-# package's cut the same examples from the same draws), afresh each epoch. Pretraining reads unpaired sentences
-# from the training file.
+# The training runs of section 7 cut their examples with the package's own version of your function, the same
+# recipe drawn from Python's `random` (`tests/notebooks/test_notebook05.py` checks that the two cut the same
+# examples from the same draws), afresh each epoch.
 
 # %% [markdown]
 # ## 5. The attention variants trained, at the same budget
@@ -1080,12 +1078,19 @@ print(compare_rows(ROWS, VARIANT_LABELS[1:], key="bleu_valid"))
 
 # %% [markdown] tags=["answer", "rubric"]
 # **Rubric · Question 5.6 (1 point).**
-# - **1 point:** reads loss and BLEU of both variants against vanilla with the numbers; in quick mode says the gaps
-#   are noise and cannot be ranked; relates the synthesizer to content-based lookup (5.1) and the bottleneck to the
-#   few late inputs and tiny ℓ² (5.2, 5.3); at full length the synthesizer did not lose (32.63 against 31.28) and the
-#   bottleneck lost 9.6 BLEU.
-# - **0.5 points:** the numbers, but explains an order quick mode cannot resolve, or no link to 5.1–5.3.
-# - **0 points:** ranks the variants from a quick-mode run as if it were a finding.
+# - **1 point:** reads loss and BLEU of both variants against vanilla *from the student's own run*, with its
+#   numbers, whatever they are; says whether the gaps are larger than the run can resolve (in quick mode, or with a
+#   few hundred sentences and no interval, they are not, and the variants cannot be ranked); and links each variant
+#   to what the student derived: the synthesizer to what it cannot look up by content (5.1), the bottleneck to what
+#   its few latents must carry (5.2). Any valid link earns it; examples, not the only answers: "the synthesizer
+#   cannot copy a moved name", "the latents are a narrow pipe for long sentences".
+# - **0.5 points:** this run's numbers read right, but an order the run cannot resolve stated as a finding, or no
+#   link to 5.1–5.2.
+# - **0 points:** no numbers from this run, or numbers from elsewhere (the course's own runs) in place of them.
+#
+# *For the grader:* the course's own full-length runs (`benchmarks/RESULTS.md`: the synthesizer did not lose,
+# 32.63 against 31.28 BLEU; the bottleneck lost 9.6) are a reference for reading a full-mode answer, not a
+# requirement: no student run reproduces them exactly.
 #
 # *Key phrases:* "content-based lookup", "32.63"
 
@@ -1649,8 +1654,8 @@ assert json.loads(path.read_text())["rows"][0]["label"] == "vanilla"
 # - **Other pretrained vectors**: `init_embeddings` takes any causal LM (a hub name, a folder, or the SmolLM2 GGUF
 #   file of notebook 04). Does a multilingual model's embedding table help the French side more?
 # - **More latents or fewer**: how small can *m* get before BLEU drops, and how much faster is training at ℓ = 96?
-# - **The synthesizer's weakness**: find a sentence pair where looking up a word by content matters (a name
-#   moved to another position), and compare the two attentions on it.
+# - **The synthesizer on your own sentences**: take the pairs you reasoned about in Question 5.1 and compare the
+#   two attentions' weights on them with `translate --explain`.
 # - **Longer budgets**: rerun the sweep's best setting for 15 minutes (`python -m helpers train --preset cpu
 #   --minutes 15 ...`) and check whether the order of the table survives.
 

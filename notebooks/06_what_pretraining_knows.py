@@ -26,6 +26,8 @@
 #    fine-tuned, and always answering the most common birthplace (the original's "London" baseline).
 #    You write the pipeline: the scoring (Exercise 6.1), the baseline (6.2), the fine-tuning examples (6.3), the
 #    span-corruption examples of the biographies (6.4), and the driver that pretrains, fine-tunes and evaluates (6.5).
+#    Then the same model is asked about people nobody wrote about, and about strangers whose surname is a town,
+#    and notebook 05's synthesizer attention reads the same biographies beside dot-product attention.
 # 2. **Embeddings at equal budget.** The translation model of notebook 03 with four starts for its token
 #    embeddings: learned from scratch (the default), random and frozen, word2vec vectors trained on our own
 #    training text, and a pretrained language model's; each pair compared with a paired bootstrap. You write the
@@ -260,8 +262,7 @@ print(f"exact-match accuracy: the {len(MARKED)} marked answers, the saved cases 
 # ## Exercise 6.2 · The most-common-place baseline (2 points)
 #
 # The baseline of the original assignment always answers "London", the most common birthplace. *Most common
-# where?* Among the **fine-tuning** answers: the baseline may learn from the data the model learns from, and
-# no more (Question 6.1 asks why). Count towns the way `exact_match_accuracy` compares them (normalised),
+# where?* Among the **fine-tuning** answers (Question 6.1 asks why there). Count towns the way `exact_match_accuracy` compares them (normalised),
 # break a tie by the town seen first, and return the town as first written in the fine-tuning answers with its
 # accuracy on the test answers. `collections.Counter` counts.
 
@@ -623,8 +624,7 @@ print("the driver: both models, their answers and the three accuracies agree wit
 # %% [markdown]
 # ## The accuracy table
 #
-# Your driver at this notebook's sizes. Every model starts from the same random weights and gets the same
-# fine-tuning; the pretrained one first reads every biography.
+# Your driver at this notebook's sizes.
 
 # %%
 TABLE = knowledge_table(DATA, TOK, KCFG, KMODEL, device=DEVICE)
@@ -785,6 +785,168 @@ print(f"asked in the biographies' words: {RESULT.pretrained_biography_words:.1%}
 # *Key phrases:* "memorise the biographies", "large updates overwrite"
 
 # %% [markdown]
+# ### People nobody wrote about
+#
+# Everyone asked so far was in the biographies. Now ask the pretrained, fine-tuned model about people that no text
+# of this notebook ever mentioned: new names, drawn the same way, in neither the biographies nor the fine-tuning
+# questions (`knowledge.unseen_people`). Their birthplaces are drawn from the same towns, so a guess can be right.
+
+# %%
+STRANGERS = knowledge.unseen_people(DATA, len(DATA.test), seed=KCFG.seed + 1)
+stranger_answers = knowledge.answer_questions(TABLE["models"]["pretrained"], TOK, DATA.pairs(STRANGERS))
+strangers = knowledge.answer_profile(stranger_answers, [p.born for p in STRANGERS], TABLE["baseline_place"])
+print(f"{len(STRANGERS)} people nobody wrote about, asked 'Where was X born?':")
+for key, value in strangers.items():
+    print(f"  {key:<44} {value:.1%}" if isinstance(value, float) else f"  {key:<44} {value}")
+for person, said in list(zip(STRANGERS, stranger_answers))[:5]:
+    print(f"  Where was {person.name} born? -> {said!r} (drawn: {person.born})")
+
+# %% [markdown] tags=["question"]
+# **Question 6.4 (2 points).** What does your pretrained model answer about people it never read about? How often is
+# it right, against the most-common-place baseline and the chance of its answers, and what do its answers have in
+# common? What does such an answer tell someone who asks, and what would the model need in order to say that it does
+# not know?
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
+
+# %%
+# Compute here what supports your answer. A start: how the strangers' answers spread over the towns.
+print(Counter(normalise_place(a) for a in stranger_answers).most_common(6))
+
+# %% [markdown] tags=["answer"]
+# **Model answer.** It answers every one of them, as fluently as it answers about the people it read about, and
+# is right about as rarely as a blind guess can be: in full mode on an H100 (seed 0, `benchmarks/RESULTS.md`) 2 %
+# of 100 strangers, against 22 % for always answering the most common town and 60 % for the people it read about.
+# It does *worse* than the baseline because it does not fall back on the common town: it answers as if it were
+# recalling this person (49 different answers for 100 people, only 63 % of them a town at all, the others pieces
+# of towns and names glued together). So an answer carries no information about the person but reads exactly like
+# one that does: the asker cannot tell a guess from a fact. The model never says "I don't know" because
+# fine-tuning showed it only questions with a town for an answer; to abstain it would need examples of unknown
+# people with an "unknown" answer (and names it never read to learn them from), or a confidence it reports, such
+# as the probability of its answer, calibrated on people it did and did not read about.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 6.4 (2 points).**
+# - **2 points:** this run's numbers for the strangers (accuracy against the baseline, how varied the answers are
+#   and how many are towns at all), read as guessing, not falling back on the common town; says the answer reads
+#   like knowledge and so misleads; and names
+#   what abstaining would take (training examples whose answer is "unknown", or a calibrated confidence with a
+#   threshold). Any valid mechanism for abstaining earns it.
+# - **1 point:** the numbers read right without the consequence or the mechanism, or the reasoning without this
+#   run's numbers.
+# - **0 points:** says the model knows these people, or that it would say it does not know.
+#
+# *Key phrases:* "guess from a fact", "calibrated on people"
+
+# %% [markdown]
+# ### A name that sounds like a place
+#
+# The same kind of strangers, with one change: each one's surname is a town's name, and that is where they were born
+# (`knowledge.named_after_places`: *Varo Kelby*, born in Kelby). Nothing in this notebook's data ties a name to a
+# town. Does the model's answer follow the name?
+
+# %%
+PLACE_NAMED = knowledge.named_after_places(STRANGERS, seed=KCFG.seed + 2)
+place_named_answers = knowledge.answer_questions(TABLE["models"]["pretrained"], TOK, DATA.pairs(PLACE_NAMED))
+named = knowledge.answer_profile(place_named_answers, [p.born for p in PLACE_NAMED], TABLE["baseline_place"])
+print(f"{len(PLACE_NAMED)} strangers whose surname is their birthplace:")
+for key, value in named.items():
+    print(f"  {key:<44} {value:.1%}" if isinstance(value, float) else f"  {key:<44} {value}")
+print(f"  (strangers with ordinary names: {strangers['accuracy']:.1%} right)")
+
+# %% [markdown] tags=["question"]
+# **Question 6.5 (2 points).** How often does the model answer the town in the stranger's name, against strangers
+# with ordinary names? Where would that come from in a model whose training never tied a name to a town? A model
+# trained on real biographies, where names do go with where people come from, would guess birthplaces from names
+# right more often than chance. Is that knowledge? What harm can it do, and to whom?
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
+
+# %%
+# Compute here what supports your answer. A start: a few of the questions and what the model said.
+for person, said in list(zip(PLACE_NAMED, place_named_answers))[:6]:
+    print(f"Where was {person.name} born? -> {said!r}")
+
+# %% [markdown] tags=["answer"]
+# **Model answer.** In full mode on an H100 (seed 0) the model answered the town in the name for none of 100
+# place-named strangers (0 %, against 2 % right for the strangers with ordinary names): in its training the answer
+# was never written in the question, so it never learnt to read it off, and a name tells it nothing about a
+# birthplace because in this data nothing ties the two. Whatever share a run shows measures copying, not knowing:
+# the town is in the prompt. On real biographies names *do* correlate with origin (language, family,
+# ethnicity), so a model would learn the correlation and be right more often than chance on average: a
+# statistical guess from a group, stated as a fact about one person. It is wrong for every person who does not fit
+# the pattern, cannot say it is guessing, and turns a stereotype into an answer: the harm falls on the people it
+# profiles (a name taken as where they are "from").
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 6.5 (2 points).**
+# - **2 points:** this run's share of answers that repeat the town in the name, against the ordinary strangers'
+#   accuracy (none or few here: the model never learnt to read answers off the question); whatever it is, it is
+#   copying from the prompt, not a fact read; and says that on real data a name-to-origin
+#   correlation makes guesses right on average but is a group statistic stated as a fact about a person: wrong for
+#   those who do not fit, and harmful as profiling. Examples of valid harms, not the only ones: stereotyping,
+#   misinformation about a real person, decisions made on the guess.
+# - **1 point:** the numbers and the copying, or the correlation-and-harm argument, but not both.
+# - **0 points:** says the model knows these people's birthplaces, or that a guess from a name is harmless because
+#   it is often right.
+#
+# *Key phrases:* "copying, not knowing", "guess from a group"
+
+# %% [markdown]
+# ### The synthesizer on the knowledge task
+#
+# Notebook 05's synthesizer attention computes where each position looks from the position itself, never from what
+# the other positions hold. Here it reads the same biographies and gets the same fine-tuning, beside dot-product
+# attention: the package's driver (the reference of Exercise 6.5), with one switch of the model.
+
+# %%
+SYNTH = knowledge.knowledge_table(DATA, TOK, KCFG, replace(KMODEL, attention="synthesizer"), device=DEVICE)
+for name, table in (("dot-product attention", TABLE), ("synthesizer attention", SYNTH)):
+    print(
+        f"{name:<24} from scratch {table['scratch']:6.1%}   pretrained {table['pretrained']:6.1%}   "
+        f"(± {2 * knowledge.standard_error(table['pretrained'], len(DATA.test)):.1%})"
+    )
+if QUICK:
+    print("Quick mode: too few steps for either to learn the facts; the rows say that the code runs.")
+
+# %% [markdown] tags=["question"]
+# **Question 6.6 (2 points).** Does the synthesizer reach the facts it read as dot-product attention does? To answer
+# "Where was Varo Tesimal born?" from what pretraining stored, what must attention do with the name, and can a
+# synthesizer head do it (your answer to Question 5.1 helps)? Use this run's numbers and their uncertainty.
+
+# %% [markdown] tags=["your-answer"]
+# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
+
+# %%
+# Compute here what supports your answer. A start: the two pretrained models' answers to the first held-out people.
+for person, dot, synth in list(zip(DATA.test, TABLE["answers"]["pretrained"], SYNTH["answers"]["pretrained"]))[:6]:
+    print(f"{person.name:<22} born in {person.born:<12} dot-product: {dot!r:<16} synthesizer: {synth!r}")
+
+# %% [markdown] tags=["answer"]
+# **Model answer.** Compare the two pretrained accuracies with their ±2 standard errors (in quick mode they are
+# noise). In full mode on an H100 (seed 0) the synthesizer reached 54 % against dot-product attention's 60 %
+# (± 10 points each; from scratch both 5 %): a gap well within the noise, so no evidence that it is worse here.
+# The fact sits behind the name: the model must turn the name's pieces in the question into the stored town. A
+# synthesizer head's weights over positions do not depend on the other positions' content (Question 5.1 (b)), so it
+# cannot route by content; but in these short, fixed-format questions the name always sits at the same positions,
+# so routing by position reaches it, and the values and feed-forward layers carry and combine the name's pieces.
+# The synthesizer's answers also lean more on the common town (37 % of them, against 24 %): a sign that it finds
+# the name less reliably. Where a name could sit anywhere, expect the gap to grow.
+
+# %% [markdown] tags=["answer", "rubric"]
+# **Rubric · Question 6.6 (2 points).**
+# - **2 points:** this run's two pretrained accuracies with their uncertainty, read honestly (quick mode or an
+#   overlap: no ranking); the mechanism: answering needs the name's content, synthesizer weights do not depend on
+#   content (5.1), so whatever it reaches comes by position (the name's place in a fixed-format question) and
+#   through the values and feed-forward layers, not by content-based routing.
+# - **1 point:** the numbers read right without the mechanism, or the mechanism without this run's numbers.
+# - **0 points:** ranks two numbers within their noise as a finding, and no mechanism.
+#
+# *Key phrases:* "cannot route by content", "no evidence that it is worse"
+
+# %% [markdown]
 # ## 4. Token embeddings at equal budget
 #
 # Notebook 05 started the token embeddings from a pretrained LM's once. Here four starts get the same model,
@@ -928,13 +1090,13 @@ plotting.save_figure(
     fig,
     "06_embeddings",
     question="At the same budget, does starting the token embeddings from random frozen, word2vec or pretrained-LM vectors beat learning them from scratch?",
-    caption=f"Greedy BLEU on the first {EVAL_SENTENCES} new-sentence pairs minus that of learned embeddings, with paired-bootstrap 95 % intervals (1,000 resamples); an interval that crosses 0 is no difference.",
+    caption=f"Greedy BLEU on the first {EVAL_SENTENCES} new-sentence pairs minus that of learned embeddings, with paired-bootstrap 95 % intervals (1,000 resamples).",
     numbers={**{r["label"]: r["bleu_new"] for r in EMB_ROWS}, **{f"delta {c['label']}": c["delta"] for c in COMPARISONS}},
 )  # fmt: skip
 plt.show()
 
 # %% [markdown] tags=["question"]
-# **Question 6.4 (2 points).** Which start for the token embeddings translates best at the same budget, and is its lead
+# **Question 6.7 (2 points).** Which start for the token embeddings translates best at the same budget, and is its lead
 # larger than the luck of the test sentences? What does the random frozen row tell you about how much of the
 # work the embeddings do?
 
@@ -968,7 +1130,7 @@ for c in COMPARISONS:  # each comparison in a sentence, from the bootstrap's num
     print(embeddings.bootstrap_sentence(c))
 
 # %% [markdown] tags=["answer", "rubric"]
-# **Rubric · Question 6.4 (2 points).**
+# **Rubric · Question 6.7 (2 points).**
 # - **2 points:** names the best start by the bootstrap (full mode: word2vec, +3.9 BLEU with an interval of
 #   [+2.0, +5.6] that excludes 0, so more than the luck of the sentences), explains that its vectors bring no
 #   new knowledge, only a head start, being trained on the same text; and reads the random frozen collapse

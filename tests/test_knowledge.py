@@ -311,3 +311,41 @@ def test_knowledge_table_is_run_knowledges_experiment_weight_for_weight():
         mine, theirs = table["models"][name].state_dict(), run[name].state_dict()
         assert all(torch.equal(mine[k], theirs[k]) for k in theirs), name
     assert not torch.equal(table["models"]["scratch"].tok_emb.weight, table["models"]["pretrained"].tok_emb.weight)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# notebook 06's strangers (Question 6.5) and place-named strangers (Question 6.6)
+
+
+def test_unseen_people_are_new_names_drawn_like_the_others():
+    data = K.make_knowledge_data(60, 20, seed=0)
+    strangers = K.unseen_people(data, 25, seed=1)
+    assert len(strangers) == 25 and len({p.name for p in strangers}) == 25
+    assert not {p.name for p in strangers} & {p.name for p in data.people}, "nobody wrote about them"
+    assert not any(p.name in bio for p in strangers for bio in data.biographies)
+    assert {p.born for p in strangers} <= set(K.PLACES)
+    assert K.unseen_people(data, 25, seed=1) == strangers, "seeded"
+    # a seed that redraws the data's own people would hand back people the model read about: they are left out
+    again = K.unseen_people(data, 25, seed=0)
+    assert not {p.name for p in again} & {p.name for p in data.people} and len(again) == 25
+
+
+def test_named_after_places_puts_the_birthplace_in_the_name_and_nothing_else_changes():
+    people = K.make_people(40, seed=3)
+    named = K.named_after_places(people, seed=0)
+    for before, after in zip(people, named):
+        first, surname = after.name.split(" ", 1)
+        assert first == before.name.split()[0] and surname == after.born and after.born in K.PLACES
+        assert (after.year, after.job, after.she) == (before.year, before.job, before.she)
+    assert len({p.born for p in named}) > 10, "towns drawn uniformly, not by the Zipf law"
+    assert K.named_after_places(people, seed=0) == named and K.named_after_places(people, seed=1) != named
+
+
+def test_answer_profile_counts_what_the_answers_are():
+    profile = K.answer_profile(["Kelby", "kelby.", "Dunmere", "nowhere", "Kelby"], ["Kelby"] * 5, "Dunmere")
+    assert profile["accuracy"] == pytest.approx(3 / 5)
+    assert profile["the baseline's town"] == pytest.approx(1 / 5)
+    assert profile["a town of the data set"] == pytest.approx(4 / 5)
+    assert profile["the commonest answer ('kelby')"] == pytest.approx(3 / 5) and profile["distinct answers"] == 3
+    with pytest.raises(ValueError, match="pair up"):
+        K.answer_profile(["a"], ["a", "b"], "a")

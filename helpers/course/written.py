@@ -70,7 +70,7 @@ def parse_rubric(source: str, question: Question) -> Rubric:
             f"{where} runs from {min(points):g} to {max(points):g} points; the question is worth {question.points}: "
             "give a level for full marks and one for 0."
         )
-    if question.points > 1 and not any(0 < p < question.points for p in points):
+    if not any(0 < p < question.points for p in points):  # a one-point question too: 0.5 for one part of it
         raise ExerciseMarkupError(f"{where} has no partial level: say what an answer worth part of the points says.")
     if not phrases:
         raise ExerciseMarkupError(

@@ -67,6 +67,18 @@ def test_a_rubric_a_grader_could_not_apply_is_refused(rubric, message):
         written.rubrics(_question(rubric=rubric))
 
 
+def test_a_one_point_question_with_parts_needs_a_half_point_level_too():
+    """Issue 48: a one-point question of several parts was all or nothing; now its rubric must say what half earns."""
+    one = (
+        RUBRIC.replace("(3 points)", "(1 point)").replace("**3 points:**", "**1 point:**")
+        .replace("- **1.5 points:** bimodal, without\n  the numbers.\n", "")
+    )  # fmt: skip
+    with pytest.raises(ExerciseMarkupError, match="no partial level"):
+        written.rubrics(_question(points=1, rubric=one))
+    half = one.replace("- **0 points:**", "- **0.5 points:** one of the two parts.\n- **0 points:**")
+    assert [p for p, _ in written.rubrics(_question(points=1, rubric=half))["9.1"].levels] == [1, 0.5, 0]
+
+
 def test_a_rubric_cell_not_tagged_answer_is_refused_it_would_reach_the_student():
     nb = _question()
     nb.cells[4].metadata["tags"] = ["rubric"]
