@@ -93,7 +93,7 @@ def _grade(args) -> int:
     executor = exercises.InProcess() if args.in_process else None
     result = exercises.grade(path, args.hidden, executor=executor, echo=lambda line: print(" ", line, flush=True))
     result.written = manual
-    print(result.table())
+    print(result.summary())  # each exercise's line was printed as it ended
     if args.json:
         Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
         print("wrote", args.json)

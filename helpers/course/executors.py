@@ -6,12 +6,42 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import traceback
 from pathlib import Path
+
+from .guard import STUDENT_FILE
 
 
 def _first_line(text: str) -> str:
     lines = [line for line in str(text).strip().splitlines() if line.strip()]
     return lines[0][:300] if lines else ""
+
+
+class CellError(tuple):
+    """What a cell raised, ``(ename, evalue)`` as before, and ``student_frames``: the student's own lines the error
+    passed through, as ``(label, line, function)``, outermost first (the deepest raised it). Empty when the error never
+    went through the student's code (a check that failed on its own assert)."""
+
+    def __new__(cls, ename: str, evalue: str, student_frames=()):
+        error = super().__new__(cls, (ename, evalue))
+        error.student_frames = list(student_frames)
+        return error
+
+
+def _label(filename: str) -> str:
+    """ "<student 02_x cell 12>" -> "02_x cell 12": the label the grader compiled a student's cell under."""
+    return filename[len(STUDENT_FILE) :].strip().removesuffix(">")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# IPython 8 writes "File <student 02_x cell 12>:5, in attend(q, K, V)"; the plain form 'File "<...>", line 5, in f'
+_KERNEL_FRAME = re.compile(r'File "?(' + re.escape(STUDENT_FILE) + r'[^>]*>)"?(?::|, line )(\d+)(?:, in (\w+))?')
+
+
+def student_frames_of_traceback(text: str) -> list[tuple[str, int, str]]:
+    """The student's frames in a kernel's formatted traceback (colours stripped), outermost first."""
+    return [(_label(f), int(line), name or "") for f, line, name in _KERNEL_FRAME.findall(_ANSI.sub("", text))]
 
 
 class InProcess:
@@ -33,13 +63,16 @@ class InProcess:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        from .guard import STUDENT_FILE
-
         filename = f"{STUDENT_FILE} {label}>" if student else f"<{label}>"
         try:
             exec(compile(source, filename, "exec"), self.namespace)
         except (Exception, SystemExit) as err:  # a student's error is a result, not a crash
-            return type(err).__name__, str(err)
+            frames = [
+                (_label(f.filename), f.lineno, f.name)
+                for f in traceback.extract_tb(err.__traceback__)
+                if f.filename.startswith(STUDENT_FILE)
+            ]
+            return CellError(type(err).__name__, str(err), frames)
         finally:
             plt.close("all")
         return None
@@ -87,7 +120,7 @@ class Kernel:
         try:
             self._client.execute_cell(cell, len(self._nb.cells) - 1)
         except CellTimeoutError as err:
-            return "TimeoutError", f"{label} ran longer than {self.timeout} s ({_first_line(err)})"
+            return CellError("TimeoutError", f"{label} ran longer than {self.timeout} s ({_first_line(err)})")
         except CellExecutionError as err:
-            return err.ename, err.evalue
+            return CellError(err.ename, err.evalue, student_frames_of_traceback(str(err.traceback)))
         return None

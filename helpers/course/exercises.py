@@ -223,7 +223,21 @@ def solution_lines(source: str, where: str = "cell") -> list[str]:
 
 
 def stub_message(ex: Exercise) -> str:
-    return f"{ex.label}: {ex.title}. Replace this line with your code."
+    """ "Exercise 2.9: How many parameters? Replace this line with your code." (no stop after a title's own ?, ! or .)"""
+    title = ex.title if ex.title.endswith(("?", "!", ".")) else f"{ex.title}."
+    return f"{ex.label}: {title} Replace this line with your code."
+
+
+def where_in_student_code(error, sources: dict[str, str]) -> str:
+    """The student's own lines an error passed through (the executors' ``CellError.student_frames``), deepest last,
+    each with its text: what a failed exercise shows besides the check's message. Empty when there are none."""
+    lines = []
+    for label, line, name in getattr(error, "student_frames", []):
+        text = sources.get(label, "").splitlines()
+        code = text[line - 1].strip() if 0 < line <= len(text) else ""
+        inside = f" in {name}" if name and name != "<module>" else ""
+        lines.append(f"your {label}, line {line}{inside}: {code}" if code else f"your {label}, line {line}{inside}")
+    return "\n".join(lines)
 
 
 def strip_solutions(source: str, ex: Exercise, where: str = "cell") -> str:
@@ -359,13 +373,20 @@ class Grade:
         return next(r.status for r in self.results if r.number == number)
 
     def table(self) -> str:
+        """Every exercise's line, then :meth:`summary`."""
         lines = [f"Grading {self.notebook}"]
         for r in self.results:
             mark = {"passed": "PASS", "failed": "FAIL", "not attempted": "----"}[r.status]
             line = f"  {mark}  Exercise {r.number:<5} {r.earned:>2}/{r.points:<2}  {r.title}"
             if r.message:
-                line += f"\n          {r.status}: {r.message}"
+                line += "\n          " + f"{r.status}: {r.message}".replace("\n", "\n            ")
             lines.append(line)
+        return "\n".join([*lines, self.summary()])
+
+    def summary(self) -> str:
+        """What follows the exercises' lines: why the run stopped, the written questions, the total. ``grade`` prints
+        this alone after the run, since each exercise's line was printed as it ended."""
+        lines = []
         if self.stopped:
             lines.append(f"  (stopped: {self.stopped})")
         for score in self.written or []:
@@ -573,6 +594,7 @@ def grade(
             plan += _exercise_steps(ex, nb, by_number[ex.number], ref_nb, ex, path.stem, extra)
     executor = executor if executor is not None else Kernel(path.parent)
     stopped, failing = "", None
+    student_sources: dict[str, str] = {}  # label -> the student's own cell, to quote the line an error went through
     from . import guard
 
     with executor.session(), contextlib.ExitStack() as stack:
@@ -605,10 +627,15 @@ def grade(
             if ex is not None and failing is not None and failing is not ex:
                 failing = None  # a new exercise starts afresh
             error = executor.run(step.source, step.label, student=step.student) if step.source.strip() else None
+            if step.student:
+                student_sources[step.label] = step.source
             if error is None:
                 continue
             ename, evalue = error
             message = f"{ename}: {_first_line(evalue)}" if _first_line(evalue) else ename
+            where = where_in_student_code(error, student_sources)
+            if where and not (ename == "NotImplementedError" and ex is not None and evalue.startswith(ex.label)):
+                message += "\n" + where
             if ex is None:
                 stopped = f"{step.label}, outside any exercise, raised {message}"
                 if echo is not None:
@@ -624,7 +651,9 @@ def grade(
             if ref_nb is nb:
                 stopped = note
             if echo is not None:
-                echo(f"{note}: {message}" + ("" if ref_nb is nb else " (the reference solution takes its place)"))
+                first, *rest = message.split("\n")
+                after = "" if ref_nb is nb else " (the reference solution takes its place)"
+                echo("\n    ".join([f"{note}: {first}{after}", *rest]))
     results = [Result(ex.number, ex.title, ex.points, *status[ex.number]) for ex in exercises]
     written_possible = sum(q.points for q in find_questions(ref_nb))
     return Grade(path.name, results, stopped, written_possible)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from helpers.course.executors import InProcess, Kernel
+from helpers.course.executors import InProcess, Kernel, student_frames_of_traceback
 from helpers.course.guard import STUDENT_FILE
 
 
@@ -43,3 +43,35 @@ def test_a_kernel_shares_state_between_cells_reports_errors_and_restores_the_env
         assert ex.run("assert x == 42 and quick == '1', (x, quick)", "cell 2") is None
         assert ex.run("raise ValueError('bad shape')", "cell 3") == ("ValueError", "bad shape")
     assert "QUICK" not in os.environ
+
+
+def test_an_error_names_the_students_own_lines_it_went_through():
+    """Issue 48: a failed exercise shows the student's line that raised, not only the check's message."""
+    ex = InProcess()
+    with ex.session():
+        assert ex.run("def f(x):\n    y = x + 1\n    return y / 0\n", "02_x cell 7", student=True) is None
+        error = ex.run("assert f(1) == 2, 'f(1) should be 2'", "check of Exercise 9.1")
+        clean = ex.run("assert 1 == 2, 'a check on its own'", "check of Exercise 9.2")
+    assert error == ("ZeroDivisionError", "division by zero")  # still the (name, message) pair
+    assert error.student_frames == [("02_x cell 7", 3, "f")]
+    assert clean.student_frames == [], "a check's own failure went through no student line"
+
+
+@pytest.mark.grading
+def test_a_kernel_error_names_the_students_own_lines_too(tmp_path):
+    ex = Kernel(tmp_path, timeout=120)
+    with ex.session():
+        assert ex.run("def f(x):\n    y = x + 1\n    return y / 0\n", "02_x cell 7", student=True) is None
+        error = ex.run("f(1)", "check of Exercise 9.1")
+    assert error == ("ZeroDivisionError", "division by zero")
+    assert error.student_frames == [("02_x cell 7", 3, "f")]
+
+
+def test_frames_are_read_from_a_kernels_coloured_traceback():
+    text = (
+        "\x1b[0;31mZeroDivisionError\x1b[0m  Traceback (most recent call last)\n"
+        "File \x1b[0;32m<check>:1\x1b[0m\n"
+        "File \x1b[0;32m<student 02_x cell 7>:3\x1b[0m, in \x1b[0;36mf\x1b[0;34m(x)\x1b[0m\n"
+        'File "<student 02_x cell 9>", line 12, in g\n'
+    )
+    assert student_frames_of_traceback(text) == [("02_x cell 7", 3, "f"), ("02_x cell 9", 12, "g")]

@@ -587,3 +587,39 @@ def test_in_a_jupyter_kernel_as_instructors_grade_the_tricks_fail_and_the_soluti
     assert result.status_of(exercise) == "failed" and result.results[0].message.startswith(error), result.table()
     honest = exercises.grade(path, stop_after=exercise)  # the control: the solution, the same way
     assert honest.status_of(exercise) == "passed", honest.table()
+
+
+def test_a_stub_message_reads_cleanly_after_a_question_mark():
+    ask = exercises.Exercise("2.9", "How many parameters?", 2, 0)
+    assert exercises.stub_message(ask) == "Exercise 2.9: How many parameters? Replace this line with your code."
+    plain = exercises.Exercise("2.3", "Multi-head attention", 3, 0)
+    assert exercises.stub_message(plain) == "Exercise 2.3: Multi-head attention. Replace this line with your code."
+
+
+def _failing_inside(tmp_path):
+    """A reference notebook, and a student's copy whose solution raises inside the function the check calls."""
+    reference = _nb(
+        ("md", "## Exercise 9.1 · Doubling (4 points)"), ("code", SOLVED), ("code", "assert f(2) == 4", ["check"])
+    )
+    student = _nb(
+        ("md", "## Exercise 9.1 · Doubling (4 points)"),
+        ("code", "def f(x):\n    '''Twice x.'''\n    halves = [x / 2]\n    return halves[1] * 4\n"),
+        ("code", "assert f(2) == 4", ["check"]),
+    )
+    ref, mine = tmp_path / "ref" / "09_double.ipynb", tmp_path / "09_double.ipynb"
+    ref.parent.mkdir()
+    nbformat.write(reference, ref)
+    nbformat.write(student, mine)
+    return mine, ref
+
+
+def test_a_failed_exercise_names_the_students_line_and_the_grade_prints_each_exercise_once(tmp_path, capsys):
+    mine, ref = _failing_inside(tmp_path)
+    lines = []
+    result = exercises.grade(mine, executor=exercises.InProcess(), reference=ref, echo=lines.append)
+    (r,) = result.results
+    assert r.status == "failed" and r.message.startswith("IndexError: list index out of range")
+    assert "your 09_double cell 1, line 4 in f: return halves[1] * 4" in r.message, r.message
+    assert len(lines) == 1 and "line 4 in f" in lines[0], lines
+    assert "Exercise 9.1" not in result.summary() and "Total: 0/4 points" in result.summary()
+    assert result.table().count("Exercise 9.1") == 1
