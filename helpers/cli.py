@@ -89,9 +89,13 @@ def _grade(args) -> int:
     reference = exercises.read_notebook(reference_path) if reference_path else graded
     # the reference's questions (and points) decide: a student's copy cannot change what a question is worth
     manual = written.read_sheet(args.manual, exercises.find_questions(reference)) if args.manual else None
-    print(f"Grading {path} in quick mode; one line per exercise as it ends.", flush=True)
-    executor = exercises.InProcess() if args.in_process else None
-    result = exercises.grade(path, args.hidden, executor=executor, echo=lambda line: print(" ", line, flush=True))
+    mode = "full mode (the Colab run: minutes to an hour)" if args.full else "quick mode"
+    print(f"Grading {path} in {mode}; one line per exercise as it ends.", flush=True)
+    quick = not args.full
+    executor = exercises.InProcess(quick=quick) if args.in_process else None
+    result = exercises.grade(
+        path, args.hidden, executor=executor, echo=lambda line: print(" ", line, flush=True), quick=quick
+    )
     result.written = manual
     print(result.summary())  # each exercise's line was printed as it ended
     if args.json:
@@ -341,6 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden", default=None, help="a folder of hidden checks: NN_*.py, cut at '# %%%% Exercise N.M'")
     p.add_argument("--json", default=None, help="also write the result as JSON to this file")
     p.add_argument("--in-process", action="store_true", help="run the cells in this process instead of a kernel")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="run the notebook in full mode (as on Colab: slow), which also grades the exercises marked 'full mode'",
+    )
     p.add_argument(
         "--sheet",
         default=None,

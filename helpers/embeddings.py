@@ -53,7 +53,7 @@ def _word2vec_rows(tok: Tokenizer, wv, std: float):
 
 
 def put_word_vectors(model, tok: Tokenizer, wv, std: float = 0.02) -> int:
-    """Write word2vec's vectors into ``model``'s token-embedding table, in place (Exercise 6.6's reference).
+    """Write word2vec's vectors into ``model``'s token-embedding table, in place (Exercise 6.7's reference).
 
     Every piece with a vector gets a row, except the special pieces (ids up to ``tok.unk_id``) and the byte pieces
     (``<0x..>``), which keep their random start, as :func:`helpers.hf.embedding_transfer.transfer_embeddings` leaves them.
@@ -88,7 +88,7 @@ def start_embeddings(model, tok: Tokenizer, kind: str, *, sentences: Sequence[st
     ``learned``: the model's own random start, trained (the default). ``random frozen``: the same random
     start, never trained (with tied weights the output layer stays frozen too). ``word2vec``: vectors trained
     on ``sentences`` (:func:`word2vec_embeddings`), then trained further; ``put_word2vec(model, tok, wv)`` (the
-    notebook's Exercise 6.6), when given, writes the vectors :func:`train_word2vec` made in place of the package. ``pretrained LM``: the vectors of the
+    notebook's Exercise 6.7), when given, writes the vectors :func:`train_word2vec` made in place of the package. ``pretrained LM``: the vectors of the
     causal LM ``lm`` (:func:`helpers.hf.embedding_transfer.init_embeddings`), then trained further.
     """
     if kind == "learned":

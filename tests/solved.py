@@ -87,7 +87,8 @@ def solved(number: str) -> SolvedRun:
         _claim_solved_run(number)
 
         path = notebooks.notebook_sources([number])[0]
-        starts = {e.heading_cell: e.number for e in exercises.find_exercises(notebooks.read_py(path))}
+        found = exercises.find_exercises(notebooks.read_py(path))
+        starts = {e.heading_cell: e.number for e in found if not e.full_mode}  # full-mode ones do not run in quick mode
         executor = _Snapshotting(starts)
         threads = torch.get_num_threads()  # quick mode may set one thread for a tiny model
         try:

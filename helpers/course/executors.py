@@ -47,14 +47,15 @@ def student_frames_of_traceback(text: str) -> list[tuple[str, int, str]]:
 class InProcess:
     """Runs cells with ``exec`` in one namespace (quick mode, Agg backend). Fast; used by the tests."""
 
-    def __init__(self, namespace: dict | None = None):
+    def __init__(self, namespace: dict | None = None, *, quick: bool = True):
         self.namespace = namespace if namespace is not None else {"__name__": "__notebook__"}
+        self.quick = quick  # False: the full run (grade --full)
 
     @contextlib.contextmanager
     def session(self):
         from .notebooks import quick_env
 
-        with quick_env():
+        with quick_env(self.quick):
             yield self
 
     def run(self, source: str, label: str, *, student: bool = False) -> tuple[str, str] | None:
@@ -81,8 +82,8 @@ class InProcess:
 class Kernel:
     """Runs cells in a Jupyter kernel with nbclient, as a notebook runs: the grader's default."""
 
-    def __init__(self, cwd: Path, timeout: int = 1800):
-        self.cwd, self.timeout = Path(cwd), timeout
+    def __init__(self, cwd: Path, timeout: int = 1800, *, quick: bool = True):
+        self.cwd, self.timeout, self.quick = Path(cwd), timeout, quick
 
     @contextlib.contextmanager
     def session(self):
@@ -95,7 +96,8 @@ class Kernel:
         from .plotting import HEADLESS
 
         env = runtime.environment_snapshot("QUICK", "REPORTS_DIR", HEADLESS)
-        os.environ["QUICK"] = os.environ[HEADLESS] = "1"
+        os.environ["QUICK"] = "1" if self.quick else "0"
+        os.environ[HEADLESS] = "1"
         os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
         self._client = nbclient.NotebookClient(
             self._nb, timeout=self.timeout, kernel_name="python3", resources={"metadata": {"path": str(self.cwd)}}

@@ -35,9 +35,12 @@ from .executors import InProcess, Kernel  # noqa: F401  (how cells run: in this 
 BEGIN, END, ONE_LINE = "# BEGIN SOLUTION", "# END SOLUTION", "# SOLUTION"
 _HEADING = re.compile(r"^#{1,6}\s+\S")
 # "## Exercise 2.3 · Multi-head attention (3 points)" or "## 9. Why divide by √d · Exercise 1.4 (2 points)"
+# "(3 points, full mode)": graded only when the grader runs the notebook in full mode (grade --full)
 _EXERCISE = re.compile(
-    r"^#{1,6}\s+(?P<head>.*?)\bExercise\s+(?P<number>\d+\.\d+)\b(?P<tail>.*?)\((?P<points>\d+)\s+points?\)\s*$"
+    r"^#{1,6}\s+(?P<head>.*?)\bExercise\s+(?P<number>\d+\.\d+)\b(?P<tail>.*?)"
+    r"\((?P<points>\d+)\s+points?(?P<full>,\s*full mode)?\)\s*$"
 )
+NOT_GRADED = "not graded in quick mode"
 _TITLE_EDGES = " ·:.-–—"
 ANSWER, YOUR_ANSWER, QUESTION, CHECK, RUBRIC = "answer", "your-answer", "question", "check", "rubric"
 # "**Question 1.3 (2 points).**" (the points are what the manual grading sheet gives it; a question without them
@@ -68,6 +71,7 @@ class Exercise:
     points: int
     heading_cell: int  # index in the notebook's cells of the markdown cell that opens it
     cells: list[int] = field(default_factory=list)  # its code cells, in order
+    full_mode: bool = False  # "(3 points, full mode)": graded in full mode only; quick mode leaves it out
 
     @property
     def label(self) -> str:
@@ -166,7 +170,8 @@ def find_exercises(nb, *, solved: bool = True) -> list[Exercise]:
                 match = _EXERCISE.match(line)
                 if match:
                     title = " ".join(part.strip(_TITLE_EDGES) for part in (match["head"], match["tail"])).strip()
-                    current = Exercise(match["number"], title, int(match["points"]), index)
+                    current = Exercise(match["number"], title, int(match["points"]), index,
+                                       full_mode=bool(match["full"]))  # fmt: skip
                     exercises.append(current)
                 else:
                     current = None
@@ -340,7 +345,7 @@ class Result:
     number: str
     title: str
     points: int
-    status: str  # "passed", "failed" or "not attempted"
+    status: str  # "passed", "failed", "not attempted" or NOT_GRADED (a full-mode exercise in a quick run)
     message: str = ""
 
     @property
@@ -363,7 +368,8 @@ class Grade:
 
     @property
     def possible(self) -> int:
-        return sum(r.points for r in self.results)
+        """The points this run could award: a full-mode exercise in a quick run is left out, not failed."""
+        return sum(r.points for r in self.results if r.status != NOT_GRADED)
 
     @property
     def written_total(self) -> float | None:
@@ -376,7 +382,7 @@ class Grade:
         """Every exercise's line, then :meth:`summary`."""
         lines = [f"Grading {self.notebook}"]
         for r in self.results:
-            mark = {"passed": "PASS", "failed": "FAIL", "not attempted": "----"}[r.status]
+            mark = {"passed": "PASS", "failed": "FAIL", "not attempted": "----", NOT_GRADED: "n/a "}[r.status]
             line = f"  {mark}  Exercise {r.number:<5} {r.earned:>2}/{r.points:<2}  {r.title}"
             if r.message:
                 line += "\n          " + f"{r.status}: {r.message}".replace("\n", "\n            ")
@@ -540,8 +546,12 @@ def grade(
     stop_after: str | None = None,
     echo=None,
     reference: str | Path | None | bool = None,
+    quick: bool = True,
 ) -> Grade:
-    """Run ``notebook`` (quick mode) and score its exercises; see the module's docstring.
+    """Run ``notebook`` (quick mode; ``quick=False``: the full run) and score its exercises; see the module's docstring.
+
+    An exercise marked ``(N points, full mode)`` is left out of a quick run (:data:`NOT_GRADED`, its points out of
+    the total): its check needs the full run's numbers. An executor passed in brings its own mode (``.quick``).
 
     ``reference`` is the solved notebook whose cells run around the student's solutions: by default the
     course's own source with the same number (:func:`reference_for`), ``False`` for none. Without one (or
@@ -580,6 +590,11 @@ def grade(
     first_cell = ref_by_number[start_at].heading_cell if start_at else 0
     owner = {i: ex for ex in ref_exercises for i in ex.cells}
     status = {ex.number: ("not attempted", "") for ex in exercises}
+    quick = getattr(executor, "quick", True) if executor is not None else quick
+    # the grader decides, from the reference's markup and its own mode: no cell of the student's can ask for this
+    skipped = {ex.number for ex in ref_exercises if ex.full_mode and quick}
+    for number in skipped:
+        status[number] = (NOT_GRADED, "its check needs the full run: grade --full grades it")
     for ex in ref_exercises:
         if ex.heading_cell < first_cell:
             status[ex.number] = ("not attempted", f"skipped: the run started at Exercise {start_at}")
@@ -590,9 +605,11 @@ def grade(
         ex = owner.get(index)
         if ex is None:
             plan.append(_Step(cell.source, f"{path.stem} cell {index}"))
+        elif ex.number in skipped:
+            continue
         elif index == ex.cells[0]:
             plan += _exercise_steps(ex, nb, by_number[ex.number], ref_nb, ex, path.stem, extra)
-    executor = executor if executor is not None else Kernel(path.parent)
+    executor = executor if executor is not None else Kernel(path.parent, quick=quick)
     stopped, failing = "", None
     student_sources: dict[str, str] = {}  # label -> the student's own cell, to quote the line an error went through
     from . import guard

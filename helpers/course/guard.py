@@ -103,7 +103,7 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.training.pretrain.corrupt_span",
     ],
     "6.5": ["helpers.knowledge.knowledge_table", "helpers.knowledge.run_knowledge"],
-    "6.6": [
+    "6.7": [
         "helpers.embeddings.put_word_vectors",
         "helpers.embeddings.word2vec_embeddings",
         "helpers.embeddings.start_embeddings",

@@ -204,9 +204,10 @@ def code_cells(path: Path | str) -> list[Cell]:
 
 
 @contextlib.contextmanager
-def quick_env():
+def quick_env(quick: bool = True):
+    """QUICK=1 (or 0 for the full run) and the Agg backend while the block runs; the environment put back after."""
     old = runtime.environment_snapshot("QUICK", "MPLBACKEND")
-    os.environ["QUICK"] = "1"
+    os.environ["QUICK"] = "1" if quick else "0"
     os.environ.setdefault("MPLBACKEND", "Agg")
     try:
         yield

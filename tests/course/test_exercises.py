@@ -262,7 +262,7 @@ def test_a_student_copy_run_as_it_is_stops_at_its_first_stub(student, py):
     assert result.possible > 0 and result.total == 0
     first = result.results[0]
     assert (first.status, first.message) == ("not attempted", "the stub is still in place")
-    assert all(r.status == "not attempted" for r in result.results)
+    assert all(r.status in ("not attempted", exercises.NOT_GRADED) for r in result.results)
     assert result.stopped == f"Exercise {first.number} is not written yet"
 
 
@@ -293,7 +293,8 @@ def test_one_mistake_costs_only_its_own_points(number, exercise, old, new, tmp_p
     wrong.write_text(source.replace(old, new))
     monkeypatch.setenv("REPORTS_DIR", str(tmp_path / "reports"))
     result = exercises.grade(wrong, executor=exercises.InProcess())
-    assert [r.number for r in result.results if r.status != "passed"] == [exercise], result.table()
+    missed = [r.number for r in result.results if r.status not in ("passed", exercises.NOT_GRADED)]
+    assert missed == [exercise], result.table()
     points = {r.number: r.points for r in result.results}
     assert result.total == result.possible - points[exercise] and not result.stopped
     # the control: without the reference the same copy stops at that exercise: the points above come from the restore
@@ -395,7 +396,14 @@ def test_the_catalogue_has_three_wrong_answers_for_every_exercise():
     for nb, number, *_ in CATALOGUE:
         per_exercise.setdefault((nb, number), 0)
         per_exercise[(nb, number)] += 1
-    every = {(py.stem[:2], e.number) for py in SOURCES for e in exercises.find_exercises(notebooks.read_py(py))}
+    # a full-mode exercise is not graded in the quick runs these grade: its check is tested on planted numbers
+    # (tests/notebooks/test_notebook06.py), and its catalogue would need the full run
+    every = {
+        (py.stem[:2], e.number)
+        for py in SOURCES
+        for e in exercises.find_exercises(notebooks.read_py(py))
+        if not e.full_mode
+    }
     assert set(per_exercise) == every, f"exercises without wrong answers: {sorted(every - set(per_exercise))}"
     assert min(per_exercise.values()) >= 3, per_exercise
 
@@ -471,7 +479,7 @@ def _first_entry(exercise: str) -> str:
             ("06", "6.3"),
             ("06", "6.4"),
             ("06", "6.5"),
-            ("06", "6.6"),
+            ("06", "6.7"),
         ],
         number_of=lambda case: case[0],
     ),
@@ -623,3 +631,48 @@ def test_a_failed_exercise_names_the_students_line_and_the_grade_prints_each_exe
     assert len(lines) == 1 and "line 4 in f" in lines[0], lines
     assert "Exercise 9.1" not in result.summary() and "Total: 0/4 points" in result.summary()
     assert result.table().count("Exercise 9.1") == 1
+
+
+def _full_mode_notebooks(tmp_path, student_heading="## Exercise 9.2 · Reach the threshold (3 points)"):
+    reference = _nb(
+        ("md", "## Exercise 9.1 · Doubling (4 points)"),
+        ("code", SOLVED),
+        ("code", "assert f(2) == 4", ["check"]),
+        ("md", "## Exercise 9.2 · Reach the threshold (3 points, full mode)"),
+        ("code", f"def g():\n    {BEGIN}\n    return 0.6\n    {END}\n"),
+        ("code", "import os\nassert os.environ['QUICK'] == '0' and g() >= 0.35", ["check"]),
+    )
+    student = _nb(
+        ("md", "## Exercise 9.1 · Doubling (4 points)"),
+        ("code", "def f(x):\n    return 0\n"),
+        ("code", "assert f(2) == 4", ["check"]),
+        ("md", student_heading),
+        ("code", "def g():\n    return 0.2\n"),
+        ("code", "pass", ["check"]),
+    )
+    ref, mine = tmp_path / "ref" / "09_x.ipynb", tmp_path / "09_x.ipynb"
+    ref.parent.mkdir()
+    nbformat.write(reference, ref)
+    nbformat.write(student, mine)
+    return mine, ref
+
+
+def test_a_full_mode_exercise_is_left_out_of_a_quick_grade_and_graded_in_a_full_one(tmp_path):
+    mine, ref = _full_mode_notebooks(tmp_path)
+    quick = exercises.grade(mine, executor=exercises.InProcess(), reference=ref)
+    assert quick.status_of("9.1") == "failed" and quick.status_of("9.2") == exercises.NOT_GRADED
+    assert (quick.total, quick.possible) == (0, 4), "its points leave the total with it"
+    assert "n/a   Exercise 9.2" in quick.table() and "grade --full" in quick.table()
+    full = exercises.grade(mine, executor=exercises.InProcess(quick=False), reference=ref)
+    assert full.status_of("9.2") == "failed" and full.possible == 7  # graded: the student's g() reaches 0.2
+    solved_full = exercises.grade(ref, executor=exercises.InProcess(quick=False), reference=ref)
+    assert (solved_full.total, solved_full.possible) == (7, 7)
+
+
+def test_a_student_cannot_mark_an_exercise_full_mode_to_leave_it_out(tmp_path):
+    """The reference's markup decides which exercises a quick run leaves out, not the student's copy."""
+    mine, ref = _full_mode_notebooks(tmp_path)
+    text = mine.read_text().replace("Doubling (4 points)", "Doubling (4 points, full mode)")
+    mine.write_text(text)
+    result = exercises.grade(mine, executor=exercises.InProcess(), reference=ref)
+    assert result.status_of("9.1") == "failed" and result.possible == 4

@@ -71,12 +71,12 @@ CATALOGUE += [
          "    place, baseline = most_common_place_baseline(gold, gold)"),
     ]),
     # 6.6: word vectors into the embedding table
-    ("06", "6.6", "not centred", [("    X = X - X.mean(0)\n    X = X * (std / X.std())\n", "    X = X * (std / X.std())\n")]),
-    ("06", "6.6", "each vector scaled on its own", [("    X = X * (std / X.std())\n", "    X = X * (std / X.std(dim=1, keepdim=True))\n")]),
-    ("06", "6.6", "byte pieces written too", [('if i > tok.unk_id and not tok.id_to_piece(i).startswith("<0x") and str(i) in wv', "if i > tok.unk_id and str(i) in wv")]),
-    ("06", "6.6", "a new parameter: the output layer no longer tied", [
+    ("06", "6.7", "not centred", [("    X = X - X.mean(0)\n    X = X * (std / X.std())\n", "    X = X * (std / X.std())\n")]),
+    ("06", "6.7", "each vector scaled on its own", [("    X = X * (std / X.std())\n", "    X = X * (std / X.std(dim=1, keepdim=True))\n")]),
+    ("06", "6.7", "byte pieces written too", [('if i > tok.unk_id and not tok.id_to_piece(i).startswith("<0x") and str(i) in wv', "if i > tok.unk_id and str(i) in wv")]),
+    ("06", "6.7", "a new parameter: the output layer no longer tied", [
         ("    with torch.no_grad():\n        model.tok_emb.weight[ids] = X.to(model.tok_emb.weight.dtype)\n",
          "    table = model.tok_emb.weight.detach().clone()\n    table[ids] = X.to(table.dtype)\n    model.tok_emb.weight = torch.nn.Parameter(table)\n"),
     ]),
-    ("06", "6.6", "scaled to the std of the model's whole table, not std", [("    X = X * (std / X.std())\n", "    X = X * (model.tok_emb.weight.std().item() / X.std())\n")]),
+    ("06", "6.7", "scaled to the std of the model's whole table, not std", [("    X = X * (std / X.std())\n", "    X = X * (model.tok_emb.weight.std().item() / X.std())\n")]),
 ]  # fmt: skip

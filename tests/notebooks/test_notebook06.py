@@ -116,3 +116,53 @@ def test_the_accuracy_table_is_the_students_driver_and_equals_the_packages_run(n
 def test_the_word2vec_row_starts_from_the_students_function(record):
     row = next(r for r in record["embeddings"]["rows"] if r["label"] == "word2vec")
     assert row["embeddings"].endswith("(gensim skip-gram on the training text cut into our pieces)"), row["embeddings"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exercise 6.6 (full mode): the threshold's check, on planted numbers (the full run takes minutes; quick mode's tiny
+# model cannot reach it, so the grader leaves the exercise out of a quick run)
+
+
+@pytest.fixture(scope="module")
+def final(nb):
+    """The namespace with Exercise 6.6's cells run in it (a quick run's grade leaves a full-mode exercise out, so
+    the solved run never ran them): in quick mode its check cell only says so."""
+    from helpers.course import exercises, notebooks
+
+    source = notebooks.read_py(NOTEBOOK)
+    (ex,) = [e for e in exercises.find_exercises(source) if e.full_mode]
+    namespace = dict(nb)
+    for index in ex.cells:
+        exec(compile(source.cells[index].source, f"<06 cell {index}>", "exec"), namespace)
+    return namespace
+
+
+def test_the_final_run_check_holds_the_rules_and_the_threshold(final):
+    from dataclasses import replace
+
+    same = lambda k, m: (k, m)  # noqa: E731
+    assert final["check_final_run"](same, table={"pretrained": 0.6}) == 0.6
+    assert final["check_final_run"](same, table={"pretrained": 0.35}) == 0.35
+    cases = [
+        (same, {"pretrained": 0.34}, "35% is needed"),
+        (lambda k, m: (replace(k, pretrain_steps=k.pretrain_steps + 1), m), {"pretrained": 0.9}, "budgets no longer"),
+        (lambda k, m: (replace(k, finetune_steps=k.finetune_steps * 2), m), {"pretrained": 0.9}, "budgets no longer"),
+        (lambda k, m: (replace(k, seed=k.seed + 1), m), {"pretrained": 0.9}, r"\['seed'\] changed"),
+        (lambda k, m: (replace(k, n_test=k.n_test - 1), m), {"pretrained": 0.9}, r"\['n_test'\] changed"),
+        (lambda k, m: (k, replace(m, d_model=m.d_model * 2)), {"pretrained": 0.9}, r"\['d_model'\] grew"),
+    ]
+    for settings, table, message in cases:
+        with pytest.raises(AssertionError, match=message):
+            final["check_final_run"](settings, table=table)
+    # fewer steps and another learning rate are the student's to choose
+    fewer = lambda k, m: (replace(k, pretrain_steps=k.pretrain_steps // 2, finetune_lr=1e-3), m)  # noqa: E731
+    assert final["check_final_run"](fewer, table={"pretrained": 0.5}) == 0.5
+
+
+def test_the_threshold_exercise_is_marked_full_mode_and_the_solved_quick_run_left_it_out(nb, final):
+    from helpers.course import exercises, notebooks
+
+    found = exercises.find_exercises(notebooks.read_py(NOTEBOOK))
+    assert [(e.number, e.points) for e in found if e.full_mode] == [("6.6", 3)]
+    assert "check_final_run" not in nb, "the quick grade of the solved notebook left the exercise out"
+    assert final["FACTS_NEEDED"] == 0.35 and final["final_settings"](1, 2) == (1, 2)
