@@ -135,9 +135,10 @@ def rng(item: int) -> torch.Generator:
 #
 # $$\alpha_i = \frac{\exp(k_i^\top q)}{\sum_{j=1}^n \exp(k_j^\top q)}, \qquad c = \sum_{i=1}^n \alpha_i v_i .$$
 #
-# Stacking keys and values as the rows of $K \in \mathbb{R}^{n\times d}$ and $V \in \mathbb{R}^{n\times d_v}$,
-# this is $\alpha = \operatorname{softmax}(qK^\top)$ and $c = \alpha V$. For $m$ queries at once
-# (rows of $Q$), the softmax runs along each row of $QK^\top$, that is, over the keys.
+# Stack the keys and values as the rows of $K \in \mathbb{R}^{n\times d}$ and $V \in \mathbb{R}^{n\times d_v}$, and
+# $m$ queries as the rows of $Q$: the whole computation is then two matrix products and one softmax. Which products,
+# and along which axis the softmax must run, is yours to work out in Exercise 1.1 (the weights of each query sum to 1
+# over the keys).
 
 # %% [markdown]
 # ### Exercise 1.1 · Softmax attention (3 points)
@@ -2177,9 +2178,7 @@ print(describe_scaling(DIMS, unscaled, scaled))
 # | 8 | does self-attention know the order of its inputs? | | (the figure) |
 # | 9 | why divide the scores by $\sqrt{d_k}$? | 1.11 `score_variance`, `score_scale` | `check_score_variance_formula`, `check_unit_variance`, `check_scaling_keeps_gradients` |
 #
-# The package versions of what you wrote here live in `helpers/nn/attention.py`: `attention` (your
-# `attend`, plus an optional scale and mask), `self_attention`, `orthonormal_vectors` and `sample_keys`;
-# the position table is `helpers.nn.model.sinusoidal_table`.
+# Later notebooks import attention from the package (`helpers.nn.attention`), held to your `attend` by a test.
 #
 # **Next, notebook 02** assembles these pieces into a Transformer: several heads side by side (item 6),
 # scaled scores (item 9), positional encodings (item 8), and projections that decide

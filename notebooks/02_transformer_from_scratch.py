@@ -445,8 +445,8 @@ print("✓ multi-head attention matches a head-by-head reference")
 #
 # A language model predicts token $t+1$ from tokens $\le t$. If position $t$ could attend to later
 # positions, training would be trivial (copy the answer) and useless at generation time, where later
-# tokens do not exist yet. The **causal** mask lets query $i$ see key $j$ only when $j \le i$:
-# a lower-triangular matrix.
+# tokens do not exist yet. Build the **causal** mask from that: which keys may each query see? The check
+# asks the mask entry by entry and in use (changing a later input must leave every earlier output alone).
 
 
 # %%
@@ -489,7 +489,7 @@ print("✓ causal mask")
 # For translation the source is given in full before we write a single English word, so there is no
 # reason to hide later French words from earlier ones. The **prefix-LM** mask lets every position see
 # the whole prefix `<bos> French <sep>` (in both directions), and target positions see earlier target
-# positions causally. Query $i$ may see key $j$ when $j \le i$ **or** $j$ lies in the prefix.
+# positions causally. Work out from that which keys each query may see.
 #
 # It depends on each row's `prefix_len`, so it has shape `(B, 1, T, T)`; the 1 broadcasts over heads.
 # Note what is indexed by `prefix_len`: the **keys**. (Opening up the *queries* in the prefix instead
@@ -584,9 +584,8 @@ for name, m in [("causal", causal_mask(len(seq))), ("prefix-LM", prefix_lm_mask(
 # position on its own: widen to `d_ff` (4 × `d_model`), apply a non-linearity, project back. The same
 # weights are used at every position.
 #
-# The non-linearity here is **ReLU²**, ReLU squared: $\max(z, 0)^2$. Like ReLU it is zero for every negative
-# input, but it has no kink at 0: its slope there is 0 from both sides, so it bends smoothly, like GELU (GPT-2's
-# choice, $z\,\Phi(z)$). Primer (So et al., 2021) found it by
+# The non-linearity here is **ReLU²**, ReLU squared (So et al., 2021: the function ReLU gives, squared). Like ReLU
+# it is zero for every negative input, but it has no kink at 0, so it bends smoothly, like GELU (GPT-2's choice). Primer (So et al., 2021) found it by
 # search, the GPT-2 speed records and nanochat use it, and on our French–English development set it beat
 # GELU (notebook 05, section 9 shows the switch).
 
@@ -1161,7 +1160,7 @@ def to_package(nb_model):
 
 
 package_model = to_package(model)
-print("parameters:", num_parameters(cfg), "(closed form in helpers.nn.model) =", count_parameters(cfg), "(ours)")
+print("parameters:", num_parameters(cfg), "(the package's count) =", count_parameters(cfg), "(ours)")
 
 
 # %% tags=["check"]

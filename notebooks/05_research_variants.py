@@ -184,18 +184,15 @@ def run_row(label: str, **changes) -> dict:
 # ## 1. Synthesizer attention · Exercise 5.1 (3 points)
 #
 # Dot-product attention decides where query *t* looks by comparing it with every key: $q_t \cdot k_j$. The
-# **synthesizer** (Tay et al., 2021; the CS224N version) skips the comparison. Each head *i* turns $x_t$ alone
-# into one score per *position* of the block:
+# **synthesizer** (Tay et al., 2021, the dense synthesizer; the CS224N version) skips the comparison. Each head
+# *i* turns $x_t$ alone into one score per *position* of the block: a linear map of $x_t$ to the head's size
+# (`w1`, with its bias, shared by the heads and then split among them), a ReLU, and a second linear map from the
+# head's size to $\ell$ = `max_len` scores (the head's slice of `w2`, with its bias `b2`). Column *j* of the scores
+# is "how much to read position *j*", so a sequence of length *T* uses the first *T* columns, masked exactly as
+# dot-product scores are (causal for the English, both directions within the French); the values and the output
+# projection are the usual ones.
 #
-# $$Y_i = \operatorname{softmax}\big(\operatorname{ReLU}(X A_i + b_1)\, B_i + b_2\big)\,(X V_i),\qquad
-# A_i \in \mathbb{R}^{d \times d/h},\ B_i \in \mathbb{R}^{d/h \times \ell},\ V_i \in \mathbb{R}^{d \times d/h},$$
-#
-# then the usual output projection. Column *j* of the scores is "how much to read position *j*", so the
-# scores for a sequence of length *T* are the first *T* columns, masked exactly as dot-product scores are
-# (causal for the English, both directions within the French).
-#
-# Write the weights of all heads below (ReLU, then the score columns of the first *T* positions, then the
-# mask, then a softmax over the keys); the cell checks them against the package's layer with the same weights.
+# Write the weights of all heads below; the cell checks them against the package's layer with the same weights.
 
 
 # %%
@@ -632,12 +629,12 @@ plt.show()
 # ### Exercise 5.3 · Rotary positions (3 points)
 #
 # RoPE (Su et al., 2021) treats the *hs* channels of a query or key as *hs*/2 pairs, each a point in a plane,
-# and turns pair *i* at position *p* by the angle $p\,\theta_i$ with $\theta_i = \text{base}^{-2i/hs}$ (base
-# 10000): the first pair turns by one radian per position, the last one barely. A pair $(a, b)$ turned by
-# $\varphi$ becomes $(a\cos\varphi - b\sin\varphi,\ a\sin\varphi + b\cos\varphi)$. Queries and keys are both
-# turned, each by its own position, before their dot product.
+# and turns pair *i* at position *p* counter-clockwise by the angle $p\,\theta_i$, where the frequencies
+# $\theta_i$ fall geometrically from one radian per position for the first pair to nearly nothing for the last
+# (the docstring below fixes them exactly). Queries and keys are both turned, each by its own position, before
+# their dot product; the rotation of a point of the plane is yours to write.
 #
-# Which channels form a pair is a convention. The package (`helpers.nn.variants.rotary`) pairs neighbours
+# Which channels form a pair is a convention. The package pairs neighbours
 # (2*i*, 2*i* + 1), as the RoFormer paper writes it. Write the convention of LLaMA and most Hugging Face code
 # instead: channel *i* pairs with channel *i* + *hs*/2 (the first half with the second half). The two are the
 # same rotation with the channels listed in another order; the check compares yours with outputs saved from

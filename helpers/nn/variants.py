@@ -4,7 +4,7 @@
   are rotated by an angle proportional to their position, so their dot product depends only on the distance.
 * ``positional="alibi"`` (Press et al. 2022): no position vector either; each head subtracts
   ``slope * |i - j|`` from its scores, a penalty that grows with the distance.
-* ``positional="none"``: nothing. Causal attention still leaks order (a token can count what it sees).
+* ``positional="none"``: nothing (what attention then makes of order is notebook 05's Question 5.7).
 * ``attention="synthesizer"`` (Tay et al. 2021, the CS224N version): the scores of query i come from x_i
   alone, one score per *absolute* key position: ``softmax(ReLU(x A + b1) B + b2)``, then ``@ (x V)``.
 * ``bottleneck_dim=m`` (a Perceiver-style model, Jaegle et al. 2021): cross-attention from the T inputs down
@@ -31,8 +31,7 @@ import torch.nn.functional as F
 def rotary(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     """Rotate each pair of channels (2i, 2i+1) of ``x`` (B, nh, T, hs) by ``position * base^(-2i/hs)``.
 
-    positions: (T,) or (B, T). Rotating q at position i and k at position j by their own angles leaves
-    q . k depending on i - j only, which is why a cache of rotated keys stays valid as generation moves on.
+    positions: (T,) or (B, T). (What the rotation does to q . k, and so to a cache of keys, is Question 5.4.)
     """
     hs = x.size(-1)
     inv_freq = base ** (-torch.arange(0, hs, 2, device=x.device, dtype=torch.float32) / hs)  # (hs/2,)
@@ -168,11 +167,10 @@ def latent_horizons(m: int, max_len: int) -> torch.Tensor:
 
 
 def read_mask(q_horizon: torch.Tensor, k_horizon: torch.Tensor, prefix_len: torch.Tensor | None) -> torch.Tensor:
-    """(B or 1, 1, Tq, Tk) bool: query may read key iff key's horizon <= query's, or the key read only the source.
+    """(B or 1, 1, Tq, Tk) bool: which keys each query may read, from their horizons and the source lengths.
 
-    A vector with horizon h has read inputs {j <= h} plus the whole source {j < P}; a query with horizon q may
-    see {j <= q} plus the source. So the key is safe iff k <= q or k < P. With horizons = positions this is
-    the prefix-LM mask; with latents it is what keeps the bottleneck causal.
+    With horizons = positions this is the prefix-LM mask; with latents it is what keeps the bottleneck causal
+    (the rule is notebook 05's Exercise 5.2 to derive).
     """
     ok = k_horizon[None, :] <= q_horizon[:, None]  # (Tq, Tk)
     if prefix_len is None:
@@ -263,12 +261,8 @@ def num_variant_parameters(config) -> dict[str, int]:
 
 
 def forward_flops(config, T: int, batch: int = 1) -> float:
-    """Multiply-adds x 2 of one forward pass over T tokens (matmuls only; the LM head excluded).
-
-    Vanilla, per layer: projections 4 T C^2, scores and mixing 2 T^2 C, FFN 2 T C F -> grows as T^2.
-    Bottleneck (m latents): down and up each 4 T C^2-ish projections plus 2 T m C for the scores; the middle
-    layers cost (4 m C^2 + 2 m^2 C + 2 m C F) each -> grows as T once T >> m.
-    """
+    """Multiply-adds x 2 of one forward pass over T tokens (matmuls only; the LM head excluded): the measured side
+    of notebook 05's Question 5.3, which asks for the counts."""
     C, F_, Lyr = config.d_model, config.d_ff, config.n_layer
     m = config.bottleneck_dim
     # the synthesizer: w1, value and proj (3 T C^2) instead of q, k, v and proj; T^2 C scores, T^2 C mixing
@@ -283,12 +277,8 @@ def forward_flops(config, T: int, batch: int = 1) -> float:
 
 
 def attention_memory(config, T: int, batch: int = 1, bytes_per: int = 4) -> float:
-    """Bytes of the attention weights a training forward keeps for backward: nh * (rows x columns) per layer.
-
-    Vanilla: n_layer * nh * T^2. Bottleneck: nh * (m T + (n_layer - 2) m^2 + T m). The rest of the
-    activations grows as T * C in both, so at long T the vanilla model's memory grows as T^2, the
-    bottleneck's as T.
-    """
+    """Bytes of the attention weights a training forward keeps for backward: nh * (rows x columns) per layer (the
+    measured side of Question 5.3)."""
     nh, Lyr, m = config.n_head, config.n_layer, config.bottleneck_dim
     cells = Lyr * T * T if not m else 2 * m * T + (Lyr - 2) * m * m
     return float(batch * nh * cells * bytes_per)
