@@ -191,7 +191,7 @@ def unseen_people(data: KnowledgeData, n: int, seed: int) -> list[Person]:
 def named_after_places(people: Sequence[Person], seed: int, n_places: int = len(PLACES)) -> list[Person]:
     """Copies of ``people`` whose surname is a town of :data:`PLACES` (uniformly drawn) and who were born there:
     "Varo Kelby", born in Kelby (notebook 06, Question 6.5). Nothing in :func:`make_knowledge_data` ties names to
-    towns, so a model can only get these right more often by reading the town off the question."""
+    towns; the towns are drawn uniformly, so ``answer_profile`` reports what the baseline scores on them."""
     rng = random.Random(f"place-names-{seed}")
     out = []
     for person in people:
@@ -211,6 +211,7 @@ def answer_profile(predictions: Sequence[str], answers: Sequence[str], baseline_
     n = len(said)
     return {
         "accuracy": accuracy(predictions, answers),
+        "always the baseline's town would score": accuracy([baseline_place] * n, answers),
         "the baseline's town": sum(a == normalise_answer(baseline_place) for a in said) / n,
         "a town of the data set": sum(a in towns for a in said) / n,
         f"the commonest answer ({top!r})": top_count / n,
@@ -249,7 +250,7 @@ def standard_error(acc: float, n: int) -> float:
 
 
 def knowledge_verdict(scratch: float, pretrained: float, baseline: float, n_test: int) -> str:
-    """One sentence on this run's three accuracies, printed in the solved notebook's answer to Question 6.2."""
+    """One sentence on three accuracies and the number of people they were measured on."""
     best_other = max(scratch, baseline)
     other = "the most-common-place baseline" if baseline >= scratch else "the model fine-tuned from scratch"
     margin = 2 * standard_error(best_other, n_test)
@@ -286,7 +287,7 @@ class KnowledgeConfig:
     vocab_size: int = 800
     pretrain_steps: int = 5000
     finetune_steps: int = 300
-    finetune_lr: float = 3e-4  # lower than pretraining's: a high rate overwrites what pretraining stored
+    finetune_lr: float = 3e-4  # lower than pretraining's (notebook 06, Question 6.3, asks why)
     curve_points: int = 4  # pretraining snapshots fine-tuned along the way (the last is the finished run)
     seed: int = 0
 
@@ -368,7 +369,7 @@ def answer_questions(model, tok: Tokenizer, pairs: Sequence[tuple[str, str]]) ->
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the pipeline in pieces (notebook 06's Exercises 6.3 to 6.5 write these): examples as (input_ids, labels),
+# the pipeline in pieces: examples as (input_ids, labels),
 # a batcher over them, the phases' budgets, and the driver that makes the accuracy table
 
 
@@ -456,12 +457,9 @@ def train_phase(model, batcher, cfg: TrainConfig, phase: str, *, device=None, pr
 
 def knowledge_table(data: KnowledgeData, tok: Tokenizer, kcfg: KnowledgeConfig, model_cfg: TrainConfig, *,
                     device=None) -> dict:  # fmt: skip
-    """Pretrain, fine-tune, evaluate: the accuracy table of the knowledge-access experiment (Exercise 6.5's reference).
-
-    Two models from the same initial weights (``kcfg.seed``); one first reads every biography with span corruption
-    for ``kcfg.pretrain_steps`` at ``model_cfg.lr``; both are fine-tuned on the fine-tuning people's questions for
-    ``kcfg.finetune_steps`` at ``kcfg.finetune_lr``, then asked about the held-out people. Returns the accuracies
-    (``scratch``, ``pretrained``, ``baseline``), ``baseline_place``, and per model its ``answers`` and ``models``.
+    """Pretrain, fine-tune, evaluate: the accuracy table of the knowledge-access experiment, with ``kcfg``'s people,
+    steps and rates and ``model_cfg``'s model. Returns the accuracies (``scratch``, ``pretrained``, ``baseline``),
+    ``baseline_place``, and per model its ``answers`` and ``models``.
     """
     seed, max_len, max_tokens = kcfg.seed, model_cfg.max_len, model_cfg.max_tokens
     finetune_set = [finetune_example(tok, q, a, max_len) for q, a in data.finetune_pairs]

@@ -185,7 +185,7 @@ print("ids", tuple(ids.shape), "-> vectors", tuple(x.shape))
 # ## Exercise 2.1 · Positional encoding (2 points)
 #
 # Attention, which we write next, compares every position with every other and sums the results. What it
-# makes of word order is Question 1.8 of notebook 01: answer it there. The usual remedy adds to each token
+# makes of word order is Question 1.8 of notebook 01: answer it there. This notebook adds to each token
 # vector a vector that depends on its position. Two common choices:
 #
 # * **learned**: another embedding table, indexed by position (GPT-2 does this);
@@ -794,11 +794,11 @@ def check_model(model_cls):
         logits = m(x)
         assert tuple(logits.shape) == (1, 5, 20), "logits (B, T, vocab)"
         assert m.lm_head.weight is m.tok_emb.weight, "the LM head should share the token-embedding matrix"
-        # with everything visible to everything (a prefix as long as the sequence) only positions tell order
+        # everything visible to everything (a prefix as long as the sequence): two orders of the same words
         everything = torch.tensor([5])
         swapped = m(torch.tensor([[6, 5, 7, 8, 9]]), everything)
         assert not torch.allclose(m(x, everything)[0, -1], swapped[0, -1], atol=1e-4), (
-            "the last position gives the same output when two earlier words swap places: positions are missing"
+            "the last position gives the same output for two orders of the same words: the model must tell them apart"
         )
         later = m(torch.tensor([[5, 6, 7, 8, 1]]))
         assert torch.allclose(logits[0, :4], later[0, :4], atol=1e-5), (

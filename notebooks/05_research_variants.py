@@ -613,8 +613,7 @@ plt.show()
 # %% [markdown]
 # ## 3. Positions inside attention
 #
-# Attention by itself is blind to order within the French source (it sees a set), and only the causal mask
-# tells the English tokens apart. Five ways to give the model order, all trained in section 6:
+# Five ways to give the model order, all trained in section 6:
 #
 # - **none**: nothing added;
 # - **learned**: a trained vector per position, added to the token (notebook 02's choice);
@@ -667,7 +666,7 @@ h2 = xr.size(-1) // 2
 pair_norms = (mine[..., :h2] ** 2 + mine[..., h2:] ** 2).sqrt()
 assert torch.allclose(pair_norms, (xr[..., :h2] ** 2 + xr[..., h2:] ** 2).sqrt(), atol=1e-5), (
     "each pair (channel i, channel i + hs/2) must keep its length: pair the first half with the second half, and "
-    "turn (a, b) into (a cos φ − b sin φ, a sin φ + b cos φ)"
+    "turn each pair as a rotation of the plane does"
 )
 assert torch.allclose(rope_half(xr, torch.zeros_like(pr)), xr, atol=1e-6), (
     "at position 0 nothing may turn: the angle is position × θ_i (positions count from 0)"
@@ -683,8 +682,8 @@ def rope_score(i: int, j: int) -> float:
 assert abs(rope_score(5, 2) - rope_score(25, 22)) < 1e-4, "q·k must depend on i − j only: (5, 2) and (25, 22) differ"
 assert abs(rope_score(5, 2) - rope_score(5, 3)) > 1e-4, "q·k must change with the distance: (5, 2) equals (5, 3)"
 assert torch.allclose(mine, torch.tensor(saved["expected"]), atol=1e-5), (
-    "not the package's rotation: pair i turns by position × base^(−2i/hs), counter-clockwise "
-    "(a cos φ − b sin φ, a sin φ + b cos φ)"
+    "not the package's rotation: pair i turns by position × base^(−2i/hs), counter-clockwise (the first channel "
+    "of a pair is the plane's first coordinate)"
 )
 print("q·k after rotation, by positions (i, j):")
 for i, j in ((5, 2), (25, 22), (60, 57), (5, 3), (5, 5)):

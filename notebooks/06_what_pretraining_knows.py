@@ -641,8 +641,9 @@ for name, acc in (("fine-tuned from scratch", TABLE["scratch"]),
 # settings of your final run in `final_settings`: the same people, split and seed, a model no larger and budgets
 # no longer than this notebook's (fewer steps, another fine-tuning learning rate or warm-up are yours to choose).
 # In full mode the check runs your driver of Exercise 6.5 with them (or reads the table above when they are the
-# notebook's own) and asks that your pretrained model answer at least **35 %** of the held-out people (always
-# answering the most common town scores about 25 %). Quick mode's tiny model cannot: the grader leaves this exercise
+# notebook's own) and asks that your pretrained model answer at least **35 %** of the held-out people, more than
+# Exercise 6.2's baseline can. A correct driver with the notebook's own settings gets there (the course's reference
+# reached 60 %); changing them is allowed, not needed. Quick mode's tiny model cannot: the grader leaves this exercise
 # out of a quick run (its points with it), and `python -m helpers grade --full` grades it.
 
 
@@ -669,7 +670,7 @@ def check_final_run(settings_fn, threshold=FACTS_NEEDED, base=(KCFG, KMODEL), ta
         f"budgets no longer than the notebook's: {kcfg.pretrain_steps} pretraining and {kcfg.finetune_steps} "
         f"fine-tuning steps asked, {kcfg0.pretrain_steps} and {kcfg0.finetune_steps} allowed"
     )
-    sizes = ("d_model", "n_layer", "d_ff", "n_head", "max_len")
+    sizes = ("d_model", "n_layer", "d_ff", "n_head", "max_len", "max_tokens")  # max_tokens: the tokens of a step
     larger = [k for k in sizes if (getattr(model_cfg, k) or 0) > (getattr(model0, k) or 0)]
     assert not larger, f"a model no larger than the notebook's: {larger} grew"
     if table is None:
@@ -856,7 +857,7 @@ for person, said in list(zip(STRANGERS, stranger_answers))[:5]:
 
 # %% [markdown] tags=["question"]
 # **Question 6.4 (2 points).** What does your pretrained model answer about people it never read about? How often is
-# it right, against the most-common-place baseline and the chance of its answers, and what do its answers have in
+# it right, against what always answering the baseline's town would score on them, and what do its answers have in
 # common? What does such an answer tell someone who asks, and what would the model need in order to say that it does
 # not know?
 
@@ -903,14 +904,18 @@ print(Counter(normalise_place(a) for a in stranger_answers).most_common(6))
 PLACE_NAMED = knowledge.named_after_places(STRANGERS, seed=KCFG.seed + 2)
 place_named_answers = knowledge.answer_questions(TABLE["models"]["pretrained"], TOK, DATA.pairs(PLACE_NAMED))
 named = knowledge.answer_profile(place_named_answers, [p.born for p in PLACE_NAMED], TABLE["baseline_place"])
-print(f"{len(PLACE_NAMED)} strangers whose surname is their birthplace:")
+print(f"{len(PLACE_NAMED)} strangers whose surname is their birthplace (towns drawn uniformly, not by the Zipf law):")
 for key, value in named.items():
     print(f"  {key:<44} {value:.1%}" if isinstance(value, float) else f"  {key:<44} {value}")
-print(f"  (strangers with ordinary names: {strangers['accuracy']:.1%} right)")
+print(f"  answered the town in the name                {named['accuracy']:.1%}")
+baseline_on_strangers = strangers["always the baseline's town would score"]
+print(
+    f"  (strangers with ordinary names: {strangers['accuracy']:.1%} right; the baseline: {baseline_on_strangers:.1%})"
+)
 
 # %% [markdown] tags=["question"]
 # **Question 6.5 (2 points).** How often does the model answer the town in the stranger's name, against strangers
-# with ordinary names? Where would that come from in a model whose training never tied a name to a town? A model
+# with ordinary names (mind what the baseline would score on each group: their towns are drawn differently)? Where would that come from in a model whose training never tied a name to a town? A model
 # trained on real biographies, where names do go with where people come from, would guess birthplaces from names
 # right more often than chance. Is that knowledge? What harm can it do, and to whom?
 
@@ -924,7 +929,9 @@ for person, said in list(zip(PLACE_NAMED, place_named_answers))[:6]:
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** In full mode on an H100 (seed 0) the model answered the town in the name for none of 100
-# place-named strangers (0 %, against 2 % right for the strangers with ordinary names): in its training the answer
+# place-named strangers (0 %; always answering the baseline's town would score about 3 % on them, whose towns are
+# drawn uniformly; 2 % right for the strangers with ordinary names, where the baseline scores about 25 %): in its
+# training the answer
 # was never written in the question, so it never learnt to read it off, and a name tells it nothing about a
 # birthplace because in this data nothing ties the two. Whatever share a run shows measures copying, not knowing:
 # the town is in the prompt. On real biographies names *do* correlate with origin (language, family,
@@ -950,9 +957,8 @@ for person, said in list(zip(PLACE_NAMED, place_named_answers))[:6]:
 # %% [markdown]
 # ### The synthesizer on the knowledge task
 #
-# Notebook 05's synthesizer attention computes where each position looks from the position itself, never from what
-# the other positions hold. Here it reads the same biographies and gets the same fine-tuning, beside dot-product
-# attention: the package's driver (the reference of Exercise 6.5), with one switch of the model.
+# Notebook 05's synthesizer attention (Exercise 5.1) reads the same biographies here and gets the same fine-tuning,
+# beside dot-product attention: the package's driver, with one switch of the model.
 
 # %%
 SYNTH = knowledge.knowledge_table(DATA, TOK, KCFG, replace(KMODEL, attention="synthesizer"), device=DEVICE)

@@ -44,7 +44,7 @@ def rotary(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> t
 
 
 def alibi_slopes(n_head: int) -> torch.Tensor:
-    """(nh,): the geometric sequence 2^(-8/nh), 2^(-16/nh), ... of the ALiBi paper: some heads look far, some near."""
+    """(nh,): one slope per head, as the ALiBi paper (Press et al. 2022) sets them: some heads look far, some near."""
     return torch.tensor([2.0 ** (-8.0 * (h + 1) / n_head) for h in range(n_head)])
 
 

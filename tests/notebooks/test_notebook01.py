@@ -2,18 +2,14 @@
 
 The notebook is executed once in-process (quick mode). Each test then calls one of the notebook's
 check functions with a plausible mistake and requires AssertionError: a check that cannot fail
-proves nothing. Other tests hold the model answers (cells tagged ``answer``) to the measurements,
-feed the notebook's wording functions numbers that flip, and keep the saved reference values
-(data/reference/01_*.json) equal to what the derivation gives.
-
-To rewrite the reference file after changing the cases below:
-``.venv/bin/python -c "import sys; sys.path.insert(0, 'tests'); import test_notebook01; test_notebook01.write_references()"``
+proves nothing. Other tests hold the model answers (cells tagged ``answer``) to the measurements and
+feed the notebook's wording functions numbers that flip. No value an exercise asks for is saved with the course
+(issue 48: the copy bound's saved values gave Exercise 1.4's formula away; its check now measures the worst case).
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import math
 import re
 from pathlib import Path
@@ -468,7 +464,6 @@ COPY_BOUND_CASES = [  # (n, gap, spread, s): clipped at 1 (s small), moderate, a
     (4, 1.5, 1.0, 8.0),
     (2, 2.0, 0.25, 5.0),
 ]
-COPY_BOUND_FILE = ROOT / "data" / "reference" / "01_copy_bound.json"
 
 
 def copy_bound_by_hand(n, gap, spread, s):
@@ -476,23 +471,13 @@ def copy_bound_by_hand(n, gap, spread, s):
     return min(1.0, (n - 1) * math.exp(-s * gap)) * spread
 
 
-def copy_bound_reference() -> dict:
-    return {
-        "_about": "Exercise 1.3 (notebook 01): the model answer's copy-error bound, per case (n, gap, spread, s); "
-        "the check accepts a bound up to 2x these. Written by tests/notebooks/test_notebook01.py.",
-        "cases": [
-            {"n": n, "gap": gap, "spread": spread, "s": s, "bound": copy_bound_by_hand(n, gap, spread, s)}
-            for n, gap, spread, s in COPY_BOUND_CASES
-        ],
-    }
-
-
-def write_references():
-    COPY_BOUND_FILE.write_text(json.dumps(copy_bound_reference(), indent=2) + "\n")
-
-
-def test_saved_copy_bound_reference_is_what_the_derivation_gives():
-    assert json.loads(COPY_BOUND_FILE.read_text()) == copy_bound_reference(), "run write_references() (see the top)"
+def test_the_copy_cases_are_the_notebooks_and_the_model_bound_sits_within_1_5x_of_the_worst_error(ns):
+    """The check accepts up to 2x the largest error of the worst case: the derived bound uses at most 1.5x of that
+    on these cases, so a bound that is right passes with room, and a 3x-too-loose one cannot."""
+    assert ns["COPY_CASES"] == COPY_BOUND_CASES
+    for n, gap, spread, s in COPY_BOUND_CASES:
+        x = (n - 1) * math.exp(-s * gap)
+        assert copy_bound_by_hand(n, gap, spread, s) <= 1.5 * x / (1 + x) * spread
 
 
 def test_notebook_copy_bound_is_the_model_answer(ns):
@@ -562,7 +547,7 @@ def test_copying_bound_check_accepts_a_tighter_valid_bound(ns):
         return x / (1 + x) * spread
 
     ns["check_copying_bound"](tighter)
-    ns["check_copying_bound"](lambda n, gap, spread, s: 1.9 * copy_bound_by_hand(n, gap, spread, s))
+    ns["check_copying_bound"](lambda n, gap, spread, s: 1.3 * copy_bound_by_hand(n, gap, spread, s))
 
 
 def test_the_worst_copy_case_is_the_worst(ns):
