@@ -1,8 +1,7 @@
 """Test sets that measure what a user meets, and the word facts every evaluation needs.
 
-A random split of Tatoeba scores a model on sentences like the ones it trained on: short, common, often
-a paraphrase of a training sentence. Sentences people type are longer and rarer. So a run has two test
-sets of its own, and takes public ones by name or path:
+A run has two test sets of its own (why one is not enough is notebook 03's Question 3.6), and takes public ones by
+name or path:
 
 * **new sentences** (``test_new.tsv``): whole groups held out *before* the split, chosen to resemble newly
   written sentences: a quarter of them contain a French word that never occurs in training (every group

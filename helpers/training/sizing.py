@@ -1,10 +1,8 @@
 """Sizing the model for this machine and time budget: what ``train --preset cpu`` does before it trains.
 
-A fixed size is right for one machine only: the width-256 model trained at about 1,850 target tokens per second
-on a 2-core fp32 CPU and 8,100 on a 2-core CPU with bf16 instructions (issue 14), so 15 minutes left it
-undertrained on the first and well fed on the second. So the cpu
-preset measures the real training step of a few sizes for a few seconds each and keeps the largest that will
-see enough tokens per parameter in the budget (the rule and its numbers: the comment above ``CPU_SIZES``).
+The cpu preset measures the real training step of a few sizes for a few seconds each and picks one (the rule, its
+numbers and the runs behind them: the comment above ``CPU_SIZES``; why a size depends on the budget and the machine
+is notebook 03's Question 3.2).
 """
 
 from __future__ import annotations

@@ -618,7 +618,12 @@ def _failing_inside(tmp_path):
         ("code", "def f(x):\n    '''Twice x.'''\n    halves = [x / 2]\n    return halves[1] * 4\n"),
         ("code", "assert f(2) == 4", ["check"]),
     )
-    ref, mine = tmp_path / "ref" / "09_double.ipynb", tmp_path / "09_double.ipynb"
+    return _reference_and_copy(tmp_path, "09_double.ipynb", reference, student)
+
+
+def _reference_and_copy(tmp_path, name, reference, student):
+    """The reference under tmp_path/ref/ and the student's copy beside it: (copy, reference) paths."""
+    ref, mine = tmp_path / "ref" / name, tmp_path / name
     ref.parent.mkdir()
     nbformat.write(reference, ref)
     nbformat.write(student, mine)
@@ -654,11 +659,7 @@ def _full_mode_notebooks(tmp_path, student_heading="## Exercise 9.2 · Reach the
         ("code", "def g():\n    return 0.2\n"),
         ("code", "pass", ["check"]),
     )
-    ref, mine = tmp_path / "ref" / "09_x.ipynb", tmp_path / "09_x.ipynb"
-    ref.parent.mkdir()
-    nbformat.write(reference, ref)
-    nbformat.write(student, mine)
-    return mine, ref
+    return _reference_and_copy(tmp_path, "09_x.ipynb", reference, student)
 
 
 def test_a_full_mode_exercise_is_left_out_of_a_quick_grade_and_graded_in_a_full_one(tmp_path):
