@@ -99,7 +99,7 @@ def _grade(args) -> int:
     result.written = manual
     print(result.summary())  # each exercise's line was printed as it ended
     if args.json:
-        Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+        Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
         print("wrote", args.json)
     rows = written.sheet_rows(graded, reference, path.name)
     if rows and manual is None:

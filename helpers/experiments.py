@@ -233,7 +233,7 @@ class ResultsCache:
         self.path = None if path is None else Path(path)
         self.rows: dict = {}
         if self.path is not None and self.path.is_file():
-            self.rows = json.loads(self.path.read_text())
+            self.rows = json.loads(self.path.read_text(encoding="utf-8"))
 
     def run(self, key: str, fingerprint: dict, fn) -> dict:
         import json

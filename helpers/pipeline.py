@@ -211,7 +211,7 @@ def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -
     words = WordTable.load(run_folder.words) if run_folder.words.is_file() else None
     if run_folder.finetune_info.is_file():
         translator = loading.load_pretrained(folder, device=device)
-        info = json.loads(run_folder.finetune_info.read_text())
+        info = json.loads(run_folder.finetune_info.read_text(encoding="utf-8"))
         step = int((info.get("result") or {}).get("steps", 0))
         return Run(translator, translator.tokenizer, info, step, folder, words, translator=translator, scratch=False)
     if ckpt_lib.find_checkpoint(folder) is None:

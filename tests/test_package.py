@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 from helpers.course import colab
+from tests.environments import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -353,3 +356,51 @@ def test_the_mirror_check_finds_a_module_without_its_test_file(tmp_path):
         (tests / name).parent.mkdir(parents=True, exist_ok=True)
         (tests / name).write_text("")
     assert modules_without_a_test_file(package, tests) == ["nn/generate.py"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# issue 49: text files are read and written as UTF-8 whatever the machine's code page (Windows: cp1252)
+
+ENCODING_TESTS = [  # the unit tests of the modules that read and write text files (about 20 s)
+    "tests/text",
+    "tests/training/test_checkpoint.py",
+    "tests/course/test_report.py",
+    "tests/course/test_plotting.py",
+    "tests/course/test_notebooks.py",
+    "tests/course/test_written.py",
+    "tests/hf/test_tiny.py",
+    "tests/evaluation/test_evaluate.py",
+    "tests/test_experiments.py",
+    "tests/test_run_folder.py",
+]
+
+
+def test_helpers_opens_no_text_file_without_an_encoding():
+    """The unit tests above under ``-X warn_default_encoding``: pyproject's filter turns an EncodingWarning raised
+    from helpers/ into an error (a library's own warnings stay warnings)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "warn_default_encoding", "-m", "pytest", "-q", "-p", "no:cacheprovider", *ENCODING_TESTS],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=clean_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "EncodingWarning" not in "".join(line for line in done.stdout.splitlines() if "helpers/" in line)
+
+
+def test_the_encoding_filter_catches_a_planted_read_without_encoding(tmp_path):
+    """The control: a module of the package that reads a file without encoding= fails under the same filter."""
+    text = tmp_path / "accents.txt"
+    text.write_text("déjà vu\n", encoding="utf-8")
+    planted = f"from pathlib import Path\nPath({str(text)!r}).read_text()\n"
+    code = (
+        "import types, warnings\n"
+        "warnings.filterwarnings('error', category=EncodingWarning, module='helpers')\n"
+        "module = types.ModuleType('helpers.planted')\n"
+        f"exec(compile({planted!r}, 'helpers/planted.py', 'exec'), module.__dict__)\n"
+    )
+    done = subprocess.run([sys.executable, "-X", "warn_default_encoding", "-c", code], capture_output=True, text=True)
+    assert done.returncode != 0 and "EncodingWarning: 'encoding' argument not specified" in done.stderr, done.stderr
+    fixed = code.replace(".read_text()", ".read_text(encoding='utf-8')")
+    assert (
+        subprocess.run([sys.executable, "-X", "warn_default_encoding", "-c", fixed], capture_output=True).returncode
+        == 0
+    )

@@ -43,7 +43,7 @@ def required_packages() -> list[str]:
         root = runtime.repo_root()
         if root is None:
             raise RuntimeError(f"{PACKAGE} is not installed: run pip install -e . in the repository.") from None
-        requirements = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+        requirements = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
     names = [re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0] for r in requirements if "extra ==" not in r]
     return [n for n in names if n.lower() != "torch"]
 

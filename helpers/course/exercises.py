@@ -447,7 +447,7 @@ def hidden_checks(hidden: str | Path | None, notebook_stem: str) -> dict[str, li
     checks: dict[str, list[str]] = {}
     for path in files:
         current, lines = None, []
-        for n, line in enumerate(path.read_text().splitlines(), 1):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             match = _HIDDEN_HEADER.match(line)
             if match:
                 if current:

@@ -115,12 +115,12 @@ def first_cell_source() -> str:
 
 def set_first_cell(py: Path) -> bool:
     """Rewrite the ``.py``'s first code cell to :func:`first_cell_source`; True when it changed."""
-    text = py.read_text()
+    text = py.read_text(encoding="utf-8")
     start = text.index(FIRST_CELL_MARKER) + len(FIRST_CELL_MARKER) + 1
     end = text.index("\n# %%", start)
     new = text[:start] + first_cell_source() + "\n" + text[end:]
     if new != text:
-        py.write_text(new)
+        py.write_text(new, encoding="utf-8")
     return new != text
 
 

@@ -92,7 +92,7 @@ def save_figure(
         "size_inches": [round(width, 2), round(height, 2)],
         "quick_mode": quick,
     }
-    (out / f"{name}{META_SUFFIX}").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    (out / f"{name}{META_SUFFIX}").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return pdf, png
 
 

@@ -382,7 +382,7 @@ def last_checkpoint(trainer_dir: Path) -> Path | None:
     while found:
         last = found.pop()
         try:
-            json.loads((last / TRAINER_STATE).read_text())
+            json.loads((last / TRAINER_STATE).read_text(encoding="utf-8"))
             return last
         except (OSError, ValueError):
             shutil.rmtree(last, ignore_errors=True)
@@ -439,7 +439,7 @@ def build_trainer(
     folder = RunFolder(out_dir)
     checkpoint = last_checkpoint(folder.trainer)
     if folder.finetune_info.is_file():
-        old = json.loads(folder.finetune_info.read_text())
+        old = json.loads(folder.finetune_info.read_text(encoding="utf-8"))
         if checkpoint is not None:
             keys = ("base_model", "kind", "config", "data")
             ckpt_lib.check_config({k: old.get(k) for k in keys}, {k: info[k] for k in keys}, out_dir,
@@ -504,7 +504,7 @@ def build_trainer(
     trainer.clock = clock
     trainer.run = FinetuneRun(translator, out_dir, info, precision, skipped_long, monitor_cb)
     if checkpoint is not None:
-        saved = json.loads((checkpoint / TRAINER_STATE).read_text())
+        saved = json.loads((checkpoint / TRAINER_STATE).read_text(encoding="utf-8"))
         clock.restore(saved["stateful_callbacks"]["TimeBudget"]["attributes"])
         monitor_cb.points = saved["stateful_callbacks"]["MonitorBLEU"]["attributes"]["points"]
         trainer.run.checkpoint, trainer.run.resumed_from = str(checkpoint), saved["global_step"]
@@ -592,4 +592,4 @@ def load_finetuned_info(out_dir: str | Path) -> dict:
     path = RunFolder(out_dir).finetune_info
     if not path.is_file():
         raise FileNotFoundError(f"{out_dir} has no {FINETUNE_INFO}: it was not written by finetune.")
-    return json.loads(path.read_text())
+    return json.loads(path.read_text(encoding="utf-8"))

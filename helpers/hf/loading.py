@@ -106,7 +106,7 @@ def load_pretrained(
     notes = []
     run = RunFolder(path)
     if path.is_dir() and run.finetune_info.is_file():
-        info = json.loads(run.finetune_info.read_text())
+        info = json.loads(run.finetune_info.read_text(encoding="utf-8"))
         folder = run.hf_checkpoint  # the model and tokenizer (save_pretrained)
         if (folder / "adapter_config.json").is_file():  # LoRA: the base model, with the adapters merged in
             import peft

@@ -43,7 +43,7 @@ def tiny_marian(pairs, folder: str | Path, *, vocab_size: int = 600, d_model: in
     for i in range(sp.get_piece_size()):
         vocab.setdefault(sp.id_to_piece(i), len(vocab))
     vocab["<pad>"] = len(vocab)
-    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     for side in ("source", "target"):
         (folder / f"{side}.spm").write_bytes((folder / "sp.model").read_bytes())
     tok = MarianTokenizer(str(folder / "source.spm"), str(folder / "target.spm"), str(folder / "vocab.json"))

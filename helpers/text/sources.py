@@ -372,7 +372,7 @@ def fetch_tatoeba(
                 if about:
                     (folder / "_about.txt").write_bytes(archive.read(about[0]))
             os.replace(target.with_suffix(".txt.part"), target)
-            (folder / "SOURCE").write_text(url + "\n")
+            (folder / "SOURCE").write_text(url + "\n", encoding="utf-8")
             _warn_if_unknown(target)
             return target
         except (OSError, urllib.error.URLError, zipfile.BadZipFile, DownloadError, ValueError) as err:

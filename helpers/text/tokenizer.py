@@ -175,7 +175,9 @@ class Tokenizer:
         d = Path(out_dir)
         d.mkdir(parents=True, exist_ok=True)
         (d / TOKENIZER_MODEL).write_bytes(self.model_proto)
-        (d / TOKENIZER_META).write_text(json.dumps({**self.meta, "vocab_size": self.vocab_size}, indent=2))
+        (d / TOKENIZER_META).write_text(
+            json.dumps({**self.meta, "vocab_size": self.vocab_size}, indent=2), encoding="utf-8"
+        )
         return d
 
     @classmethod
@@ -187,7 +189,7 @@ class Tokenizer:
                 f"No tokenizer at {d} (expected {model}). Train one with Tokenizer.train(...) "
                 f"and save it with tok.save({str(d)!r})."
             )
-        meta = json.loads((d / TOKENIZER_META).read_text()) if (d / TOKENIZER_META).is_file() else {}
+        meta = json.loads((d / TOKENIZER_META).read_text(encoding="utf-8")) if (d / TOKENIZER_META).is_file() else {}
         return cls(model.read_bytes(), meta)
 
     # -- use

@@ -161,7 +161,7 @@ def read_curves(path: Path, key: dict) -> list[dict] | None:
     if not path.is_file():
         return None
     try:
-        saved = json.loads(path.read_text())
+        saved = json.loads(path.read_text(encoding="utf-8"))
     except ValueError:
         return None
     if not isinstance(saved, dict) or saved.get("key") != json.loads(json.dumps(key)):
