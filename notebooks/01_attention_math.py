@@ -648,7 +648,7 @@ save_then_explore(
 
 
 # %% tags=["check"]
-# (n, gap, spread, s): clipped at 1 (s = 0), moderate, and far into the exponential tail
+# (n, gap, spread, s): the cases the bound is held to
 COPY_CASES = [(16, 0.5, 1.0, 0.0), (16, 0.5, 2.0, 4.0), (16, 0.5, 2.0, 12.0), (8, 0.2, 0.5, 60.0), (64, 1.0, 3.0, 20.0),
               (4, 1.5, 1.0, 8.0), (2, 2.0, 0.25, 5.0)]  # fmt: skip
 
@@ -1408,8 +1408,8 @@ print(f"stretched key a: tr Cov(c) = {total_variance(c_try):.3f}, mean c . v_a =
 # ### Exercise 1.9 · Two queries, two heads (1 point)
 #
 # Write the two queries of Question 1.6. The check asks that, with isotropic keys, the two heads
-# average, and that with key $a$ stretched they cut $\operatorname{tr}\operatorname{Cov}(c)$ at
-# least five-fold against the single head. The cell prints this run's numbers for your answer.
+# average, and compares $\operatorname{tr}\operatorname{Cov}(c)$ of your two heads with your single head's with
+# key $a$ stretched. The cell prints this run's numbers for your answer.
 
 
 # %%

@@ -498,7 +498,7 @@ print("✓ causal mask")
 
 # %%
 def prefix_lm_mask(T, prefix_len):
-    """(B, 1, T, T) bool: query i sees key j if j <= i, or if key j lies in that row's prefix."""
+    """(B, 1, T, T) bool: the prefix-LM mask of each row, True = may attend."""
     # BEGIN SOLUTION
     in_prefix = torch.arange(T)[None, :] < prefix_len[:, None]  # (B, T): which keys are source tokens
     return (causal_mask(T)[None] | in_prefix[:, None, :])[:, None]

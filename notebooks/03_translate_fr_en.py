@@ -1221,11 +1221,11 @@ print(
 # when the scaler must be able to skip an update. On a CPU in fp32 the scaler is switched off and any order
 # trains; on a T4 in fp16 only one does, so the check below switches a scaler on.
 #
-# *Pieces you will need:* `train.autocast_context(run.device, run.precision)`, `model(ids, plen)`,
-# `train.loss_fn(logits, labels, cfg.label_smoothing)`, `run.scaler.scale(...)`, `.backward()`,
-# `run.scaler.unscale_(run.optimizer)`, `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` (it returns
-# the norm it measured), `run.check_finite(loss, grad_norm)`, `run.scaler.step(run.optimizer)`,
-# `run.scaler.update()`, `run.optimizer.zero_grad(set_to_none=True)`.
+# *Pieces you will need* (in alphabetical order, not the order they run): `.backward()`,
+# `model(ids, plen)`, `run.check_finite(loss, grad_norm)`, `run.optimizer.zero_grad(set_to_none=True)`,
+# `run.scaler.scale(...)`, `run.scaler.step(run.optimizer)`, `run.scaler.unscale_(run.optimizer)`,
+# `run.scaler.update()`, `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` (it returns the norm it
+# measured), `train.autocast_context(run.device, run.precision)`, `train.loss_fn(logits, labels, cfg.label_smoothing)`.
 
 
 # %%

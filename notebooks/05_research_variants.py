@@ -39,9 +39,8 @@
 #
 # Every variant is one switch of the same model (`helpers.nn.model.ModelConfig`), and one switch of the same command:
 # `python -m helpers train --attention synthesizer`, `--bottleneck-dim 16`, `--positions rotary`,
-# `--pretrain span`, `--parallel-pairs 5000`. Each variant passes the tests the plain model passes: a later
-# token never changes an earlier prediction, padding never changes a real position, and the French source
-# is visible in both directions (`tests/nn/test_model.py` runs the same tests on each).
+# `--pretrain span`, `--parallel-pairs 5000`. Each variant passes the tests the plain model passes (`tests/nn/test_model.py`
+# runs the same tests on each).
 #
 # **How every row is scored.** Same data, tokenizer, seed and budget; only the named setting changes. Settings
 # are *chosen* on the validation split (`BLEU valid`); the new-sentence test set (`BLEU new`, sentences unlike

@@ -9,7 +9,7 @@ copy leaves it out (as it leaves out the model answer)::
     - **1 point:** what a partial answer says (or gets wrong).
     - **0 points:** what a wrong answer says.
 
-    *Key phrases:* "bimodal", "near v_a"
+    *Key phrases:* "phrase one", "phrase two"
 
 The key phrases are what the answer states and nothing before it may: the tests build the student copy and
 fail if any of them appears in it. ``grade`` writes a manual grading sheet (Markdown to read, CSV to fill in):

@@ -252,7 +252,7 @@ class SelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        q, k = self.rotate(q, k, positions)  # before caching: a rotated key's angle is fixed by its own position
+        q, k = self.rotate(q, k, positions)  # rotary positions, if any, before the cache
         k_pos = positions
         if cache is not None:  # earlier positions' keys and values come from the cache
             k, v, k_pos = cache.extend(k, v, positions, mask)  # (B, nh, S, hs)

@@ -49,7 +49,7 @@ def alibi_slopes(n_head: int) -> torch.Tensor:
 
 
 def alibi_bias(slopes: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
-    """(B or 1, nh, Tq, Tk): ``-slope * |i - j|``; symmetric, so the bidirectional source is penalised both ways."""
+    """(B or 1, nh, Tq, Tk): ``-slope * |i - j|``."""
     q = q_pos if q_pos.dim() == 2 else q_pos[None]
     k = k_pos if k_pos.dim() == 2 else k_pos[None]
     dist = (q[:, :, None] - k[:, None, :]).abs().float()  # (B, Tq, Tk)
@@ -223,11 +223,9 @@ class CrossBlock(nn.Module):
 class Bottleneck(nn.Module):
     """Down (T -> m latents), ``n_layer - 2`` self-attention blocks on the latents, up (m -> T positions).
 
-    The up block's queries are the inputs themselves, so position t keeps its own token through the
-    residual and reads the past only through latents whose horizon it may see: at position t, the latents
-    with horizon <= t (every L/m positions) plus any latent that read only the source. The price: the up to
-    L/m - 1 most recent target tokens after the last horizon are invisible to position t (5 with L = 96,
-    m = 16), which hurts the next-word prediction of a translation more than a compressed past does.
+    The up block's queries are the inputs themselves, so position t keeps its own token through the residual and
+    reads the past only through latents whose horizon it may see (:func:`read_mask`). What that costs is notebook
+    05's Question 5.2.
     """
 
     def __init__(self, config, block, feed_forward):

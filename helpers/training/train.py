@@ -1,7 +1,7 @@
 """Training French->English: the step's building blocks and the loop's bookkeeping.
 
-A training step is written out where it is read: notebook 03 and :func:`train` run the same ~20 lines
-(forward in mixed precision, :func:`loss_fn`, scaled backward, clip, update). Everything around the step
+A training step is written out where it is read: notebook 03 and :func:`train` run the same ~20 lines (the
+forward pass in mixed precision, :func:`loss_fn`, the gradient scaler, clipping and the update). Everything around the step
 lives once, in :class:`TrainingRun`: resume from a checkpoint, the data stream, the learning-rate
 schedule, the progress bar, validation at intervals, periodic checkpoints, clear stops on NaN. :func:`train`
 adds a clear message on out-of-memory. The settings are a :class:`helpers.training.config.TrainConfig`;

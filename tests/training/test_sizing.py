@@ -235,8 +235,10 @@ def test_loss_against_time_trains_each_size_from_scratch_and_records_its_curve()
         assert len(curve) >= 4, f"the probe should space about 8 evaluations over the run: {curve}"
         assert [p["minutes"] for p in curve] == sorted(p["minutes"] for p in curve)
         assert curve[-1]["minutes"] <= 1.5 / 60 * 1.5 and curve[-1]["val_loss"] < curve[0]["val_loss"] - 0.3
-        # every size warms up over the same share of its own run and reaches the peak rate
-        assert r["warmup_steps"] <= 0.1 * r["steps"] + 1, r
+        # every size warms up over the same share of its own run (a tenth of the steps the probe predicted; the run
+        # may take fewer on a busy machine: 21 of 181 seen beside another test worker) and reaches the peak rate;
+        # the preset's 10,000-step warm-up kept would fail both
+        assert r["warmup_steps"] <= 0.2 * r["steps"] + 1, r
         assert r["peak_lr"] > 0.9 * cfg.lr, f"width {r['d_model']} never left its warm-up: {r}"
     with pytest.raises(ValueError, match="validation batches"):
         S.loss_against_time(cfg, [(1, 16)], examples, [], 60, "cpu", seconds=1.0)
