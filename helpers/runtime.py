@@ -61,11 +61,37 @@ def set_seed(seed: int) -> None:
 # the device and its number formats: decided here, once, for every notebook and command
 
 
+MPS_FALLBACK = "PYTORCH_ENABLE_MPS_FALLBACK"
+
+
+def mps_available() -> bool:
+    """True on a Mac whose PyTorch can use the Apple GPU (Metal Performance Shaders)."""
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
 def pick_device(prefer: str | None = None) -> torch.device:
-    """The device to train on: ``prefer`` if given, else CUDA when present, else CPU."""
+    """The device to train on: ``prefer`` if given, else CUDA, else Apple's GPU (MPS), else the CPU.
+
+    On MPS an operation PyTorch has no Metal kernel for runs on the CPU instead of failing (``PYTORCH_ENABLE_MPS_FALLBACK``
+    is set, with a note saying so once). Untried on real Apple hardware: the tests fake its availability.
+    """
     if prefer:
-        return torch.device(prefer)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        device = torch.device(prefer)
+    elif torch.cuda.is_available():
+        device = torch.device("cuda")
+    elif mps_available():
+        device = torch.device("mps")
+    else:
+        device = torch.device("cpu")
+    if device.type == "mps" and os.environ.get(MPS_FALLBACK) != "1":
+        os.environ[MPS_FALLBACK] = "1"
+        print(
+            f"Apple GPU (MPS): operations without a Metal kernel fall back to the CPU ({MPS_FALLBACK}=1); training "
+            "runs in fp32 there.",
+            flush=True,
+        )
+    return device
 
 
 CPU_BF16_VARIABLE = "COURSE_CPU_BF16"
@@ -132,6 +158,8 @@ def resolve_precision(device: torch.device | str, precision: str = "auto") -> st
         raise ValueError(f"precision={precision!r} is not known: use one of {', '.join(PRECISIONS)}.")
     if precision in ("fp32", "bf16", "fp16"):
         return precision
+    if device.type == "mps":  # no lower format proven on Apple's GPU here: fp32 until someone measures one
+        return "fp32"
     if device.type != "cuda":
         return "bf16" if precision == "bf16_if_native" and cpu_has_native_bf16() else "fp32"
     return "bf16" if gpu_has_native_bf16(device) else "fp16"
@@ -171,7 +199,7 @@ def precision_dtype(precision: str) -> torch.dtype:
 
 @dataclass
 class Accelerator:
-    device: str  # "cuda" or "cpu"
+    device: str  # "cuda", "mps" or "cpu"
     name: str
     memory_gb: float | None
     fp16_native: bool
@@ -215,6 +243,15 @@ def accelerator() -> Accelerator:
             bf16_native=gpu_has_native_bf16(),
             torch_version=torch.__version__,
             capability=(props.major, props.minor),
+        )
+    if mps_available():
+        return Accelerator(
+            device="mps",
+            name="Apple GPU (MPS; untried on real hardware by this course's tests)",
+            memory_gb=None,
+            fp16_native=False,
+            bf16_native=False,
+            torch_version=torch.__version__,
         )
     cpu = platform.processor() or platform.machine()
     return Accelerator(

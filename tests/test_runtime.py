@@ -147,3 +147,26 @@ def test_bf16_on_a_t4_would_get_no_fused_attention():
     # the reason a T4 trains in fp16: bf16 there is emulated, and the memory-efficient kernel refuses it
     assert runtime.sdpa_backend((7, 5), 64, torch.bfloat16) == "math"
     assert runtime.sdpa_backend((7, 5), 64, torch.float32) == "efficient"
+
+
+def test_a_mac_trains_on_its_gpu_in_fp32_and_says_once_what_falls_back(monkeypatch, capsys):
+    """Issue 49: CUDA, then Apple's GPU (MPS), then the CPU; fp32 on MPS (no lower format proven there); operations
+    without a Metal kernel fall back to the CPU. MPS availability is faked: untried on real Apple hardware."""
+    from helpers.training import optim
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(runtime, "mps_available", lambda: True)
+    monkeypatch.setenv(runtime.MPS_FALLBACK, "0")  # restored (unset) after the test
+    assert runtime.pick_device() == torch.device("mps")
+    assert os.environ[runtime.MPS_FALLBACK] == "1" and "fall back to the CPU" in capsys.readouterr().out
+    assert runtime.pick_device() == torch.device("mps") and capsys.readouterr().out == "", "said once"
+    assert [runtime.resolve_precision("mps", p) for p in ("auto", "bf16_if_native")] == ["fp32", "fp32"]
+    assert runtime.resolve_precision("mps", "fp16") == "fp16"  # asked for by name: honoured, as on a CPU
+    assert optim.newton_schulz_dtype("mps") == torch.float32
+    acc = runtime.accelerator()
+    assert acc.device == "mps" and "Apple GPU (MPS" in acc.describe() and not acc.bf16_native
+    monkeypatch.setattr(runtime, "mps_available", lambda: False)
+    assert runtime.pick_device() == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(runtime, "mps_available", lambda: True)
+    assert runtime.pick_device() == torch.device("cuda"), "CUDA first, when both are there"

@@ -85,9 +85,9 @@ def newton_schulz_dtype(device: torch.device | str) -> torch.dtype:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.bfloat16 if gpu_has_native_bf16(device) else torch.float16
-    if device.type == "cpu":
-        return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
-    return torch.bfloat16  # other back-ends (mps, xpu): torch.optim.Muon's own choice
+    if device.type in ("cpu", "mps"):  # mps: fp32, as its training runs (runtime.resolve_precision)
+        return torch.bfloat16 if device.type == "cpu" and cpu_has_native_bf16() else torch.float32
+    return torch.bfloat16  # other back-ends (xpu): torch.optim.Muon's own choice
 
 
 NS_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
