@@ -44,6 +44,7 @@
 # Figures go to `reports/figures/06_*.pdf` and `.png`, the numbers to `reports/metrics/06_knowledge.json`.
 
 # %% tags=["parameters"]
+# @title Set-up: install the course and check the runtime { display-mode: "form" }
 # Set-up and parameters. On Colab this installs the course package at the release these notebooks
 # belong to (from a copy in Drive first, if there is one) and what the runtime lacks, never torch; if it
 # cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and steps.

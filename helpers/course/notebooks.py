@@ -74,6 +74,9 @@ def read_py(path: Path):
 
 
 FIRST_CELL_MARKER = '# %% tags=["parameters"]'
+# Colab's form markup: the first cell shows as this title with its code folded away (its output still says where the
+# course came from and what the runtime has); every other front-end reads a comment
+FORM_TITLE = '# @title Set-up: install the course and check the runtime { display-mode: "form" }'
 
 
 def first_cell_source() -> str:
@@ -89,6 +92,7 @@ def first_cell_source() -> str:
 
     return "\n".join(
         [
+            FORM_TITLE,  # Colab folds the code under this title; headless it is a comment
             "# Set-up and parameters. On Colab this installs the course package at the release these notebooks",
             "# belong to (from a copy in Drive first, if there is one) and what the runtime lacks, never torch; if it",
             "# cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and steps.",

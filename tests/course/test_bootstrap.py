@@ -169,6 +169,9 @@ def test_every_first_cell_is_the_shared_setup_with_this_installer(py):
     )
     assert inspect.getsource(bootstrap.ensure_course).strip() in first.source
     assert f'"{colab.COURSE_PIN}"' in first.source and "torch" not in first.source.split("pip_args")[-1]
+    # issue 49: Colab folds the install code under a title (its form markup must be the cell's first line)
+    title = first.source.splitlines()[0]
+    assert title.startswith("# @title ") and title.endswith('{ display-mode: "form" }'), title
 
 
 def test_sync_rewrites_a_first_cell_that_drifted(tmp_path):
