@@ -20,6 +20,7 @@ from .. import runtime
 from .plotting import META_SUFFIX
 
 INDEX, TEX, ZIP = "index.md", "figures.tex", "report.zip"
+HANDED_IN, EXECUTED = "notebooks", "executed"  # reports/ folders: the notebooks you hand in; headless runs' copies
 _TEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}"}
 _TEX_SPECIALS |= {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "→": r"$\rightarrow$", "×": r"$\times$"}
 
@@ -162,8 +163,14 @@ def export(
                     z.write(meta[key], f"figures/{meta[key].name}")
         for path in metrics:
             z.write(path, f"metrics/{path.name}")
+        handed_in = notebooks_to_hand_in()
+        for path in handed_in:
+            z.write(path, f"notebooks/{path.name}")
     if not quiet:
-        print(f"Report: {len(figures)} figures and {len(metrics)} metrics files in {target} (index: {index})")
+        print(
+            f"Report: {len(figures)} figures, {len(metrics)} metrics files and {len(handed_in)} executed notebooks in "
+            f"{target} (index: {index})"
+        )
         print(f"Written report: {report_tex}" + (f" and {compiled}" if compiled else ""))
     from . import colab
 
@@ -218,21 +225,36 @@ def notebook_answers(nb) -> dict:
     return {"number": number, "title": title, "questions": questions}
 
 
-def save_answers(nb, folder: Path | None = None) -> Path:
-    """Write a notebook's questions and answers to ``reports/answers/<NN>.json`` (what ``report.tex`` reads)."""
+def save_answers(nb, folder: Path | None = None, *, name: str | None = None) -> Path:
+    """Write a notebook's questions and answers to ``reports/answers/<NN>.json`` (what ``report.tex`` reads), and the
+    notebook itself, as it is (outputs and all), to ``reports/notebooks/<name>.ipynb``: what the zip hands in."""
+    import nbformat
+
     record = notebook_answers(nb)
     folder = folder or runtime.reports_dir() / ANSWERS
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{record['number']}.json"
     path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    handed_in = folder.parent / HANDED_IN
+    handed_in.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, handed_in / f"{Path(name).stem if name else record['number']}.ipynb")
     return path
+
+
+def notebooks_to_hand_in() -> list[Path]:
+    """The executed notebooks the zip carries: those the report read answers from (``reports/notebooks/``), and
+    for any other notebook number the copy a headless run wrote (``reports/executed/``)."""
+    reports = runtime.reports_dir()
+    chosen = {p.name[:2]: p for p in sorted((reports / EXECUTED).glob("*.ipynb"))}
+    chosen.update({p.name[:2]: p for p in sorted((reports / HANDED_IN).glob("*.ipynb"))})
+    return [chosen[k] for k in sorted(chosen)]
 
 
 def answers_from_notebooks(paths) -> list[Path]:
     """Read each ``.ipynb``/``.py`` notebook (a student's, after writing the answers) and save its answers."""
     from .exercises import read_notebook
 
-    return [save_answers(read_notebook(p)) for p in paths]
+    return [save_answers(read_notebook(p), name=Path(p).name) for p in paths]
 
 
 def answers_from_this_notebook() -> Path | None:

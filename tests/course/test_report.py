@@ -113,3 +113,24 @@ def test_report_tex_compiles_with_pdflatex(reports, tmp_path):
     assert cli.main(["report", "--notebooks", str(nb), "--pdf"]) == 0
     pdf = reports / "report.pdf"
     assert pdf.read_bytes()[:4] == b"%PDF"
+
+
+def test_the_zip_hands_in_the_executed_notebooks_with_their_outputs(reports, tmp_path):
+    """Issue 49: what the grader reads is the notebook itself: the one the answers came from (outputs kept), and for
+    any other number the copy a headless run wrote to reports/executed/."""
+    import zipfile
+
+    mine = nbformat.read(_student_notebook(tmp_path / "09_demo.ipynb", "It is."), as_version=4)
+    mine.cells[3].outputs = [nbformat.v4.new_output("stream", text="1 weights summed\n")]
+    nbformat.write(mine, tmp_path / "09_demo.ipynb")
+    (reports / "executed").mkdir()
+    for name in ("08_other.ipynb", "09_demo.ipynb"):  # 09's headless copy: the student's own takes its place
+        nbformat.write(nbformat.v4.new_notebook(), reports / "executed" / name)
+    _figure_and_metrics(reports)
+    assert cli.main(["report", "--notebooks", str(tmp_path / "09_demo.ipynb")]) == 0
+    with zipfile.ZipFile(reports / "report.zip") as z:
+        names = sorted(n for n in z.namelist() if n.startswith("notebooks/"))
+        assert names == ["notebooks/08_other.ipynb", "notebooks/09_demo.ipynb"], names
+        handed = nbformat.reads(z.read("notebooks/09_demo.ipynb").decode(), as_version=4)
+    assert handed.cells[3].outputs[0]["text"] == "1 weights summed\n", "the executed notebook, outputs and all"
+    assert "**Your answer.** It is." in handed.cells[2].source
