@@ -71,12 +71,13 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
 
     if any(d.version == version for d in importlib.metadata.distributions(name="transformers-by-building")):
         return "already installed", None
-    if not ("google.colab" in sys.modules if install is None else install):
-        return "this checkout (not on Colab: install it once with pip install -e .)", None
+    kaggle = "KAGGLE_KERNEL_RUN_TYPE" in os.environ  # a Kaggle notebook: no Drive, and its internet may be off
+    if not ("google.colab" in sys.modules or kaggle if install is None else install):
+        return "this checkout (not on Colab or Kaggle: install it once with pip install -e .)", None
     # what the runtime had and had loaded, so that after_install can say what pip replaced (pip runs apart)
     before = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()}, set(sys.modules)
     sources, tried = [("the pinned release", pinned)], []
-    if os.path.isdir(drive_copy) or str(drive_copy).endswith(".zip") and os.path.isfile(drive_copy):
+    if not kaggle and (os.path.isdir(drive_copy) or str(drive_copy).endswith(".zip") and os.path.isfile(drive_copy)):
         sources.insert(0, ("the copy in Drive", drive_copy))
     for label, target in sources:
         print(f"Installing the course package from {label}: {target}", flush=True)
@@ -87,11 +88,12 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
             return label, before
         why = (done.stderr or done.stdout).strip().splitlines() or ["pip failed"]  # pip's last line says why
         tried.append(f"  - {label}: {why[-1].strip()}")
+    first = "Turn Internet on in Session options (the right-hand panel)" if kaggle else "Check this runtime's internet"
     raise CourseSetupError(
         "The course package could not be installed. Tried:\n" + "\n".join(tried) + "\nTwo ways out:\n"
-        "  1. Check this runtime's internet (open any web page from Colab), then run this cell again.\n"
+        f"  1. {first}, then run this cell again.\n"
         f"  2. Put the course repository (its folder, or the .zip GitHub gives you) in Google Drive at {drive_copy},\n"
-        "     mount Drive (Files panel > Mount Drive), then run this cell again."
+        "     mount Drive (Files panel > Mount Drive), then run this cell again (on Colab)."
     )
 
 

@@ -311,3 +311,21 @@ def test_a_replaced_package_is_announced_and_a_loaded_one_stops_with_a_restart_n
     assert "WENT ON" in out and "VERSIONS 2.0 2.0" in out, out
     assert "Course package: the pinned release\nNote: pip also replaced probe-a 1.0 -> 2.0; probe-b 1.0 -> 2.0" in out
     assert "no restart needed" in out
+
+
+def test_on_kaggle_the_cell_installs_and_without_internet_says_to_turn_it_on(tmp_path, monkeypatch):
+    """Issue 49: Kaggle's notebooks (KAGGLE_KERNEL_RUN_TYPE set, no google.colab) install the pinned release; there is
+    no Drive there, and with the notebook's Internet off pip fails: the cell says to turn it on, not a traceback."""
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    drive = tmp_path / "drive"
+    drive.mkdir()  # a folder that looks like a Drive copy: never tried on Kaggle
+    with pytest.raises(RuntimeError) as err:
+        bootstrap.ensure_course("git+file:///nonexistent/course@v1", drive, VERSION,
+                                pip_args=("--target", str(tmp_path / "site"), "--no-deps"))  # fmt: skip
+    message = str(err.value)
+    assert "the pinned release:" in message and "the copy in Drive" not in message, message
+    assert "1. Turn Internet on in Session options (the right-hand panel), then run this cell again." in message
+    assert err.value._render_traceback_()[0] == "Course set-up failed."
+    monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE")  # the control: neither Colab nor Kaggle, nothing is installed
+    got, before = bootstrap.ensure_course("git+file:///nonexistent/course@v1", drive, VERSION)
+    assert got.startswith("this checkout (not on Colab or Kaggle") and before is None
