@@ -273,7 +273,7 @@ class TrainingRun:
         while not run.done():
             batch = run.next_batch()
             lr = run.set_lr()
-            ...  # forward, loss_fn, run.scaler.scale(loss).backward(), clip, run.check_finite, run.scaler.step
+            ...  # the step itself (notebook 03's Exercise 3.3 writes it; train() below holds the course's own)
             run.end_step(batch, loss, lr, seconds)
         result = run.finish()
 
