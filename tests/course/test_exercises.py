@@ -681,3 +681,16 @@ def test_a_student_cannot_mark_an_exercise_full_mode_to_leave_it_out(tmp_path):
     mine.write_text(text)
     result = exercises.grade(mine, executor=exercises.InProcess(), reference=ref)
     assert result.status_of("9.1") == "failed" and result.possible == 4
+
+
+def test_grade_command_leaves_a_full_mode_exercise_out_unless_asked_for_the_full_run(tmp_path, capsys):
+    _, ref = _full_mode_notebooks(tmp_path)  # the solved notebook, graded as it is (no course notebook numbered 09)
+    out = tmp_path / "grade.json"
+    assert cli.main(["grade", str(ref), "--in-process", "--json", str(out)]) == 0
+    quick = json.loads(out.read_text(encoding="utf-8"))
+    assert (quick["total"], quick["possible"]) == (4, 4)
+    assert [e["status"] for e in quick["exercises"]] == ["passed", exercises.NOT_GRADED]
+    assert "in quick mode" in capsys.readouterr().out
+    assert cli.main(["grade", str(ref), "--in-process", "--full", "--json", str(out)]) == 0
+    full = json.loads(out.read_text(encoding="utf-8"))
+    assert (full["total"], full["possible"]) == (7, 7) and "in full mode" in capsys.readouterr().out
