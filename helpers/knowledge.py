@@ -203,14 +203,13 @@ def named_after_places(people: Sequence[Person], seed: int, n_places: int = len(
 def answer_profile(predictions: Sequence[str], answers: Sequence[str], baseline_place: str) -> dict:
     """What a set of answers looks like: exact-match accuracy, the share naming the baseline's town, the share that
     is a town of :data:`PLACES` at all, the share of the commonest answer and how many distinct answers there are."""
-    if len(predictions) != len(answers) or not answers:
-        raise ValueError(f"{len(predictions)} predictions for {len(answers)} answers: they must pair up, at least one.")
+    right = accuracy(predictions, answers)  # refuses predictions and answers that do not pair up, or none
     said = [normalise_answer(p) for p in predictions]
     towns = {normalise_answer(t) for t in PLACES}
     top, top_count = Counter(said).most_common(1)[0]
     n = len(said)
     return {
-        "accuracy": accuracy(predictions, answers),
+        "accuracy": right,
         "always the baseline's town would score": accuracy([baseline_place] * n, answers),
         "the baseline's town": sum(a == normalise_answer(baseline_place) for a in said) / n,
         "a town of the data set": sum(a in towns for a in said) / n,

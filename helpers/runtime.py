@@ -104,23 +104,28 @@ def cpu_has_native_bf16() -> bool:
     answer (``bf16_if_native``, Muon's iteration format) can be run both ways on any machine: the tests do, and a
     subprocess they start inherits the answer. Unset or ``auto``: the CPU is asked.
     """
+    forced = cpu_bf16_setting()
+    return cpu_detects_bf16() if forced is None else forced
+
+
+def cpu_bf16_setting() -> bool | None:
+    """What ``COURSE_CPU_BF16`` asks for: True, False, or None (unset, empty or ``auto``: ask the CPU)."""
     raw = os.environ.get(CPU_BF16_VARIABLE, "auto").strip().lower()
-    if raw in _TRUE:
-        return True
-    if raw in _FALSE - {""}:
-        return False
-    if raw not in ("", "auto"):
-        raise ValueError(
-            f"{CPU_BF16_VARIABLE}={os.environ[CPU_BF16_VARIABLE]!r} is not understood: use 1 (treat this CPU as having "
-            "bf16 instructions), 0 (as lacking them) or auto (ask the CPU), or unset it."
-        )
-    return cpu_detects_bf16()
+    if raw in ("", "auto"):
+        return None
+    if raw in _TRUE or raw in _FALSE:
+        return raw in _TRUE
+    raise ValueError(
+        f"{CPU_BF16_VARIABLE}={os.environ[CPU_BF16_VARIABLE]!r} is not understood: use 1 (treat this CPU as having "
+        "bf16 instructions), 0 (as lacking them) or auto (ask the CPU), or unset it."
+    )
 
 
 def cpu_bf16_forced(device: str = "cpu") -> str:
     """ " (COURSE_CPU_BF16=1)" while the variable overrides the CPU's answer, for what describes the machine; else ""."""
-    raw = os.environ.get(CPU_BF16_VARIABLE, "auto").strip()
-    return "" if device != "cpu" or raw.lower() in ("", "auto") else f" ({CPU_BF16_VARIABLE}={raw})"
+    if device != "cpu" or cpu_bf16_setting() is None:
+        return ""
+    return f" ({CPU_BF16_VARIABLE}={os.environ[CPU_BF16_VARIABLE].strip()})"
 
 
 def cpu_detects_bf16() -> bool:

@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ..runtime import cpu_has_native_bf16, gpu_has_native_bf16
+from ..runtime import cpu_has_native_bf16, gpu_has_native_bf16, precision_dtype
 from .config import TrainConfig
 
 
@@ -85,8 +85,10 @@ def newton_schulz_dtype(device: torch.device | str) -> torch.dtype:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.bfloat16 if gpu_has_native_bf16(device) else torch.float16
-    if device.type in ("cpu", "mps"):  # mps: fp32, as its training runs (runtime.resolve_precision)
-        return torch.bfloat16 if device.type == "cpu" and cpu_has_native_bf16() else torch.float32
+    if device.type == "mps":  # fp32, as its training runs (runtime.resolve_precision)
+        return torch.float32
+    if device.type == "cpu":
+        return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
     return torch.bfloat16  # other back-ends (xpu): torch.optim.Muon's own choice
 
 
@@ -97,8 +99,8 @@ def describe_muon(cfg: TrainConfig, device: torch.device | str) -> str:
     """ ", Muon's iteration in bf16" for ``train``'s "Model:" line; empty without Muon."""
     if cfg.optimizer != "muon":
         return ""
-    name = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}[newton_schulz_dtype(device)]
-    return f", Muon's iteration in {name}"
+    dtype = newton_schulz_dtype(device)
+    return f", Muon's iteration in {next(p for p in ('bf16', 'fp16', 'fp32') if precision_dtype(p) == dtype)}"
 
 
 def newton_schulz(
