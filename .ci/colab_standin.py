@@ -428,12 +428,12 @@ def main(argv: list[str] | None = None) -> int:
     if content.exists():
         shutil.rmtree(content)
     content.mkdir(parents=True)
-    sources = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    sources = sorted((ROOT / "notebooks" / "solutions").glob("[0-9][0-9]_*.ipynb"))
     only = args.only if args.only is not None else (FLOOR_NOTEBOOKS if args.floor else None)
     if only:
         sources = [p for p in sources if any(p.name.startswith(o.zfill(2) + "_") for o in only)]
     if not sources:
-        sys.exit(f"No notebook matches {only} in {ROOT / 'notebooks'}.")
+        sys.exit(f"No notebook matches {only} in {ROOT / 'notebooks' / 'solutions'}.")
     notebooks = []
     for src in sources:
         nb = json.loads(src.read_text())

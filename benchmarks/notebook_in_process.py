@@ -4,7 +4,7 @@ For a machine that has torch but no Jupyter (a lent GPU machine: no nbclient, ip
 so that a notebook's full-mode path (``QUICK`` unset) runs on its hardware. No kernel means no live page: the
 figures are saved and the widgets fall back to one call with their defaults, as in the headless runner.
 
-    python benchmarks/notebook_in_process.py notebooks/03_translate_fr_en.py --out reports/gpu-nb03 \\
+    python benchmarks/notebook_in_process.py notebooks/solutions/03_translate_fr_en.py --out reports/gpu-nb03 \\
         --replace 'else (45.0 if DEVICE' 'else (4.0 if DEVICE' --capability 7.5
 
 ``--replace OLD NEW`` edits the source before it runs (each OLD must occur exactly once, so a stale edit fails

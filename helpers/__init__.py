@@ -26,4 +26,4 @@ the layers. Read from the bottom up; each layer imports only from the layers bel
 The README's module table ("For developers") says what lives in each module.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -1,7 +1,7 @@
 """Command line: ``python -m helpers <command>``. It calls the same functions as the notebooks.
 
 run-notebooks   execute every notebook headless (quick mode by default), reports in reports/
-sync-notebooks  rewrite each notebooks/NN_*.ipynb from its jupytext .py pair (no outputs)
+sync-notebooks  rewrite each notebooks/solutions/NN_*.ipynb from its .py, and notebooks/NN_*.ipynb (the exercise versions)
 check-notebooks report pairs that drifted apart or carry outputs
 train           train the French->English model (resumes when --out already has a checkpoint)
 translate       French lines on standard input -> English lines on standard output
@@ -39,17 +39,23 @@ def _run_notebooks(args) -> int:
 
 
 def _sync_notebooks(args) -> int:
-    from .course import notebooks
+    from .course import exercises, notebooks
 
     for path in notebooks.sync(notebooks.notebook_sources(args.only or None)):
         print("wrote", path)
+    for path in exercises.write_exercise_versions(args.only or None):
+        print("wrote", path, "(the exercise version)")
     return 0
 
 
 def _check_notebooks(args) -> int:
-    from .course import notebooks
+    from .course import exercises, notebooks
 
-    problems = [p for py in notebooks.notebook_sources() for p in notebooks.pair_problems(py)]
+    problems = [
+        p
+        for py in notebooks.notebook_sources()
+        for p in notebooks.pair_problems(py) + exercises.exercise_version_problems(py)
+    ]
     for p in problems:
         print(p)
     if not problems:

@@ -272,9 +272,9 @@ def private_name_uses(source: str, filename: str, module: str | None, project: s
 
 
 def _project_sources() -> list[tuple[Path, str | None]]:
-    """helpers/ (with each module's dotted name), benchmarks/*.py and notebooks/*.py (scripts: no module name)."""
+    """helpers/ (with each module's dotted name), benchmarks/*.py and notebooks/solutions/*.py (scripts: no module name)."""
     helpers = [(p, _module_name(p)) for p in sorted((ROOT / "helpers").rglob("*.py"))]
-    scripts = sorted((ROOT / "benchmarks").glob("*.py")) + sorted((ROOT / "notebooks").glob("*.py"))
+    scripts = sorted((ROOT / "benchmarks").glob("*.py")) + sorted((ROOT / "notebooks" / "solutions").glob("*.py"))
     return helpers + [(p, None) for p in scripts]
 
 

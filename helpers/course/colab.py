@@ -21,12 +21,36 @@ from .. import runtime
 # who opens a notebook next month gets the package these notebooks were written for, not whatever `main`
 # is then. tests/course/test_bootstrap.py fails if a notebook carries another address or release, and
 # tests/course/test_colab.py if the release is not pyproject.toml's version. A fork, or a new release, changes these two lines, then runs
-# `python -m helpers sync-notebooks` (which rewrites the first cells), and tags the commit v<version>.
+# `python -m helpers sync-notebooks` (which rewrites the first cells and the badges), and tags the commit v<version>.
 REPO_URL = "https://github.com/transformers-by-building/course"
-COURSE_PIN = f"git+{REPO_URL}@v0.2.0"
+RELEASE = "v0.3.0"
+COURSE_PIN = f"git+{REPO_URL}@{RELEASE}"
 DRIVE_COPY = "/content/drive/MyDrive/transformers-by-building/course"  # a folder or .zip of the repository
 
 PACKAGE = "transformers-by-building"  # the distribution name in pyproject.toml
+
+# The badges open a notebook at the release, like the install: the file a learner opens and the package its first
+# cell installs come from the same tag (README's table and each notebook's badge cell, rewritten by sync-notebooks).
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+KAGGLE_BADGE = "https://kaggle.com/static/images/open-in-kaggle.svg"
+
+
+def github_url(path: str) -> str:
+    """The repository file ``path`` (``notebooks/01_attention_math.ipynb``) on GitHub, at the release."""
+    return f"{REPO_URL}/blob/{RELEASE}/{path}"
+
+
+def open_in_colab(path: str) -> str:
+    return github_url(path).replace("https://github.com/", "https://colab.research.google.com/github/", 1)
+
+
+def open_in_kaggle(path: str) -> str:
+    return f"https://kaggle.com/kernels/welcome?src={github_url(path)}"
+
+
+def badges(path: str) -> str:
+    """Markdown for the Open-in-Colab and Open-in-Kaggle badges of the repository file ``path``."""
+    return f"[![Open In Colab]({COLAB_BADGE})]({open_in_colab(path)}) [![Open In Kaggle]({KAGGLE_BADGE})]({open_in_kaggle(path)})"
 
 
 def required_packages() -> list[str]:

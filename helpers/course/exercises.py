@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import notebooks
 from .executors import InProcess, Kernel  # noqa: F401  (how cells run: in this process, or in a kernel)
 
 BEGIN, END, ONE_LINE = "# BEGIN SOLUTION", "# END SOLUTION", "# SOLUTION"
@@ -43,6 +44,7 @@ _EXERCISE = re.compile(
 NOT_GRADED = "not graded in quick mode"
 _TITLE_EDGES = " ·:.-–—"
 ANSWER, YOUR_ANSWER, QUESTION, CHECK, RUBRIC = "answer", "your-answer", "question", "check", "rubric"
+BADGE = notebooks.BADGE_TAG
 # "**Question 1.3 (2 points).**" (the points are what the manual grading sheet gives it; a question without them
 # is refused in the course's notebooks by the tests, and counts 0 elsewhere)
 _QUESTION = re.compile(r"^\*\*Question\s+(?P<number>\d+\.\d+)(?:\s*\((?P<points>\d+)\s+points?\))?\.?\*\*")
@@ -271,8 +273,6 @@ def notebook_path(notebook: str | Path) -> Path:
     """A notebook's path; a bare number or name (``"02"``) means the course's own ``.py`` source."""
     path = Path(notebook)
     if not path.exists() and len(path.parts) == 1 and path.suffix == "":
-        from . import notebooks
-
         return notebooks.notebook_sources([str(notebook)])[0]
     return path
 
@@ -307,8 +307,9 @@ def student_notebook(nb, *, keep_answers: bool = False):
         for index in ex.cells:
             cell = nb.cells[index]
             cell.source = strip_solutions(cell.source, ex, where=f"cell {index}")
-    first_markdown = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), -1)
-    nb.cells.insert(first_markdown + 1, nbformat.v4.new_markdown_cell(STUDENT_NOTE))
+    # under the title (the badge cell, when there is one, stays first)
+    title = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and BADGE not in tags(c)), -1)
+    nb.cells.insert(title + 1, nbformat.v4.new_markdown_cell(STUDENT_NOTE))
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -316,24 +317,73 @@ def student_notebook(nb, *, keep_answers: bool = False):
 
 
 def build_student(out: str | Path, only: list[str] | None = None, *, keep_answers: bool = False) -> list[Path]:
-    """Write the student version of each notebook (``.ipynb`` for Colab and its ``.py`` pair) to ``out``."""
-    import jupytext
+    """Write the student version of each notebook (``.ipynb`` for Colab and its ``.py`` pair) to ``out``.
 
-    from . import notebooks
+    These are an instructor's private copies: the badge cell is left out (its badges open the course's own files,
+    not wherever the copies will be shared from).
+    """
+    import jupytext
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for py in notebooks.notebook_sources(only):
         nb = student_notebook(notebooks.read_py(py), keep_answers=keep_answers)
-        nb.metadata.update(notebooks.COLAB_METADATA)
-        for i, cell in enumerate(nb.cells):
-            cell.id = f"cell-{i:03d}"
+        nb.cells = [cell for cell in nb.cells if BADGE not in tags(cell)]
+        _finish(nb)
         target = out / py.with_suffix(".ipynb").name
         jupytext.write(nb, target, fmt="ipynb")
         jupytext.write(nb, out / py.name, fmt="py:percent")
         written.append(target)
     return written
+
+
+def _finish(nb) -> None:
+    """Colab's metadata and stable cell ids: rebuilding an unchanged notebook writes the same bytes."""
+    nb.metadata.update(notebooks.COLAB_METADATA)
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"cell-{i:03d}"
+
+
+def exercise_version_text(source: Path) -> str:
+    """The exercise version of the solved ``source`` as the repository holds it (``notebooks/NN_name.ipynb``).
+
+    The student version of :func:`student_notebook`, with the badge cell opening this file, not the solutions, and no
+    jupytext pairing (it is generated, never edited: :func:`write_exercise_versions` rewrites it).
+    """
+    import jupytext
+
+    nb = student_notebook(notebooks.read_py(source))
+    badge = next(cell for cell in nb.cells if BADGE in tags(cell))
+    badge.source = notebooks.badge_cell_source(source.with_suffix(".ipynb").name, solved=False)
+    nb.metadata.pop("jupytext", None)
+    _finish(nb)
+    return jupytext.writes(nb, fmt="ipynb")
+
+
+def write_exercise_versions(only: list[str] | None = None) -> list[Path]:
+    """(Re)write ``notebooks/NN_name.ipynb``, the exercise version of each solved notebook; the changed ones."""
+    written = []
+    for source in notebooks.notebook_sources(only):
+        target, text = notebooks.exercise_version(source), exercise_version_text(source)
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+            written.append(target)
+    return written
+
+
+def exercise_version_problems(source: Path, target: Path | None = None) -> list[str]:
+    """What is wrong with the committed exercise version of ``source`` (or the file ``target``): missing, or not what
+    the builder writes."""
+    target = target or notebooks.exercise_version(source)
+    if not target.exists():
+        return [f"{target.name} (the exercise version) is missing: run `python -m helpers sync-notebooks`."]
+    if target.read_text(encoding="utf-8") != exercise_version_text(source):
+        return [
+            f"{target.name} (the exercise version) differs from what the builder writes from {source.name}: it is "
+            "generated, never edited. Edit the solved .py, then run `python -m helpers sync-notebooks`."
+        ]
+    return []
 
 
 # ----------------------------------------------------------------------------------------------
@@ -473,8 +523,6 @@ def _first_line(text: str) -> str:
 
 def reference_for(path: str | Path) -> Path | None:
     """The course's own solved source of the notebook at ``path`` (the same number), or None."""
-    from . import notebooks
-
     number = Path(path).stem[:2]
     if not number.isdigit():
         return None

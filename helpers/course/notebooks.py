@@ -1,8 +1,9 @@
 """The numbered notebooks: jupytext pairing, headless execution, and in-process execution for tests.
 
-The percent-format ``notebooks/NN_name.py`` is the source reviewers read; ``NN_name.ipynb`` is
-generated from it (no outputs) for Colab. ``run_all`` executes every notebook headless with
-nbclient and writes executed copies to ``reports/executed/``.
+The solved notebooks live in ``notebooks/solutions/``: the percent-format ``NN_name.py`` is the source reviewers
+read, ``NN_name.ipynb`` is generated from it (no outputs) for Colab. Where learners look first, ``notebooks/``, hold
+the exercise versions, generated from the solved ones (``helpers.course.exercises.write_exercise_versions``).
+``run_all`` executes every solved notebook headless with nbclient and writes executed copies to ``reports/executed/``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import runtime
+from . import bootstrap, colab
 from .plotting import HEADLESS
 
 PAIR_FORMATS = "ipynb,py:percent"
@@ -27,6 +29,7 @@ COLAB_METADATA = {
 
 
 def notebooks_dir() -> Path:
+    """``notebooks/``: the exercise versions, where a learner looks first (the solved ones are in a folder below)."""
     root = runtime.repo_root()
     if root is None:
         raise FileNotFoundError(
@@ -36,9 +39,24 @@ def notebooks_dir() -> Path:
     return root / "notebooks"
 
 
+def solutions_dir() -> Path:
+    """``notebooks/solutions/``: the solved notebooks, their ``.py`` sources and ``.ipynb`` pairs."""
+    return notebooks_dir() / "solutions"
+
+
+def exercise_version(source: Path) -> Path:
+    """Where the exercise version of the solved ``source`` lives: ``notebooks/NN_name.ipynb``."""
+    return notebooks_dir() / source.with_suffix(".ipynb").name
+
+
+def course_path(name: str, *, solved: bool) -> str:
+    """Where the repository holds notebook ``name`` (``01_attention_math.ipynb``), as GitHub's addresses write it."""
+    return f"notebooks/solutions/{name}" if solved else f"notebooks/{name}"
+
+
 def notebook_sources(only: list[str] | None = None) -> list[Path]:
-    """The percent-format sources ``notebooks/NN_*.py``, in order; ``only`` filters by number or name."""
-    paths = sorted(p for p in notebooks_dir().glob("[0-9][0-9]_*.py"))
+    """The solved sources ``notebooks/solutions/NN_*.py``, in order; ``only`` filters by number or name."""
+    paths = sorted(p for p in solutions_dir().glob("[0-9][0-9]_*.py"))
     if only:
         wanted = [str(o) for o in only]
         chosen = [
@@ -59,7 +77,7 @@ def notebook_sources(only: list[str] | None = None) -> list[Path]:
 
 
 def notebook_paths(only: list[str] | None = None) -> list[Path]:
-    """The ``.ipynb`` notebooks (paired with :func:`notebook_sources`), in order."""
+    """The solved ``.ipynb`` notebooks (paired with :func:`notebook_sources`), in order."""
     return [p.with_suffix(".ipynb") for p in notebook_sources(only)]
 
 
@@ -88,8 +106,6 @@ def first_cell_source() -> str:
     """
     import inspect
 
-    from . import bootstrap, colab
-
     return "\n".join(
         [
             FORM_TITLE,  # Colab folds the code under this title; headless it is a comment
@@ -117,6 +133,44 @@ def first_cell_source() -> str:
     )
 
 
+BADGE_TAG = "badge"  # the notebook's first cell: the doors that open it (Colab, Kaggle), rewritten by sync
+
+
+def badge_cell_source(name: str, *, solved: bool) -> str:
+    """The badge cell of notebook ``name`` (``01_attention_math.ipynb``): badges opening that same file at the
+    release, and what it is. The solved notebook names the exercise version; the exercise version never points at
+    the solutions."""
+    here = colab.badges(course_path(name, solved=solved))
+    if solved:
+        exercise = course_path(name, solved=False)
+        return (
+            f"{here}\n\n**Solutions**: the solved notebook, with model answers and grading rubrics. Learners start "
+            f"from the exercise version, [`{exercise}`]({colab.github_url(exercise)})."
+        )
+    return (
+        f"{here}\n\n**Exercise version**: each exercise raises `NotImplementedError` until you write it, and the "
+        "checks under it say whether your code is right."
+    )
+
+
+def set_badge_cell(py: Path) -> bool:
+    """Make the ``.py``'s first cell its badge cell (:func:`badge_cell_source`); True when it changed."""
+    text = py.read_text(encoding="utf-8")
+    header_end = text.index("# ---\n", 4) + len("# ---\n")  # jupytext's YAML header
+    marker = f'# %% [markdown] tags=["{BADGE_TAG}"]\n'
+    body = "\n".join(
+        f"# {line}".rstrip() for line in badge_cell_source(py.with_suffix(".ipynb").name, solved=True).splitlines()
+    )
+    cell = f"\n{marker}{body}\n"
+    rest = text[header_end:]
+    if rest.startswith("\n" + marker):
+        rest = rest[rest.index("\n# %%", 1) :]
+    new = text[:header_end] + cell + rest
+    if new != text:
+        py.write_text(new, encoding="utf-8")
+    return new != text
+
+
 def set_first_cell(py: Path) -> bool:
     """Rewrite the ``.py``'s first code cell to :func:`first_cell_source`; True when it changed."""
     text = py.read_text(encoding="utf-8")
@@ -131,12 +185,14 @@ def set_first_cell(py: Path) -> bool:
 def sync(paths: list[Path] | None = None) -> list[Path]:
     """(Re)write each ``.ipynb`` from its ``.py`` pair, with no outputs and Colab metadata.
 
-    The ``.py``'s first cell is first brought up to date with :func:`first_cell_source` (the pinned release).
+    The ``.py``'s badge cell and set-up cell are first brought up to date (:func:`set_badge_cell`,
+    :func:`first_cell_source`: the repository's address and the pinned release).
     """
     import jupytext
 
     written = []
     for py in paths or notebook_sources():
+        set_badge_cell(py)
         set_first_cell(py)
         nb = read_py(py)
         nb.metadata.update(COLAB_METADATA)
@@ -167,6 +223,12 @@ def pair_problems(py: Path) -> list[str]:
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count")):
             problems.append(f"{ipynb.name} cell {i} has outputs or an execution count: committed notebooks carry none.")
+    badge = badge_cell_source(ipynb.name, solved=True)
+    if not src.cells or BADGE_TAG not in src.cells[0].metadata.get("tags", []) or src.cells[0].source != badge:
+        problems.append(
+            f"{py.name}'s first cell is not its badge cell (badges opening this very file at {colab.RELEASE}): "
+            "run `python -m helpers sync-notebooks`."
+        )
     a = [(c.cell_type, c.source.strip()) for c in nb.cells]
     b = [(c.cell_type, c.source.strip()) for c in src.cells]
     if a != b:

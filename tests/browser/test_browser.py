@@ -1,4 +1,5 @@
-"""Notebooks 01 and 03 in a real page: JupyterLab 4 (ipywidgets 8) and classic Notebook 6.5 (Colab's ipywidgets 7.7.1).
+"""Notebooks 01 and 03 in a real page: JupyterLab 4 (ipywidgets 8) and classic Notebook 6.5 (Colab's ipywidgets 7.7.1);
+and notebook 02's exercise version as a learner first runs it.
 
 Run by ``tests/browser/check.sh`` (it builds the two front-ends under ``.cache/browser/`` and runs this file from the
 JupyterLab environment, where Playwright is). Each front-end serves a copy of the notebooks on localhost (no token,
@@ -6,7 +7,9 @@ a free port, ``QUICK=1``, CPU), and Debian's Chromium (``/usr/bin/chromium``, ne
 cells. Then, per notebook: no error output in the page and no script error; every saved figure drawn as an image
 exactly once (an explorable figure too: not once as a plain image and again under its sliders); notebook 01's
 first slider moved with the mouse redraws its figure; notebook 03's text box translates "Je suis content.", and the
-page shows the translation the kernel's model gives and the attention picture. Screenshots go to
+page shows the translation the kernel's model gives and the attention picture. Notebook 02's exercise version (the
+file the README's badge opens), run all, stops at its first exercise and shows the stub's message under that cell,
+as the learner reads it. Screenshots go to
 ``reports/browser/<front-end>/``. The page-free half of these checks (an explorable figure shown once in a live kernel,
 the text box translating once and drawing apart from another thread's hooks) runs in the default run, in
 tests/course/test_plotting.py.
@@ -54,7 +57,15 @@ CLASSIC_OUTPUT_BUG = (
 FRONT_END_PARAMS = ["lab", pytest.param("classic", marks=pytest.mark.xfail(strict=True, reason=CLASSIC_OUTPUT_BUG)),
                     "classic_js366"]  # fmt: skip
 CLASSIC_JS366 = "classic-js-3.6.6"  # under ENVS: nbextensions/jupyter-js-widgets/ from widgetsnbextension 3.6.6
-NOTEBOOKS = {"01": "01_attention_math.ipynb", "03": "03_translate_fr_en.ipynb"}
+NOTEBOOKS = {
+    "01": "01_attention_math.ipynb",
+    "02": "02_transformer_from_scratch.ipynb",
+    "03": "03_translate_fr_en.ipynb",
+}
+EXERCISE_VERSIONS = {
+    "02"
+}  # served as the learner opens it (notebooks/NN.ipynb); the others solved (notebooks/solutions/)
+FIRST_EXERCISE = "NotImplementedError: Exercise 2.1: Positional encoding. Replace this line with your code."
 RUN_ALL_TIMEOUT_S = 900  # notebook 03 trains for a quick-mode budget; 01 takes well under a minute
 SENTENCE = "Je suis content."
 HELD = "print([(o['output_type'], sorted(o.get('data', {}))) for o in box.children[-1].outputs], '<<END>>')"
@@ -63,10 +74,11 @@ WIDGET_ERRORS = ("Error displaying widget", "Failed to display Jupyter Widget", 
 
 
 # console errors that are no failure: a missing favicon; classic Notebook's MathJax 2 asking for a web font at
-# about:blank (the closed network), which Chromium reports as a CORS refusal plus an anonymous ERR_FAILED
+# about:blank (the closed network), which Chromium reports as a CORS refusal plus an anonymous ERR_FAILED; the badge
+# cell's two images (Colab's and Kaggle's badges, on their servers), which a closed network cannot resolve
 PAGE_NOISE = (
     r"favicon|the server responded with a status of 404|Access to font at 'about:blank'"
-    r"|^console: Failed to load resource: net::ERR_FAILED$"
+    r"|^console: Failed to load resource: net::ERR_FAILED$|^console: Failed to load resource: net::ERR_NAME_NOT_RESOLVED$"
 )
 
 
@@ -116,8 +128,8 @@ def served(request, tmp_path_factory):
         shutil.copytree(js, tmp / "data" / "nbextensions")
     work = tmp / "notebooks"
     work.mkdir()
-    for name in NOTEBOOKS.values():
-        shutil.copy(ROOT / "notebooks" / name, work / name)
+    for key, name in NOTEBOOKS.items():
+        shutil.copy(ROOT / "notebooks" / ("" if key in EXERCISE_VERSIONS else "solutions") / name, work / name)
     shutil.copytree(ROOT / "notebooks" / "images", work / "images")
     for sub in ("config", "data", "runtime"):
         (tmp / sub).mkdir(exist_ok=True)
@@ -480,3 +492,27 @@ def test_notebook03_figures_once_and_the_text_box_translates(served, browser):
     assert out.locator("img").count() == 1, f"the attention picture, once; the output widget holds {kernel_side}"
     assert len(p.images(cell)) == drawn[i] + 1, "the saved figure above the box is still there, drawn once"
     assert not p.problems(), f"{p.front} 03 after the text box: {p.problems()}"
+
+
+@pytest.mark.browser
+def test_notebook02_exercise_version_stops_at_the_first_exercise_and_shows_its_message(served, browser):
+    """The learner's first Run All of the exercise version: every cell above Exercise 2.1 runs without error, and the
+    first error is the stub's message, shown under its cell in the page."""
+    p = Page(browser, served, "02")
+    p.page.evaluate(p.js["run_all"])
+    deadline = time.monotonic() + RUN_ALL_TIMEOUT_S
+    while True:
+        time.sleep(2)
+        cells = p.page.evaluate(p.js["cells"])
+        failed = [(i, o) for i, c in enumerate(cells) for o in c["outputs"] if o.get("output_type") == "error"]
+        if failed and p.page.evaluate(p.js["idle"]):
+            break
+        assert time.monotonic() < deadline, f"{p.front}: no error after {RUN_ALL_TIMEOUT_S} s: the stub did not raise"
+    assert len(failed) == 1, f"{p.front}: errors in cells {[i for i, _ in failed]}"
+    i, error = failed[0]
+    assert f"{error['ename']}: {error['evalue']}" == FIRST_EXERCISE, error
+    assert "Exercise 2.1" in p.sources[i] and all(c["count"] is not None for c in cells[:i]), "the cells above ran"
+    shown = p.outputs(i).inner_text()
+    p.shot("first_exercise", p.outputs(i))
+    assert FIRST_EXERCISE in shown, f"{p.front}: the page shows under the cell: {shown[-500:]!r}"
+    assert not p.problems(), f"{p.front}: {p.problems()}"

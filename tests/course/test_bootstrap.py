@@ -176,7 +176,7 @@ def test_every_first_cell_is_the_shared_setup_with_this_installer(py):
 
 def test_sync_rewrites_a_first_cell_that_drifted(tmp_path):
     py = tmp_path / "09_demo.py"
-    original = (ROOT / "notebooks" / "02_transformer_from_scratch.py").read_text()
+    original = (ROOT / "notebooks" / "solutions" / "02_transformer_from_scratch.py").read_text()
     py.write_text(original.replace(colab.COURSE_PIN, "git+https://example.org/fork@v0.0.1"))
     assert notebooks.set_first_cell(py) is True
     assert py.read_text() == original

@@ -333,7 +333,7 @@ def test_grade_command_with_hidden_checks_reports_each_exercise_and_writes_json(
         "assert False, 'a hidden check the solution fails'\n"
     )
     out = tmp_path / "grade.json"
-    args = ["grade", str(ROOT / "notebooks" / "02_transformer_from_scratch.py"), "--hidden", str(hidden)]
+    args = ["grade", str(ROOT / "notebooks" / "solutions" / "02_transformer_from_scratch.py"), "--hidden", str(hidden)]
     assert cli.main([*args, "--json", str(out), "--in-process"]) == 0
     result = json.loads(out.read_text())
     status = {e["number"]: (e["status"], e["message"]) for e in result["exercises"]}
@@ -352,7 +352,11 @@ def test_hidden_checks_outside_an_exercise_or_naming_an_unknown_one_are_refused(
         exercises.hidden_checks(tmp_path, "02_transformer_from_scratch")
     (tmp_path / "02_a.py").write_text("# %% Exercise 2.99\nassert True\n")
     with pytest.raises(ExerciseMarkupError, match="2.99"):
-        exercises.grade(ROOT / "notebooks" / "02_transformer_from_scratch.py", tmp_path, executor=exercises.InProcess())
+        exercises.grade(
+            ROOT / "notebooks" / "solutions" / "02_transformer_from_scratch.py",
+            tmp_path,
+            executor=exercises.InProcess(),
+        )
     with pytest.raises(FileNotFoundError, match="no such folder"):
         exercises.hidden_checks(tmp_path / "missing", "02_x")
 

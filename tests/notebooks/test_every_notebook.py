@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from helpers import runtime
-from helpers.course import notebooks
+from helpers.course import colab, exercises, notebooks
 from tests.solved import per_notebook, reads_solved, solved
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,10 +81,123 @@ def test_no_ipython_magics(py):
             assert not re.match(r"^\s*[%!]", line), f"{py.name} cell {cell.index} uses a magic: {line!r}"
 
 
+# ---------------------------------------------------------------------------------------------
+# the doors: exercise versions where learners look first, badges that open them, solutions one click away
+
+
 @pytest.mark.parametrize("py", SOURCES, ids=IDS)
-def test_colab_badge_in_readme(py):
-    readme = (ROOT / "README.md").read_text()
-    assert f"notebooks/{py.with_suffix('.ipynb').name}" in readme, f"README lacks an Open-in-Colab badge for {py.name}"
+def test_the_exercise_version_is_what_the_builder_writes(py):
+    assert exercises.exercise_version_problems(py) == []
+
+
+def test_the_exercise_version_check_catches_a_planted_edit_and_a_missing_file(tmp_path):
+    source = SOURCES[1]
+    copy = tmp_path / notebooks.exercise_version(source).name
+    shutil.copy(notebooks.exercise_version(source), copy)
+    assert exercises.exercise_version_problems(source, copy) == []
+    nb = nbformat.read(copy, as_version=4)
+    stub = next(c for c in nb.cells if "raise NotImplementedError(" in c.source)
+    stub.source = stub.source.replace("raise NotImplementedError(", "return None  # (", 1)  # a hand edit
+    nbformat.write(nb, copy)
+    assert any("differs from what the builder writes" in p for p in exercises.exercise_version_problems(source, copy))
+    copy.unlink()
+    assert any("missing" in p for p in exercises.exercise_version_problems(source, copy))
+
+
+def _badge_targets(markdown: str) -> list[tuple[str, str]]:
+    """(service, repository path) for each Colab or Kaggle link in ``markdown``."""
+    colab_links = re.findall(r"https://colab\.research\.google\.com/github/[^)\s]+", markdown)
+    kaggle_links = re.findall(r"https://kaggle\.com/kernels/welcome\?src=[^)\s]+", markdown)
+    return [("colab", u) for u in colab_links] + [("kaggle", u) for u in kaggle_links]
+
+
+def badge_problems(markdown: str, path: str) -> list[str]:
+    """Each Colab/Kaggle link in ``markdown`` must open the repository file ``path`` at the release, and both must
+    be there."""
+    want = {"colab": colab.open_in_colab(path), "kaggle": colab.open_in_kaggle(path)}
+    found = _badge_targets(markdown)
+    problems = [f"{service} link {url} does not open {path} at {colab.RELEASE}" for service, url in found
+                if url != want[service]]  # fmt: skip
+    problems += [f"no {s} badge for {path}" for s in want if s not in {service for service, _ in found}]
+    return problems
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=IDS)
+def test_each_notebook_s_badges_open_that_same_file(py):
+    solved = notebooks.read_py(py).cells[0]
+    assert notebooks.BADGE_TAG in solved.metadata.get("tags", [])
+    name = py.with_suffix(".ipynb").name
+    assert badge_problems(solved.source, notebooks.course_path(name, solved=True)) == []
+    assert "**Solutions**" in solved.source
+    exercise = nbformat.read(notebooks.exercise_version(py), as_version=4).cells[0]
+    assert badge_problems(exercise.source, notebooks.course_path(name, solved=False)) == []
+    assert "solutions/" not in exercise.source, "the exercise version never points at the solutions"
+
+
+def test_the_badge_check_catches_another_release_another_file_and_a_missing_badge():
+    path = "notebooks/01_attention_math.ipynb"
+    good = colab.badges(path)
+    assert badge_problems(good, path) == []
+    assert badge_problems(good.replace(f"/blob/{colab.RELEASE}/", "/blob/main/"), path)
+    assert badge_problems(good.replace("notebooks/01", "notebooks/solutions/01"), path)
+    assert badge_problems(good.split(") [")[0] + ")", path) == [f"no kaggle badge for {path}"]
+
+
+def test_a_drifted_badge_cell_is_caught_and_sync_rewrites_it(tmp_path):
+    py = _copy_pair(SOURCES[0], tmp_path)
+    text = py.read_text(encoding="utf-8")
+    py.write_text(text.replace(f"/blob/{colab.RELEASE}/", "/blob/v0.0.1/"), encoding="utf-8")
+    assert any("badge cell" in p for p in notebooks.pair_problems(py))
+    notebooks.sync([py])
+    assert notebooks.pair_problems(py) == [] and f"/blob/{colab.RELEASE}/" in py.read_text(encoding="utf-8")
+    assert "v0.0.1" not in py.read_text(encoding="utf-8")
+
+
+def readme_door_problems(readme: str, names: list[str]) -> list[str]:
+    """README's notebook table: each row's badges open that notebook's exercise version at the release, and a
+    "solutions" link opens the solved one; no badge anywhere in the README opens a solved notebook."""
+    problems = []
+    for name in names:
+        row = next((line for line in readme.splitlines() if line.startswith("| ") and f"](notebooks/{name})" in line),
+                   None)  # fmt: skip
+        if row is None:
+            problems.append(f"no row links notebooks/{name}")
+            continue
+        problems += badge_problems(row, f"notebooks/{name}")
+        if f"[solutions](notebooks/solutions/{name})" not in row:
+            problems.append(f"the row of {name} has no [solutions](notebooks/solutions/{name}) link")
+    problems += [f"a badge opens a solved notebook: {url}" for _, url in _badge_targets(readme) if "/solutions/" in url]
+    return problems
+
+
+def test_readme_badges_open_the_exercise_versions_and_solutions_are_one_labelled_click_away():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    names = [notebooks.exercise_version(py).name for py in SOURCES]
+    assert readme_door_problems(readme, names) == []
+    # red on what the README had before: badges opening the solved notebooks (then at main), no solutions column
+    name = names[0]
+    before = (f"| 01 | [x](notebooks/{name}) | y | [![Open In Colab]({colab.COLAB_BADGE})]"
+              f"(https://colab.research.google.com/github/transformers-by-building/course/blob/main/notebooks/{name}) |")  # fmt: skip
+    assert len(readme_door_problems(before, [name])) == 3
+    solved_badge = f"| 01 | [x](notebooks/{name}) | {colab.badges('notebooks/solutions/' + name)} | [solutions](notebooks/solutions/{name}) |"
+    assert any("opens a solved notebook" in p for p in readme_door_problems(solved_badge, [name]))
+
+
+@pytest.mark.notebook  # a Jupyter kernel runs the exercise version until its first exercise
+def test_run_top_to_bottom_the_exercise_version_stops_at_its_first_exercise_with_its_message(tmp_path):
+    """The learner's first run of notebook 02's exercise version: every cell before Exercise 2.1 runs, and the first
+    error is the stub's NotImplementedError naming the exercise, as the learner sees it."""
+    path = notebooks.exercise_version(notebooks.notebook_sources(["02"])[0])
+    with pytest.raises(notebooks.NotebookFailed, match="NotImplementedError"):
+        notebooks.run_notebook(path, tmp_path, quick=True)
+    cells = [c for c in nbformat.read(tmp_path / path.name, as_version=4).cells if c.cell_type == "code"]
+    errors = [(i, o) for i, c in enumerate(cells) for o in c.get("outputs", []) if o.output_type == "error"]
+    assert len(errors) == 1, errors
+    i, error = errors[0]
+    assert error.ename == "NotImplementedError"
+    assert error.evalue == "Exercise 2.1: Positional encoding. Replace this line with your code.", error.evalue
+    assert all(c.get("execution_count") for c in cells[:i]), "every cell above the first exercise ran"
+    assert not any(c.get("execution_count") for c in cells[i + 1 :]), "Run all stops at the first exercise"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -152,7 +152,7 @@ def test_every_question_has_its_points_and_a_rubric_after_its_model_answer():
     for q in questions:
         assert q.rubric > q.answers[0], f"Question {q.number}: the rubric comes after its model answer"
         assert len(rubrics[q.number].key_phrases) <= 4
-    title = nb.cells[0].source
+    title = next(c.source for c in nb.cells if c.source.startswith("# 01"))  # the title cell, under the badge cell
     assert f"questions carry **{sum(QUESTION_POINTS)} points**" in " ".join(title.split()), "the title cell's total"
     found = exercises.find_exercises(nb)
     total = f"**{len(found)} exercises, {sum(e.points for e in found)} points**"

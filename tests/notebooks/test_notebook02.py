@@ -23,7 +23,7 @@ from tests.solved import reads_solved, solved
 
 pytestmark = [pytest.mark.notebook, reads_solved("02")]  # every test here reads the solved notebook's run
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_transformer_from_scratch.py"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "solutions" / "02_transformer_from_scratch.py"
 
 
 @pytest.fixture(scope="module")

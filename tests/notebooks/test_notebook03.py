@@ -42,7 +42,7 @@ from tests.training.test_checkpoint import optimizer_tensors
 QUESTIONS = [f"3.{k}" for k in range(1, 8)]
 pytestmark = [pytest.mark.notebook, reads_solved("03")]  # every test here reads the solved notebook's run
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "03_translate_fr_en.py"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "solutions" / "03_translate_fr_en.py"
 FIGURES = [
     "03_example_format",
     "03_lengths",

@@ -26,7 +26,7 @@ QUESTIONS = ["4.1", "4.2", "4.3"]
 pytestmark = [pytest.mark.notebook, reads_solved("04")]  # every test here reads the solved notebook's run
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK = ROOT / "notebooks" / "04_pretrained_comparison.py"
+NOTEBOOK = ROOT / "notebooks" / "solutions" / "04_pretrained_comparison.py"
 FIGURES = ["04_bleu_by_test_set", "04_bleu_vs_minutes", "04_your_sentence"]
 BOOTSTRAP_REFERENCE = ROOT / "data" / "reference" / "04_paired_bootstrap.json"
 

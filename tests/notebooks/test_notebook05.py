@@ -32,7 +32,7 @@ from tests.solved import reads_solved, solved
 
 pytestmark = [pytest.mark.notebook, reads_solved("05")]  # every test here reads the solved notebook's run
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "05_research_variants.py"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "solutions" / "05_research_variants.py"
 FIGURES = ["05_complexity", "05_variant_curves", "05_positions", "05_pretraining", "05_sweep"]
 REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference"
 

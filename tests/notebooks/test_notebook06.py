@@ -21,7 +21,7 @@ from tests.solved import reads_solved, solved
 
 pytestmark = [pytest.mark.notebook, reads_solved("06")]  # every test here reads the solved notebook's run
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "06_what_pretraining_knows.py"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "solutions" / "06_what_pretraining_knows.py"
 FIGURES = ["06_birthplaces", "06_knowledge_access", "06_embeddings"]
 
 

@@ -13,6 +13,11 @@
 #     name: python3
 # ---
 
+# %% [markdown] tags=["badge"]
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformers-by-building/course/blob/v0.3.0/notebooks/solutions/05_research_variants.ipynb) [![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)](https://kaggle.com/kernels/welcome?src=https://github.com/transformers-by-building/course/blob/v0.3.0/notebooks/solutions/05_research_variants.ipynb)
+#
+# **Solutions**: the solved notebook, with model answers and grading rubrics. Learners start from the exercise version, [`notebooks/05_research_variants.ipynb`](https://github.com/transformers-by-building/course/blob/v0.3.0/notebooks/05_research_variants.ipynb).
+
 # %% [markdown]
 # # 05 · Research variants: other attentions, a bottleneck, positions, pretraining, and a hyperparameter study
 #
@@ -59,7 +64,7 @@
 # Set-up and parameters. On Colab this installs the course package at the release these notebooks
 # belong to (from a copy in Drive first, if there is one) and what the runtime lacks, never torch; if it
 # cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and steps.
-COURSE = "git+https://github.com/transformers-by-building/course@v0.2.0"
+COURSE = "git+https://github.com/transformers-by-building/course@v0.3.0"
 COURSE_IN_DRIVE = "/content/drive/MyDrive/transformers-by-building/course"  # a folder or .zip of the repository
 
 
