@@ -154,7 +154,9 @@ def test_readme_table_check_catches_a_broken_table(mutation):
         "prose line inside": readme.replace(third, "(see below)\n" + third),
         "a cell missing": readme.replace(third, third.rsplit("|", 2)[0] + "|"),
         "a notebook without a row": readme,
-        "no separator": readme.replace("\n|---|----------|-------------|-------|--------|---------------------|", "", 1),
+        "no separator": readme.replace(
+            "\n|---|----------|-------------|-------|--------|---------------------|", "", 1
+        ),
     }[mutation]
     names = [*notebooks, "07_new.ipynb"] if mutation == "a notebook without a row" else notebooks
     assert broken != readme or mutation == "a notebook without a row"
