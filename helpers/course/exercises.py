@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import re
+import secrets
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import notebooks
+from . import notebooks, probes
 from .executors import InProcess, Kernel  # noqa: F401  (how cells run: in this process, or in a kernel)
 
 BEGIN, END, ONE_LINE = "# BEGIN SOLUTION", "# END SOLUTION", "# SOLUTION"
@@ -397,6 +400,9 @@ class Result:
     points: int
     status: str  # "passed", "failed", "not attempted" or NOT_GRADED (a full-mode exercise in a quick run)
     message: str = ""
+    # who decided a pass: "verifier" (its probes' values judged outside the kernel, helpers.course.probes) or
+    # "kernel" (an exercise whose checks have no probe yet: its check cells' success in the kernel)
+    decided: str = "kernel"
 
     @property
     def earned(self) -> int:
@@ -553,8 +559,29 @@ def _guarded(steps: list[_Step], ex: Exercise) -> list[_Step]:
     return out
 
 
-def _exercise_steps(ex, graded_nb, graded_ex, ref_nb, ref_ex, stem, extra) -> list[_Step]:
-    """The cells that run for one exercise: the student's solution cells, the reference's others; then a restore."""
+@dataclass
+class _Probes:
+    """The probes a grading run sends (``helpers.course.probes``): where their values go, and the run's seed."""
+
+    folder: Path
+    seed: int
+    jobs: dict[str, list[dict]] = field(default_factory=dict)  # exercise number -> its probes' jobs
+
+    def steps(self, ex: Exercise, check_sources: list[str]) -> list[_Step]:
+        out = []
+        for source in check_sources:
+            for call in probes.probe_calls(source):
+                n = sum(len(j) for j in self.jobs.values())
+                path = self.folder / f"{ex.number}-{n}.json"
+                seed = (self.seed + 7919 * n) % 2**31  # each probe its own inputs
+                self.jobs.setdefault(ex.number, []).append({"verify": call.verify, "path": str(path), "seed": seed})
+                out.append(_Step(probes.probe_statement(call, path, seed), f"probe of {ex.label}", ex))
+        return out
+
+
+def _exercise_steps(ex, graded_nb, graded_ex, ref_nb, ref_ex, stem, extra, probing=None) -> list[_Step]:
+    """The cells that run for one exercise: the student's solution cells, the reference's others, its probes (with
+    ``probing``, a :class:`_Probes`); then a restore."""
     ref_cells = [i for i in ref_ex.cells if ANSWER not in tags(ref_nb.cells[i])]
     mine = [i for i in graded_ex.cells if ANSWER not in tags(graded_nb.cells[i])]
     steps: list[_Step] = []
@@ -576,6 +603,8 @@ def _exercise_steps(ex, graded_nb, graded_ex, ref_nb, ref_ex, stem, extra) -> li
             if CHECK in tags(ref_nb.cells[r])
         ]
     steps += [_Step(src, f"hidden check of {ex.label}", ex) for src in extra.get(ex.number, [])]
+    if probing is not None:
+        steps += probing.steps(ex, [ref_nb.cells[r].source for r in ref_cells if CHECK in tags(ref_nb.cells[r])])
     steps = _guarded(steps, ex)
     steps.append(_Step(f"{_GUARD}end()", f"guard of {ex.label}", ex, "guard"))
     steps.append(_Step("", "end", ex, "end"))
@@ -595,6 +624,7 @@ def grade(
     echo=None,
     reference: str | Path | None | bool = None,
     quick: bool = True,
+    seed: int | None = None,
 ) -> Grade:
     """Run ``notebook`` (quick mode; ``quick=False``: the full run) and score its exercises; see the module's docstring.
 
@@ -608,6 +638,11 @@ def grade(
     skips the cells before that exercise (the executor's namespace must then hold what they define; the
     exercises skipped count as not attempted) and ``stop_after`` ends the run after one: the tests use both
     to grade one exercise alone. ``echo`` (e.g. ``print``) is called with a line as each exercise ends.
+
+    With a reference, a pass is decided outside the kernel where the reference's checks have probes
+    (:mod:`helpers.course.probes`): each probe runs in the kernel with this run's ``seed`` (fresh unless given) and
+    saves plain values; once the kernel is shut down, this process, which ran none of the student's code, judges them
+    with the reference's ``verify_X``. The kernel's own report can then only fail an exercise.
     """
     path = notebook_path(notebook)
     nb = read_notebook(path)
@@ -646,6 +681,11 @@ def grade(
     for ex in ref_exercises:
         if ex.heading_cell < first_cell:
             status[ex.number] = ("not attempted", f"skipped: the run started at Exercise {start_at}")
+    # the course's own checks (read now, before any student code runs) decide through probes; a copy's own cannot
+    trusted = ref_nb is not nb or (ref_path is not None and Path(ref_path).resolve() == path.resolve())
+    folder = Path(tempfile.mkdtemp(prefix="grade-probes-"))
+    probing = _Probes(folder, secrets.randbelow(2**31) if seed is None else seed) if trusted else None
+    check_sources = [c.source for c in ref_nb.cells if c.cell_type == "code" and CHECK in tags(c)]
     plan: list[_Step] = []
     for index, cell in enumerate(ref_nb.cells):
         if cell.cell_type != "code" or index < first_cell:
@@ -656,7 +696,7 @@ def grade(
         elif ex.number in skipped:
             continue
         elif index == ex.cells[0]:
-            plan += _exercise_steps(ex, nb, by_number[ex.number], ref_nb, ex, path.stem, extra)
+            plan += _exercise_steps(ex, nb, by_number[ex.number], ref_nb, ex, path.stem, extra, probing)
     executor = executor if executor is not None else Kernel(path.parent, quick=quick)
     stopped, failing = "", None
     student_sources: dict[str, str] = {}  # label -> the student's own cell, to quote the line an error went through
@@ -669,7 +709,7 @@ def grade(
             if step.kind == "end":
                 if failing is None:
                     status[ex.number] = ("passed", "")
-                    if echo is not None:
+                    if echo is not None and not (probing and probing.jobs.get(ex.number)):
                         echo(f"{ex.label}: passed ({ex.points} points)")
                 elif ref_nb is nb:  # nothing to put in its place: stop, as Run all does
                     break
@@ -719,7 +759,28 @@ def grade(
                 first, *rest = message.split("\n")
                 after = "" if ref_nb is nb else " (the reference solution takes its place)"
                 echo("\n    ".join([f"{note}: {first}{after}", *rest]))
-    results = [Result(ex.number, ex.title, ex.points, *status[ex.number]) for ex in exercises]
+    decided = {}
+    if probing is not None:  # the kernel is shut down: this process judges what the probes saved
+        try:
+            for number, jobs in probing.jobs.items():
+                decided[number] = "verifier"
+                if status[number][0] != "passed":
+                    continue  # the kernel's report can fail an exercise, never pass it
+                failed = [v for v in probes.verify_saved(check_sources, jobs) if not v["ok"]]
+                label = by_number[number].label
+                if failed:
+                    status[number] = ("failed", f"{failed[0]['message']} (judged outside the kernel, on fresh inputs)")
+                if echo is not None:
+                    points = by_number[number].points
+                    echo(f"{label}: failed: {status[number][1]}" if failed else f"{label}: passed ({points} points)")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+    results = [
+        Result(ex.number, ex.title, ex.points, *status[ex.number], decided=decided.get(ex.number, "kernel"))
+        for ex in exercises
+    ]
     written_possible = sum(q.points for q in find_questions(ref_nb))
     return Grade(path.name, results, stopped, written_possible)
 

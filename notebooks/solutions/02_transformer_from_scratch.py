@@ -240,11 +240,23 @@ print(sinusoidal_positions(MAX_LEN, D_MODEL)[:4, :6])
 
 
 # %% tags=["check"]
-def check_sinusoidal(positions_fn):
-    """Test the three properties on the table itself: the start row, the same turn of each pair from every row,
-    and the pairs' speeds (read off the table as the angle each pair turns from row 0 to row 1)."""
-    for max_len, d in [(7, 6), (40, 16)]:
-        table = positions_fn(max_len, d)
+def sinusoidal_sizes(seed):
+    """The (max_len, d) of the tables the check asks for: two fixed ones and one drawn from `seed`."""
+    g = torch.Generator().manual_seed(seed)
+    drawn = (int(torch.randint(5, 60, (1,), generator=g)), 2 * int(torch.randint(2, 17, (1,), generator=g)))
+    return [(7, 6), (40, 16), drawn]
+
+
+def probe_sinusoidal(positions_fn, seed=0):
+    """Runs your function: the tables it makes, as they are (the grader runs this with a seed of its own)."""
+    return [positions_fn(max_len, d) for max_len, d in sinusoidal_sizes(seed)]
+
+
+def verify_sinusoidal(tables, seed=0):
+    """Test the three properties on the tables alone: the start row, the same turn of each pair from every row, and
+    the pairs' speeds (read off the table as the angle each pair turns from row 0 to row 1)."""
+    assert len(tables) == len(sinusoidal_sizes(seed)), f"expected {len(sinusoidal_sizes(seed))} tables"
+    for (max_len, d), table in zip(sinusoidal_sizes(seed), tables):
         assert tuple(table.shape) == (max_len, d), f"expected shape {(max_len, d)}, got {tuple(table.shape)}"
         t = table.double()
         a, b = t[:, 0::2], t[:, 1::2]  # (max_len, d/2) each: the two numbers of every pair, in every row
@@ -274,7 +286,7 @@ def check_sinusoidal(positions_fn):
         )
 
 
-check_sinusoidal(sinusoidal_positions)
+verify_sinusoidal(probe_sinusoidal(sinusoidal_positions))
 print("✓ the table has the three properties")
 
 # %% [markdown]
@@ -318,6 +330,21 @@ print("weights\n", w, "\noutput\n", out)
 
 
 # %% tags=["check"]
+def attention_inputs(seed):
+    """q, k, v (B, T, d_k) and a boolean mask (B, T, T) drawn from `seed`; every query may see at least itself."""
+    g = torch.Generator().manual_seed(seed)
+    B, T, d_k = 2, 5, 4
+    q, k, v = (torch.randn(B, T, d_k, generator=g) * 2 for _ in range(3))
+    mask = torch.rand(B, T, T, generator=g) > 0.4
+    return q, k, v, mask | torch.eye(T, dtype=torch.bool)
+
+
+def probe_attention(attention_fn, seed=1):
+    """Runs your function on inputs drawn from `seed`: its output and weights."""
+    out, weights = attention_fn(*attention_inputs(seed))
+    return {"out": out, "weights": weights}
+
+
 def reference_attention(q, k, v, mask):
     """Plain Python, one query at a time: q, k, v are lists of vectors, mask[i][j] a bool."""
     d_k, out, weights = len(q[0]), [], []
@@ -331,13 +358,10 @@ def reference_attention(q, k, v, mask):
     return out, weights
 
 
-def check_attention(attention_fn):
-    g = torch.Generator().manual_seed(1)
-    B, T, d_k = 2, 5, 4
-    q, k, v = (torch.randn(B, T, d_k, generator=g) * 2 for _ in range(3))
-    mask = torch.rand(B, T, T, generator=g) > 0.4
-    mask |= torch.eye(T, dtype=torch.bool)  # every query may see at least itself
-    out, weights = attention_fn(q, k, v, mask)
+def verify_attention(values, seed=1):
+    """The output and weights against the loop-by-loop reference, on the same inputs."""
+    q, k, v, mask = attention_inputs(seed)
+    (B, T, d_k), (out, weights) = q.shape, (values["out"], values["weights"])
     assert tuple(out.shape) == (B, T, d_k) and tuple(weights.shape) == (B, T, T), (
         "output (B, T, d_v), weights (B, T, S)"
     )
@@ -354,7 +378,7 @@ def check_attention(attention_fn):
         )
 
 
-check_attention(attention)
+verify_attention(probe_attention(attention))
 print("✓ attention matches a loop-by-loop reference")
 
 # %% [markdown]
@@ -422,30 +446,55 @@ print(tuple(x.shape), "->", tuple(mha(x).shape), "| weights per head:", tuple(mh
 
 
 # %% tags=["check"]
-def check_multi_head(mha_cls):
-    """Rebuild the output head by head from the layer's own weights, with the loop reference for attention."""
-    torch.manual_seed(3)
+def drawn_weights(shapes, seed, scale=0.5):
+    """{name: tensor} drawn from `seed`, one per (name, shape) in order: the weights a check loads into your layer,
+    so that the layer it tests cannot agree with itself by choosing its own (a zeroed projection, say)."""
+    g = torch.Generator().manual_seed(seed)
+    return {name: torch.randn(shape, generator=g) * scale for name, shape in shapes}
+
+
+def mha_weights(C, seed):
+    shapes = [("qkv.weight", (3 * C, C)), ("qkv.bias", (3 * C,)), ("proj.weight", (C, C)), ("proj.bias", (C,))]
+    return drawn_weights(shapes, seed)
+
+
+def probe_multi_head(mha_cls, seed=3):
+    """Runs your class: a layer (C = 12, 3 heads) holding weights drawn from `seed`, on an input drawn from it."""
     B, T, C, nh = 2, 4, 12, 3
-    layer, hs = mha_cls(C, nh), C // nh
-    x = torch.randn(B, T, C)
-    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    layer = mha_cls(C, nh)
+    layer.load_state_dict(mha_weights(C, seed))  # strict: the layer keeps the qkv and proj it was given
+    x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(seed + 1))
     with torch.no_grad():
-        out = layer(x, mask)
-        W, b = layer.qkv.weight, layer.qkv.bias  # rows: all queries, then all keys, then all values
-        for r in range(B):
-            heads = []
-            for h in range(nh):
-                cols = [part * C + h * hs + i for part in range(3) for i in range(hs)]
-                qh, kh, vh = (x[r] @ W[cols].T + b[cols]).split(hs, dim=-1)
-                heads.append(torch.tensor(reference_attention(qh.tolist(), kh.tolist(), vh.tolist(), mask.tolist())[0]))
-            expected = layer.proj(torch.cat(heads, dim=-1))  # heads side by side, in order
-            assert torch.allclose(out[r], expected, atol=1e-5), (
-                "multi-head output differs from the head-by-head reference (each head attending on its own slice, "
-                "the heads' outputs side by side in order, then the output projection)"
-            )
+        return layer(x, torch.tril(torch.ones(T, T, dtype=torch.bool)))
 
 
-check_multi_head(MultiHeadAttention)
+def multi_head_by_hand(x, weights, nh, mask):
+    """(T, C) -> (T, C), head by head with the loop reference: each head attends on its own slice of q, k, v."""
+    C = x.size(-1)
+    hs, W, b = C // nh, weights["qkv.weight"], weights["qkv.bias"]  # rows: all queries, then keys, then values
+    heads = []
+    for h in range(nh):
+        cols = [part * C + h * hs + i for part in range(3) for i in range(hs)]
+        qh, kh, vh = (x @ W[cols].T + b[cols]).split(hs, dim=-1)
+        heads.append(torch.tensor(reference_attention(qh.tolist(), kh.tolist(), vh.tolist(), mask.tolist())[0]))
+    return torch.cat(heads, dim=-1) @ weights["proj.weight"].T + weights["proj.bias"]  # heads side by side, in order
+
+
+def verify_multi_head(out, seed=3):
+    """Rebuild the output head by head from the weights the probe loaded, with the loop reference for attention."""
+    B, T, C, nh = 2, 4, 12, 3
+    x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(seed + 1))
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    assert tuple(out.shape) == (B, T, C), f"expected the output (B, T, C) = {(B, T, C)}, got {tuple(out.shape)}"
+    for r in range(B):
+        expected = multi_head_by_hand(x[r], mha_weights(C, seed), nh, mask)
+        assert torch.allclose(out[r], expected, atol=1e-5), (
+            "multi-head output differs from the head-by-head reference (each head attending on its own slice, "
+            "the heads' outputs side by side in order, then the output projection)"
+        )
+
+
+verify_multi_head(probe_multi_head(MultiHeadAttention))
 print("✓ multi-head attention matches a head-by-head reference")
 
 # %% [markdown]
@@ -469,26 +518,35 @@ print(causal_mask(5).int())
 
 
 # %% tags=["check"]
-def check_causal_mask(mask_fn):
-    for T in range(1, 7):
-        m = mask_fn(T)
+def mask_sizes(seed):
+    return [*range(1, 7), int(torch.randint(7, 13, (1,), generator=torch.Generator().manual_seed(seed)))]
+
+
+def probe_causal_mask(mask_fn, seed=4):
+    """Runs your function: the masks it makes for T = 1 .. 6 and one more T drawn from `seed`."""
+    return [mask_fn(T) for T in mask_sizes(seed)]
+
+
+def verify_causal_mask(masks, seed=4):
+    """Entry by entry, then in use: with the T = 6 mask, changing a later input leaves earlier outputs alone."""
+    assert len(masks) == len(mask_sizes(seed)), f"expected {len(mask_sizes(seed))} masks"
+    for T, m in zip(mask_sizes(seed), masks):
         assert m.dtype == torch.bool and tuple(m.shape[-2:]) == (T, T), "a (T, T) boolean mask, True = may attend"
         for i in range(T):
             for j in range(T):
                 assert bool(m[..., i, j].all()) == (j <= i), f"query {i} {'must' if j <= i else 'must not'} see key {j}"
-    # and in use: changing a later input leaves earlier outputs alone
-    torch.manual_seed(4)
-    q, k, v = torch.randn(3, 6, 8).unbind(0)  # (T, d) each
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = torch.randn(3, 6, 8, generator=g).unbind(0)  # (T, d) each
     k2, v2 = k.clone(), v.clone()
-    k2[4], v2[4] = torch.randn(8), torch.randn(8)
-    a, _ = attention(q, k, v, mask_fn(6))
-    b, _ = attention(q, k2, v2, mask_fn(6))
+    k2[4], v2[4] = torch.randn(8, generator=g), torch.randn(8, generator=g)
+    a = F.scaled_dot_product_attention(q, k, v, attn_mask=masks[5])
+    b = F.scaled_dot_product_attention(q, k2, v2, attn_mask=masks[5])
     assert torch.allclose(a[:4], b[:4]), (
         "positions 0-3 changed when only position 4 did: the mask lets them see the future"
     )
 
 
-check_causal_mask(causal_mask)
+verify_causal_mask(probe_causal_mask(causal_mask))
 print("✓ causal mask")
 
 # %% [markdown]
@@ -517,21 +575,34 @@ print(prefix_lm_mask(7, torch.tensor([4]))[0, 0].int())
 
 
 # %% tags=["check"]
-def check_prefix_lm_mask(mask_fn):
-    prefix_len = torch.tensor([1, 3, 6])
-    m = mask_fn(6, prefix_len)
-    assert m.dtype == torch.bool and tuple(m.shape) == (3, 1, 6, 6), "shape (B, 1, T, T), boolean"
-    for b, p in enumerate(prefix_len.tolist()):
-        for i in range(6):
-            for j in range(6):
-                allowed = j <= i or j < p
-                assert bool(m[b, 0, i, j]) == allowed, (
-                    f"row {b} (prefix {p}): query {i} {'must' if allowed else 'must not'} see key {j}; "
-                    "sources see the whole source, targets see the source and earlier targets, nothing sees a later target"
-                )
+def prefix_cases(seed):
+    """(T, prefix lengths) for the check: the fixed case and one drawn from `seed`."""
+    g = torch.Generator().manual_seed(seed)
+    T = int(torch.randint(4, 10, (1,), generator=g))
+    return [(6, [1, 3, 6]), (T, torch.randint(1, T + 1, (4,), generator=g).tolist())]
 
 
-check_prefix_lm_mask(prefix_lm_mask)
+def probe_prefix_lm_mask(mask_fn, seed=5):
+    """Runs your function on each case: the masks it makes."""
+    return [mask_fn(T, torch.tensor(lengths)) for T, lengths in prefix_cases(seed)]
+
+
+def verify_prefix_lm_mask(masks, seed=5):
+    assert len(masks) == len(prefix_cases(seed)), f"expected {len(prefix_cases(seed))} masks"
+    for (T, lengths), m in zip(prefix_cases(seed), masks):
+        B = len(lengths)
+        assert m.dtype == torch.bool and tuple(m.shape) == (B, 1, T, T), f"shape (B, 1, T, T) = {(B, 1, T, T)}, boolean"
+        for b, p in enumerate(lengths):
+            for i in range(T):
+                for j in range(T):
+                    allowed = j <= i or j < p
+                    assert bool(m[b, 0, i, j]) == allowed, (
+                        f"row {b} (prefix {p}): query {i} {'must' if allowed else 'must not'} see key {j}; sources "
+                        "see the whole source, targets see the source and earlier targets, nothing sees a later target"
+                    )
+
+
+verify_prefix_lm_mask(probe_prefix_lm_mask(prefix_lm_mask))
 print("✓ prefix-LM mask")
 
 # %% [markdown]
@@ -613,23 +684,38 @@ print(tuple(FeedForward(D_MODEL, 4 * D_MODEL)(x).shape))
 
 
 # %% tags=["check"]
-def check_feed_forward(ffn_cls):
-    """Position by position, with ReLU² written from its definition: max(z, 0) squared."""
-    torch.manual_seed(5)
+def ffn_weights(C, d_ff, seed):
+    shapes = [("fc.weight", (d_ff, C)), ("fc.bias", (d_ff,)), ("proj.weight", (C, d_ff)), ("proj.bias", (C,))]
+    return drawn_weights(shapes, seed)
+
+
+def probe_feed_forward(ffn_cls, seed=6):
+    """Runs your class: a network (C = 4, d_ff = 8) holding weights drawn from `seed`, on an input drawn from it."""
     ffn = ffn_cls(4, 8)
-    x = torch.randn(2, 3, 4)
+    ffn.load_state_dict(ffn_weights(4, 8, seed))
     with torch.no_grad():
-        out = ffn(x)
-        for b in range(2):
-            for t in range(3):
-                hidden = [max(z, 0.0) ** 2 for z in (ffn.fc.weight @ x[b, t] + ffn.fc.bias).tolist()]
-                expected = ffn.proj.weight @ torch.tensor(hidden) + ffn.proj.bias
-                assert torch.allclose(out[b, t], expected, atol=1e-5), (
-                    f"differs from the reference at row {b}, position {t}"
-                )
+        return ffn(torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(seed + 1)))
 
 
-check_feed_forward(FeedForward)
+def feed_forward_by_hand(x, weights):
+    """One position (C,) -> (C,), with ReLU² written from its definition: max(z, 0) squared."""
+    hidden = [max(z, 0.0) ** 2 for z in (weights["fc.weight"] @ x + weights["fc.bias"]).tolist()]
+    return weights["proj.weight"] @ torch.tensor(hidden) + weights["proj.bias"]
+
+
+def verify_feed_forward(out, seed=6):
+    """Position by position, against the definition."""
+    x = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(seed + 1))
+    assert tuple(out.shape) == (2, 3, 4), f"expected (B, T, C) = (2, 3, 4), got {tuple(out.shape)}"
+    for b in range(2):
+        for t in range(3):
+            expected = feed_forward_by_hand(x[b, t], ffn_weights(4, 8, seed))
+            assert torch.allclose(out[b, t], expected, atol=1e-5), (
+                f"differs from the reference at row {b}, position {t}"
+            )
+
+
+verify_feed_forward(probe_feed_forward(FeedForward))
 print("✓ feed-forward network")
 
 # %% [markdown]
@@ -673,37 +759,66 @@ print(tuple(Block(D_MODEL, N_HEAD, 4 * D_MODEL)(x, causal_mask(x.size(1))).shape
 
 
 # %% tags=["check"]
-def layer_norm_by_hand(x, ln):
-    mean = x.mean(-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(-1, keepdim=True)  # biased variance, as LayerNorm uses
-    return (x - mean) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
+def block_weights(C, d_ff, seed):
+    """The block's weights drawn from `seed`: LayerNorm scales near 1 and shifts near 0 but not equal to them, so a
+    misplaced LayerNorm shows."""
+    g = torch.Generator().manual_seed(seed)
+    weights = {f"attn.{k}": v for k, v in mha_weights(C, seed + 1).items()}
+    weights.update({f"ffn.{k}": v for k, v in ffn_weights(C, d_ff, seed + 2).items()})
+    for ln in ("ln1", "ln2"):
+        weights[f"{ln}.weight"] = 0.5 + torch.rand(C, generator=g)
+        weights[f"{ln}.bias"] = torch.rand(C, generator=g) - 0.5
+    return weights
 
 
-def check_block(block_cls):
-    """Watch what attention and the feed-forward receive and return in one call, test each guarantee on that,
-    then change the last position only: with a causal mask, no other position's output may move."""
-    torch.manual_seed(6)
+def block_inputs(seed):
+    """x (2, 5, 8), and the same with a new last token (not a shift: LayerNorm would remove that)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 5, 8, generator=g) * 3 + 1
+    later = x.clone()
+    later[:, -1] = torch.randn(2, 8, generator=g) * 3
+    return x, later
+
+
+def probe_block(block_cls, seed=7):
+    """Runs your class with weights drawn from `seed`, watching what attention and the feed-forward receive and
+    return in one call; then with only the last position changed."""
     block = block_cls(8, 2, 16)
+    block.load_state_dict(block_weights(8, 16, seed))
     seen = []  # (sub-layer, what it received, what it returned), in the order they ran
 
     def watch(name):
         def hook(module, args, kwargs, output):
-            seen.append((name, args[0] if args else kwargs.get("x"), output))
+            seen.append([name, args[0] if args else kwargs.get("x"), output])
 
         return hook
 
+    x, later = block_inputs(seed)
+    mask = torch.tril(torch.ones(5, 5, dtype=torch.bool))
     hooks = [getattr(block, name).register_forward_hook(watch(name), with_kwargs=True) for name in ("attn", "ffn")]
     try:
         with torch.no_grad():
-            for ln in (block.ln1, block.ln2):  # non-trivial scales and shifts, so a misplaced LayerNorm shows
-                ln.weight.uniform_(0.5, 1.5)
-                ln.bias.uniform_(-0.5, 0.5)
-            x = torch.randn(2, 5, 8) * 3 + 1
-            mask = torch.tril(torch.ones(5, 5, dtype=torch.bool))
             out = block(x, mask)
     finally:
         for hook in hooks:
             hook.remove()
+    with torch.no_grad():
+        moved = block(later, mask)
+    return {"out": out, "seen": seen, "later": moved}
+
+
+# %% tags=["check"]
+def layer_norm_by_hand(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)  # biased variance, as LayerNorm uses
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def verify_block(values, seed=7):
+    """Each guarantee on what the sub-layers received and returned; each sub-layer's output against its reference."""
+    x, _ = block_inputs(seed)
+    w = block_weights(8, 16, seed)
+    out, seen = values["out"], values["seen"]
     assert tuple(out.shape) == (2, 5, 8), f"the block should return (B, T, C) = (2, 5, 8), got {tuple(out.shape)}"
     order = [name for name, _, _ in seen]
     assert order == ["attn", "ffn"], (
@@ -713,20 +828,25 @@ def check_block(block_cls):
     assert torch.allclose(out, x + attn_out + ffn_out, atol=1e-5), (
         "guarantee 1: the block's output is not its input plus what the two sub-layers returned"
     )
-    assert attn_in is not None and torch.allclose(attn_in, layer_norm_by_hand(x, block.ln1), atol=1e-5), (
-        "guarantee 2: what attention received is not the stream as it entered, normalised by ln1"
-    )
-    assert ffn_in is not None and torch.allclose(ffn_in, layer_norm_by_hand(x + attn_out, block.ln2), atol=1e-5), (
-        "guarantee 2: what the feed-forward received is not the stream as it stood after attention, normalised by ln2"
-    )
-    later = x.clone()
-    later[:, -1] = torch.randn(2, 8) * 3  # a new last token (not a shift: LayerNorm would remove that)
-    with torch.no_grad():
-        moved = (block(later, mask) - out)[:, :-1].abs().max().item()
+    assert attn_in is not None and torch.allclose(
+        attn_in, layer_norm_by_hand(x, w["ln1.weight"], w["ln1.bias"]), atol=1e-5
+    ), "guarantee 2: what attention received is not the stream as it entered, normalised by ln1"
+    stream = x + attn_out
+    assert ffn_in is not None and torch.allclose(
+        ffn_in, layer_norm_by_hand(stream, w["ln2.weight"], w["ln2.bias"]), atol=1e-5
+    ), "guarantee 2: what the feed-forward received is not the stream as it stood after attention, normalised by ln2"
+    attn_w = {k.removeprefix("attn."): v for k, v in w.items() if k.startswith("attn.")}
+    causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+    for r in range(2):
+        assert torch.allclose(attn_out[r], multi_head_by_hand(attn_in[r], attn_w, 2, causal), atol=1e-4), (
+            "guarantee 3: what attention returned is not causal multi-head attention of what it received (is the mask "
+            "passed on? does Exercise 2.3 pass?)"
+        )
+    moved = (values["later"] - out)[:, :-1].abs().max().item()
     assert moved < 1e-5, f"guarantee 3: changing only the last position moved earlier outputs by {moved:.2e}"
 
 
-check_block(Block)
+verify_block(probe_block(Block))
 print("✓ pre-LN residual block: the three guarantees hold")
 
 # %% [markdown]
@@ -791,35 +911,83 @@ print("logits", tuple(model(ids, prefix_len).shape))
 
 
 # %% tags=["check"]
-def check_model(model_cls):
-    torch.manual_seed(7)
-    small = ModelConfig(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=16, positional=POSITIONAL)
-    m = model_cls(small)
+from helpers.nn.model import DecoderOnlyTransformer as PackageModel  # the package's model: the checks' reference
+from helpers.nn.model import ModelConfig
+
+
+def model_weights(cfg, seed):
+    """A weight for every parameter of a model of `cfg`, drawn from `seed` (larger than the init, so every effect is
+    visible), under the names the model uses; the LM head gets the token embedding's (tied)."""
+    g = torch.Generator().manual_seed(seed)
+    names = sorted(name for name in PackageModel(cfg).state_dict() if name != "lm_head.weight")
+    shapes = dict(PackageModel(cfg).state_dict().items())
+    weights = {name: torch.randn(shapes[name].shape, generator=g) * 0.3 for name in names}
+    return {**weights, "lm_head.weight": weights["tok_emb.weight"]}
+
+
+def model_cases(seed):
+    """{case: (ids (1, 5), prefix_len or None)}: a sentence drawn from `seed` and the variations the check asks about."""
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randperm(16, generator=g)[:5] + 4).tolist()  # five different tokens
+    swapped, later, changed = [x[1], x[0], *x[2:]], [*x[:4], 1], [*x[:3], 1, x[4]]
+    return {
+        "causal": (x, None),
+        "later": (later, None),
+        "everything": (x, 5),
+        "everything swapped": (swapped, 5),
+        "prefix": (x, 4),
+        "prefix changed": (changed, 4),
+    }
+
+
+def probe_model(model_cls, seed=8, positional="learned"):
+    """Runs your class: a small model holding weights drawn from `seed`; its logits for each case, and its LM head
+    after the token embedding is moved (a tied head moves with it)."""
+    cfg = ModelConfig(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=16, positional=positional)
+    m = model_cls(cfg)
+    m.load_state_dict(model_weights(cfg, seed))
     with torch.no_grad():
-        for p in m.parameters():  # larger random weights than the init, so every effect is visible
-            p.normal_(0, 0.3)
-        x = torch.tensor([[5, 6, 7, 8, 9]])
-        logits = m(x)
-        assert tuple(logits.shape) == (1, 5, 20), "logits (B, T, vocab)"
-        assert m.lm_head.weight is m.tok_emb.weight, "the LM head should share the token-embedding matrix"
-        # everything visible to everything (a prefix as long as the sequence): two orders of the same words
-        everything = torch.tensor([5])
-        swapped = m(torch.tensor([[6, 5, 7, 8, 9]]), everything)
-        assert not torch.allclose(m(x, everything)[0, -1], swapped[0, -1], atol=1e-4), (
-            "the last position gives the same output for two orders of the same words: the model must tell them apart"
-        )
-        later = m(torch.tensor([[5, 6, 7, 8, 1]]))
-        assert torch.allclose(logits[0, :4], later[0, :4], atol=1e-5), (
-            "changing the last token changed earlier logits (causal)"
-        )
-        plen = torch.tensor([4])
-        changed_source = m(torch.tensor([[5, 6, 7, 1, 9]]), plen)
-        assert not torch.allclose(m(x, plen)[0, 0], changed_source[0, 0], atol=1e-4), (
-            "with prefix_len, the first source position must see a later source token"
-        )
+        m.tok_emb.weight.add_(1.0)
+        head = m.lm_head.weight.clone()
+        m.tok_emb.weight.sub_(1.0)
+        logits = {
+            case: m(torch.tensor([ids]), None if plen is None else torch.tensor([plen]))
+            for case, (ids, plen) in model_cases(seed).items()
+        }
+    return {"positional": positional, "head": head, "logits": logits}
 
 
-check_model(Transformer)
+# %% tags=["check"]
+def verify_model(values, seed=8):
+    """Shapes, tying, what each position sees; then every case's logits against the package's model."""
+    cfg = ModelConfig(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=16, positional=values["positional"])
+    weights, logits = model_weights(cfg, seed), values["logits"]
+    assert tuple(logits["causal"].shape) == (1, 5, 20), "logits (B, T, vocab)"
+    assert torch.allclose(values["head"], weights["tok_emb.weight"] + 1.0), (
+        "the LM head should share the token-embedding matrix (it did not move with it)"
+    )
+    # everything visible to everything (a prefix as long as the sequence): two orders of the same words
+    assert not torch.allclose(logits["everything"][0, -1], logits["everything swapped"][0, -1], atol=1e-4), (
+        "the last position gives the same output for two orders of the same words: the model must tell them apart"
+    )
+    assert torch.allclose(logits["causal"][0, :4], logits["later"][0, :4], atol=1e-5), (
+        "changing the last token changed earlier logits (causal)"
+    )
+    assert not torch.allclose(logits["prefix"][0, 0], logits["prefix changed"][0, 0], atol=1e-4), (
+        "with prefix_len, the first source position must see a later source token"
+    )
+    reference = PackageModel(cfg).eval()
+    reference.load_state_dict(weights)
+    with torch.no_grad():
+        for case, (ids, plen) in model_cases(seed).items():
+            expected = reference(torch.tensor([ids]), None if plen is None else torch.tensor([plen]))
+            assert torch.allclose(logits[case], expected, atol=1e-4), (
+                f"case {case!r}: the logits differ from the package's model holding the same weights (largest "
+                f"difference {(logits[case] - expected).abs().max():.2e})"
+            )
+
+
+verify_model(probe_model(Transformer, positional=POSITIONAL))
 print("✓ model: shapes, tying, positions, masks")
 
 # %% [markdown]
@@ -885,8 +1053,8 @@ def count_without_building(count_fn, cfg):
     return n, bool(built)
 
 
-def check_parameter_count(count_fn):
-    """Against the model's own count (a shared tensor counted once), for sizes varied one or two at a time."""
+def count_cases(seed):
+    """Sizes varied one or two at a time, and one set drawn from `seed`."""
     base = dict(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=16)
     variations = [
         dict(),
@@ -898,15 +1066,32 @@ def check_parameter_count(count_fn):
         dict(d_model=12, n_head=4, vocab_size=7, positional="sinusoidal"),
         dict(vocab_size=1000, max_len=64, n_layer=4, n_head=4, d_model=64, d_ff=200),
     ]
-    for kw in variations:
-        c = ModelConfig(**{**base, **kw})
-        actual = sum(p.numel() for p in Transformer(c).parameters())  # a tied weight is counted once
-        n, built = count_without_building(count_fn, c)
+    g = torch.Generator().manual_seed(seed)
+    draw = [
+        int(torch.randint(lo, hi, (1,), generator=g)) for lo, hi in [(1, 5), (2, 9), (5, 300), (4, 40), (1, 5), (8, 99)]
+    ]
+    heads, size, vocab_size, max_len, layers, d_ff = draw
+    positional = "sinusoidal" if draw[0] % 2 else "learned"
+    drawn = dict(n_head=heads, d_model=2 * heads * size, vocab_size=vocab_size, max_len=max_len, n_layer=layers,
+                 d_ff=d_ff, positional=positional)  # fmt: skip
+    return [ModelConfig(**{**base, **kw}) for kw in [*variations, drawn]]
+
+
+def probe_parameter_count(count_fn, seed=9):
+    """Runs your function on each configuration: its count, and whether it built a module to get it."""
+    return [list(count_without_building(count_fn, c)) for c in count_cases(seed)]
+
+
+def verify_parameter_count(counts, seed=9):
+    """Against the package model's own count (a shared tensor counted once)."""
+    assert len(counts) == len(count_cases(seed)), f"expected {len(count_cases(seed))} counts"
+    for c, (n, built) in zip(count_cases(seed), counts):
+        actual = sum(p.numel() for p in PackageModel(c).parameters())  # a tied weight is counted once
         assert not built, "count_parameters built a module: the count must come from the sizes in cfg alone"
-        assert n == actual, f"formula gives {n}, the model has {actual} parameters ({kw})"
+        assert n == actual, f"formula gives {n}, the model has {actual} parameters ({c})"
 
 
-check_parameter_count(count_parameters)
+verify_parameter_count(probe_parameter_count(count_parameters))
 print("✓ parameter formula")
 
 # %% [markdown]
@@ -942,27 +1127,46 @@ for t, (i, label) in enumerate(zip(ids[0].tolist(), labels[0].tolist())):
 
 
 # %% tags=["check"]
-def check_labels(make_labels_fn):
-    # worked by hand: <bos> le chat <sep> the cat <eos> <pad>, prefix of 4
-    ids = torch.tensor([[BOS, 10, 11, SEP, 20, 21, EOS, PAD]])
-    got = make_labels_fn(ids, torch.tensor([4]), PAD).tolist()[0]
-    assert got == [-100, -100, -100, 20, 21, EOS, -100, -100], (
+def label_cases(specials, seed):
+    """(ids, prefix lengths): the worked example, then a batch drawn from `seed` with padding in one row."""
+    pad, bos, sep, eos = specials
+    g = torch.Generator().manual_seed(seed)
+    batch = torch.randint(4, 30, (3, 9), generator=g)
+    batch[1, 7:] = pad
+    return [
+        (torch.tensor([[bos, 10, 11, sep, 20, 21, eos, pad]]), torch.tensor([4])),  # <bos> le chat <sep> the cat <eos>
+        (batch, torch.tensor([2, int(torch.randint(3, 8, (1,), generator=g)), 9])),
+    ]
+
+
+def probe_labels(make_labels_fn, seed=10):
+    """Runs your function on each case: the labels it makes."""
+    specials = [PAD, BOS, SEP, EOS]
+    return {
+        "specials": specials,
+        "labels": [make_labels_fn(ids, plen, PAD) for ids, plen in label_cases(specials, seed)],
+    }
+
+
+def verify_labels(values, seed=10):
+    """The worked example by hand, then the batch by loops."""
+    specials, labels = values["specials"], values["labels"]
+    pad, eos = specials[0], specials[3]
+    (_, _), (ids, plen) = label_cases(specials, seed)
+    got = labels[0].tolist()[0]
+    assert got == [-100, -100, -100, 20, 21, eos, -100, -100], (
         f"got {got} for the worked example (prefix of 4, one <pad> at the end)"
     )
-    # and by loops on a random batch
-    torch.manual_seed(8)
-    ids = torch.randint(4, 30, (3, 9))
-    ids[1, 7:] = PAD
-    plen = torch.tensor([2, 4, 9])
-    got = make_labels_fn(ids, plen, PAD)
-    for b in range(3):
-        for t in range(9):
-            nxt = ids[b, t + 1].item() if t + 1 < 9 else None
-            want = nxt if nxt is not None and t + 1 >= plen[b] and nxt != PAD else -100
+    got = labels[1]
+    assert tuple(got.shape) == tuple(ids.shape), f"labels {tuple(got.shape)} for ids {tuple(ids.shape)}"
+    for b in range(ids.size(0)):
+        for t in range(ids.size(1)):
+            nxt = ids[b, t + 1].item() if t + 1 < ids.size(1) else None
+            want = nxt if nxt is not None and t + 1 >= plen[b] and nxt != pad else -100
             assert got[b, t].item() == want, f"row {b} position {t}: label {got[b, t].item()}, expected {want}"
 
 
-check_labels(make_labels)
+verify_labels(probe_labels(make_labels))
 print("✓ labels")
 
 # %% [markdown]
@@ -1120,29 +1324,60 @@ for fr, _ in PAIRS:
 
 
 # %% tags=["check"]
-def check_kv_cache(forward_cached_fn, model):
-    """Feed a prefix and then tokens one by one through the cache; each step must equal a full recomputation."""
-    prefix, continuation = (
-        encode_prefix("le chien noir dort"),
-        [stoi[w] for w in "the black dog sleeps".split()] + [EOS],
-    )
-    cache, seq = [], list(prefix)
+import dataclasses
+
+
+def kv_case(vocab_size, specials, seed):
+    """A prefix <bos> ... <sep> and a continuation ending in <eos>, drawn from `seed`."""
+    _, bos, sep, eos = specials
+    g = torch.Generator().manual_seed(seed)
+    words = torch.randint(4, vocab_size, (int(torch.randint(2, 6, (1,), generator=g)) + 4,), generator=g).tolist()
+    return [bos, *words[:-4], sep], [*words[-4:], eos]
+
+
+def probe_kv_cache(forward_cached_fn, model, seed=11):
+    """Runs your function: the logits of the prefix through the cache, then of each token one at a time; and the
+    translations with and without the cache. Also the model's configuration and weights, for the reference."""
+    specials = [PAD, BOS, SEP, EOS]
+    prefix, continuation = kv_case(model.cfg.vocab_size, specials, seed)
+    cache = []
     with torch.no_grad():
-        logits = forward_cached_fn(model, torch.tensor([prefix]), cache)
-        full = model(torch.tensor([seq]), torch.tensor([len(prefix)]))
-        assert torch.allclose(logits, full, atol=1e-4), "prefix logits differ from the full forward pass"
+        steps = [forward_cached_fn(model, torch.tensor([prefix]), cache)]
+        steps += [forward_cached_fn(model, torch.tensor([[token]]), cache) for token in continuation]
+    return {
+        "cfg": dataclasses.asdict(model.cfg),
+        "weights": dict(model.state_dict()),
+        "specials": specials,
+        "steps": steps,
+        "greedy": [greedy_translate(model, prefix, 8), greedy_translate(model, prefix, 8, use_cache=False)],
+    }
+
+
+def verify_kv_cache(values, seed=11):
+    """Each step through the cache against a full recomputation by the package's model holding the same weights."""
+    reference = PackageModel(ModelConfig(**values["cfg"])).eval()
+    reference.load_state_dict(values["weights"])
+    prefix, continuation = kv_case(values["cfg"]["vocab_size"], values["specials"], seed)
+    steps, seq = values["steps"], list(prefix)
+    assert len(steps) == 1 + len(continuation), f"expected {1 + len(continuation)} steps, got {len(steps)}"
+    with torch.no_grad():
+        full = reference(torch.tensor([seq]), torch.tensor([len(prefix)]))
+        assert torch.allclose(steps[0], full, atol=1e-4), "prefix logits differ from the full forward pass"
         for step, token in enumerate(continuation):
             seq.append(token)
-            logits = forward_cached_fn(model, torch.tensor([[token]]), cache)
-            full = model(torch.tensor([seq]), torch.tensor([len(prefix)]))[0, -1]
-            assert torch.allclose(logits[0, -1], full, atol=1e-4), (
+            full = reference(torch.tensor([seq]), torch.tensor([len(prefix)]))[0, -1]
+            assert torch.allclose(steps[step + 1][0, -1], full, atol=1e-4), (
                 f"step {step}: cached logits drift from full recomputation (max diff "
-                f"{(logits[0, -1] - full).abs().max():.2e})"
+                f"{(steps[step + 1][0, -1] - full).abs().max():.2e})"
             )
-    assert greedy_translate(model, prefix, 8) == greedy_translate(model, prefix, 8, use_cache=False)
+        expected = reference.generate([prefix], 8, eos_id=values["specials"][3])[0]
+    cached, recomputed = values["greedy"]
+    assert cached == recomputed == expected, (
+        f"greedy translations differ: with the cache {cached}, without {recomputed}, the package's {expected}"
+    )
 
 
-check_kv_cache(forward_cached, model)
+verify_kv_cache(probe_kv_cache(forward_cached, model))
 print("✓ the cache reproduces full recomputation")
 
 # %% [markdown]

@@ -71,6 +71,17 @@ CATALOGUE = [
     ("02", "2.3", "no output projection", [("return self.proj(self.merge_heads(y))", "return self.merge_heads(y)")]),
     (
         "02",
+        "2.3",
+        "no heads, no attention: a zeroed projection of the input (passed the check that trusted the layer's weights)",
+        [
+            (
+                "        return self.proj(self.merge_heads(y))\n",
+                "        nn.init.zeros_(self.proj.weight)\n        return self.proj(x)\n",
+            )
+        ],
+    ),
+    (
+        "02",
         "2.4",
         "upper triangle: sees the future",
         [

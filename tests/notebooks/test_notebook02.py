@@ -34,7 +34,12 @@ def nb():
 
 
 def check_cell(cells, check_name):
-    found = [c for c in cells if "check" in c.tags and f"def {check_name}(" in c.source]
+    """The check cell of ``check_name``: the one defining it, or (a check split into a probe and a verify,
+    helpers.course.probes) the one defining ``verify_<name>``."""
+    verify = "verify_" + check_name.removeprefix("check_")
+    found = [
+        c for c in cells if "check" in c.tags and (f"def {check_name}(" in c.source or f"def {verify}(" in c.source)
+    ]
     assert len(found) == 1, f"expected one check cell defining {check_name}, found {len(found)}"
     return found[0]
 
@@ -277,7 +282,7 @@ def make_buggy_caches(ns):
                     cache[layer] = (k, v)
             else:
                 cache.append((k, v))
-            mask = causal_mask(k.size(2)) if prefix_causal else None
+            mask = causal_mask(k.size(2)) if prefix_causal and q.size(2) == k.size(2) else None  # the prefix step
             y, _ = attention(q, k, v, mask)
             x = x + attn.proj(attn.merge_heads(y))
             x = x + block.ffn(block.ln2(x))

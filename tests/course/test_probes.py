@@ -1,0 +1,110 @@
+"""helpers.course.probes: plain values in and out, anything else refused by name; the probe calls found in a check
+cell; the verifier judging saved values with the check cells' definitions alone."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from helpers.course import probes
+
+
+class LyingTensor(torch.Tensor):
+    """The trick of issue 50: a tensor whose allclose always agrees."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.allclose:
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_plain_values_go_out_and_come_back_as_they_were(tmp_path):
+    values = {
+        "out": torch.arange(6.0).reshape(2, 3),
+        "mask": torch.tril(torch.ones(3, 3, dtype=torch.bool)),
+        "list": [1, 2.5, "x", None, True, float("inf")],
+        "pair": (torch.zeros(1), 3),
+        "nested": {"a": [torch.ones(2, dtype=torch.int64)]},
+    }
+    probes.save(tmp_path / "v.json", values)
+    back = probes.load(tmp_path / "v.json")
+    assert type(back["out"]) is torch.Tensor and torch.equal(back["out"], values["out"])
+    assert back["mask"].dtype == torch.bool and torch.equal(back["mask"], values["mask"])
+    assert back["list"] == values["list"] and type(back["pair"]) is tuple and back["pair"][1] == 3
+    assert torch.equal(back["nested"]["a"][0], values["nested"]["a"][0])
+
+
+def test_a_tensor_subclass_a_module_and_a_function_are_refused_by_name(tmp_path):
+    lying = torch.zeros(2).as_subclass(LyingTensor)
+    assert torch.allclose(lying, torch.ones(2)), "the trick works where it runs"
+    with pytest.raises(probes.RefusedValue, match="LyingTensor, a subclass of torch.Tensor"):
+        probes.save(tmp_path / "v.json", {"out": lying})
+    with pytest.raises(probes.RefusedValue, match=r"\['layer'\]: a torch.nn.modules.linear.Linear"):
+        probes.save(tmp_path / "v.json", {"layer": torch.nn.Linear(2, 2)})
+    with pytest.raises(probes.RefusedValue, match="function"):
+        probes.save(tmp_path / "v.json", [print])
+    with pytest.raises(probes.RefusedValue, match="keys must be strings"):
+        probes.save(tmp_path / "v.json", {1: 2})
+
+
+def test_a_file_that_is_not_what_save_writes_is_refused(tmp_path):
+    probes.save(tmp_path / "v.json", {"x": torch.ones(1)})
+    (tmp_path / "v.json").write_text(json.dumps({"__pickle__": "..."}))
+    with pytest.raises(probes.RefusedValue, match="not what save writes"):
+        probes.load(tmp_path / "v.json")
+
+
+CHECK = """
+import math
+
+
+def helper(seed):
+    return seed + 1
+
+
+def probe_double(fn, seed=0):
+    return fn(helper(seed))
+
+
+def verify_double(value, seed=0):
+    assert value == 2 * helper(seed), f"expected {2 * helper(seed)}, got {value}"
+
+
+verify_double(probe_double(double))
+print("this line never runs in the verifier")
+verify_double(probe_double(lambda x: 2 * x), seed=0)
+"""
+
+
+def test_the_probe_calls_of_a_check_cell_and_the_statement_the_grader_runs(tmp_path):
+    calls = probes.probe_calls(CHECK)
+    assert [(c.probe, c.verify) for c in calls] == [
+        ("probe_double(double)", "verify_double"),
+        ("probe_double(lambda x: 2 * x)", "verify_double"),
+    ]
+    namespace = {"double": lambda x: 2 * x}
+    exec(probes.definitions([CHECK]), namespace)
+    exec(probes.probe_statement(calls[0], tmp_path / "v.json", seed=41), namespace)
+    assert probes.load(tmp_path / "v.json") == 84
+    assert probes.probe_calls("verify_x(other(y))\nverify_x(probe_y(z))\nprobe_x(y)") == [], (
+        "only verify_X(probe_X(..))"
+    )
+
+
+def test_the_verifier_runs_the_definitions_alone_and_judges_each_value(tmp_path):
+    assert "print(" not in probes.definitions([CHECK]) and "def verify_double" in probes.definitions([CHECK])
+    jobs = []
+    for i, value in enumerate([84, 83]):
+        probes.save(tmp_path / f"{i}.json", value)
+        jobs.append({"verify": "verify_double", "path": str(tmp_path / f"{i}.json"), "seed": 41})
+    jobs.append({"verify": "verify_double", "path": str(tmp_path / "missing.json"), "seed": 41})
+    (tmp_path / "bad.json").write_text("[1, 2")
+    (tmp_path / "bad.json.safetensors").write_bytes(b"not safetensors")
+    jobs.append({"verify": "verify_double", "path": str(tmp_path / "bad.json"), "seed": 41})
+    verdicts = probes.verify_saved([CHECK], jobs)
+    assert [v["ok"] for v in verdicts] == [True, False, False, False]
+    assert verdicts[1]["message"] == "AssertionError: expected 84, got 83"
+    assert "saved no values" in verdicts[2]["message"] and "refused" in verdicts[3]["message"]
