@@ -100,8 +100,14 @@ def _grade(args) -> int:
     quick = not args.full
     executor = exercises.InProcess(quick=quick) if args.in_process else None
     result = exercises.grade(
-        path, args.hidden, executor=executor, echo=lambda line: print(" ", line, flush=True), quick=quick
+        path,
+        args.hidden,
+        executor=executor,
+        echo=lambda line: print(" ", line, flush=True),
+        quick=quick,
+        cell_timeout=args.cell_timeout,
     )
+    # written only now: the kernel, and every process it started, are gone
     result.written = manual
     print(result.summary())  # each exercise's line was printed as it ended
     if args.json:
@@ -351,6 +357,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden", default=None, help="a folder of hidden checks: NN_*.py, cut at '# %%%% Exercise N.M'")
     p.add_argument("--json", default=None, help="also write the result as JSON to this file")
     p.add_argument("--in-process", action="store_true", help="run the cells in this process instead of a kernel")
+    p.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=None,
+        help="seconds a cell may run before its exercise fails (default 300 in quick mode, 1800 with --full)",
+    )
     p.add_argument(
         "--full",
         action="store_true",

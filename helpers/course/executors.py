@@ -5,12 +5,21 @@ runs; the grader's default). A student's own cell runs under a file name the gua
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
+import signal
+import sys
+import time
 import traceback
 from pathlib import Path
 
 from .guard import STUDENT_FILE
+
+try:
+    import resource  # POSIX: the kernel's memory limit
+except ImportError:  # Windows: no limit
+    resource = None
 
 
 def _first_line(text: str) -> str:
@@ -80,40 +89,76 @@ class InProcess:
 
 
 class Kernel:
-    """Runs cells in a Jupyter kernel with nbclient, as a notebook runs: the grader's default."""
+    """Runs cells in a Jupyter kernel with nbclient, as a notebook runs: the grader's default.
 
-    def __init__(self, cwd: Path, timeout: int = 1800, *, quick: bool = True):
+    The kernel is a process of its own (the grader's process runs none of the student's code) in a working folder of
+    its own (the notebook's folder unless ``cwd`` says otherwise), with a time limit per cell (``timeout`` seconds)
+    and, on Linux, a memory limit (``memory_bytes``, RLIMIT_AS). A cell that kills the kernel or runs past its limit
+    is an error of that cell; :meth:`restart` gives a fresh kernel. On leaving :meth:`session` (and at each restart)
+    every process the kernel started is killed, detached ones included (on Linux this process is made a
+    "subreaper", so that they stay its descendants): none outlives the grade, and none can touch what the grader
+    writes afterwards.
+    """
+
+    def __init__(self, cwd: Path, timeout: int = 1800, *, quick: bool = True, memory_bytes: int | None = None):
         self.cwd, self.timeout, self.quick = Path(cwd), timeout, quick
+        self.memory_bytes = memory_bytes if memory_bytes is not None else default_memory_limit()
+        self.died = False  # the last cell killed the kernel, or ran past its limit: restart() before going on
 
     @contextlib.contextmanager
     def session(self):
-        import nbclient
-        import nbformat
-
         from .. import runtime
-
-        self._nb = nbformat.v4.new_notebook()
         from .plotting import HEADLESS
 
         env = runtime.environment_snapshot("QUICK", "REPORTS_DIR", HEADLESS)
         os.environ["QUICK"] = "1" if self.quick else "0"
         os.environ[HEADLESS] = "1"
         os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
+        become_subreaper()
+        self._before = descendants()
+        try:
+            self._start()
+            yield self
+        finally:
+            try:
+                self._stop()
+            finally:
+                runtime.restore_environment(env)
+
+    def _start(self) -> None:
+        import nbclient
+        import nbformat
+
+        from .notebooks import kernel_manager
+
+        self._nb = nbformat.v4.new_notebook()
         self._client = nbclient.NotebookClient(
             self._nb, timeout=self.timeout, kernel_name="python3", resources={"metadata": {"path": str(self.cwd)}}
         )
-        from .notebooks import kernel_manager
-
         self._client.km = kernel_manager(self._client)  # encrypted: no "running over TCP" warning
+        self._context = self._client.setup_kernel()
+        self._context.__enter__()
+        self.died = False
+        pid = getattr(getattr(self._client.km, "provisioner", None), "pid", None)
+        if pid is not None and self.memory_bytes and hasattr(resource, "prlimit"):
+            with contextlib.suppress(OSError):
+                resource.prlimit(pid, resource.RLIMIT_AS, (self.memory_bytes, self.memory_bytes))
+
+    def _stop(self) -> None:
         try:
-            with self._client.setup_kernel():
-                yield self
+            with contextlib.suppress(Exception):  # a dead kernel's shutdown may fail: the processes are killed below
+                self._context.__exit__(None, None, None)
         finally:
-            runtime.restore_environment(env)
+            kill_descendants(self._before)
+
+    def restart(self) -> None:
+        """A fresh kernel (the old one and everything it started killed); its namespace is empty."""
+        self._stop()
+        self._start()
 
     def run(self, source: str, label: str, *, student: bool = False) -> tuple[str, str] | None:
         import nbformat
-        from nbclient.exceptions import CellExecutionError, CellTimeoutError
+        from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
         from .guard import student_source
 
@@ -122,7 +167,72 @@ class Kernel:
         try:
             self._client.execute_cell(cell, len(self._nb.cells) - 1)
         except CellTimeoutError as err:
+            self.died = True
             return CellError("TimeoutError", f"{label} ran longer than {self.timeout} s ({_first_line(err)})")
+        except DeadKernelError:
+            self.died = True
+            return CellError(
+                "DeadKernelError", f"the kernel died while {label} ran (os._exit, a crash, or out of memory)"
+            )
         except CellExecutionError as err:
             return CellError(err.ename, err.evalue, student_frames_of_traceback(str(err.traceback)))
         return None
+
+
+def default_memory_limit() -> int:
+    """The kernel's address-space limit: three quarters of this machine's memory, at least 8 GiB (torch reserves
+    address space it never touches)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0  # unknown here: no limit
+    return max(8 << 30, total * 3 // 4)
+
+
+def become_subreaper() -> bool:
+    """Linux: orphaned descendants (a detached daemon) are re-parented to this process instead of init, so that
+    :func:`kill_descendants` still finds them. False where the system has no such thing."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants() -> set[int]:
+    """The pids of this process's descendants (Linux: read from /proc; elsewhere the empty set)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(text.rsplit(")", 1)[1].split()[1])  # the field after the state
+    found, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def kill_descendants(keep: set[int] = frozenset(), rounds: int = 5) -> list[int]:
+    """SIGKILL every descendant of this process that is not in ``keep``, until none is left; reap them. Returns
+    the pids killed."""
+    killed: list[int] = []
+    for _ in range(rounds):
+        doomed = descendants() - set(keep)
+        if not doomed:
+            break
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed += sorted(doomed)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and descendants() & doomed:
+            for pid in doomed:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.02)
+    return killed

@@ -625,6 +625,7 @@ def grade(
     reference: str | Path | None | bool = None,
     quick: bool = True,
     seed: int | None = None,
+    cell_timeout: float | None = None,
 ) -> Grade:
     """Run ``notebook`` (quick mode; ``quick=False``: the full run) and score its exercises; see the module's docstring.
 
@@ -638,6 +639,8 @@ def grade(
     skips the cells before that exercise (the executor's namespace must then hold what they define; the
     exercises skipped count as not attempted) and ``stop_after`` ends the run after one: the tests use both
     to grade one exercise alone. ``echo`` (e.g. ``print``) is called with a line as each exercise ends.
+    ``cell_timeout`` is the default kernel's limit per cell in seconds (quick mode 5 minutes, full 30): a cell past
+    it, or one that kills the kernel, fails its exercise, and a fresh kernel rebuilds the reference's state.
 
     With a reference, a pass is decided outside the kernel where the reference's checks have probes
     (:mod:`helpers.course.probes`): each probe runs in the kernel with this run's ``seed`` (fresh unless given) and
@@ -687,6 +690,11 @@ def grade(
     probing = _Probes(folder, secrets.randbelow(2**31) if seed is None else seed) if trusted else None
     check_sources = [c.source for c in ref_nb.cells if c.cell_type == "code" and CHECK in tags(c)]
     plan: list[_Step] = []
+    # what rebuilds the reference's state in a fresh kernel, exercise by exercise (after a kernel died)
+    rebuild = {
+        ex.number: [ref_nb.cells[i].source for i in ex.cells if ANSWER not in tags(ref_nb.cells[i])]
+        for ex in ref_exercises
+    }
     for index, cell in enumerate(ref_nb.cells):
         if cell.cell_type != "code" or index < first_cell:
             continue
@@ -697,9 +705,13 @@ def grade(
             continue
         elif index == ex.cells[0]:
             plan += _exercise_steps(ex, nb, by_number[ex.number], ref_nb, ex, path.stem, extra, probing)
-    executor = executor if executor is not None else Kernel(path.parent, quick=quick)
+    if executor is None:  # a kernel of its own, in a working folder of its own, each cell under a time limit
+        limit = cell_timeout or (notebooks.QUICK_CELL_TIMEOUT if quick else notebooks.FULL_CELL_TIMEOUT)
+        executor = Kernel(folder / "work", timeout=round(limit), quick=quick)
+        executor.cwd.mkdir()
     stopped, failing = "", None
     student_sources: dict[str, str] = {}  # label -> the student's own cell, to quote the line an error went through
+    state: list[str] = []  # the sources that made the kernel's state, as the reference would have it
     from . import guard
 
     with executor.session(), contextlib.ExitStack() as stack:
@@ -707,6 +719,7 @@ def grade(
         for step in plan:
             ex = step.exercise
             if step.kind == "end":
+                state += rebuild.get(ex.number, [])
                 if failing is None:
                     status[ex.number] = ("passed", "")
                     if echo is not None and not (probing and probing.jobs.get(ex.number)):
@@ -735,7 +748,18 @@ def grade(
             if step.student:
                 student_sources[step.label] = step.source
             if error is None:
+                if ex is None:
+                    state.append(step.source)
                 continue
+            if getattr(executor, "died", False):  # a fresh kernel, in the reference's state of before this step
+                if echo is not None:
+                    echo(f"the kernel {'died' if error[0] == 'DeadKernelError' else 'was stopped'} during "
+                         f"{step.label}: restarting it with the reference's state")  # fmt: skip
+                executor.restart()
+                broken = next((e for s in state if (e := executor.run(s, "reference state")) is not None), None)
+                if broken is not None:
+                    stopped = f"the reference's state could not be rebuilt after the kernel died: {broken[0]}"
+                    break
             ename, evalue = error
             message = f"{ename}: {_first_line(evalue)}" if _first_line(evalue) else ename
             where = where_in_student_code(error, student_sources)
