@@ -689,6 +689,7 @@ def grade(
     folder = Path(tempfile.mkdtemp(prefix="grade-probes-"))
     probing = _Probes(folder, secrets.randbelow(2**31) if seed is None else seed) if trusted else None
     check_sources = [c.source for c in ref_nb.cells if c.cell_type == "code" and CHECK in tags(c)]
+    import_sources = [c.source for c in ref_nb.cells if c.cell_type == "code" and CHECK not in tags(c)]
     plan: list[_Step] = []
     # what rebuilds the reference's state in a fresh kernel, exercise by exercise (after a kernel died)
     rebuild = {
@@ -790,7 +791,7 @@ def grade(
                 decided[number] = "verifier"
                 if status[number][0] != "passed":
                     continue  # the kernel's report can fail an exercise, never pass it
-                failed = [v for v in probes.verify_saved(check_sources, jobs) if not v["ok"]]
+                failed = [v for v in probes.verify_saved(check_sources, jobs, import_sources) if not v["ok"]]
                 label = by_number[number].label
                 if failed:
                     status[number] = ("failed", f"{failed[0]['message']} (judged outside the kernel, on fresh inputs)")

@@ -141,29 +141,37 @@ def probe_statement(call: ProbeCall, path: str | Path, seed: int) -> str:
     )
 
 
-def definitions(sources: list[str]) -> str:
-    """The imports and ``def``s of the check cells' sources (nothing that runs): what the verifier executes."""
-    kept = []
-    for source in sources:
-        tree = ast.parse(source)
+def definitions(check_sources: list[str], import_sources: list[str] = ()) -> str:
+    """What the verifier executes (nothing that runs): the top-level imports of ``import_sources`` (the reference
+    notebook's code cells) and of the check cells, then the check cells' ``def``s."""
+    imports, defs = [], []
+    for source in [*import_sources, *check_sources]:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
         for node in tree.body:
-            if isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef):
-                kept.append(ast.get_source_segment(source, node))
-    return "\n\n".join(kept)
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                imports.append(ast.get_source_segment(source, node))
+            elif isinstance(node, ast.FunctionDef) and source in check_sources:
+                defs.append(ast.get_source_segment(source, node))
+    return "\n".join(dict.fromkeys(imports)) + "\n\n" + "\n\n".join(defs)
 
 
 VERIFIER_PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
 
 
-def verify_saved(check_sources: list[str], jobs: list[dict]) -> list[dict]:
+def verify_saved(check_sources: list[str], jobs: list[dict], import_sources: list[str] = ()) -> list[dict]:
     """Run each job's ``verify`` on its saved values; the verdicts, in order.
 
-    ``check_sources`` are the reference notebook's check cells (the course's own text); ``jobs`` are dicts with
+    ``check_sources`` are the reference notebook's check cells (the course's own text; ``import_sources`` its other
+    code cells, whose top-level imports the verifies may use); ``jobs`` are dicts with
     ``verify`` (a name), ``path`` (what :func:`save` wrote) and ``seed``. Each verdict is the job with ``ok`` and,
     when not ok, ``message`` (the failing assert's message, or why the values were refused).
     """
     namespace: dict = {"__name__": "__verifier__"}
-    exec(compile(VERIFIER_PRELUDE + definitions(check_sources), "<reference checks>", "exec"), namespace)
+    code = VERIFIER_PRELUDE + definitions(check_sources, import_sources)
+    exec(compile(code, "<reference checks>", "exec"), namespace)
     verdicts = []
     for job in jobs:
         try:

@@ -214,22 +214,57 @@ def synthesizer_weights(x, w1, w2, b2, n_head, mask):
 
 
 # %% tags=["check"]
-torch.manual_seed(0)
-small = ModelConfig(vocab_size=50, max_len=16, n_layer=2, n_head=2, d_model=16, attention="synthesizer")
-layer = variants.SynthesizerAttention(small).eval()
-with torch.no_grad():
-    layer.b2.normal_()  # b2 starts at zero; random values make a forgotten b2 show
-x = torch.randn(2, 9, 16)
-mask = build_attention_mask(9, torch.tensor([4, 6]))  # a 4- and a 6-token source
-mine = synthesizer_weights(x, layer.w1, layer.w2, layer.b2, 2, mask)
-_, theirs = layer(x, mask, return_weights=True)
-assert torch.allclose(mine, theirs, atol=1e-6), "the notebook's synthesizer and helpers.nn.variants disagree"
-assert torch.allclose(mine.sum(-1), torch.ones(2, 2, 9)) and (mine.masked_select(~mask.expand_as(mine)) == 0).all()
-# which tokens a row of weights is computed from: change token 2, then compare row 2 and the rows after it
-y = x.clone()
-y[:, 2] += 1.0
-moved = synthesizer_weights(y, layer.w1, layer.w2, layer.b2, 2, mask)
-assert torch.allclose(moved[:, :, 3:], mine[:, :, 3:]) and not torch.allclose(moved[:, :, 2], mine[:, :, 2])
+def synthesizer_case(seed):
+    """A layer's w1, w2, b2 drawn from `seed` (b2 non-zero, so a forgotten b2 shows), an input x (2, 9, 16), the
+    same input with token 2 changed, and the mask of a 4- and a 6-token source."""
+    g = torch.Generator().manual_seed(seed)
+    w1 = {"weight": torch.randn(16, 16, generator=g) * 0.5, "bias": torch.randn(16, generator=g) * 0.5}
+    w2, b2, x = torch.randn(2, 8, 16, generator=g), torch.randn(2, 16, generator=g), torch.randn(2, 9, 16, generator=g)
+    y = x.clone()
+    y[:, 2] += 1.0
+    return w1, w2, b2, x, y, build_attention_mask(9, torch.tensor([4, 6]))
+
+
+def synthesizer_config():
+    return ModelConfig(vocab_size=50, max_len=16, n_layer=2, n_head=2, d_model=16, attention="synthesizer")
+
+
+def synthesizer_layer(seed):
+    """The package's synthesizer layer (d_model 16, 2 heads, ℓ = 16) holding the case's w1, w2 and b2."""
+    w1, w2, b2, *_ = synthesizer_case(seed)
+    layer = variants.SynthesizerAttention(synthesizer_config()).eval()
+    layer.w1.load_state_dict(w1)
+    with torch.no_grad():
+        layer.w2.copy_(w2)
+        layer.b2.copy_(b2)
+    return layer
+
+
+def probe_synthesizer(weights_fn, seed=0):
+    """Runs your function on the case drawn from `seed`, and on the input with token 2 changed."""
+    w1_weights, w2, b2, x, y, mask = synthesizer_case(seed)
+    w1 = torch.nn.Linear(16, 16)
+    w1.load_state_dict(w1_weights)
+    with torch.no_grad():
+        return {"weights": weights_fn(x, w1, w2, b2, 2, mask), "moved": weights_fn(y, w1, w2, b2, 2, mask)}
+
+
+def verify_synthesizer(values, seed=0):
+    """Against the package's layer holding the same weights; rows sum to 1, masked keys get 0, and a row is
+    computed from its own token alone."""
+    *_, x, _, mask = synthesizer_case(seed)
+    with torch.no_grad():
+        _, theirs = synthesizer_layer(seed)(x, mask, return_weights=True)
+    mine, moved = values["weights"], values["moved"]
+    assert tuple(mine.shape) == (2, 2, 9, 9), f"weights (B, nh, T, T) = (2, 2, 9, 9), got {tuple(mine.shape)}"
+    assert torch.allclose(mine, theirs, atol=1e-6), "the notebook's synthesizer and helpers.nn.variants disagree"
+    assert torch.allclose(mine.sum(-1), torch.ones(2, 2, 9)) and (mine.masked_select(~mask.expand_as(mine)) == 0).all()
+    # which tokens a row of weights is computed from: token 2 changed, row 2 moves and the rows after it do not
+    assert torch.allclose(moved[:, :, 3:], mine[:, :, 3:]) and not torch.allclose(moved[:, :, 2], mine[:, :, 2])
+
+
+verify_synthesizer(probe_synthesizer(synthesizer_weights))
+small, layer, x = synthesizer_config(), synthesizer_layer(0), synthesizer_case(0)[3]  # what the cells below use
 dot = ModelConfig(**{**small.to_dict(), "attention": "dot"})
 print(
     f"parameters per attention layer: dot product {variants.num_variant_parameters(dot)['attention']:,}, "
@@ -364,25 +399,44 @@ ours = variants.latent_horizons(M_LATENTS, L_BLOCK)
 reach = {name: int(h.max()) + 1 for name, h in (("course", course), ("spread", ours))}
 print(f"horizons, spread: {ours.tolist()}")
 print(f"inputs some latent reads: course {reach['course']} of {L_BLOCK}, spread {reach['spread']} of {L_BLOCK}")
-plens = torch.tensor([1, 3, 6])
-pos = torch.arange(6)
-assert torch.equal(may_read(pos, pos, plens), build_attention_mask(6, plens)), "positions: notebook 02's mask"
-# the bottleneck's three masks on a small block (12 positions, 4 latents), saved from the model's own masks
-saved = reference("05_bottleneck_masks.json")
-plen12 = torch.tensor(saved["prefix_len"])
-mine = bottleneck_masks(4, 12, plen12)
-assert isinstance(mine, dict) and set(mine) == {"down", "middle", "up"}, "return a dict with 'down', 'middle', 'up'"
-for name in ("down", "middle", "up"):
-    got, want = mine[name], torch.tensor(saved[name], dtype=torch.bool)
-    assert got.shape == want.shape, f"{name}: shape {tuple(got.shape)}, expected (B, 1, queries, keys) = {tuple(want.shape)}"  # fmt: skip
-    assert torch.equal(got, want), f"{name} (m = 4, ℓ = 12, P = {plen12.tolist()}): not the model's mask"
-# the same for blocks the saved file does not hold, against the model's masks computed now: m divides ℓ, or not
-for m_, ell_ in ((16, 96), (5, 12), (3, 10)):
-    plen_ = torch.tensor([1, ell_ // 3, ell_ - 1])
-    lat_, pos_ = variants.latent_horizons(m_, ell_), torch.arange(ell_)
-    mine = bottleneck_masks(m_, ell_, plen_)
-    for name, (q_h, k_h) in {"down": (lat_, pos_), "middle": (lat_, lat_), "up": (pos_, lat_)}.items():
-        assert torch.equal(mine[name], variants.read_mask(q_h, k_h, plen_)), f"{name} (m = {m_}, ℓ = {ell_}): not the model's mask"  # fmt: skip
+
+
+def bottleneck_cases(seed):
+    """(m, ℓ, P per sequence): the saved block, m dividing ℓ and not, and one block drawn from `seed`."""
+    g = torch.Generator().manual_seed(seed)
+    m, ell = int(torch.randint(2, 9, (1,), generator=g)), int(torch.randint(9, 40, (1,), generator=g))
+    saved = runtime.reference_outputs("05_bottleneck_masks.json")["prefix_len"]
+    cases = [(4, 12, saved), (16, 96, [1, 32, 95]), (5, 12, [1, 4, 11]), (3, 10, [1, 3, 9])]
+    return cases + [(m, ell, torch.randint(1, ell, (3,), generator=g).tolist())]
+
+
+def probe_bottleneck(may_read_fn, masks_fn, seed=2):
+    """Runs your functions: may_read on positions alone, and the three masks of each block."""
+    plens, pos = torch.tensor([1, 3, 6]), torch.arange(6)
+    return {
+        "positions": may_read_fn(pos, pos, plens),
+        "blocks": [masks_fn(m, ell, torch.tensor(plen)) for m, ell, plen in bottleneck_cases(seed)],
+    }
+
+
+def verify_bottleneck(values, seed=2):
+    """With positions alone, notebook 02's prefix mask; then each block's masks against the model's own."""
+    assert torch.equal(values["positions"], build_attention_mask(6, torch.tensor([1, 3, 6]))), (
+        "positions: notebook 02's mask"
+    )
+    saved = runtime.reference_outputs("05_bottleneck_masks.json")
+    assert len(values["blocks"]) == len(bottleneck_cases(seed)), f"expected {len(bottleneck_cases(seed))} blocks"
+    for k, ((m, ell, plen), mine) in enumerate(zip(bottleneck_cases(seed), values["blocks"])):
+        assert isinstance(mine, dict) and set(mine) == {"down", "middle", "up"}, "return a dict: 'down', 'middle', 'up'"
+        lat, pos, plen = variants.latent_horizons(m, ell), torch.arange(ell), torch.tensor(plen)
+        for name, (q_h, k_h) in {"down": (lat, pos), "middle": (lat, lat), "up": (pos, lat)}.items():
+            want = torch.tensor(saved[name], dtype=torch.bool) if k == 0 else variants.read_mask(q_h, k_h, plen)
+            got = mine[name]
+            assert got.shape == want.shape, f"{name}: shape {tuple(got.shape)}, expected (B, 1, queries, keys) = {tuple(want.shape)}"  # fmt: skip
+            assert torch.equal(got, want), f"{name} (m = {m}, ℓ = {ell}, P = {plen.tolist()}): not the model's mask"
+
+
+verify_bottleneck(probe_bottleneck(may_read, bottleneck_masks))
 
 # %% [markdown]
 # ### The price of causality
@@ -663,21 +717,59 @@ def rope_half(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -
 
 
 # %% tags=["check"]
-saved = reference("05_rope_half.json")
-xr, pr = torch.tensor(saved["x"]), torch.tensor(saved["positions"])  # (1, 2, 5, 8), (5,)
-mine = rope_half(xr, pr, saved["base"])
-assert mine.shape == xr.shape, (
-    f"rope_half returned shape {tuple(mine.shape)}; it must keep the input's {tuple(xr.shape)}"
-)
-h2 = xr.size(-1) // 2
-pair_norms = (mine[..., :h2] ** 2 + mine[..., h2:] ** 2).sqrt()
-assert torch.allclose(pair_norms, (xr[..., :h2] ** 2 + xr[..., h2:] ** 2).sqrt(), atol=1e-5), (
-    "each pair (channel i, channel i + hs/2) must keep its length: pair the first half with the second half, and "
-    "turn each pair as a rotation of the plane does"
-)
-assert torch.allclose(rope_half(xr, torch.zeros_like(pr)), xr, atol=1e-6), (
-    "at position 0 nothing may turn: the angle is position × θ_i (positions count from 0)"
-)
+def rope_cases(seed):
+    """The saved case (x, positions, base), and x (1, 2, 6, hs) with positions drawn from `seed`; the q and k of
+    the score checks."""
+    saved = runtime.reference_outputs("05_rope_half.json")
+    g = torch.Generator().manual_seed(seed)
+    hs = 2 * int(torch.randint(2, 9, (1,), generator=g))
+    drawn = (torch.randn(1, 2, 6, hs, generator=g), torch.randint(0, 200, (6,), generator=g), 10000.0)
+    return [(torch.tensor(saved["x"]), torch.tensor(saved["positions"]), saved["base"]), drawn], torch.randn(
+        2, 1, 1, 1, 8, generator=g
+    )
+
+
+SCORE_PAIRS = ((5, 2), (25, 22), (5, 3))
+
+
+def probe_rope(rope_fn, seed=3):
+    """Runs your function on each case, at position 0, and on q and k at the score checks' positions."""
+    cases, (qv, kv) = rope_cases(seed)
+    return {
+        "turned": [rope_fn(x, p, base) for x, p, base in cases],
+        "at_zero": [rope_fn(x, torch.zeros_like(p), base) for x, p, base in cases],
+        "scores": [
+            float(rope_fn(qv, torch.tensor([i])) @ rope_fn(kv, torch.tensor([j])).transpose(-2, -1))
+            for i, j in SCORE_PAIRS
+        ],  # fmt: skip
+    }
+
+
+def verify_rope(values, seed=3):
+    """Lengths kept, nothing turned at position 0, q·k a function of i − j, and the saved case exactly."""
+    cases, _ = rope_cases(seed)
+    for (x, _, _), mine, zero in zip(cases, values["turned"], values["at_zero"]):
+        assert mine.shape == x.shape, f"rope_half returned shape {tuple(mine.shape)}; it must keep the input's {tuple(x.shape)}"  # fmt: skip
+        h2 = x.size(-1) // 2
+        pair_norms = (mine[..., :h2] ** 2 + mine[..., h2:] ** 2).sqrt()
+        assert torch.allclose(pair_norms, (x[..., :h2] ** 2 + x[..., h2:] ** 2).sqrt(), atol=1e-4), (
+            "each pair (channel i, channel i + hs/2) must keep its length: pair the first half with the second half, "
+            "and turn each pair as a rotation of the plane does"
+        )
+        assert torch.allclose(zero, x, atol=1e-6), (
+            "at position 0 nothing may turn: the angle is position × θ_i (positions count from 0)"
+        )
+    same_distance, other_distance = values["scores"][0] - values["scores"][1], values["scores"][0] - values["scores"][2]
+    assert abs(same_distance) < 1e-4, "q·k must depend on i − j only: (5, 2) and (25, 22) differ"
+    assert abs(other_distance) > 1e-4, "q·k must change with the distance: (5, 2) equals (5, 3)"
+    saved = runtime.reference_outputs("05_rope_half.json")
+    assert torch.allclose(values["turned"][0], torch.tensor(saved["expected"]), atol=1e-5), (
+        "not the package's rotation: pair i turns by position × base^(−2i/hs), counter-clockwise (the first channel "
+        "of a pair is the plane's first coordinate)"
+    )
+
+
+verify_rope(probe_rope(rope_half))
 qv, kv = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
 
 
@@ -686,12 +778,6 @@ def rope_score(i: int, j: int) -> float:
     return float(rope_half(qv, torch.tensor([i])) @ rope_half(kv, torch.tensor([j])).transpose(-2, -1))
 
 
-assert abs(rope_score(5, 2) - rope_score(25, 22)) < 1e-4, "q·k must depend on i − j only: (5, 2) and (25, 22) differ"
-assert abs(rope_score(5, 2) - rope_score(5, 3)) > 1e-4, "q·k must change with the distance: (5, 2) equals (5, 3)"
-assert torch.allclose(mine, torch.tensor(saved["expected"]), atol=1e-5), (
-    "not the package's rotation: pair i turns by position × base^(−2i/hs), counter-clockwise (the first channel "
-    "of a pair is the plane's first coordinate)"
-)
 print("q·k after rotation, by positions (i, j):")
 for i, j in ((5, 2), (25, 22), (60, 57), (5, 3), (5, 5)):
     print(f"  ({i:>2}, {j:>2})  distance {i - j}: {rope_score(i, j):+.4f}")
@@ -762,25 +848,41 @@ def alibi_causal_bias(n_head: int, T: int) -> torch.Tensor:
 
 
 # %% tags=["check"]
-two = alibi_causal_bias(2, 3)
-assert two.shape == (2, 3, 3), f"alibi_causal_bias(2, 3) has shape {tuple(two.shape)}, expected (nh, T, T) = (2, 3, 3)"
-assert torch.allclose(two.diagonal(dim1=1, dim2=2), torch.zeros(2, 3)), "a query's bias for itself must be 0"
-assert (two[:, 1, 0] < 0).all(), "the previous token must get a penalty −m_h, not a bonus"
+def alibi_cases(seed):
+    """(n_head, T) for each check: 2 and 8 heads, the head counts the text gives no slopes for, and one drawn."""
+    g = torch.Generator().manual_seed(seed)
+    drawn = (int(torch.randint(1, 33, (1,), generator=g)), int(torch.randint(2, 9, (1,), generator=g)))
+    return [(2, 3), (8, 4), (1, 2), (3, 2), (12, 5), drawn]
+
+
+def probe_alibi(bias_fn, seed=4):
+    """Runs your function for each (n_head, T)."""
+    return [bias_fn(n_heads, T) for n_heads, T in alibi_cases(seed)]
+
+
+def verify_alibi(biases, seed=4):
+    """Zero for the query itself, a penalty for the previous token, the slopes' three facts, and one linear
+    expression in i − j for every pair, keys after the query included."""
+    assert len(biases) == len(alibi_cases(seed)), f"expected {len(alibi_cases(seed))} results"
+    for (n_heads, T), bias in zip(alibi_cases(seed), biases):
+        assert bias.shape == (n_heads, T, T), f"alibi_causal_bias({n_heads}, {T}) has shape {tuple(bias.shape)}, expected (nh, T, T)"  # fmt: skip
+        assert torch.allclose(bias.diagonal(dim1=1, dim2=2), torch.zeros(n_heads, T)), "a query's bias for itself must be 0"  # fmt: skip
+        slopes = -bias[:, 1, 0]
+        assert (slopes > 0).all(), "the previous token must get a penalty −m_h, not a bonus"
+        ratios = slopes[1:] / slopes[:-1]
+        assert torch.allclose(slopes[-1], torch.tensor(2.0**-8)), f"{n_heads} heads: the last slope must be 1/256"
+        assert torch.allclose(ratios, slopes[0].expand_as(ratios)), f"{n_heads} heads: a geometric sequence whose ratio is its first slope"  # fmt: skip
+        step = bias[:, :, 1:] - bias[:, :, :-1]  # (nh, T, T - 1): the change one key further right, in every row
+        same_step = torch.allclose(step, step[:, :1, :1].expand_as(step), atol=1e-6)
+        assert same_step and torch.allclose(step[:, 0, 0], slopes), (
+            f"{n_heads} heads, T = {T}: bias[h, i, j] must be one linear expression in i − j for every (i, j), keys "
+            "after the query included"
+        )
+    assert torch.allclose(-biases[1][:, 1, 0], 2.0 ** -torch.arange(1.0, 9.0)), "eight heads: slopes 1/2, 1/4, ..., 1/256"  # fmt: skip
+
+
+verify_alibi(probe_alibi(alibi_causal_bias))
 eight = alibi_causal_bias(8, 4)
-assert torch.allclose(-eight[:, 1, 0], 2.0 ** -torch.arange(1.0, 9.0)), "eight heads: slopes 1/2, 1/4, ..., 1/256"
-for n_heads in (1, 2, 3, 12):  # the three facts, for numbers of heads the text gives no slopes for
-    slopes_n = -alibi_causal_bias(n_heads, 2)[:, 1, 0]
-    ratios = slopes_n[1:] / slopes_n[:-1]
-    assert torch.allclose(slopes_n[-1], torch.tensor(2.0**-8)), f"{n_heads} heads: the last slope must be 1/256"
-    assert torch.allclose(ratios, slopes_n[0].expand_as(ratios)), f"{n_heads} heads: a geometric sequence whose ratio is its first slope"  # fmt: skip
-for n_heads, T in ((2, 3), (12, 5)):  # every pair (i, j), keys after the query included
-    bias = alibi_causal_bias(n_heads, T)
-    step = bias[:, :, 1:] - bias[:, :, :-1]  # (nh, T, T - 1): the change one key further right, in every row
-    same_step = torch.allclose(step, step[:, :1, :1].expand_as(step), atol=1e-6)
-    assert same_step and torch.allclose(step[:, 0, 0], -bias[:, 1, 0]), (
-        f"{n_heads} heads, T = {T}: bias[h, i, j] must be one linear expression in i − j for every (i, j), keys after "
-        "the query included"
-    )
 print("ALiBi slopes for 8 heads:", [round(s, 4) for s in (-eight[:, 1, 0]).tolist()])
 print("head 0 of 8, the bias of query 3 for keys 0..3:", eight[0, 3].tolist())
 
@@ -889,22 +991,37 @@ def corrupt_one_span(ids: list[int], rng: np.random.Generator, max_len: int) -> 
 # %% tags=["check"]
 # Properties first, on many cuts of sentences of 0 to 120 distinct ids (100, 101, ...): each id says where it
 # came from. Then the exact outputs, saved from the package with the same draws.
-draws = np.random.default_rng(1)
-lengths = list(range(40)) * 20 + [60, 90, 120] * 150
-kept_lengths, span_lengths, empty_prefix, empty_suffix = [], [], 0, 0
-for max_len in (16, 96):
-    longest_allowed = max(2, (max_len - 4) * 7 // 8)
-    for length in lengths:
+def cut_lengths():
+    return list(range(40)) * 20 + [60, 90, 120] * 150
+
+
+def probe_cuts(cut_fn, seed=1):
+    """Runs your function on every length, with max_len 16 and 96, drawing from one generator seeded by `seed`."""
+    draws = np.random.default_rng(seed)
+    outs = [cut_fn(list(range(100, 100 + length)), draws, max_len) for max_len in (16, 96) for length in cut_lengths()]
+    return {
+        "specials": [BOS, MASK, SEP, EOS],
+        "cuts": [None if o is None else [[int(i) for i in o[0]], int(o[1])] for o in outs],
+    }
+
+
+def verify_cuts(values, seed=1):
+    """Each cut's properties, then the spread of the lengths over all cuts."""
+    bos, mask, sep, eos = values["specials"]
+    cases = [(max_len, length) for max_len in (16, 96) for length in cut_lengths()]
+    assert len(values["cuts"]) == len(cases), f"expected {len(cases)} cuts"
+    kept_lengths, span_lengths, empty_prefix, empty_suffix = [], [], 0, 0
+    for (max_len, length), out in zip(cases, values["cuts"]):
+        longest_allowed = max(2, (max_len - 4) * 7 // 8)
         sentence = list(range(100, 100 + length))
-        out = corrupt_one_span(sentence, draws, max_len)
         if length < 2:
             assert out is None, f"a sentence of {length} token(s) makes no example: return None"
             continue
         assert out is not None, f"a sentence of {length} tokens (max_len {max_len}) makes an example, not None"
         inp, n_source = out
-        assert inp[0] == BOS and inp[-1] == EOS, "the example starts with BOS and ends with EOS"
-        assert inp.count(MASK) == 1 and inp.count(SEP) == 1, "exactly one MASK (where the span was) and one SEP"
-        m, s = inp.index(MASK), inp.index(SEP)
+        assert inp[0] == bos and inp[-1] == eos, "the example starts with BOS and ends with EOS"
+        assert inp.count(mask) == 1 and inp.count(sep) == 1, "exactly one MASK (where the span was) and one SEP"
+        m, s = inp.index(mask), inp.index(sep)
         assert m < s, "MASK stands in the source, where the span was cut out: before SEP"
         assert n_source == s + 1, f"n_source must count BOS, prefix, MASK, suffix and SEP: {s + 1}, not {n_source}"
         prefix, suffix, span = inp[1:m], inp[m + 1 : s], inp[s + 1 : -1]
@@ -924,27 +1041,43 @@ for max_len in (16, 96):
         span_lengths.append((len(span), n))
         empty_prefix += not prefix
         empty_suffix += not suffix
-long_spans = [(k, n) for k, n in span_lengths if n >= 8]
-ratio = sum(k for k, _ in long_spans) / sum(n for _, n in long_spans)
-assert 0.22 <= ratio <= 0.30, f"spans average {ratio:.2f} of the kept length; expected about a quarter"
-assert any(k == n // 2 for k, n in long_spans) and any(k == 1 for k, n in long_spans), "span lengths from 1 to n/2"
-assert any(n == 4 < length for n, length, _ in kept_lengths), "some cuts keep only 4 tokens of a longer sentence"
-assert any(n == length for n, length, _ in kept_lengths), "some cuts keep the whole (short) sentence"
-assert empty_prefix and empty_suffix, "the span must sometimes start the kept part and sometimes end it"
-print(f"{len(span_lengths)} cuts: spans average {ratio:.3f} of the kept length (n >= 8); lengths within max_len")
+    long_spans = [(k, n) for k, n in span_lengths if n >= 8]
+    ratio = sum(k for k, _ in long_spans) / sum(n for _, n in long_spans)
+    assert 0.22 <= ratio <= 0.30, f"spans average {ratio:.2f} of the kept length; expected about a quarter"
+    assert any(k == n // 2 for k, n in long_spans) and any(k == 1 for k, n in long_spans), "span lengths from 1 to n/2"
+    assert any(n == 4 < length for n, length, _ in kept_lengths), "some cuts keep only 4 tokens of a longer sentence"
+    assert any(n == length for n, length, _ in kept_lengths), "some cuts keep the whole (short) sentence"
+    assert empty_prefix and empty_suffix, "the span must sometimes start the kept part and sometimes end it"
+
+
+verify_cuts(probe_cuts(corrupt_one_span))
+print(f"{len(cut_lengths()) * 2} cuts: every one has the properties; lengths within max_len")
+
 
 # %% tags=["check"]
-saved = reference("05_corrupt_span.json")
-for case in saved["cases"]:
-    rng = np.random.default_rng(case["seed"])
-    for k, want in enumerate(case["expected"]):
-        got = corrupt_one_span(case["ids"], rng, case["max_len"])
-        got = None if got is None else {"input_ids": [int(i) for i in got[0]], "n_source": int(got[1])}
-        assert got == want, (
-            f"sentence of {len(case['ids'])} tokens, max_len {case['max_len']}, seed {case['seed']}, cut {k}: "
-            f"expected {want}, got {got}. Check the three draws: their order and their ranges (endpoint=True)"
-        )
-print(f"{sum(len(c['expected']) for c in saved['cases'])} cuts equal the saved ones")
+def probe_saved_cuts(cut_fn, seed=0):
+    """Runs your function on the saved cases, each with its own seed (the saved draws: `seed` is not used)."""
+    outs = []
+    for case in runtime.reference_outputs("05_corrupt_span.json")["cases"]:
+        rng = np.random.default_rng(case["seed"])
+        outs.append([cut_fn(case["ids"], rng, case["max_len"]) for _ in case["expected"]])
+    return [[None if o is None else [[int(i) for i in o[0]], int(o[1])] for o in case] for case in outs]
+
+
+def verify_saved_cuts(cuts, seed=0):
+    for case, got_case in zip(runtime.reference_outputs("05_corrupt_span.json")["cases"], cuts, strict=True):
+        for k, (want, got) in enumerate(zip(case["expected"], got_case, strict=True)):
+            got = None if got is None else {"input_ids": got[0], "n_source": got[1]}
+            assert got == want, (
+                f"sentence of {len(case['ids'])} tokens, max_len {case['max_len']}, seed {case['seed']}, cut {k}: "
+                f"expected {want}, got {got}. Check the three draws: their order and their ranges (endpoint=True)"
+            )
+
+
+verify_saved_cuts(probe_saved_cuts(corrupt_one_span))
+print(
+    f"{sum(len(c['expected']) for c in runtime.reference_outputs('05_corrupt_span.json')['cases'])} cuts equal the saved ones"
+)
 
 # %% [markdown]
 # Three examples from the training sentences, cut by your function:

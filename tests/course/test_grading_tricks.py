@@ -86,6 +86,19 @@ def test_a_hook_that_clears_every_error_forged_the_kernel_s_verdict_and_earns_no
     assert forged.total == forged.possible == 25, forged.table()
 
 
+@pytest.mark.slow  # notebook 05 in a kernel (about a minute on 2 cores): the 02 test above runs in CI
+def test_on_notebook_05_the_hook_earns_nothing_either(tmp_path):
+    solved = notebooks.notebook_sources(["05"])[0]
+    copy = exercises.student_notebook(notebooks.read_py(solved))
+    first = exercises.find_exercises(copy, solved=False)[0]
+    cell = next(i for i in first.cells if "NotImplementedError(" in copy.cells[i].source)
+    copy.cells[cell].source = HOOK + "\n" + copy.cells[cell].source
+    path = tmp_path / solved.name
+    path.write_text(jupytext.writes(copy, fmt="py:percent"), encoding="utf-8")
+    result = exercises.grade(path, reference=solved, cell_timeout=300)
+    assert result.total == 0 and {r.decided for r in result.results} == {"verifier"}, result.table()
+
+
 def _replace_stub(text: str, after: str, code: str) -> str:
     """``text`` with the first stub after ``after`` replaced by ``code`` (one line, the stub's indentation)."""
     start = text.index("raise NotImplementedError(", text.index(after))
