@@ -87,9 +87,15 @@ def _notebook_path(name: str) -> Path:
 
 
 def _grade(args) -> int:
-    from .course import exercises, written
+    from .course import exercises, gradebook, written
 
-    path = _notebook_path(args.notebook)
+    if len(args.notebook) > 1 or Path(args.notebook[0]).is_dir():  # a class
+        options = [*(["--hidden", args.hidden] if args.hidden else []), *(["--full"] if args.full else [])]
+        options += ["--cell-timeout", str(args.cell_timeout)] if args.cell_timeout else []
+        book = gradebook.grade_class(args.notebook, args.out, expected=args.expected, jobs=args.jobs, options=options)
+        print(f"wrote {book} and a feedback file per submission in {Path(args.out) / 'feedback'}")
+        return 0
+    path = _notebook_path(args.notebook[0])
     graded = exercises.read_notebook(path)
     reference_path = exercises.reference_for(path)
     reference = exercises.read_notebook(reference_path) if reference_path else graded
@@ -353,7 +359,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_student)
 
     p = sub.add_parser("grade", help="run a notebook in quick mode and score its exercises")
-    p.add_argument("notebook", help="a .ipynb or .py notebook (a student's copy), or a number such as 02")
+    p.add_argument(
+        "notebook",
+        nargs="+",
+        help="a .ipynb or .py notebook (a student's copy), or a number such as 02; or a class: a folder of "
+        "submissions, or several files (then --out, -j and --notebook apply)",
+    )
+    p.add_argument("--out", default="gradebook", help="a class's gradebook folder (default: gradebook/)")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="a class: how many submissions to grade at once")
+    p.add_argument(
+        "--notebook",
+        dest="expected",
+        default=None,
+        help="a class: the notebook number every submission must be (another week's is listed, not graded)",
+    )
     p.add_argument("--hidden", default=None, help="a folder of hidden checks: NN_*.py, cut at '# %%%% Exercise N.M'")
     p.add_argument("--json", default=None, help="also write the result as JSON to this file")
     p.add_argument("--in-process", action="store_true", help="run the cells in this process instead of a kernel")

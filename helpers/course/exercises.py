@@ -527,10 +527,25 @@ def _first_line(text: str) -> str:
     return lines[0][:300] if lines else ""
 
 
+def notebook_number(path: str | Path) -> str | None:
+    """Which course notebook the file at ``path`` is: the number its exercises carry ("2.3" -> "02"), else the one
+    its name starts with; None when neither says."""
+    try:
+        found = find_exercises(read_notebook(path), solved=False)
+    except Exception:  # noqa: BLE001  (unreadable, or its markup refused: the name may still say)
+        found = []
+    numbers = {ex.number.split(".")[0].zfill(2) for ex in found}
+    if len(numbers) == 1:
+        return numbers.pop()
+    stem = Path(path).stem[:2]
+    return stem if stem.isdigit() else None
+
+
 def reference_for(path: str | Path) -> Path | None:
-    """The course's own solved source of the notebook at ``path`` (the same number), or None."""
-    number = Path(path).stem[:2]
-    if not number.isdigit():
+    """The course's own solved source of the notebook at ``path`` (the same number: :func:`notebook_number`), or
+    None. A student's copy renamed ``alice.ipynb`` still finds its reference by its exercises' numbers."""
+    number = notebook_number(path)
+    if number is None:
         return None
     try:
         found = notebooks.notebook_sources([number])
