@@ -703,8 +703,9 @@ def grade(
     trusted = ref_nb is not nb or (ref_path is not None and Path(ref_path).resolve() == path.resolve())
     folder = Path(tempfile.mkdtemp(prefix="grade-probes-"))
     probing = _Probes(folder, secrets.randbelow(2**31) if seed is None else seed) if trusted else None
-    check_sources = [c.source for c in ref_nb.cells if c.cell_type == "code" and CHECK in tags(c)]
-    import_sources = [c.source for c in ref_nb.cells if c.cell_type == "code" and CHECK not in tags(c)]
+    code_cells = [c for c in ref_nb.cells if c.cell_type == "code"]
+    reference_sources = [c.source for c in code_cells]  # what the verifier reads
+    whole = {i for i, c in enumerate(code_cells) if probes.VERIFIER_TAG in tags(c)}
     plan: list[_Step] = []
     # what rebuilds the reference's state in a fresh kernel, exercise by exercise (after a kernel died)
     rebuild = {
@@ -802,11 +803,14 @@ def grade(
     decided = {}
     if probing is not None:  # the kernel is shut down: this process judges what the probes saved
         try:
-            for number, jobs in probing.jobs.items():
-                decided[number] = "verifier"
-                if status[number][0] != "passed":
-                    continue  # the kernel's report can fail an exercise, never pass it
-                failed = [v for v in probes.verify_saved(check_sources, jobs, import_sources) if not v["ok"]]
+            decided = dict.fromkeys(probing.jobs, "verifier")
+            # the kernel's report can fail an exercise, never pass it: only the passed ones are judged again
+            judged = [
+                {**job, "exercise": n} for n, jobs in probing.jobs.items() if status[n][0] == "passed" for job in jobs
+            ]
+            verdicts = probes.verify_saved(reference_sources, judged, whole=whole, quick=quick) if judged else []
+            for number in dict.fromkeys(job["exercise"] for job in judged):
+                failed = [v for v in verdicts if v["exercise"] == number and not v["ok"]]
                 label = by_number[number].label
                 if failed:
                     status[number] = ("failed", f"{failed[0]['message']} (judged outside the kernel, on fresh inputs)")

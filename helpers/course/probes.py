@@ -49,6 +49,10 @@ def _flatten(value, tensors: dict[str, torch.Tensor], where: str):
         raise RefusedValue(
             f"{where}: a {kind.__qualname__}, a subclass of torch.Tensor, is refused: return a plain tensor"
         )
+    if kind.__module__ == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return _flatten(value.item(), tensors, where)  # a NumPy scalar: its Python number
+    if kind.__module__ == "numpy" and kind.__name__ == "ndarray":
+        return {"__ndarray__": _flatten(torch.from_numpy(value.copy()), tensors, where)}
     if kind in PLAIN:
         if kind is float and not math.isfinite(value):
             return {"__float__": repr(value)}
@@ -84,6 +88,8 @@ def _unflatten(tree, tensors: dict[str, torch.Tensor]):
         return tensor
     if kind == "__float__":
         return float(inner)
+    if kind == "__ndarray__":
+        return _unflatten(inner, tensors).numpy()
     if kind in ("__list__", "__tuple__"):
         items = [_unflatten(v, tensors) for v in inner]
         return items if kind == "__list__" else tuple(items)
@@ -97,6 +103,55 @@ def load(path: str | Path):
     path = Path(path)
     tensors = load_file(str(path) + ".safetensors")
     return _unflatten(json.loads(path.read_text(encoding="utf-8")), tensors)
+
+
+# ----------------------------------------------------------------------------------------------
+# record and replay: a check written as one function, split without writing it twice
+
+
+class _Recorder:
+    """Calls the student's ``fn`` and keeps a plain copy of each result (attributes are ``fn``'s own)."""
+
+    def __init__(self, fn):
+        self._fn, self.results = fn, []
+
+    def __call__(self, *args, **kwargs):
+        result = self._fn(*args, **kwargs)
+        _flatten(result, {}, f"what {getattr(self._fn, '__name__', 'it')} returned")  # refused here, by name
+        self.results.append(result)
+        return result
+
+    def __getattr__(self, name):
+        return getattr(self._fn, name)
+
+
+class _Replayer:
+    """Returns the recorded results in order, whatever it is called with; refuses a call it has no result for."""
+
+    def __init__(self, results):
+        self._results = list(results)
+
+    def __call__(self, *args, **kwargs):
+        if not self._results:
+            raise AssertionError("the check called the function more often than the probe did: other inputs?")
+        return self._results.pop(0)
+
+
+def record(check, fn, *args, **kwargs) -> list:
+    """Run ``check(fn, *args, **kwargs)`` (the check's own asserts included: the notebook's feedback) and return what
+    each call of ``fn`` returned: the probe of a check written as one function (``check(fn, ..., seed=...)``)."""
+    recorder = _Recorder(fn)
+    check(recorder, *args, **kwargs)
+    return recorder.results
+
+
+def replay(check, results: list, *args, **kwargs) -> None:
+    """Run ``check`` again with ``fn``'s recorded ``results`` in its place: the verify of such a check. The check
+    draws its inputs again from the same seed and computes what it expects itself (in the grader, with the
+    reference's own functions), so recorded results for other inputs fail it."""
+    replayer = _Replayer(results)
+    check(replayer, *args, **kwargs)
+    assert not replayer._results, "the probe recorded more calls than the check makes: other inputs?"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -141,39 +196,62 @@ def probe_statement(call: ProbeCall, path: str | Path, seed: int) -> str:
     )
 
 
-def definitions(check_sources: list[str], import_sources: list[str] = ()) -> str:
-    """What the verifier executes (nothing that runs): the top-level imports of ``import_sources`` (the reference
-    notebook's code cells) and of the check cells, then the check cells' ``def``s."""
-    imports, defs = [], []
-    for source in [*import_sources, *check_sources]:
+def _calls_nothing(node: ast.AST) -> bool:
+    return not any(isinstance(n, ast.Call | ast.Await | ast.Yield | ast.YieldFrom) for n in ast.walk(node))
+
+
+VERIFIER_TAG = "verifier"  # a cheap set-up cell the checks rely on: the verifier runs all of it (but bare expressions)
+
+
+def definitions(sources: list[str], whole: set[int] = frozenset()) -> list[str]:
+    """What the verifier executes of the reference notebook's code cells (``sources``, in order): the top-level
+    imports, ``def``s and classes, and the assignments that call nothing (constants such as ``DTYPE = torch.float64``);
+    of the cells whose index is in ``whole`` (tagged :data:`VERIFIER_TAG`: cheap set-up such as the keys a check
+    uses), every top-level statement but bare expressions. Nothing else runs: no data is loaded, no model trained,
+    nothing printed. The reference's own solutions are among the ``def``s, so a verify that needs an auxiliary result
+    (the copying query of an earlier exercise, say) gets the reference's in the grader, the student's in the
+    notebook."""
+    kept = []
+    for index, source in enumerate(sources):
         try:
             tree = ast.parse(source)
         except SyntaxError:
             continue
         for node in tree.body:
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                imports.append(ast.get_source_segment(source, node))
-            elif isinstance(node, ast.FunctionDef) and source in check_sources:
-                defs.append(ast.get_source_segment(source, node))
-    return "\n".join(dict.fromkeys(imports)) + "\n\n" + "\n\n".join(defs)
+            if index in whole and not isinstance(node, ast.Expr):
+                kept.append(ast.get_source_segment(source, node))
+            elif isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.ClassDef) or (
+                isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and _calls_nothing(node.value)
+            ):
+                kept.append(ast.get_source_segment(source, node))
+    return kept
 
 
 VERIFIER_PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
 
 
-def verify_saved(check_sources: list[str], jobs: list[dict], import_sources: list[str] = ()) -> list[dict]:
+def verify_saved(
+    sources: list[str], jobs: list[dict], *, whole: set[int] = frozenset(), quick: bool = True
+) -> list[dict]:
     """Run each job's ``verify`` on its saved values; the verdicts, in order.
 
-    ``check_sources`` are the reference notebook's check cells (the course's own text; ``import_sources`` its other
-    code cells, whose top-level imports the verifies may use); ``jobs`` are dicts with
-    ``verify`` (a name), ``path`` (what :func:`save` wrote) and ``seed``. Each verdict is the job with ``ok`` and,
-    when not ok, ``message`` (the failing assert's message, or why the values were refused).
+    ``sources`` are the reference notebook's code cells, in order (the course's own text, read before the kernel
+    started): :func:`definitions` picks what the verifier executes (``whole``: the cells it runs whole). ``jobs`` are dicts with ``verify`` (a name),
+    ``path`` (what :func:`save` wrote) and ``seed``. Each verdict is the job with ``ok`` and, when not ok,
+    ``message`` (the failing assert's message, or why the values were refused).
     """
-    namespace: dict = {"__name__": "__verifier__"}
-    code = VERIFIER_PRELUDE + definitions(check_sources, import_sources)
-    exec(compile(code, "<reference checks>", "exec"), namespace)
+    namespace: dict = {"__name__": "__verifier__", "QUICK": quick}  # the mode the probes ran in
+    exec(compile(VERIFIER_PRELUDE, "<verifier>", "exec"), namespace)
+    for statement in definitions(sources, whole):
+        try:  # one that needs what was not executed (a default computed by a call) is left out
+            exec(compile(statement, "<reference checks>", "exec"), namespace)
+        except Exception:  # noqa: BLE001, S112
+            continue
     verdicts = []
     for job in jobs:
+        if job["verify"] not in namespace:
+            verdicts.append({**job, "ok": False, "message": f"the reference defines no {job['verify']}"})
+            continue
         try:
             values = load(job["path"])
         except FileNotFoundError:

@@ -113,7 +113,7 @@ QUICK = runtime.quick_mode()
 SEED = 0
 ACCELERATOR = colab.setup()
 
-# %%
+# %% tags=["verifier"]
 # Sizes, and two small conveniences. Double precision: we measure errors down to 1e-12,
 # which float32 rounding (about 1e-7) would hide.
 import math
@@ -170,7 +170,7 @@ def attend(q, K, V):
 # A tiny example: three keys in $\mathbb{R}^2$ and one-hot values, so $c$ simply *is* $\alpha$.
 # The query $q = (2, 0)$ scores the first and third keys equally ($2$) and the second one at $0$.
 
-# %%
+# %% tags=["verifier"]
 K0 = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=DTYPE)  # (3, 2) keys
 V0 = torch.eye(3, dtype=DTYPE)  # (3, 3) one-hot values
 q0 = torch.tensor([2.0, 0.0], dtype=DTYPE)
@@ -185,6 +185,7 @@ print("c:     ", [round(x, 3) for x in c0.tolist()])
 
 # %% tags=["check"]
 import helpers.nn.attention
+from helpers.course import probes
 from helpers.nn.attention import attention
 
 
@@ -199,8 +200,7 @@ def reaches_the_package(fn):
 
 def check_matches_package(attend_fn, seed=SEED):
     """attend_fn must give the weights worked out by hand, and the same (c, alpha) as helpers.nn.attention.attention
-    for one query and for batches, without calling it."""
-    assert not reaches_the_package(attend_fn), "attend calls helpers.nn.attention: write the attention yourself"
+    for one query and for batches."""
     e2 = math.exp(2)  # the tiny example: scores (2, 0, 2)
     _, alpha = attend_fn(q0, K0, V0)
     expected = torch.tensor([e2, 1.0, e2], dtype=DTYPE) / (2 * e2 + 1)
@@ -217,7 +217,19 @@ def check_matches_package(attend_fn, seed=SEED):
         assert torch.allclose(c, c_ref, atol=1e-12), f"outputs differ from the package for q {q_shape}"
 
 
-check_matches_package(attend)
+def probe_attend(attend_fn, seed=SEED):
+    """Runs your function (the check's inputs drawn from `seed`): whether it calls the package, and what it returns."""
+    return {"calls the package": reaches_the_package(attend_fn),
+            "results": probes.record(check_matches_package, attend_fn, seed=seed)}  # fmt: skip
+
+
+def verify_attend(values, seed=SEED):
+    """Without calling the package; the same check on what the probe recorded."""
+    assert not values["calls the package"], "attend calls helpers.nn.attention: write the attention yourself"
+    probes.replay(check_matches_package, values["results"], seed=seed)
+
+
+verify_attend(probe_attend(attend))
 
 
 # %% [markdown]
@@ -406,10 +418,8 @@ def names_used(code) -> set:
     return set(code.co_names).union(*(names_used(c) for c in code.co_consts if hasattr(c, "co_names")))
 
 
-def check_stable_softmax(softmax_fn):
+def check_stable_softmax(softmax_fn, seed=SEED):
     """Weights computed by hand on scores near +-1000 (where exp overflows), and torch.softmax on random scores."""
-    library = {"softmax", "log_softmax", "logsumexp", "softmin"} & names_used(softmax_fn.__code__)
-    assert not library, f"stable_softmax calls {sorted(library)}: build it from torch.exp, a reduction and a division"
     e1, e2 = math.exp(-1), math.exp(-2)
     z2, z3 = 1 + e1, 1 + e1 + e2
     by_hand = {  # name: (scores, the weights worked out on paper)
@@ -434,7 +444,7 @@ def check_stable_softmax(softmax_fn):
                 f"scores {name}: weights {alpha.tolist()} differ from the hand-computed ones. {m}"
             ),
         )
-    g = torch.Generator().manual_seed(SEED)
+    g = torch.Generator().manual_seed(seed)
     for dtype in (torch.float32, torch.float64):
         scores = 20 * torch.randn(3, 4, 7, generator=g, dtype=dtype)  # (batch, rows, keys)
         alpha = softmax_fn(scores)
@@ -446,7 +456,20 @@ def check_stable_softmax(softmax_fn):
         )
 
 
-check_stable_softmax(stable_softmax)
+def probe_stable_softmax(softmax_fn, seed=SEED):
+    """Runs your function: which library softmax its code names, and what it returns on the check's scores."""
+    library = {"softmax", "log_softmax", "logsumexp", "softmin"} & names_used(softmax_fn.__code__)
+    return {"library": sorted(library), "results": probes.record(check_stable_softmax, softmax_fn, seed=seed)}
+
+
+def verify_stable_softmax(values, seed=SEED):
+    assert not values["library"], (
+        f"stable_softmax calls {values['library']}: build it from torch.exp, a reduction and a division"
+    )
+    probes.replay(check_stable_softmax, values["results"], seed=seed)
+
+
+verify_stable_softmax(probe_stable_softmax(stable_softmax))
 
 # %%
 for row in ([1000.0, 0.0], [1000.0, 999.0], [-1000.0, -1001.0]):
@@ -527,7 +550,17 @@ def check_copying_query(query_fn, s=200.0, seed=SEED):
             assert abs(q.norm() - s) <= 1e-9 * s, f"{where}: your query has norm {q.norm():.6g}, not s = {s:g}"
 
 
-check_copying_query(copying_query)
+def probe_copying_query(fn, seed=SEED):
+    """Runs your function through the check above (inputs drawn from `seed`): what each call returned."""
+    return probes.record(check_copying_query, fn, seed=seed)
+
+
+def verify_copying_query(results, seed=SEED):
+    """The check again, on what your function returned: expected values computed here."""
+    probes.replay(check_copying_query, results, seed=seed)
+
+
+verify_copying_query(probe_copying_query(copying_query))
 
 # %% [markdown]
 # #### Your copying query at work
@@ -675,9 +708,19 @@ def worst_copy_case(n, gap, spread):
     return K, V
 
 
-def check_copying_bound(bound_fn, looser_than=2.0):
+def copy_cases(seed):
+    """COPY_CASES and one case drawn from `seed`."""
+    g = torch.Generator().manual_seed(seed)
+    n, gap, spread, s = (
+        int(torch.randint(2, 40, (1,), generator=g)),
+        *(torch.rand(3, generator=g) * torch.tensor([1.8, 3.0, 30.0])).tolist(),
+    )
+    return [*COPY_CASES, (n, 0.1 + gap, 0.1 + spread, s)]
+
+
+def check_copying_bound(bound_fn, looser_than=2.0, seed=SEED):
     """Two-sided: bound_fn(n, gap, spread, s) must be >= the worst copy error and <= looser_than x that error."""
-    for n, gap, spread, s in COPY_CASES:
+    for n, gap, spread, s in copy_cases(seed):
         where = f"n={n}, gap={gap:g}, spread={spread:g}, s={s:g}"
         bound = float(bound_fn(n, gap, spread, s))
         K, V = worst_copy_case(n, gap, spread)
@@ -698,7 +741,17 @@ def check_sweep_under_bound(sweep):
     assert (measured <= bound + 1e-12).all(), f"measured copy error exceeds the bound by {(measured - bound).max():.2e}"
 
 
-check_copying_bound(copy_error_bound)
+def probe_copying_bound(fn, seed=SEED):
+    """Runs your function through the check above (inputs drawn from `seed`): what each call returned."""
+    return probes.record(check_copying_bound, fn, seed=seed)
+
+
+def verify_copying_bound(results, seed=SEED):
+    """The bound against the worst case, computed here with the reference's copying query."""
+    probes.replay(check_copying_bound, results, seed=seed)
+
+
+verify_copying_bound(probe_copying_bound(copy_error_bound))
 check_sweep_under_bound(copy)
 
 # %% [markdown] tags=["answer"]
@@ -783,7 +836,17 @@ def check_averaging_query(query_fn, beta=40.0, seed=SEED):
             assert abs(K[a] @ q - beta) <= 1e-9 * beta, f"{where}: the score on k_a is {K[a] @ q:.6g}, not {beta:g}"
 
 
-check_averaging_query(averaging_query)
+def probe_averaging_query(fn, seed=SEED):
+    """Runs your function through the check above (inputs drawn from `seed`): what each call returned."""
+    return probes.record(check_averaging_query, fn, seed=seed)
+
+
+def verify_averaging_query(results, seed=SEED):
+    """The check again, on what your function returned: expected values computed here."""
+    probes.replay(check_averaging_query, results, seed=seed)
+
+
+verify_averaging_query(probe_averaging_query(averaging_query))
 
 # %% [markdown]
 # #### How well one query averages
@@ -857,9 +920,9 @@ def worst_average_case(n, a=0, b=1):
     return K, V  # max_i ||v_i|| = 1
 
 
-def check_beta_needed(beta_fn, rel_tol=1e-6):
+def check_beta_needed(beta_fn, rel_tol=1e-6, seed=SEED):
     """At beta_fn(n, tau) the worst-case error must be tau: larger means beta is too small, smaller that it wastes."""
-    for n in (3, 4, 64, 1024):
+    for n in (3, 4, 64, 1024, int(torch.randint(5, 500, (1,), generator=torch.Generator().manual_seed(seed)))):
         K, V = worst_average_case(n)
         for tau in (0.1, 1e-3, 1e-6):
             beta = float(beta_fn(n, tau))
@@ -881,7 +944,17 @@ def check_average_of_two(beta, n, tol=1e-3, seed=SEED):
     )
 
 
-check_beta_needed(beta_needed)
+def probe_beta_needed(fn, seed=SEED):
+    """Runs your function through the check above (inputs drawn from `seed`): what each call returned."""
+    return probes.record(check_beta_needed, fn, seed=seed)
+
+
+def verify_beta_needed(results, seed=SEED):
+    """At each beta your function returned, the worst-case error computed here."""
+    probes.replay(check_beta_needed, results, seed=seed)
+
+
+verify_beta_needed(probe_beta_needed(beta_needed))
 check_average_of_two(beta_needed(64, 1e-3), n=64)
 
 # %% [markdown]
@@ -966,7 +1039,7 @@ save_then_explore(
 # $A^\top B = 0$), and `tilted_basis(theta)` tilts $\mathcal{B}$ towards $\mathcal{A}$:
 # $B_\theta = \sin\theta\,W + \cos\theta\,A_{:,1:r}$, with $\theta = 90°$ the orthogonal case.
 
-# %%
+# %% tags=["verifier"]
 D4, P4, R4 = 8, 3, 2  # ambient dimension, dim of subspace A, dim of subspace B (R4 <= P4)
 U4 = orthonormal_vectors(D4, D4, rng(4), dtype=DTYPE)  # (8, 8) orthonormal rows
 basis_A = U4[:P4].T  # (8, 3) columns span A
@@ -1032,7 +1105,17 @@ def check_recover(basis_A, basis_B, tol=1e-10):
     assert errors.max() < tol, f"M s differs from v_a by {errors.max():.2e} of ||v_b||: are the subspaces orthogonal?"
 
 
-check_recovering_map(recovering_map)
+def probe_recovering_map(fn, seed=SEED):
+    """Runs your function through the check above (inputs drawn from `seed`): what each call returned."""
+    return probes.record(check_recovering_map, fn, seed=seed)
+
+
+def verify_recovering_map(results, seed=SEED):
+    """M applied to sums drawn again from `seed`, here."""
+    probes.replay(check_recovering_map, results, seed=seed)
+
+
+verify_recovering_map(probe_recovering_map(recovering_map))
 check_recover(basis_A, W4)
 
 # %% [markdown]
@@ -1148,7 +1231,7 @@ print(
 # $\Sigma_i = \alpha I$ (and `"item5"`, used below, stretches key $a$). The values are
 # orthonormal, so $c \cdot v_i$ reads off the weight on key $i$.
 
-# %%
+# %% tags=["verifier"]
 from helpers.nn.attention import sample_keys
 
 N_KEYS, D5, BETA, LOG10_ALPHA = 8, 16, 10.0, -6.0
@@ -1192,9 +1275,9 @@ def single_head(keys, beta=BETA):
 
 
 # %% tags=["check"]
-def check_single_head_query(query_fn, beta=BETA):
+def check_single_head_query(query_fn, beta=BETA, seed=SEED):
     """Isotropic keys close to their means: every draw of c near (v_a + v_b)/2 for query_fn(mu, a, b, beta)."""
-    keys = draw_keys("isotropic", n_samples=500, seed=51)
+    keys = draw_keys("isotropic", n_samples=500, seed=51 + seed)
     for a, b in [(A_IDX, B_IDX), (N_KEYS - 1, 2)]:
         q = query_fn(mu, a, b, beta)
         assert tuple(q.shape) == (D5,), f"a={a}, b={b}: the query has shape {tuple(q.shape)}, not ({D5},)"
@@ -1208,7 +1291,17 @@ def check_single_head_query(query_fn, beta=BETA):
         assert abs(mu[a] @ q - beta) <= 1e-9 * beta, f"a={a}, b={b}: the score on mu_a is {mu[a] @ q:.6g}, not {beta:g}"
 
 
-check_single_head_query(single_head_query)
+def probe_single_head_query(fn, seed=SEED):
+    """Runs your function through the check above (inputs drawn from `seed`): what each call returned."""
+    return probes.record(check_single_head_query, fn, seed=seed)
+
+
+def verify_single_head_query(results, seed=SEED):
+    """The check again, on the queries your function returned: attention computed here."""
+    probes.replay(check_single_head_query, results, seed=seed)
+
+
+verify_single_head_query(probe_single_head_query(single_head_query))
 
 # %% [markdown]
 # #### One head, and a key whose length varies
@@ -1510,8 +1603,25 @@ def check_multi_head(keys, q1, q2, factor=5.0):
     )
 
 
-check_averages(c_multi_iso)  # isotropic keys
-check_multi_head(keys_stretch, q1, q2)
+def check_two_heads(queries_fn, seed=SEED):
+    """queries_fn(mu, a, b, beta) -> q1, q2: with isotropic keys the two heads average; with key a stretched they
+    cut tr Cov(c) against the single head (keys drawn from `seed`)."""
+    q1, q2 = queries_fn(mu, A_IDX, B_IDX, BETA)
+    check_averages(two_heads(draw_keys("isotropic", seed=5 + seed), q1, q2)[0])
+    check_multi_head(draw_keys("item5", seed=5 + seed), q1, q2)
+
+
+def probe_two_heads(fn, seed=SEED):
+    """Runs your function through the check above (inputs drawn from `seed`): what each call returned."""
+    return probes.record(check_two_heads, fn, seed=seed)
+
+
+def verify_two_heads(results, seed=SEED):
+    """The check again, on the queries your function returned: attention computed here."""
+    probes.replay(check_two_heads, results, seed=seed)
+
+
+verify_two_heads(probe_two_heads(two_head_queries))
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** *The figure.* With one head the coefficient of $v_a$ is $0$ or $1$; with two heads it
@@ -1579,7 +1689,7 @@ print(describe_miss_rate(miss_rate, N_MC))
 # `coords` reads a vector's coordinates in the basis $(u_a, u_b, u_c, u_d)$.
 
 
-# %%
+# %% tags=["verifier"]
 def self_attend(X, Wq, Wk, Wv, scale=1.0):
     """Every row of X (T, d_model) attends to every row: queries X Wq, keys X Wk, values X Wv."""
     return attend(scale * (X @ Wq), X @ Wk, X @ Wv)  # (T, d_v), (T, T)
@@ -1757,11 +1867,27 @@ def check_construction(Q, K, V, tol=1e-4, X=X7, targets=(u_b, u_c), beta=BETA7):
     assert torch.allclose(c, c_ref, atol=1e-12), "self_attend differs from helpers.nn.attention.self_attention"
 
 
-check_construction(Q7, K7, V7)
-for factor in (0.75, 1.5):  # other norms of the u's: the projections must follow them
-    check_construction(
-        *route_projections(*(factor * U7)), X=factor * X7, targets=(factor * u_b, factor * u_c), beta=factor * BETA7
-    )
+def check_routing(route_fn, seed=SEED):
+    """route_fn(u_a, u_b, u_c, u_d) -> Q, K, V for the u's of the text, and for other norms of them (one drawn from
+    `seed`): the projections must follow them."""
+    drawn = 0.5 + float(torch.rand(1, generator=torch.Generator().manual_seed(seed)))
+    for factor in (1.0, 0.75, 1.5, drawn):
+        check_construction(
+            *route_fn(*(factor * U7)), X=factor * X7, targets=(factor * u_b, factor * u_c), beta=factor * BETA7
+        )
+
+
+def probe_routing(fn, seed=SEED):
+    """Runs your function through the check above (inputs drawn from `seed`): what each call returned."""
+    return probes.record(check_routing, fn, seed=seed)
+
+
+def verify_routing(results, seed=SEED):
+    """The check again, on the projections your function returned: attention computed here."""
+    probes.replay(check_routing, results, seed=seed)
+
+
+verify_routing(probe_routing(route_projections))
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** *The figure.* Without projections every padding of $x_2$ leaves $c_2$ on $x_2$
@@ -2026,25 +2152,32 @@ def score_stats(d, scale, n_keys=16, n_trials=N_TRIALS, seed=9):
 VARIANCE_CASES = [(4, 1.0, 1.0), (64, 1.0, 1.0), (256, 1.0, 1.0), (16, 4.0, 1.0), (64, 0.5, 3.0), (32, 2.0, 0.25)]
 
 
-def check_score_variance_formula(variance_fn, cases=VARIANCE_CASES, rel_tol=0.1):
+def variance_cases(seed):
+    """VARIANCE_CASES and one case drawn from `seed`."""
+    g = torch.Generator().manual_seed(seed)
+    d, var_q, var_k = int(torch.randint(2, 300, (1,), generator=g)), *(0.25 + 3 * torch.rand(2, generator=g)).tolist()
+    return [*VARIANCE_CASES, (d, var_q, var_k)]
+
+
+def check_score_variance_formula(variance_fn, rel_tol=0.1, seed=SEED):
     """variance_fn(d, var_q, var_k) must match the variance measured on 4,000 random draws to within rel_tol."""
-    for d, var_q, var_k in cases:
+    for d, var_q, var_k in variance_cases(seed):
         derived, measured = float(variance_fn(d, var_q, var_k)), measure_score_variance(d, var_q, var_k)
         assert abs(derived / measured - 1) < rel_tol, (
             f"d={d}, var_q={var_q:g}, var_k={var_k:g}: you derived Var(q.k) = {derived:.4g}, random draws give {measured:.4g}"
         )
 
 
-def check_unit_variance(scale_fn, cases=VARIANCE_CASES, rel_tol=0.1):
+def check_unit_variance(scale_fn, rel_tol=0.1, seed=SEED):
     """Multiplied by scale_fn(d, var_q, var_k), the scores must have variance 1 (to within rel_tol) in every case."""
-    for d, var_q, var_k in cases:
+    for d, var_q, var_k in variance_cases(seed):
         var = measure_score_variance(d, var_q, var_k, scale=float(scale_fn(d, var_q, var_k)))
         assert abs(var - 1) < rel_tol, (
             f"d={d}, var_q={var_q:g}, var_k={var_k:g}: Var(scale * q.k) = {var:.3g}, expected 1"
         )
 
 
-def check_scaling_keeps_gradients(scale_fn, d_small=4, d_big=1024):
+def check_scaling_keeps_gradients(scale_fn, d_small=4, d_big=1024, seed=SEED):
     """Scores scaled by scale_fn(d): at d_big, a mean top weight below 0.9 and a median Jacobian norm above half
     the one at d_small."""
     _, top_small, jac_small = score_stats(d_small, scale_fn(d_small))
@@ -2055,9 +2188,43 @@ def check_scaling_keeps_gradients(scale_fn, d_small=4, d_big=1024):
     )
 
 
-check_score_variance_formula(score_variance)
-check_unit_variance(score_scale)
-check_scaling_keeps_gradients(score_scale)
+def probe_score_variance_formula(fn, seed=SEED):
+    """Runs your function through the check above (inputs drawn from `seed`): what each call returned."""
+    return probes.record(check_score_variance_formula, fn, seed=seed)
+
+
+def verify_score_variance_formula(results, seed=SEED):
+    """The variances measured here against what your formula gave."""
+    probes.replay(check_score_variance_formula, results, seed=seed)
+
+
+verify_score_variance_formula(probe_score_variance_formula(score_variance))
+
+
+def probe_unit_variance(fn, seed=SEED):
+    """Runs your function through the check above (inputs drawn from `seed`): what each call returned."""
+    return probes.record(check_unit_variance, fn, seed=seed)
+
+
+def verify_unit_variance(results, seed=SEED):
+    """The scaled variances measured here."""
+    probes.replay(check_unit_variance, results, seed=seed)
+
+
+verify_unit_variance(probe_unit_variance(score_scale))
+
+
+def probe_scaling_keeps_gradients(fn, seed=SEED):
+    """Runs your function through the check above (inputs drawn from `seed`): what each call returned."""
+    return probes.record(check_scaling_keeps_gradients, fn, seed=seed)
+
+
+def verify_scaling_keeps_gradients(results, seed=SEED):
+    """The top weights and Jacobians measured here."""
+    probes.replay(check_scaling_keeps_gradients, results, seed=seed)
+
+
+verify_scaling_keeps_gradients(probe_scaling_keeps_gradients(score_scale))
 
 # %%
 for d, var_q, var_k in VARIANCE_CASES[2:5]:

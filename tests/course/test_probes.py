@@ -86,7 +86,7 @@ def test_the_probe_calls_of_a_check_cell_and_the_statement_the_grader_runs(tmp_p
         ("probe_double(lambda x: 2 * x)", "verify_double"),
     ]
     namespace = {"double": lambda x: 2 * x}
-    exec(probes.definitions([CHECK]), namespace)
+    exec("\n".join(probes.definitions([CHECK])), namespace)
     exec(probes.probe_statement(calls[0], tmp_path / "v.json", seed=41), namespace)
     assert probes.load(tmp_path / "v.json") == 84
     assert probes.probe_calls("verify_x(other(y))\nverify_x(probe_y(z))\nprobe_x(y)") == [], (
@@ -95,7 +95,9 @@ def test_the_probe_calls_of_a_check_cell_and_the_statement_the_grader_runs(tmp_p
 
 
 def test_the_verifier_runs_the_definitions_alone_and_judges_each_value(tmp_path):
-    assert "print(" not in probes.definitions([CHECK]) and "def verify_double" in probes.definitions([CHECK])
+    kept = "\n".join(probes.definitions([CHECK, "SCALE = 2.0\nDATA = load_everything()\nprint(SCALE)"]))
+    assert "print(" not in kept and "def verify_double" in kept and "SCALE = 2.0" in kept
+    assert "load_everything" not in kept, "an assignment that calls something is not executed by the verifier"
     jobs = []
     for i, value in enumerate([84, 83]):
         probes.save(tmp_path / f"{i}.json", value)
