@@ -109,8 +109,8 @@ def check_training_step(loop_fn, package, fresh, valid_batches, cfg, steps: int 
                     result = fn(model, batcher, valid_batches, small, out, device="cpu", progress=False)
             runs[name] = (scaler, result, model.state_dict())
     (mine, my_result, my_weights), (ref, ref_result, ref_weights) = runs["yours"], runs["package"]
-    _same_scaler_calls(mine.calls, ref.calls, steps)
-    _same_losses_and_norms(mine, ref, steps, clip=small.grad_clip)
+    same_scaler_calls(mine.calls, ref.calls, steps)
+    same_losses_and_norms(mine, ref, steps, clip=small.grad_clip)
     assert my_result.skipped_steps == ref_result.skipped_steps == 1, (
         f"{my_result.skipped_steps} steps counted as skipped, expected 1 (the overflow at step 3): after an overflow "
         "scaler.update() lowers the scale, and that is how the run knows the step was skipped"
@@ -121,7 +121,8 @@ def check_training_step(loop_fn, package, fresh, valid_batches, cfg, steps: int 
         )
 
 
-def _same_scaler_calls(mine: list[str], ref: list[str], steps: int) -> None:
+def same_scaler_calls(mine: list[str], ref: list[str], steps: int) -> None:
+    """The gradient scaler's calls of a student's loop against the package's, step by step (Exercise 3.3)."""
     per_step = len(ref) // steps  # the package's step calls each method once
     for k in range(steps):
         calls, want = mine[per_step * k : per_step * (k + 1)], ref[per_step * k : per_step * (k + 1)]
@@ -136,7 +137,8 @@ def _same(a: float, b: float) -> bool:  # equal up to float rounding; NaN equals
     return math.isclose(a, b, rel_tol=1e-5) or (math.isnan(a) and math.isnan(b))
 
 
-def _same_losses_and_norms(mine: RecordingScaler, ref: RecordingScaler, steps: int, clip: float) -> None:
+def same_losses_and_norms(mine: RecordingScaler, ref: RecordingScaler, steps: int, clip: float) -> None:
+    """The losses and gradient norms a student's loop gave the scaler against the package's (Exercise 3.3)."""
     for k in range(steps):
         assert _same(mine.losses[k], ref.losses[k]), (
             f"step {k + 1}: loss {mine.losses[k]:.6f}, helpers.training.train.train's {ref.losses[k]:.6f}: check the "

@@ -334,13 +334,14 @@ def sentence_groups(pairs):
 
 
 # %% [markdown]
-# The check first runs your function on eleven pairs whose groups are worked out by hand in the comments, then
-# on the whole corpus: every pair in one group, no sentence in two groups, and as many groups as
-# `split_pairs` found.
+# The check first runs your function on eleven pairs whose groups are worked out by hand in the comments, then on
+# pairs drawn at random from a few sentences (many shared, some with the same text in French and in English), then
+# on the whole corpus: every pair in one group, no sentence in two groups, and as many groups as `split_pairs` finds.
 
 
 # %% tags=["check"]
-def check_sentence_groups(groups_fn, pairs=pairs, n_groups=splits.report.n_groups):
+def group_toy():
+    """Eleven pairs, and their groups worked out by hand."""
     toy = [
         ("Va !", "Go."),  # 0
         ("Bouge !", "Go."),  # 1: the English of 0
@@ -354,28 +355,60 @@ def check_sentence_groups(groups_fn, pairs=pairs, n_groups=splits.report.n_group
         ("Dégage !", "Leave."),  # 9: the English of 3
         ("Merci.", "Thanks."),  # 10: shares nothing
     ]
-    want = [[0, 1, 8], [2, 6, 7], [3, 4, 5, 9], [10]]
-    got = sorted(sorted(int(i) for i in g) for g in groups_fn(toy))
+    return toy, [[0, 1, 8], [2, 6, 7], [3, 4, 5, 9], [10]]
+
+
+def drawn_pairs(seed):
+    """20 to 60 pairs drawn from `seed` over about as many sentences per side: groups of one pair and chains of many,
+    and texts that occur on both sides ("sentence 3" in French is not "sentence 3" in English)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 61))
+    size = int(rng.integers(3 * n // 4, 3 * n // 2 + 1))
+    return [(f"sentence {a}", f"sentence {b}") for a, b in rng.integers(0, size, (n, 2)).tolist()]
+
+
+def probe_sentence_groups(groups_fn, pairs, seed=0):
+    """Runs your function on the eleven pairs, on pairs drawn from `seed` and on `pairs` (the corpus, returned too)."""
+
+    def plain(groups):
+        return [[int(i) for i in g] for g in groups]
+
+    return {
+        "toy": plain(groups_fn(group_toy()[0])),
+        "drawn": plain(groups_fn(drawn_pairs(seed))),
+        "corpus": [[fr, en] for fr, en in pairs],
+        "corpus groups": plain(groups_fn(pairs)),
+    }
+
+
+# %% tags=["check"]
+def verify_sentence_groups(values, seed=0):
+    """The eleven pairs against the groups worked out by hand; then, for the drawn pairs and the corpus, every pair
+    in one group, no sentence in two, and as many groups as `split_pairs` finds."""
+    toy, want = group_toy()
+    got = sorted(sorted(g) for g in values["toy"])
     assert got == want, (
         f"on the eleven pairs of the check the groups are {want}, yours are {got}. Pairs sharing a French or an "
         "English sentence belong together, and so do chains of them (pair 7 joins pairs 2 and 6; pair 9 joins 3)"
     )
-    groups = groups_fn(pairs)
-    indices = sorted(int(i) for g in groups for i in g)
-    assert indices == list(range(len(pairs))), "every pair must be in exactly one group"
-    for side, language in ((0, "French"), (1, "English")):
-        group_of = {}
-        for k, g in enumerate(groups):
-            for i in g:
-                sentence = pairs[i][side]
-                assert group_of.setdefault(sentence, k) == k, f"the {language} sentence {sentence!r} is in two groups"
-    assert len(groups) == n_groups, (
-        f"{len(groups):,} groups, but split_pairs found {n_groups:,}: a group may hold only pairs that a chain of "
-        "shared sentences links"
-    )
+    corpus = [(fr, en) for fr, en in values["corpus"]]
+    for pairs, groups in ((drawn_pairs(seed), values["drawn"]), (corpus, values["corpus groups"])):
+        indices = sorted(i for g in groups for i in g)
+        assert indices == list(range(len(pairs))), "every pair must be in exactly one group"
+        for side, language in ((0, "French"), (1, "English")):
+            group_of = {}
+            for k, g in enumerate(groups):
+                for i in g:
+                    sentence = pairs[i][side]
+                    assert group_of.setdefault(sentence, k) == k, f"the {language} sentence {sentence!r} is in two groups"  # fmt: skip
+        n_groups = data.split_pairs(pairs, new=None).report.n_groups
+        assert len(groups) == n_groups, (
+            f"{len(groups):,} groups, but split_pairs found {n_groups:,}: a group may hold only pairs that a chain of "
+            "shared sentences links"
+        )
 
 
-check_sentence_groups(sentence_groups)
+verify_sentence_groups(probe_sentence_groups(sentence_groups, pairs))
 print("✓ pairs that share a sentence, directly or through a chain, are grouped together")
 
 # %% [markdown]
@@ -677,24 +710,42 @@ def batch_tensors(examples, pad_id=tokenizer.PAD_ID):
 
 
 # %% [markdown]
-# The check builds three rows by hand (token ids written out, lengths 7, 5 and 6) and compares every entry
-# with the rule, then compares a batch of real examples of different lengths with what the batcher makes
-# (`helpers.text.batches.collate`) and with the model's prefix mask.
+# The check builds three rows by hand (token ids written out, lengths 7, 5 and 6) and a few rows at random, and
+# compares every entry with the rule, then compares them and a batch of real examples of different lengths with what
+# the batcher makes (`helpers.text.batches.collate`) and with the model's prefix mask.
 
 
 # %% tags=["check"]
-def check_batch_tensors(batch_fn, examples=train_examples, pad_id=tokenizer.PAD_ID):
-    rows = [[1, 10, 11, 2, 20, 21, 3], [1, 12, 2, 22, 3], [1, 13, 2, 23, 24, 3]]  # <bos>=1 ... <sep>=2 ... <eos>=3
-    hand = [encoding.Example(r, r.index(2) + 1) for r in rows]
-    got = batch_fn(hand, pad_id=pad_id)
-    assert set(got) >= {"input_ids", "labels", "prefix_len", "attention"}, f"missing keys: got {sorted(got)}"
-    ids, labels, plen, att = (got[k] for k in ("input_ids", "labels", "prefix_len", "attention"))
-    T = max(map(len, rows))
-    assert tuple(ids.shape) == tuple(labels.shape) == (3, T), f"input_ids and labels must be (3, {T})"
-    assert tuple(att.shape) == (3, T, T) and att.dtype == torch.bool, f"attention must be bool (3, {T}, {T})"
-    assert plen.tolist() == [e.prefix_len for e in hand], f"prefix_len {plen.tolist()}, expected {[4, 3, 3]}"
-    for b, (r, e) in enumerate(zip(rows, hand)):
-        L, P = len(r), e.prefix_len
+def batch_rows(seed):
+    """(ids, prefix_len) of each row: three written by hand (<bos>=1 ... <sep>=2 ... <eos>=3), then two to six
+    drawn from `seed` (one to eight French and English ids each)."""
+    hand = [[1, 10, 11, 2, 20, 21, 3], [1, 12, 2, 22, 3], [1, 13, 2, 23, 24, 3]]
+    g, drawn = torch.Generator().manual_seed(seed), []
+    for _ in range(int(torch.randint(2, 7, (1,), generator=g))):
+        n_fr, n_en = (int(torch.randint(1, 9, (1,), generator=g)) for _ in range(2))
+        ids = torch.randint(4, 400, (n_fr + n_en,), generator=g).tolist()
+        drawn.append([1, *ids[:n_fr], 2, *ids[n_fr:], 3])
+    return [(r, r.index(2) + 1) for r in hand], [(r, r.index(2) + 1) for r in drawn]
+
+
+def probe_batch_tensors(batch_fn, examples, seed=0):
+    """Runs your function on the rows written by hand, on rows drawn from `seed`, and on real examples of different
+    lengths from `examples` (returned too): the keys of each result and its four tensors."""
+    hand, drawn = batch_rows(seed)
+    real = sorted(examples[:64], key=lambda e: len(e.input_ids))[::8]
+    out = {"real rows": [([int(i) for i in e.input_ids], int(e.prefix_len)) for e in real]}
+    for case, batch in (("hand", [encoding.Example(*r) for r in hand]), ("drawn", [encoding.Example(*r) for r in drawn]), ("real", real)):  # fmt: skip
+        got = batch_fn(batch, pad_id=tokenizer.PAD_ID)
+        out[case] = {"keys": sorted(str(k) for k in got)}
+        out[case] |= {k: got[k] for k in ("input_ids", "labels", "prefix_len", "attention") if k in got}
+    return out
+
+
+def batch_by_rule(rows, ids, labels, att, pad_id):
+    """Every entry of the tensors against the rule, row by row."""
+    T = ids.shape[1]
+    for b, (r, P) in enumerate(rows):
+        L = len(r)
         assert ids[b].tolist() == r + [pad_id] * (T - L), f"row {b}: {ids[b].tolist()}: the ids, then padding"
         for t in range(T):
             want = r[t + 1] if P - 1 <= t < L - 1 else -100
@@ -712,18 +763,34 @@ def check_batch_tensors(batch_fn, examples=train_examples, pad_id=tokenizer.PAD_
                     f"row {b} (length {L}, prefix_len {P}): position {i} {'may not' if want else 'may'} read position "
                     f"{j} ({why}), your mask says the opposite"
                 )
-    # real examples of different lengths, as a bucketed batch holds them
-    real = sorted(examples[:64], key=lambda e: len(e.input_ids))[::8]
-    got, package = batch_fn(real, pad_id=pad_id), batches.collate(real, pad_id)
-    for key in ("input_ids", "labels", "prefix_len"):
-        assert torch.equal(got[key], getattr(package, key)), f"{key} differs from the batcher's on real examples"
-    lengths = torch.tensor([len(e.input_ids) for e in real])
-    keys_real = torch.arange(package.shape[1])[None, None, :] < lengths[:, None, None]
-    want = build_attention_mask(package.shape[1], package.prefix_len)[:, 0] & keys_real
-    assert torch.equal(got["attention"], want), "attention differs from the prefix mask with padding hidden"
 
 
-check_batch_tensors(batch_tensors)
+# %% tags=["check"]
+def verify_batch_tensors(values, seed=0):
+    """Shapes, then every entry against the rule; then the batcher's tensors and the prefix mask with padding hidden."""
+    pad_id, (hand, drawn) = tokenizer.PAD_ID, batch_rows(seed)
+    real = [([int(i) for i in r], int(P)) for r, P in values["real rows"]]
+    for case, rows in (("hand", hand), ("drawn", drawn), ("real", real)):
+        got, B, T = values[case], len(rows), max(len(r) for r, _ in rows)
+        assert set(got["keys"]) >= {"input_ids", "labels", "prefix_len", "attention"}, (
+            f"missing keys: got {got['keys']}"
+        )
+        ids, labels, plen, att = (got[k] for k in ("input_ids", "labels", "prefix_len", "attention"))
+        assert tuple(ids.shape) == tuple(labels.shape) == (B, T), f"input_ids and labels must be ({B}, {T})"
+        assert tuple(att.shape) == (B, T, T) and att.dtype == torch.bool, f"attention must be bool ({B}, {T}, {T})"
+        assert plen.tolist() == [P for _, P in rows], f"prefix_len {plen.tolist()}, expected {[P for _, P in rows]}"
+        batch_by_rule(rows, ids, labels, att, pad_id)
+        # as a bucketed batch holds them: what the batcher makes, and the model's mask with padding hidden
+        package = batches.collate([encoding.Example(r, P) for r, P in rows], pad_id)
+        for key in ("input_ids", "labels", "prefix_len"):
+            assert torch.equal(got[key], getattr(package, key)), f"{key} differs from the batcher's on {case} examples"
+        lengths = torch.tensor([len(r) for r, _ in rows])
+        keys_real = torch.arange(package.shape[1])[None, None, :] < lengths[:, None, None]
+        want = build_attention_mask(package.shape[1], package.prefix_len)[:, 0] & keys_real
+        assert torch.equal(got["attention"], want), "attention differs from the prefix mask with padding hidden"
+
+
+verify_batch_tensors(probe_batch_tensors(batch_tensors, train_examples))
 print("✓ padding on the right, labels on the English and <eos>, padding hidden from attention")
 
 # %% [markdown]
@@ -1265,24 +1332,81 @@ def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
 
 # %% [markdown]
 # The check runs six steps of your `train_loop` and six of `helpers.training.train.train`, from the same seed on the
-# same batches, on the CPU in fp32, each with an **enabled** gradient scaler: `RecordingScaler` (in
-# `helpers.course.checks`, which holds the check) stands in for `torch.amp.GradScaler`. Like it, it multiplies the
-# loss by its scale (1,024), divides the gradients by it in `unscale_`, skips the update if a gradient is inf or NaN
-# and then halves its scale; unlike it, it records every call, the loss and the gradient norm that `unscale_` and the
-# update see. At the third step it makes the scaled loss overflow, as fp16 does now and then. Your run must match the
-# package's call for call and step for step (losses and gradient norms equal to a relative 1e-5), skip the overflowing
-# step, and end with the same weights up to float rounding (`torch.testing.assert_close` with a relative tolerance of
-# 1e-4 and an absolute one of 1e-6).
+# same batches (of 256 training examples drawn at random), on the CPU in fp32, each with an **enabled** gradient
+# scaler: `RecordingScaler` (in `helpers.course.checks`, which compares the two runs) stands in for
+# `torch.amp.GradScaler`. Like it, it multiplies the loss by its scale (1,024), divides the gradients by it in
+# `unscale_`, skips the update if a gradient is inf or NaN and then halves its scale; unlike it, it records every
+# call, the loss and the gradient norm that `unscale_` and the update see. At the third step it makes the scaled loss
+# overflow, as fp16 does now and then. Your run must match the package's call for call and step for step (losses and
+# gradient norms equal to a relative 1e-5), skip the overflowing step, and end with the same weights up to float
+# rounding (`torch.testing.assert_close` with a relative tolerance of 1e-4 and an absolute one of 1e-6).
 
 
 # %% tags=["check"]
-def fresh_model_and_batches():  # the same start for both loops: seeded weights, a few hundred examples
-    torch.manual_seed(SEED)
-    model = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, "cpu"))
-    return model, batches.BucketBatcher(train_examples[:256], max_tokens=cfg.max_tokens, shuffle=True, seed=SEED)
+import dataclasses
+from unittest import mock
 
 
-checks.check_training_step(train_loop, train, fresh_model_and_batches, valid_batches[:1], cfg)
+def step_run(loop_fn, cfg, vocab_size, examples, seed, steps=6):
+    """Runs `loop_fn` for `steps` steps on the CPU in fp32 with a RecordingScaler as the run's scaler, from weights
+    seeded by `seed` and a batcher over `examples` ((ids, prefix_len) each) shuffled by it: what the scaler saw,
+    the steps the run counted as skipped, and the weights it ends with."""
+    small = dataclasses.replace(
+        cfg, steps=steps, minutes=None, eval_interval=steps, log_interval=1, checkpoint_minutes=1e6, precision="fp32"
+    )
+    rows = [encoding.Example(list(ids), prefix_len) for ids, prefix_len in examples]
+    scaler = checks.RecordingScaler()
+    with torch.random.fork_rng(devices=[]), mock.patch.object(train, "make_scaler", lambda *args, **kwargs: scaler):
+        torch.manual_seed(seed)
+        model = DecoderOnlyTransformer(cfg.model_config(vocab_size, "cpu"))
+        batcher = batches.BucketBatcher(rows, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
+        with tempfile.TemporaryDirectory() as out:
+            result = loop_fn(model, batcher, [batches.collate(rows[:8])], small, out, device="cpu", progress=False)
+    seen = {k: getattr(scaler, k) for k in ("calls", "losses", "norm_at_unscale", "norm_at_step")}
+    return {**seen, "skipped": int(result.skipped_steps), "weights": dict(model.state_dict())}
+
+
+def probe_training_step(loop_fn, cfg, examples, vocab_size, seed=0):
+    """Runs your loop (see step_run) on 256 of `examples` drawn from `seed`; returns the start too (configuration,
+    vocabulary size, the examples), for the reference run."""
+    chosen = np.random.default_rng(seed).choice(len(examples), min(256, len(examples)), replace=False)
+    start = [([int(i) for i in examples[k].input_ids], int(examples[k].prefix_len)) for k in chosen.tolist()]
+    run = step_run(loop_fn, cfg, vocab_size, start, seed)
+    return {"cfg": cfg.to_dict(), "vocab_size": int(vocab_size), "examples": start, **run}
+
+
+def as_scaler(run):
+    """What a RecordingScaler saw, from a run's values (so that helpers.course.checks can compare two runs)."""
+    scaler = checks.RecordingScaler()
+    for k in ("calls", "losses", "norm_at_unscale", "norm_at_step"):
+        setattr(scaler, k, list(run[k]))
+    return scaler
+
+
+def verify_training_step(values, seed=0, steps=6):
+    """helpers.training.train.train from the same start: your run must match it call for call and step for step,
+    skip the overflowing step, and end with the same weights up to float rounding."""
+    cfg = config.TrainConfig.from_dict(values["cfg"])
+    ref = step_run(train.train, cfg, values["vocab_size"], values["examples"], seed, steps)
+    mine, theirs = as_scaler(values), as_scaler(ref)
+    checks.same_scaler_calls(mine.calls, theirs.calls, steps)
+    checks.same_losses_and_norms(mine, theirs, steps, clip=cfg.grad_clip)
+    assert values["skipped"] == ref["skipped"] == 1, (
+        f"{values['skipped']} steps counted as skipped, expected 1 (the overflow at step 3): after an overflow "
+        "scaler.update() lowers the scale, and that is how the run knows the step was skipped"
+    )
+    assert set(values["weights"]) == set(ref["weights"]), "the model ends with other parameters than it started with"
+    for name, ours in values["weights"].items():
+        torch.testing.assert_close(
+            ours,
+            ref["weights"][name],
+            rtol=1e-4,
+            atol=1e-6,
+            msg=lambda m, name=name: f"after {steps} steps {name}: {m}",
+        )
+
+
+verify_training_step(probe_training_step(train_loop, cfg, train_examples, tok.vocab_size))
 print("✓ with a gradient scaler switched on, the step matches helpers.training.train.train call for call")
 
 # %% [markdown]
@@ -1619,55 +1743,118 @@ def greedy_decode(model, prefixes, budgets, eos_id):
 
 # %% [markdown]
 # The check decodes two dozen test sentences of different lengths, two of them with a budget too small for
-# their translation, with a copy of the model whose `forward` and `generate` refuse to run, and compares every
-# row with `model.generate(..., use_cache=False)`, which recomputes the whole sequence at every step: the same
-# tokens, no `<eos>`, no more than the budget, and one new position per row and per call after the first.
+# their translation, with a copy of the model whose `forward` and `generate` refuse to run; then eight prefixes drawn
+# at random, with a small model holding weights drawn at random. It compares every row with
+# `model.generate(..., use_cache=False)`, which recomputes the whole sequence at every step: the same tokens (where
+# two tokens tie, to 1e-4, either will do), no `<eos>`, no more than the budget, and one new position per row and per
+# call after the first.
 
 
 # %% tags=["check"]
-def check_greedy_decode(decode_fn, model=model, tok=tok, n=24):
-    import copy
+import copy
 
-    max_len = model.config.max_len
-    prompts = [p for p in (encoding.prompt_ids(tok, s) for s in sources) if len(p) <= max_len // 2][:n]
+from helpers.nn.model import ModelConfig
+
+
+def sentence_budgets(prompts, max_len):
+    """What translate allows each prefix, but for rows 1 and 2, which run out of room before their <eos>."""
     budgets = [translation.max_new_tokens_for(len(p), max_len) for p in prompts]
-    budgets[1], budgets[2] = 1, 3  # rows that run out of room before their <eos>
-    want = model.generate(prompts, budgets, eos_id=tok.eos_id, use_cache=False)  # every step recomputed in full
-    cached = model.generate(prompts, budgets, eos_id=tok.eos_id)  # the package's cache: the same up to rounding
+    budgets[1], budgets[2] = 1, 3
+    return budgets
+
+
+def drawn_decoding(seed):
+    """A small model (20 pieces, max_len 24, an LM head of its own) holding weights drawn from `seed`; eight prefixes
+    (<bos>, 1 to 8 ids, <sep>) and their budgets (1 to what translate allows), drawn from it too."""
+    g = torch.Generator().manual_seed(seed)
+    small = ModelConfig(vocab_size=20, max_len=24, n_layer=2, n_head=2, d_model=32, tie_weights=False)
+    with torch.random.fork_rng(devices=[]):  # building the model draws from torch's generator: not the notebook's
+        model = DecoderOnlyTransformer(small).eval()
+    model.load_state_dict({k: torch.randn(v.shape, generator=g) for k, v in model.state_dict().items()})
+    prompts, budgets = [], []
+    for _ in range(8):
+        n = int(torch.randint(1, 9, (1,), generator=g))
+        prompts.append([tokenizer.BOS_ID, *torch.randint(4, 20, (n,), generator=g).tolist(), tokenizer.SEP_ID])
+        budgets.append(int(torch.randint(1, translation.max_new_tokens_for(n + 2, 24) + 1, (1,), generator=g)))
+    return model, prompts, budgets
+
+
+def decode_refusing(decode_fn, model, prompts, budgets, eos_id):
+    """Runs your function with `model`'s forward and generate refusing to run: what it wrote, and how many positions
+    the first block saw at each call."""
 
     def refuse(*args, **kwargs):
         raise AssertionError("greedy_decode called model(...) or model.generate(...): run the blocks with run_cached")
 
-    guarded = copy.deepcopy(model).eval()
-    guarded.forward, guarded.generate = refuse, refuse
+    model.forward, model.generate = refuse, refuse
     widths = []
-    hook = guarded.blocks[0].register_forward_hook(
+    hook = model.blocks[0].register_forward_hook(
         lambda module, args, kwargs, output: widths.append((args[0] if args else kwargs["x"]).shape[1]),
         with_kwargs=True,
     )
     try:
-        got = decode_fn(guarded, prompts, budgets, tok.eos_id)
+        got = decode_fn(model, prompts, budgets, eos_id)
     finally:
         hook.remove()
-    assert len(got) == len(prompts), f"{len(got)} outputs for {len(prompts)} prefixes: one list per prefix"
-    for r, (mine, ref, near_tie) in enumerate(zip(got, want, cached)):
-        mine = [int(t) for t in mine]
-        assert tok.eos_id not in mine, f"row {r}: {mine} holds <eos> ({tok.eos_id}): stop the row there, without it"
-        assert len(mine) <= budgets[r], f"row {r}: {len(mine)} tokens written for a budget of {budgets[r]}"
-        first = next((k for k, (a, b) in enumerate(zip(mine, ref)) if a != b), min(len(mine), len(ref)))
-        assert mine in (ref, near_tie), (
-            f"row {r} (prefix of {len(prompts[r])} tokens, budget {budgets[r]}): {mine}, but recomputing the whole "
-            f"sequence gives {ref}; they part at new token {first}. Check the positions, the masks (padding, the "
-            "new key) and when a row stops"
+    return {"out": [[int(t) for t in row] for row in got], "widths": [int(w) for w in widths]}
+
+
+def probe_greedy_decode(decode_fn, model, tok, sources, seed=0, n=24):
+    """Runs your function on a copy of `model` (on the CPU) for the first `n` of `sources` that fit, and on the small
+    model's prefixes drawn from `seed`. Returns the model (configuration and weights) and the prefixes too."""
+    max_len = model.config.max_len
+    prompts = [p for p in (encoding.prompt_ids(tok, s) for s in sources) if len(p) <= max_len // 2][:n]
+    copied, (small, drawn, budgets) = copy.deepcopy(model).cpu().eval(), drawn_decoding(seed)
+    return {
+        "cfg": model.config.to_dict(),
+        "weights": {k: v.cpu() for k, v in model.state_dict().items()},
+        "eos_id": int(tok.eos_id),
+        "prompts": prompts,
+        "sentences": decode_refusing(decode_fn, copied, prompts, sentence_budgets(prompts, max_len), tok.eos_id),
+        "drawn": decode_refusing(decode_fn, small, drawn, budgets, tokenizer.EOS_ID),
+    }
+
+
+# %% tags=["check"]
+def greedy_within(model, prompt, new, budget, eos_id, tol=1e-4):
+    """Whether greedy decoding may write `new` after `prompt` where logits tie within `tol`: each token within `tol`
+    of the highest logit where it was written, and <eos> too where the row stopped before its budget."""
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + new]), torch.tensor([len(prompt)]))[0, len(prompt) - 1 :]
+    chosen = new + [eos_id] if len(new) < budget else new
+    return all(float(logits[k].max() - logits[k, t]) <= tol for k, t in enumerate(chosen))
+
+
+def verify_greedy_decode(values, seed=0):
+    """Every row against the package's generate recomputing the whole sequence at every step, on both models."""
+    trained = DecoderOnlyTransformer(ModelConfig.from_dict(values["cfg"])).eval()
+    trained.load_state_dict(values["weights"])
+    sentences, (small, drawn, drawn_budgets) = [[int(i) for i in p] for p in values["prompts"]], drawn_decoding(seed)
+    cases = {
+        "sentences": (trained, sentences, sentence_budgets(sentences, trained.config.max_len), values["eos_id"]),
+        "drawn": (small, drawn, drawn_budgets, tokenizer.EOS_ID),
+    }
+    for case, (model, prompts, budgets, eos_id) in cases.items():
+        got, widths = values[case]["out"], values[case]["widths"]
+        assert len(got) == len(prompts), f"{len(got)} outputs for {len(prompts)} prefixes: one list per prefix"
+        want = model.generate(prompts, budgets, eos_id=eos_id, use_cache=False)  # every step recomputed in full
+        for r, (mine, ref) in enumerate(zip(got, want)):
+            assert eos_id not in mine, f"row {r} ({case}): {mine} holds <eos> ({eos_id}): stop the row there, without it"  # fmt: skip
+            assert len(mine) <= budgets[r], f"row {r} ({case}): {len(mine)} tokens written for a budget of {budgets[r]}"
+            first = next((k for k, (a, b) in enumerate(zip(mine, ref)) if a != b), min(len(mine), len(ref)))
+            assert mine == ref or greedy_within(model, prompts[r], mine, budgets[r], eos_id), (
+                f"row {r} ({case}, prefix of {len(prompts[r])} tokens, budget {budgets[r]}): {mine}, but recomputing "
+                f"the whole sequence gives {ref}; they part at new token {first}. Check the positions, the masks "
+                "(padding, the new key) and when a row stops"
+            )
+        assert widths and all(w == 1 for w in widths[1:]), (
+            f"the blocks saw {widths[:6]}... positions per call: after the prefix, one new position per call (the "
+            "cache holds the rest)"
         )
-    assert widths and all(w == 1 for w in widths[1:]), (
-        f"the blocks saw {widths[:6]}... positions per call: after the prefix, one new position per call (the cache "
-        "holds the rest)"
-    )
-    assert len(widths) <= 1 + max(budgets), f"{len(widths)} calls for at most {max(budgets)} new tokens per row"
+        assert len(widths) <= 1 + max(budgets), f"{len(widths)} calls for at most {max(budgets)} new tokens per row"
 
 
-check_greedy_decode(greedy_decode)
+verify_greedy_decode(probe_greedy_decode(greedy_decode, model, tok, sources))
 print("✓ the same translations as recomputing every step, one new position per call")
 
 # %% [markdown]
@@ -1911,38 +2098,95 @@ def bleu_by_hand(hypotheses, references, max_n=4):
 
 # %% [markdown]
 # The check first tries three cases worked out by hand (the numbers are in its comments), then compares every
-# part with sacreBLEU (unsmoothed) on a few sentences with punctuation and on this run's translations.
+# part with sacreBLEU (unsmoothed) on a few sentences with punctuation, on sentences drawn at random (with a `max_n`
+# drawn too) and on this run's translations.
 
 
 # %% tags=["check"]
-def check_bleu_by_hand(bleu_fn, hypotheses=greedy, references=references):
+def bleu_hand_cases():
+    """(hypotheses, references, max_n, the parts expected, what the case is about), worked out by hand."""
+    return [
+        # "the" seven times against a reference holding it twice: p1 = 2/7 (clipped), 7 tokens against 6: bp = 1
+        (
+            ["the the the the the the the"],
+            ["the cat is on the mat"],
+            1,
+            [100 * 2 / 7, 100 * 2 / 7, 1.0, 7, 6],
+            "clipping (Papineni et al.'s example)",
+        ),
+        # "the cat" against six tokens: every 1- and 2-gram matches, but bp = exp(1 - 6/2)
+        (
+            ["the cat"],
+            ["the cat is on the mat"],
+            2,
+            [100 * math.exp(-2), 100.0, 100.0, math.exp(-2), 2, 6],
+            "brevity penalty",
+        ),
+        # a perfect short sentence and a wrong long one: counts pooled, p1 = 2/6 (a mean of sentence scores gives 50)
+        (["a b", "w x y z"], ["a b", "a b c d"], 1, [100 / 3, 100 / 3, 1.0, 6, 6], "corpus-level counts"),
+    ]
+
+
+def bleu_sentences(seed):
+    """Four sentences with punctuation; and 5 to 14 drawn from `seed`: references of 3 to 12 words and marks, each
+    hypothesis its reference with words dropped, changed or added; and a max_n from 1 to 4."""
+    four = (
+        ["The cat sat on the mat.", "I didn't see him, did you?", "He's reading a book at home.", "Go!"],
+        ["The cat sat on a mat.", "I didn't see him; did you?", "He is reading a book at home.", "Go away!"],
+    )
+    rng, hyps, refs = np.random.default_rng(seed), [], []
+    words = "the a cat dog sat on mat I didn't see him he's reading book at home go away , . ? ! ;".split()
+    for _ in range(int(rng.integers(5, 15))):
+        ref = [words[k] for k in rng.integers(0, len(words), int(rng.integers(3, 13)))]
+        hyp = [words[int(rng.integers(len(words)))] if rng.random() < 0.15 else w for w in ref if rng.random() > 0.15]
+        hyp += [words[int(rng.integers(len(words)))]] * int(rng.random() < 0.3)
+        hyps.append(" ".join(hyp) or "the")
+        refs.append(" ".join(ref))
+    return four, (hyps, refs), int(rng.integers(1, 5))
+
+
+def bleu_parts(result):
+    return [float(result["bleu"]), *map(float, result["precisions"]), float(result["bp"]), float(result["hyp_len"]), float(result["ref_len"])]  # fmt: skip
+
+
+def probe_bleu_by_hand(bleu_fn, hypotheses, references, seed=0):
+    """Runs your function on the cases worked out by hand, the four sentences, the sentences drawn from `seed` and
+    this run's translations (`hypotheses`, returned too, with their `references`): the parts of each result."""
+    four, drawn, max_n = bleu_sentences(seed)
+    return {
+        "hand": [bleu_parts(bleu_fn(hyp, ref, max_n=n)) for hyp, ref, n, *_ in bleu_hand_cases()],
+        "four": bleu_parts(bleu_fn(*four)),
+        "drawn": bleu_parts(bleu_fn(*drawn, max_n=max_n)),
+        "run": bleu_parts(bleu_fn(hypotheses, references)),
+        "hypotheses": list(hypotheses),
+        "references": list(references),
+    }
+
+
+# %% tags=["check"]
+def bleu_same(got, want, what):
+    ok = len(got) == len(want) and all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6) for a, b in zip(got, want))
+    names = ["bleu", *[f"p{n}" for n in range(1, len(want) - 3)], "bp", "hyp_len", "ref_len"]
+    assert ok, f"{what}: got {dict(zip(names, got))}, expected {dict(zip(names, want))}"
+
+
+def verify_bleu_by_hand(values, seed=0):
+    """The cases worked out by hand, then every part against sacreBLEU (unsmoothed) on the other corpora."""
     from sacrebleu.metrics import BLEU
 
-    def parts(result):
-        return [result["bleu"], *result["precisions"], result["bp"], result["hyp_len"], result["ref_len"]]
-
-    def same(got, want, what):
-        ok = len(got) == len(want) and all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6) for a, b in zip(got, want))
-        names = ["bleu", *[f"p{n}" for n in range(1, len(want) - 3)], "bp", "hyp_len", "ref_len"]
-        assert ok, f"{what}: got {dict(zip(names, got))}, expected {dict(zip(names, want))}"
-
-    # "the" seven times against a reference holding it twice: p1 = 2/7 (clipped), 7 tokens against 6: bp = 1
-    same(parts(bleu_fn(["the the the the the the the"], ["the cat is on the mat"], max_n=1)),
-         [100 * 2 / 7, 100 * 2 / 7, 1.0, 7, 6], "clipping (Papineni et al.'s example)")  # fmt: skip
-    # "the cat" against six tokens: every 1- and 2-gram matches, but bp = exp(1 - 6/2)
-    same(parts(bleu_fn(["the cat"], ["the cat is on the mat"], max_n=2)),
-         [100 * math.exp(-2), 100.0, 100.0, math.exp(-2), 2, 6], "brevity penalty")  # fmt: skip
-    # a perfect short sentence and a wrong long one: counts pooled, p1 = 2/6 (a mean of sentence scores gives 50)
-    same(parts(bleu_fn(["a b", "w x y z"], ["a b", "a b c d"], max_n=1)),
-         [100 / 3, 100 / 3, 1.0, 6, 6], "corpus-level counts")  # fmt: skip
-    small_hyp = ["The cat sat on the mat.", "I didn't see him, did you?", "He's reading a book at home.", "Go!"]
-    small_ref = ["The cat sat on a mat.", "I didn't see him; did you?", "He is reading a book at home.", "Go away!"]
-    for hyp, ref, what in ((small_hyp, small_ref, "four sentences"), (hypotheses, references, "this run's")):
-        b = BLEU(smooth_method="none").corpus_score(hyp, [ref])
-        same(parts(bleu_fn(hyp, ref)), [b.score, *b.precisions, b.bp, b.sys_len, b.ref_len], f"sacreBLEU on {what}")
+    for (*_, want, what), got in zip(bleu_hand_cases(), values["hand"], strict=True):
+        bleu_same(got, want, what)
+    four, (hyps, refs), max_n = bleu_sentences(seed)
+    for (hyp, ref), n, got, what in (
+        (four, 4, values["four"], "four sentences"),
+        ((hyps, refs), max_n, values["drawn"], f"{len(hyps)} sentences drawn at random (max_n = {max_n})"),
+        ((values["hypotheses"], values["references"]), 4, values["run"], "this run's"),
+    ):
+        b = BLEU(smooth_method="none", max_ngram_order=n).corpus_score(hyp, [ref])
+        bleu_same(got, [b.score, *b.precisions, b.bp, b.sys_len, b.ref_len], f"sacreBLEU on {what}")
 
 
-check_bleu_by_hand(bleu_by_hand)
+verify_bleu_by_hand(probe_bleu_by_hand(bleu_by_hand, greedy, references))
 print("✓ clipped n-gram precisions, brevity penalty and geometric mean: sacreBLEU's numbers")
 
 # %% [markdown]

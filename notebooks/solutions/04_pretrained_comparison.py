@@ -324,10 +324,11 @@ for name, path in run_folder.RunFolder(scratch.path).test_sets.items():  # what 
 #   them itself: the logits at position t are scored against `labels[t + 1]`, and -100 is left out. Notebook 03
 #   shifted its labels by hand (Exercise 3.2); decide which positions hold -100 here, and what the others hold.
 #
-# The check builds one pair with a character-level tokenizer (one id per character), then computes the loss the
-# model takes from your labels and compares it with the cross-entropy of the English and the `<eos>` computed by
-# hand from the logits, and compares your examples with `helpers.hf.translator.HFTranslator.encode_pair`, the
-# package's version, on 50 training pairs. The cell under it prints how many positions the loss scores.
+# The check builds pairs with a character-level tokenizer (one id per character), then, with a tiny LM of its own,
+# computes the loss the model takes from your labels and compares it with the cross-entropy of the English and the
+# `<eos>` computed by hand from the logits, and compares your examples with
+# `helpers.hf.translator.HFTranslator.encode_pair`, the package's version, on 50 pairs. The cell under it prints
+# how many positions the loss scores.
 
 
 # %%
@@ -359,58 +360,95 @@ for t in (marian, lm):
     print(t.describe(), *(f"\n   note: {n}" for n in t.notes))
 
 # %% [markdown]
-# The check. First a pair by hand with one id per character, the text coming from the package's `PromptFormat`;
-# then the loss that the tiny LM computes from your labels, against the cross-entropy of the tokens after the
-# prompt (`lm.prompt_ids(fr)`: what translation gives the model) computed by hand from its logits; then the
-# package's `encode_pair` on 50 training pairs.
+# The check. First pairs by hand with one id per character, the text coming from the package's `PromptFormat`:
+# `("Je lis.", "I read.")` and a pair drawn by the check. Then a tiny random LM that the check builds itself
+# (`helpers.hf.tiny`, as quick mode's stand-in: a byte-level BPE tokenizer trained on 500 pairs of the built-in
+# corpus drawn from its seed): the loss it computes from your labels, against the cross-entropy of the tokens
+# after the prompt (`prompt_ids(fr)`: what translation gives the model) computed by hand from its logits; then the
+# package's `encode_pair` on 50 of those pairs.
 
 
 # %% tags=["check"]
-class CharTokenizer:  # one id per character, <bos> = 1, <eos> = 2: a tokenizer no package function was given
-    bos_token_id, eos_token_id = 1, 2
+def char_tokenizer():
+    """One id per character, <bos> = 1, <eos> = 2: a tokenizer no package function was given."""
 
-    def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": [ord(c) for c in text]}
+    class CharTokenizer:
+        bos_token_id, eos_token_id = 1, 2
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [ord(c) for c in text]}
+
+    return CharTokenizer()
 
 
 def first_difference(got, want):
     return next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
 
 
-FORMAT = PromptFormat()  # the package's text of a pair: the prompt, then what the model writes
-by_hand = lm_example(CharTokenizer(), "Je lis.", "I read.")
-prompt_text, target_text = FORMAT.prompt("Je lis."), FORMAT.target("I read.")
-want_ids = [1] + [ord(c) for c in prompt_text + target_text] + [2]
-want_labels = [-100] * (1 + len(prompt_text)) + want_ids[1 + len(prompt_text) :]
-assert set(by_hand) == {"input_ids", "labels"}, f"return {{'input_ids': [...], 'labels': [...]}}, not {sorted(by_hand)}"
-k = first_difference(by_hand["input_ids"], want_ids)
-assert by_hand["input_ids"] == want_ids, (
-    f"with one id per character, the input_ids of ('Je lis.', 'I read.') are not <bos>, the text of the pair, <eos>: "
-    f"they differ from position {k} on"
-)
-k = first_difference(by_hand["labels"], want_labels)
-assert by_hand["labels"] == want_labels, (
-    f"with one id per character, the labels of ('Je lis.', 'I read.') are wrong from position {k} on (the input "
-    f"there is {chr(want_ids[k]) if k < len(want_ids) and want_ids[k] > 2 else '<bos>/<eos>'!r}): where does the "
-    "model start writing, and does Hugging Face shift the labels for you?"
-)
-fr, en = splits.train[0]
-example = lm_example(lm.tokenizer, fr, en)
-n_given = len(lm.prompt_ids(fr))  # what the model is given at translation time
-with torch.no_grad():
-    lm.model.eval()
-    ids = torch.tensor([example["input_ids"]], device=lm.device)
-    out = lm.model(input_ids=ids, labels=torch.tensor([example["labels"]], device=lm.device))
-    log_p = torch.log_softmax(out.logits[0].float(), dim=-1)  # (T, V): position t's guess at token t + 1
-    hand = -torch.stack([log_p[t - 1, ids[0, t]] for t in range(n_given, ids.shape[1])]).mean()
-assert abs(out.loss.item() - hand.item()) < 1e-4 * max(1.0, hand.item()), (
-    f"the loss the model takes from your labels ({out.loss.item():.5f}) is not the mean cross-entropy of the tokens "
-    f"after the prompt, each given what precedes it ({hand.item():.5f})"
-)
-for pair in splits.train[:50]:
-    assert lm_example(lm.tokenizer, *pair) == lm.encode_pair(*pair), (
-        f"the notebook's format and helpers.hf.translator's disagree on {pair}"
+def check_lm(seed):
+    """A tiny random causal LM the check builds itself (helpers.hf.tiny), its byte-level BPE tokenizer trained on 500
+    pairs of the built-in corpus drawn from `seed`; and those pairs. The global random state is left as it was."""
+    pairs = sources.builtin_corpus(n=500, seed=seed)
+    with torch.random.fork_rng(), tempfile.TemporaryDirectory(prefix="04_check-lm-") as folder:
+        return loading.load_pretrained(tiny.tiny_causal_lm(pairs, folder, seed=seed)), pairs
+
+
+def as_example(example):
+    """An example as plain lists of ints (anything that is not a dict: its repr, for the message)."""
+    if not isinstance(example, dict):
+        return repr(example)[:200]
+    return {str(key): [int(i) for i in ids] for key, ids in example.items()}
+
+
+def probe_format(example_fn, seed=0):
+    """Runs your function with one id per character (the fixed pair and the last pair drawn from `seed`), then with
+    the tokenizer of the LM the check builds from `seed`, on 50 of its pairs."""
+    lm, pairs = check_lm(seed)
+    by_hand = [as_example(example_fn(char_tokenizer(), fr, en)) for fr, en in [("Je lis.", "I read."), pairs[-1]]]
+    return {"by_hand": by_hand, "pairs": [as_example(example_fn(lm.tokenizer, fr, en)) for fr, en in pairs[:50]]}
+
+
+# %% tags=["check"]
+def verify_format(values, seed=0):
+    """By hand with one id per character; then the loss the check's LM takes from your labels against the
+    cross-entropy after the prompt; then the package's encode_pair."""
+    lm, pairs = check_lm(seed)
+    FORMAT = PromptFormat()  # the package's text of a pair: the prompt, then what the model writes
+    for (fr, en), by_hand in zip([("Je lis.", "I read."), pairs[-1]], values["by_hand"], strict=True):
+        prompt_text, target_text = FORMAT.prompt(fr), FORMAT.target(en)
+        want_ids = [1] + [ord(c) for c in prompt_text + target_text] + [2]
+        want_labels = [-100] * (1 + len(prompt_text)) + want_ids[1 + len(prompt_text) :]
+        keys = sorted(by_hand) if isinstance(by_hand, dict) else by_hand
+        assert keys == ["input_ids", "labels"], f"return {{'input_ids': [...], 'labels': [...]}}, not {keys}"
+        k = first_difference(by_hand["input_ids"], want_ids)
+        assert by_hand["input_ids"] == want_ids, (
+            f"with one id per character, the input_ids of {(fr, en)!r} are not <bos>, the text of the pair, <eos>: "
+            f"they differ from position {k} on"
+        )
+        k = first_difference(by_hand["labels"], want_labels)
+        assert by_hand["labels"] == want_labels, (
+            f"with one id per character, the labels of {(fr, en)!r} are wrong from position {k} on (the input "
+            f"there is {chr(want_ids[k]) if k < len(want_ids) and want_ids[k] > 2 else '<bos>/<eos>'!r}): where does "
+            "the model start writing, and does Hugging Face shift the labels for you?"
+        )
+    example, n_given = values["pairs"][0], len(lm.prompt_ids(pairs[0][0]))  # what the model is given to translate
+    assert isinstance(example, dict), f"return {{'input_ids': [...], 'labels': [...]}}, not {example}"
+    with torch.no_grad():
+        lm.model.eval()
+        ids = torch.tensor([example["input_ids"]])
+        out = lm.model(input_ids=ids, labels=torch.tensor([example["labels"]]))
+        log_p = torch.log_softmax(out.logits[0].float(), dim=-1)  # (T, V): position t's guess at token t + 1
+        hand = -torch.stack([log_p[t - 1, ids[0, t]] for t in range(n_given, ids.shape[1])]).mean()
+    assert abs(out.loss.item() - hand.item()) < 1e-4 * max(1.0, hand.item()), (
+        f"the loss the model takes from your labels ({out.loss.item():.5f}) is not the mean cross-entropy of the "
+        f"tokens after the prompt, each given what precedes it ({hand.item():.5f})"
     )
+    for pair, got in zip(pairs[:50], values["pairs"], strict=True):
+        assert got == lm.encode_pair(*pair), f"the notebook's format and helpers.hf.translator's disagree on {pair}"
+
+
+verify_format(probe_format(lm_example))
+example = lm_example(lm.tokenizer, *splits.train[0])  # one pair of our own in SmolLM2's format, shown below
 print("✓ ids and labels as the package builds them; the loss is on what the model writes at translation time")
 
 # %% [markdown]
@@ -464,42 +502,84 @@ def pad_batch(examples: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
 
 
 # %% [markdown]
-# The check builds a batch by hand where `<eos>` (id 2) also pads, then asks the tiny LM a property any right
-# collator must have: the loss of the padded batch is the loss of each example alone, averaged over the target
-# tokens of all of them. Padding must change nothing.
+# The check builds a batch by hand where `<eos>` (id 2) also pads, then asks a tiny LM (the one the check of
+# Exercise 4.1 builds, with examples of pairs drawn from its seed) a property any right collator must have: the
+# loss of the padded batch is the loss of each example alone, averaged over the target tokens of all of them.
+# Padding must change nothing.
+
 
 # %% tags=["check"]
-planted = [{"input_ids": [5, 6, 7, 2], "labels": [-100, -100, 7, 2]}, {"input_ids": [5, 8, 2], "labels": [-100, 8, 2]}]
-batch = pad_batch(planted, pad_id=2)
-assert set(batch) == {"input_ids", "attention_mask", "labels"}, f"the batch has keys {sorted(batch)}"
-assert all(t.dtype == torch.long and t.shape == (2, 4) for t in batch.values()), (
-    "each tensor: (number of examples, longest example), dtype torch.long"
-)
-assert batch["input_ids"].tolist() == [[5, 6, 7, 2], [5, 8, 2, 2]], (
-    f"input_ids {batch['input_ids'].tolist()}: the example's ids first, then pad_id on the right"
-)
-assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]], (
-    f"attention_mask {batch['attention_mask'].tolist()}: 1 on the example's own tokens (its <eos> too), 0 on pads"
-)
-assert batch["labels"].tolist() == [[-100, -100, 7, 2], [-100, 8, 2, -100]], (
-    f"labels {batch['labels'].tolist()}: the example's own labels (its <eos> label 2 kept, although 2 also pads), "
-    "then -100 on the padding"
-)
-real = [lm_example(lm.tokenizer, *pair) for pair in splits.train[:4]]
-batch = pad_batch(real, pad_id=lm.pad_id)
-with torch.no_grad():
-    lm.model.eval()
-    together = lm.model(**{k: v.to(lm.device) for k, v in batch.items()}).loss.item()
-    alone = [lm.model(**{k: v.to(lm.device) for k, v in pad_batch([e], lm.pad_id).items()}).loss.item() for e in real]
-n_targets = [sum(label != -100 for label in e["labels"][1:]) for e in real]  # the model shifts labels by one
-expected = sum(loss * n for loss, n in zip(alone, n_targets)) / sum(n_targets)
-assert abs(together - expected) < 1e-3 * max(1.0, expected), (
-    f"the padded batch's loss {together:.5f} differs from the examples' own losses {expected:.5f}: "
-    "the padding is being scored (labels) or read (attention_mask)"
-)
+def planted_examples():
+    """Two examples by hand, where <eos> (id 2) also pads."""
+    return [{"input_ids": [5, 6, 7, 2], "labels": [-100, -100, 7, 2]}, {"input_ids": [5, 8, 2], "labels": [-100, 8, 2]}]
+
+
+def batch_examples(seed):
+    """The LM the check builds from `seed` (<eos> pads) and four of its examples: the pairs with the shortest and the
+    longest text, and two drawn from `seed`."""
+    lm, pairs = check_lm(seed)
+    by_length = sorted(pairs, key=lambda pair: len(pair[0] + pair[1]))
+    drawn = np.random.default_rng(seed).choice(len(pairs), size=2, replace=False)
+    return lm, [lm.encode_pair(*pair) for pair in [by_length[0], by_length[-1], *(pairs[i] for i in drawn)]]
+
+
+def as_batch(batch):
+    return {str(key): t for key, t in batch.items()} if isinstance(batch, dict) else repr(batch)[:200]
+
+
+def probe_batch(pad_fn, seed=0):
+    """Runs your function on the examples by hand, and on the check LM's examples together and each alone."""
+    lm, examples = batch_examples(seed)
+    return {
+        "planted": as_batch(pad_fn(planted_examples(), pad_id=2)),
+        "together": as_batch(pad_fn(examples, pad_id=lm.pad_id)),
+        "alone": [as_batch(pad_fn([e], lm.pad_id)) for e in examples],
+    }
+
+
+# %% tags=["check"]
+def verify_batch(values, seed=0):
+    """The batch by hand entry by entry; then the check LM's loss of the padded batch against the examples' own."""
+    batch = values["planted"]
+    keys = sorted(batch) if isinstance(batch, dict) else batch
+    assert keys == ["attention_mask", "input_ids", "labels"], f"the batch has keys {keys}"
+    assert all(isinstance(t, torch.Tensor) and t.dtype == torch.long and t.shape == (2, 4) for t in batch.values()), (
+        "each tensor: (number of examples, longest example), dtype torch.long"
+    )
+    assert batch["input_ids"].tolist() == [[5, 6, 7, 2], [5, 8, 2, 2]], (
+        f"input_ids {batch['input_ids'].tolist()}: the example's ids first, then pad_id on the right"
+    )
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]], (
+        f"attention_mask {batch['attention_mask'].tolist()}: 1 on the example's own tokens (its <eos> too), 0 on pads"
+    )
+    assert batch["labels"].tolist() == [[-100, -100, 7, 2], [-100, 8, 2, -100]], (
+        f"labels {batch['labels'].tolist()}: the example's own labels (its <eos> label 2 kept, although 2 also pads), "
+        "then -100 on the padding"
+    )
+    lm, examples = batch_examples(seed)
+    width, batch = max(len(e["input_ids"]) for e in examples), values["together"]
+    assert isinstance(batch, dict) and sorted(batch) == keys, f"the batch has keys {batch}"
+    assert all(
+        isinstance(t, torch.Tensor) and t.dtype == torch.long and t.shape == (len(examples), width)
+        for t in batch.values()
+    ), f"each tensor: (number of examples, longest example) = {(len(examples), width)}, dtype torch.long"
+    with torch.no_grad():
+        lm.model.eval()
+        together = lm.model(**batch).loss.item()
+        alone = [lm.model(**b).loss.item() for b in values["alone"]]
+    n_targets = [sum(label != -100 for label in e["labels"][1:]) for e in examples]  # the model shifts labels by one
+    expected = sum(loss * n for loss, n in zip(alone, n_targets, strict=True)) / sum(n_targets)
+    assert abs(together - expected) < 1e-3 * max(1.0, expected), (
+        f"the padded batch's loss {together:.5f} differs from the examples' own losses {expected:.5f}: "
+        "the padding is being scored (labels) or read (attention_mask)"
+    )
+
+
+verify_batch(probe_batch(pad_batch))
+batch = pad_batch([lm_example(lm.tokenizer, *pair) for pair in splits.train[:4]], pad_id=lm.pad_id)
 padding = 1 - batch["attention_mask"].float().mean().item()
-print(f"a batch of {len(real)} pairs, width {batch['input_ids'].shape[1]}: {padding:.0%} of it is padding, and the "
-      f"loss ({together:.3f}) is the examples' own ({expected:.3f})")  # fmt: skip
+print(f"a batch of 4 of our pairs, width {batch['input_ids'].shape[1]}: {padding:.0%} of it is padding, which "
+      "neither attention nor the loss sees")  # fmt: skip
 
 # %% [markdown]
 # ## 4. Before fine-tuning: opus-mt as it is, SmolLM2 with three examples
@@ -858,45 +938,91 @@ def paired_bootstrap(stats_a, stats_b, score=bleu_from_stats, n_samples: int = 1
 
 # %% [markdown]
 # The check: first the two cases whose answer is known without any computation (with a simpler score, the
-# fraction of words right: counts `(right, words)` per sentence), then a saved case: two systems of 60
-# sentences whose outputs share most of their errors, against a reference implementation run with 2,000
-# resamples (`data/reference/04_paired_bootstrap.json`). Another seed, or another way of drawing the indices,
-# moves the p-value by up to 0.03 (the tolerance); a test that is not paired moves it by about 0.25.
+# fraction of words right: counts `(right, words)` per sentence), on a fixed system and on one drawn from the
+# check's seed, then a saved case: two systems of 60 sentences whose outputs share most of their errors, against
+# a reference implementation run with 2,000 resamples (`data/reference/04_paired_bootstrap.json`). Another seed,
+# or another way of drawing the indices, moves the p-value by up to 0.03 (the tolerance); a test that is not paired
+# moves it by about 0.25.
+
 
 # %% tags=["check"]
-right_fraction = lambda t: t[0] / t[1]  # noqa: E731
-rng = np.random.default_rng(1)
-sys_a = np.stack([rng.integers(0, 8, size=50), np.full(50, 10)], axis=1)  # (50, 2): words right, words
-sys_b = sys_a + [1, 0]  # one word more right in every sentence
-same = paired_bootstrap(sys_a, sys_a, score=right_fraction, n_samples=200)
-assert same["difference"] == 0 and same["p_value"] == 1.0, (
-    f"two identical systems must get p = 1 (scored on the same resampled sentences, they tie every time); got "
-    f"{same}. Are both systems resampled with the same indices, and is a tie counted as 'B not ahead' (<= 0)?"
-)
-ahead = paired_bootstrap(sys_a, sys_b, score=right_fraction, n_samples=200)
-assert abs(ahead["difference"] - 0.1) < 1e-9 and ahead["p_value"] == 0.0, (
-    f"B one word ahead in every sentence must get difference 0.1 and p = 0; got {ahead}. Is it B minus A, and are "
-    "both systems resampled with the same sentences?"
-)
+def right_fraction(t):
+    """The score of the known cases: the fraction of words right, from summed counts (right, words)."""
+    return t[0] / t[1]
+
+
+def word_counts(seed):
+    """System A's counts (right, words), a row per sentence, and the bootstrap seed each is run with: 50 sentences of
+    10 words (numpy seed 1; the function's default seed), then a system drawn from `seed` (run with `seed`)."""
+    fixed, rng = np.random.default_rng(1), np.random.default_rng(seed)
+    n = int(rng.integers(20, 80))
+    words = rng.integers(8, 16, size=n)
+    drawn = np.stack([rng.integers(0, words), words], axis=1)  # fewer right than words: B can be one word ahead
+    return [(np.stack([fixed.integers(0, 8, size=50), np.full(50, 10)], axis=1), None), (drawn, seed)]
+
+
+def plain(value):
+    """A solution's result as plain values: numpy numbers as numbers, arrays and tuples as lists."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [plain(v) for v in value]
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def probe_bootstrap(bootstrap_fn, stats_fn, bleu_fn, seed=0):
+    """Runs your function on the known cases (two identical systems; B one word ahead in every sentence), fixed and
+    drawn from `seed`, then on the saved case with sentence_stats' counts (with its saved seed)."""
+    cases = []
+    for sys_a, boot_seed in word_counts(seed):
+        given = {} if boot_seed is None else {"seed": boot_seed}
+        same = bootstrap_fn(sys_a, sys_a, score=right_fraction, n_samples=200, **given)
+        ahead = bootstrap_fn(sys_a, sys_a + [1, 0], score=right_fraction, n_samples=200, **given)
+        cases.append({"same": plain(same), "ahead": plain(ahead)})
+    saved = runtime.reference_outputs("04_paired_bootstrap.json")
+    stats_a, stats_b = stats_fn(saved["hyps_a"], saved["refs"]), stats_fn(saved["hyps_b"], saved["refs"])
+    got = bootstrap_fn(stats_a, stats_b, n_samples=saved["n_samples"], seed=saved["seed"])
+    return {"cases": cases, "bleu_a": plain(bleu_fn(stats_a.sum(axis=0))), "saved": plain(got)}
+
+
+# %% tags=["check"]
+def verify_bootstrap(values, seed=0):
+    """The known cases exactly; the saved case within the tolerances a reference measured over other seeds."""
+    for (sys_a, _), case in zip(word_counts(seed), values["cases"], strict=True):
+        same, ahead = case["same"], case["ahead"]
+        assert same["difference"] == 0 and same["p_value"] == 1.0, (
+            f"two identical systems must get p = 1 (scored on the same resampled sentences, they tie every time); "
+            f"got {same}. Are both systems resampled with the same indices, and is a tie counted as 'B not ahead' "
+            "(<= 0)?"
+        )
+        want = right_fraction((sys_a + [1, 0]).sum(axis=0)) - right_fraction(sys_a.sum(axis=0))
+        assert abs(ahead["difference"] - want) < 1e-9 and ahead["p_value"] == 0.0, (
+            f"B one word ahead in every sentence must get difference {want:.4g} and p = 0; got {ahead}. Is it B minus "
+            "A, and are both systems resampled with the same sentences?"
+        )
+    saved, got = runtime.reference_outputs("04_paired_bootstrap.json"), values["saved"]
+    assert abs(values["bleu_a"] - saved["bleu_a"]) < 1e-6, "sentence_stats or bleu_from_stats changed"
+    assert abs(got["difference"] - saved["difference"]) < 1e-6, (
+        f"difference {got['difference']:.3f}, expected {saved['difference']:.3f}: corpus BLEU of B minus that of A, "
+        "each from the summed counts of all sentences (not an average of sentence scores)"
+    )
+    assert abs(got["p_value"] - saved["p_value"]) < saved["p_tolerance"], (
+        f"p-value {got['p_value']:.3f}, expected {saved['p_value']:.3f} ± {saved['p_tolerance']}: resample n "
+        "sentences with replacement, the same indices for both systems, and count the resamples where B - A <= 0"
+    )
+    low, high = got["interval"]
+    assert max(abs(low - saved["interval"][0]), abs(high - saved["interval"][1])) < saved["interval_tolerance"], (
+        f"interval ({low:.2f}, {high:.2f}), expected ({saved['interval'][0]:.2f}, {saved['interval'][1]:.2f}) ± "
+        f"{saved['interval_tolerance']}: the 2.5th and 97.5th percentiles of the resampled differences B - A"
+    )
+
+
+verify_bootstrap(probe_bootstrap(paired_bootstrap, sentence_stats, bleu_from_stats))
 saved = load_reference("04_paired_bootstrap.json")
-stats_a, stats_b = sentence_stats(saved["hyps_a"], saved["refs"]), sentence_stats(saved["hyps_b"], saved["refs"])
-assert abs(bleu_from_stats(stats_a.sum(axis=0)) - saved["bleu_a"]) < 1e-6, "sentence_stats or bleu_from_stats changed"
-got = paired_bootstrap(stats_a, stats_b, n_samples=saved["n_samples"], seed=saved["seed"])
-assert abs(got["difference"] - saved["difference"]) < 1e-6, (
-    f"difference {got['difference']:.3f}, expected {saved['difference']:.3f}: corpus BLEU of B minus that of A, "
-    "each from the summed counts of all sentences (not an average of sentence scores)"
-)
-assert abs(got["p_value"] - saved["p_value"]) < saved["p_tolerance"], (
-    f"p-value {got['p_value']:.3f}, expected {saved['p_value']:.3f} ± {saved['p_tolerance']}: resample n sentences "
-    "with replacement, the same indices for both systems, and count the resamples where B - A <= 0"
-)
-low, high = got["interval"]
-assert max(abs(low - saved["interval"][0]), abs(high - saved["interval"][1])) < saved["interval_tolerance"], (
-    f"interval ({low:.2f}, {high:.2f}), expected ({saved['interval'][0]:.2f}, {saved['interval'][1]:.2f}) ± "
-    f"{saved['interval_tolerance']}: the 2.5th and 97.5th percentiles of the resampled differences B - A"
-)
-print(f"saved case: B - A = {got['difference']:+.2f} BLEU, p = {got['p_value']:.3f} "
-      f"(reference {saved['p_value']:.3f}), 95 % of resamples in ({low:+.2f}, {high:+.2f})")  # fmt: skip
+got = paired_bootstrap(*(sentence_stats(saved[h], saved["refs"]) for h in ("hyps_a", "hyps_b")), seed=saved["seed"],
+                       n_samples=saved["n_samples"])  # fmt: skip
+print(f"saved case: B - A = {got['difference']:+.2f} BLEU, p = {got['p_value']:.3f} (reference "
+      f"{saved['p_value']:.3f}), 95 % of resamples in ({got['interval'][0]:+.2f}, {got['interval'][1]:+.2f})")  # fmt: skip
 
 # %% [markdown]
 # Now on our run: is each fine-tuned model's difference from our model on the new sentences more than the luck of
@@ -1087,37 +1213,104 @@ def flag_fluent_but_wrong(test: list[tuple[str, str]], hyps: list[str]) -> tuple
 # %% [markdown]
 # The check plants one case per rule: a changed number, a dropped name, a name copied from the source that the
 # reference replaces by a pronoun, a number the reference writes in words, a second sentence's first word, a
-# number that starts a sentence, and a quoted first word.
+# number that starts a sentence, and a quoted first word. Then texts and triples drawn from its seed, built so that
+# what they hold is known: names and numbers inside sentences, first words after `.`, `!`, `?`, `:` or `;` and
+# opening quotes, and each name or number of a triple in the source, the reference or the output, or several.
+
 
 # %% tags=["check"]
-assert checkable_tokens("Tom met Marie in Paris in 2019.") == {"Marie", "Paris", "2019"}, (
-    f"got {checkable_tokens('Tom met Marie in Paris in 2019.')}: 'Tom' starts the sentence; the others are kept"
-)
-assert checkable_tokens("He left. She stayed 3.5 days.") == {"3.5"}, (
-    f"got {checkable_tokens('He left. She stayed 3.5 days.')}: 'She' starts the second sentence; 3.5 is one number"
-)
-assert checkable_tokens("20 people came.") == {"20"}, "a number counts even at the start of a sentence"
-assert checkable_tokens('"Come!" he said.') == set(), "a first word after an opening quote still starts a sentence"
-planted = [
-    ("Tom a 97 ans.", "Tom is 97.", "Tom is 19."),  # 97 dropped, 19 invented
-    ("Je parle à Marie.", "I speak to Marie.", "I speak to her."),  # Marie dropped
-    ("Je parle à Marie.", "I speak to her.", "I speak to Marie."),  # copied from the source: fine
-    ("Il a 3 chiens.", "He has three dogs.", "He has three dogs."),  # the reference has no 3: fine
-    ("Il dort. Elle lit.", "He sleeps. She reads.", "He sleeps. She reads."),  # sentence starts: fine
-    ("20 personnes sont venues.", "20 people came.", "Twenty people came."),  # 20 dropped
-    ("« Viens ! » dit-il.", '"Come!" he said.', '"Go!" he said.'),  # a quoted first word: fine
-]
-dropped, invented = flag_fluent_but_wrong([(fr, en) for fr, en, _ in planted], [hyp for _, _, hyp in planted])
-assert [(d[0], d[3]) for d in dropped] == [("Tom a 97 ans.", ["97"]), ("Je parle à Marie.", ["Marie"]),
-                                          ("20 personnes sont venues.", ["20"])], (
-    f"dropped: {[(d[0], d[3]) for d in dropped]}; expected 97, Marie and 20: a token of source AND reference, "
-    "missing from the output"
-)  # fmt: skip
-assert [(v[0], v[3]) for v in invented] == [("Tom a 97 ans.", ["19"])], (
-    f"invented: {[(v[0], v[3]) for v in invented]}; expected only 19: a token of the output found in neither the "
-    "source nor the reference"
-)
-print(f"planted cases: {len(dropped)} dropped, {len(invented)} invented, as expected")
+def token_cases(seed):
+    """(text, the tokens to find, why): the fixed texts, then texts drawn from `seed` whose sentences start with a
+    capitalised word, a name or a number (after an opening quote or not) and go on with words, names and numbers."""
+    cases = [
+        (
+            "Tom met Marie in Paris in 2019.",
+            ["2019", "Marie", "Paris"],
+            "'Tom' starts the sentence; the others are kept",
+        ),
+        ("He left. She stayed 3.5 days.", ["3.5"], "'She' starts the second sentence; 3.5 is one number"),
+        ("20 people came.", ["20"], "a number counts even at the start of a sentence"),
+        ('"Come!" he said.', [], "a first word after an opening quote still starts a sentence"),
+    ]
+    rng = np.random.default_rng(seed)
+    names, numbers = ["Marie", "Paris", "Tom", "Émilie", "Londres", "Québec"], ["3", "20", "3.5", "1,5", "2019"]
+    words = ["il", "a", "vu", "the", "and", "avec", "went", "to", "près", "de", "said"]
+    for _ in range(6):
+        kept, sentences = set(), []
+        for _ in range(int(rng.integers(1, 4))):
+            first = str(rng.choice(["Il", "Elle", "She", "Hier", *names, *numbers]))
+            rest = [str(rng.choice(words + names + numbers)) for _ in range(int(rng.integers(1, 6)))]
+            kept |= {w for w in rest if w in names + numbers} | ({first} & set(numbers))
+            quote = str(rng.choice(["", '"', "« ", "“", "'"]))
+            sentences.append(quote + " ".join([first, *rest]) + str(rng.choice(list(".!?:;"))))
+        cases.append((" ".join(sentences), sorted(kept), "a name inside a sentence, or a number anywhere"))
+    return cases
+
+
+def flag_cases(seed):
+    """(what, [(fr, en, hyp)], expected dropped, expected invented), the lists as [fr, sorted tokens]: the planted
+    cases, then triples drawn from `seed` in which each name or number has a role (where it appears)."""
+    planted = [
+        ("Tom a 97 ans.", "Tom is 97.", "Tom is 19."),  # 97 dropped, 19 invented
+        ("Je parle à Marie.", "I speak to Marie.", "I speak to her."),  # Marie dropped
+        ("Je parle à Marie.", "I speak to her.", "I speak to Marie."),  # copied from the source: fine
+        ("Il a 3 chiens.", "He has three dogs.", "He has three dogs."),  # the reference has no 3: fine
+        ("Il dort. Elle lit.", "He sleeps. She reads.", "He sleeps. She reads."),  # sentence starts: fine
+        ("20 personnes sont venues.", "20 people came.", "Twenty people came."),  # 20 dropped
+        ("« Viens ! » dit-il.", '"Come!" he said.', '"Go!" he said.'),  # a quoted first word: fine
+    ]
+    dropped = [["Tom a 97 ans.", ["97"]], ["Je parle à Marie.", ["Marie"]], ["20 personnes sont venues.", ["20"]]]
+    groups = [("planted", planted, dropped, [["Tom a 97 ans.", ["19"]]])]
+    rng = np.random.default_rng(seed + 1)
+    where = {"all three": "seo", "dropped": "se", "invented": "o", "copied": "so", "source": "s", "reference": "e",
+             "reference and output": "eo"}  # fmt: skip
+    triples, dropped, invented = [], [], []
+    for _ in range(10):
+        tokens = rng.choice(["Marie", "Paris", "Émilie", "Québec", "3", "20", "3.5", "2019"], size=3, replace=False)
+        role = {str(t): str(rng.choice(list(where))) for t in tokens[: int(rng.integers(0, 4))]}
+        side = {s: [t for t, r in role.items() if s in where[r]] for s in "seo"}
+        fr, en, hyp = (
+            " ".join([lead, *side[s]]) + "." for lead, s in (("Il a vu", "s"), ("He saw", "e"), ("He saw", "o"))
+        )
+        triples.append((fr, en, hyp))
+        dropped += [[fr, sorted(t for t, r in role.items() if r == "dropped")]] if "dropped" in role.values() else []
+        invented += [[fr, sorted(t for t, r in role.items() if r == "invented")]] if "invented" in role.values() else []
+    return [*groups, ("drawn", triples, dropped, invented)]
+
+
+# %% tags=["check"]
+def as_tokens(found):
+    return sorted(str(t) for t in found) if isinstance(found, set | frozenset) else f"not a set: {found!r}"[:200]
+
+
+def probe_fluent(tokens_fn, flag_fn, seed=0):
+    """Runs your functions on the texts and the triples, fixed and drawn from `seed`."""
+    flags = []
+    for _, triples, *_ in flag_cases(seed):
+        dropped, invented = flag_fn([(fr, en) for fr, en, _ in triples], [hyp for _, _, hyp in triples])
+        flags.append([[[str(d[0]), [str(t) for t in d[3]]] for d in found] for found in (dropped, invented)])
+    return {"tokens": [as_tokens(tokens_fn(text)) for text, *_ in token_cases(seed)], "flags": flags}
+
+
+def verify_fluent(values, seed=0):
+    """Each text's tokens, then what each group of triples drops and invents, against what was built in."""
+    for (text, want, why), got in zip(token_cases(seed), values["tokens"], strict=True):
+        assert got == want, f"checkable_tokens({text!r}) gave {got}, expected {want}: {why}"
+    for (what, _, want_dropped, want_invented), (dropped, invented) in zip(
+        flag_cases(seed), values["flags"], strict=True
+    ):
+        assert dropped == want_dropped, (
+            f"{what} cases, dropped: {dropped}; expected {want_dropped}: a token of source AND reference, missing "
+            "from the output"
+        )
+        assert invented == want_invented, (
+            f"{what} cases, invented: {invented}; expected {want_invented}: a token of the output found in neither "
+            "the source nor the reference"
+        )
+
+
+verify_fluent(probe_fluent(checkable_tokens, flag_fluent_but_wrong))
+print("✓ the planted cases and the drawn ones: every token found, every drop and invention flagged, nothing else")
 
 # %% [markdown]
 # Your checker on every model's outputs, every test set (greedy), with a few of the inventions to read.

@@ -239,32 +239,65 @@ def exact_match_accuracy(predictions: list[str], answers: list[str]) -> float:
 # %% tags=["check"]
 # The graded answers above, one at a time; then the reference cases saved with the course
 # (data/reference/06_exact_match.json); then many answers made the same way, against the grader's rule.
-MARKED = [("Dunmere", "Dunmere", 1), ("DUNMERE", "Dunmere", 1), (" dunmere. ", "Dunmere", 1), ('"Kelby!"', "Kelby", 1),
-          ("Kestrel   Bay", "Kestrel Bay", 1), ("kestrel bay", "Kestrel Bay", 1), ("Kestrel-Bay", "Kestrel Bay", 0),
-          ("Dunmere Ostrava", "Dunmere", 0), ("born in Kelby", "Kelby", 0), ("Dunmereby", "Dunmere", 0),
-          ("Kestrel", "Kestrel Bay", 0), ("", "Dunmere", 0)]  # fmt: skip
-for said, place, right in MARKED:
-    got = exact_match_accuracy([said], [place])
-    assert isinstance(got, float) and 0 <= got <= 1, f"exact_match_accuracy returns a share from 0 to 1: got {got!r}"
-    assert got == right, f"the answer {said!r} for {place!r} is marked {'right' if right else 'wrong'}; got {got}"
-load_reference = runtime.reference_outputs  # outputs saved with the course (data/reference/*.json)
-for case in load_reference("06_exact_match.json")["cases"]:
-    got = exact_match_accuracy(case["predictions"], case["answers"])
-    assert math.isclose(got, case["accuracy"]), (
-        f"predictions {case['predictions']} for answers {case['answers']} should score {case['accuracy']}, got {got}"
-    )
-draw = random.Random(6)
-for _ in range(300):
-    answers = draw.choices(knowledge.PLACES, k=draw.randint(1, 6))
-    made = []
-    for a in answers:
-        a = draw.choice([a, a.upper(), a.lower(), a.replace(" ", "   "), a + draw.choice(".!?,;"), a[:-1], a + "s"])
-        made.append(draw.choice(["", " ", '"', "("]) + a + draw.choice(["", " ", '"', ")", ". "]))
-    got, want = exact_match_accuracy(made, answers), knowledge.accuracy(made, answers)
-    assert math.isclose(got, want), (
-        f"predictions {made} for answers {answers}: the grader's rule gives {want}, got {got}"
-    )
-print(f"exact-match accuracy: the {len(MARKED)} marked answers, the saved cases and 300 drawn sets agree")
+def marked_answers():
+    """The table above: (the model's answer, the birthplace, 1 if the grader marked it right, else 0)."""
+    return [("Dunmere", "Dunmere", 1), ("DUNMERE", "Dunmere", 1), (" dunmere. ", "Dunmere", 1), ('"Kelby!"', "Kelby", 1),
+            ("Kestrel   Bay", "Kestrel Bay", 1), ("kestrel bay", "Kestrel Bay", 1), ("Kestrel-Bay", "Kestrel Bay", 0),
+            ("Dunmere Ostrava", "Dunmere", 0), ("born in Kelby", "Kelby", 0), ("Dunmereby", "Dunmere", 0),
+            ("Kestrel", "Kestrel Bay", 0), ("", "Dunmere", 0)]  # fmt: skip
+
+
+def drawn_answer_sets(seed, n_sets=300):
+    """(predictions, answers) sets made the way the table's answers are (case, spaces, punctuation at the ends, a
+    letter lost or added), drawn from `seed`."""
+    draw, sets = random.Random(seed), []
+    for _ in range(n_sets):
+        answers = draw.choices(knowledge.PLACES, k=draw.randint(1, 6))
+        made = []
+        for a in answers:
+            a = draw.choice([a, a.upper(), a.lower(), a.replace(" ", "   "), a + draw.choice(".!?,;"), a[:-1], a + "s"])
+            made.append(draw.choice(["", " ", '"', "("]) + a + draw.choice(["", " ", '"', ")", ". "]))
+        sets.append((made, answers))
+    return sets
+
+
+def plain_number(x):
+    """A float (NumPy's float64 included) as Python's float; anything else as it is."""
+    return float(x) if isinstance(x, float) else x
+
+
+def probe_exact_match(accuracy_fn, seed=6):
+    """Runs your function on each marked answer alone, on the saved cases, and on the sets drawn from `seed`."""
+    saved = runtime.reference_outputs("06_exact_match.json")["cases"]  # outputs saved with the course
+    share = lambda predictions, answers: plain_number(accuracy_fn(predictions, answers))
+    return {
+        "marked": [share([said], [place]) for said, place, _ in marked_answers()],
+        "saved": [share(case["predictions"], case["answers"]) for case in saved],
+        "drawn": [share(made, answers) for made, answers in drawn_answer_sets(seed)],
+    }
+
+
+# %% tags=["check"]
+def verify_exact_match(values, seed=6):
+    """The grader's marks, the saved scores, and the grader's rule (helpers.knowledge.accuracy) on the drawn sets."""
+    for (said, place, right), got in zip(marked_answers(), values["marked"], strict=True):
+        assert isinstance(got, float) and 0 <= got <= 1, (
+            f"exact_match_accuracy returns a share from 0 to 1: got {got!r}"
+        )
+        assert got == right, f"the answer {said!r} for {place!r} is marked {'right' if right else 'wrong'}; got {got}"
+    for case, got in zip(runtime.reference_outputs("06_exact_match.json")["cases"], values["saved"], strict=True):
+        assert math.isclose(got, case["accuracy"]), (
+            f"predictions {case['predictions']} for answers {case['answers']} should score {case['accuracy']}, got {got}"
+        )
+    for (made, answers), got in zip(drawn_answer_sets(seed), values["drawn"], strict=True):
+        want = knowledge.accuracy(made, answers)
+        assert math.isclose(got, want), (
+            f"predictions {made} for answers {answers}: the grader's rule gives {want}, got {got}"
+        )
+
+
+verify_exact_match(probe_exact_match(exact_match_accuracy))
+print(f"exact-match accuracy: the {len(marked_answers())} marked answers, the saved cases and 300 drawn sets agree")
 
 # %% [markdown]
 # ## Exercise 6.2 · The most-common-place baseline (2 points)
@@ -288,14 +321,63 @@ def most_common_place_baseline(train_answers: list[str], test_answers: list[str]
 
 
 # %% tags=["check"]
-for case in load_reference("06_baseline.json")["cases"]:
-    place, acc = most_common_place_baseline(case["train"], case["test"])
-    assert normalise_place(place) == normalise_place(case["place"]), (
-        f"{case['what']}: with training answers {case['train']} the baseline answers {case['place']!r}, not {place!r}"
+# The reference cases saved with the course (data/reference/06_baseline.json), then answers drawn at random against
+# the package's baseline (helpers.knowledge.majority_answer, scored with helpers.knowledge.accuracy).
+def check_baseline(what, train, test, want_place, want_acc, got):
+    """One case: the place (compared normalised) and its accuracy on the test answers."""
+    assert len(got) == 2, f"the baseline returns (place, accuracy): got {got!r}"
+    place, acc = got
+    assert isinstance(place, str) and knowledge.normalise_answer(place) == knowledge.normalise_answer(want_place), (
+        f"{what}: with training answers {train} the baseline answers {want_place!r}, not {place!r}"
     )
-    assert math.isclose(acc, case["accuracy"]), (
-        f"{case['what']}: always answering {case['place']!r} scores {case['accuracy']} on {case['test']}, got {acc}"
+    assert math.isclose(acc, want_acc), (
+        f"{what}: always answering {want_place!r} scores {want_acc} on {test}, got {acc}"
     )
+
+
+def probe_saved_baseline(baseline_fn, seed=0):
+    """Runs your function on the saved cases ([place, accuracy] for each; `seed` is not used)."""
+    saved = runtime.reference_outputs("06_baseline.json")["cases"]
+    return [[plain_number(v) for v in baseline_fn(case["train"], case["test"])] for case in saved]
+
+
+def verify_saved_baseline(values, seed=0):
+    """The saved places and scores."""
+    for case, got in zip(runtime.reference_outputs("06_baseline.json")["cases"], values, strict=True):
+        check_baseline(case["what"], case["train"], case["test"], case["place"], case["accuracy"], got)
+
+
+def drawn_baseline_cases(seed, n_cases=50):
+    """(training answers, test answers) drawn from `seed` from a few towns (so that counts tie), each answer written
+    in one of several ways."""
+    draw, cases = random.Random(seed), []
+    ways = [lambda t: t, str.upper, str.lower, lambda t: t + " ", lambda t: " " + t + ".", lambda t: t + "!"]
+    for _ in range(n_cases):
+        towns = draw.sample(knowledge.PLACES, draw.randint(1, 4))
+        train = [draw.choice(ways)(draw.choice(towns)) for _ in range(draw.randint(1, 8))]
+        test = [
+            draw.choice(ways)(draw.choice([*towns, draw.choice(knowledge.PLACES)])) for _ in range(draw.randint(1, 6))
+        ]
+        cases.append((train, test))
+    return cases
+
+
+def probe_baseline(baseline_fn, seed=7):
+    """Runs your function on the cases drawn from `seed`."""
+    return [[plain_number(v) for v in baseline_fn(train, test)] for train, test in drawn_baseline_cases(seed)]
+
+
+def verify_baseline(values, seed=7):
+    """The package's place and its score, on the drawn cases."""
+    for (train, test), got in zip(drawn_baseline_cases(seed), values, strict=True):
+        place = knowledge.majority_answer(train)
+        check_baseline(
+            "answers drawn at random", train, test, place, knowledge.accuracy([place] * len(test), test), got
+        )
+
+
+verify_saved_baseline(probe_saved_baseline(most_common_place_baseline))
+verify_baseline(probe_baseline(most_common_place_baseline))
 TRAIN_ANSWERS = [p.born for p in DATA.finetune]
 TEST_ANSWERS = [p.born for p in DATA.test]
 BASELINE_PLACE, BASELINE = most_common_place_baseline(TRAIN_ANSWERS, TEST_ANSWERS)
@@ -425,39 +507,74 @@ def finetune_example(tok, question: str, answer: str, max_len: int) -> tuple[lis
 
 
 # %% tags=["check"]
-# One example piece by piece, then every question of this data set (both wordings) and the edge cases against
-# the package's examples (helpers.knowledge.finetune_example), then the labels of arbitrary sequences.
-q, a = DATA.finetune_pairs[0]
-Q, A = TOK.encode(q), TOK.encode(a)
-ids, labels = finetune_example(TOK, q, a, MAX_LEN)
-assert list(ids) == [TOK.bos_id, *Q, TOK.sep_id, *A, TOK.eos_id], (
-    "input_ids: <bos>, the question, <sep>, the answer, <eos>"
-)
-assert len(labels) == len(ids), f"one label per position: {len(labels)} labels for {len(ids)} ids"
-assert [y for y in labels if y != IGNORE] == [*A, TOK.eos_id], (
-    "the labels ask for the answer's pieces and <eos>, once each"
-)
-assert list(labels) == knowledge.labels_for(ids, len(Q) + 2), (
-    f"labels {labels} are in the wrong positions for ids {ids}"
-)
-for pair in DATA.pairs(DATA.people) + DATA.pairs(DATA.people, "biography"):
-    got, want = finetune_example(TOK, *pair, MAX_LEN), knowledge.finetune_example(TOK, *pair, MAX_LEN)
-    assert got is not None and (list(got[0]), list(got[1])) == want, f"{pair}: expected {want}, got {got}"
-n = len(ids)
-assert finetune_example(TOK, q, a, n) is not None and finetune_example(TOK, q, a, n - 1) is None, (
-    f"an example of {n} tokens fits max_len={n} and not max_len={n - 1}"
-)
-assert finetune_example(TOK, q, "", MAX_LEN) is None and finetune_example(TOK, "", a, MAX_LEN) is None, (
-    "an empty question or answer makes no example"
-)
-draw = random.Random(3)
-for _ in range(200):
-    seq = [draw.randrange(5, 400) for _ in range(draw.randint(2, 12))]
-    n_source = draw.randint(1, len(seq) - 1)
-    assert list(answer_labels(seq, n_source)) == knowledge.labels_for(seq, n_source), (
-        f"answer_labels({seq}, n_source={n_source}) should be {knowledge.labels_for(seq, n_source)}"
+# One example piece by piece, then every question of a small data set (both wordings) and the edge cases against
+# the package's examples (helpers.knowledge.finetune_example), then the labels of arbitrary sequences. The data set
+# and its tokenizer are drawn like DATA and TOK, from the check's seed.
+def small_knowledge(seed, n_people=40, n_test=10):
+    """A small data set of invented people drawn from `seed`, and a tokenizer trained on it (as TOK is on DATA)."""
+    data = knowledge.make_knowledge_data(n_people, n_test, seed)
+    return data, knowledge.knowledge_tokenizer(data, 400, seed)
+
+
+def example_lists(example):
+    """An example (input_ids, labels) as two lists of ints; None stays None."""
+    return None if example is None else [[int(i) for i in example[0]], [int(y) for y in example[1]]]
+
+
+def finetune_cases(seed, max_len=64):
+    """The tokenizer, every person's question in both wordings, the edge cases (the first question and answer with
+    max_len just long enough and one short, an empty answer, an empty question) and 200 (sequence, n_source)."""
+    data, tok = small_knowledge(seed)
+    pairs = data.pairs(data.people) + data.pairs(data.people, "biography")
+    (q, a), n = pairs[0], len(knowledge.finetune_example(tok, *pairs[0], max_len)[0])
+    edges = [(q, a, n), (q, a, n - 1), (q, "", max_len), ("", a, max_len)]
+    draw, sequences = random.Random(seed), []
+    for _ in range(200):
+        seq = [draw.randrange(5, 400) for _ in range(draw.randint(2, 12))]
+        sequences.append((seq, draw.randint(1, len(seq) - 1)))
+    return tok, [(q_, a_, max_len) for q_, a_ in pairs], edges, sequences
+
+
+def probe_finetune(example_fn, labels_fn, seed=3):
+    """Runs your finetune_example on every question and edge case, and your answer_labels on each sequence."""
+    tok, pairs, edges, sequences = finetune_cases(seed)
+    return {
+        "examples": [example_lists(example_fn(tok, *case)) for case in pairs],
+        "edges": [example_lists(example_fn(tok, *case)) for case in edges],
+        "labels": [[int(y) for y in labels_fn(list(seq), n_source)] for seq, n_source in sequences],
+    }
+
+
+# %% tags=["check"]
+def verify_finetune(values, seed=3):
+    """The first example piece by piece, every example against the package's, the edge cases, and the labels."""
+    tok, pairs, edges, sequences = finetune_cases(seed)
+    (q, a, _), first, IGNORE_ID = pairs[0], values["examples"][0], knowledge.IGNORE_INDEX
+    Q, A = tok.encode(q), tok.encode(a)
+    assert first is not None, f"{(q, a)} makes an example, not None"
+    ids, labels = first
+    assert ids == [tok.bos_id, *Q, tok.sep_id, *A, tok.eos_id], (
+        "input_ids: <bos>, the question, <sep>, the answer, <eos>"
     )
-print(f"fine-tuning examples: {len(DATA.people) * 2} questions and 200 label sets agree with the package's")
+    assert len(labels) == len(ids), f"one label per position: {len(labels)} labels for {len(ids)} ids"
+    assert [y for y in labels if y != IGNORE_ID] == [*A, tok.eos_id], (
+        "the labels ask for the answer's pieces and <eos>, once each"
+    )
+    assert labels == knowledge.labels_for(ids, len(Q) + 2), f"labels {labels} are in the wrong positions for ids {ids}"
+    for (q_, a_, max_len), got in zip(pairs, values["examples"], strict=True):
+        want = knowledge.finetune_example(tok, q_, a_, max_len)
+        assert got is not None and tuple(got) == want, f"{(q_, a_)}: expected {want}, got {got}"
+    (fits, short, no_answer, no_question), n = values["edges"], edges[0][2]
+    assert fits is not None and short is None, f"an example of {n} tokens fits max_len={n} and not max_len={n - 1}"
+    assert no_answer is None and no_question is None, "an empty question or answer makes no example"
+    for (seq, n_source), got in zip(sequences, values["labels"], strict=True):
+        assert got == knowledge.labels_for(seq, n_source), (
+            f"answer_labels({seq}, n_source={n_source}) should be {knowledge.labels_for(seq, n_source)}"
+        )
+
+
+verify_finetune(probe_finetune(finetune_example, answer_labels))
+print(f"fine-tuning examples: {len(finetune_cases(3)[1])} questions and 200 label sets agree with the package's")
 
 # %% [markdown]
 # ## Exercise 6.4 · Span-corruption examples of the biographies (3 points)
@@ -511,33 +628,73 @@ def pretraining_epoch(biography_ids: list[list[int]], epoch: int, seed: int, max
 
 # %% tags=["check"]
 # Many cuts against the package's (helpers.knowledge.corrupt_biography, the same draws from the same seed), with
-# what each part must be first; then whole epochs against helpers.knowledge.pretraining_examples.
-BIO_IDS = TOK.encode_batch(DATA.biographies)
-odd = [[], [9], [9, 10], [9, 10, 11]] + [list(range(100, 100 + n)) for n in range(4, 40)]
-for max_len in (6, 16, MAX_LEN):
-    mine, ref = random.Random(max_len), random.Random(max_len)
-    for ids in odd + BIO_IDS:
-        got, want = corrupt_biography(list(ids), mine, max_len), knowledge.corrupt_biography(ids, ref, max_len)
-        if want is None:
-            assert got is None, f"{ids} with max_len {max_len} makes no example: return None, got {got}"
-            continue
-        assert got is not None, f"{ids} with max_len {max_len} makes an example, not None"
-        inp, labels = list(got[0]), list(got[1])
-        assert inp.count(MASK) == 1 and inp.count(TOK.sep_id) == 1, "one <mask> (where the span was) and one <sep>"
-        assert inp[0] == TOK.bos_id and inp[-1] == TOK.eos_id and len(inp) <= max_len, "<bos> ... <eos>, within max_len"
-        s = inp.index(TOK.sep_id)
-        assert labels == knowledge.labels_for(inp, s + 1), "the labels ask for span <eos> only, as in Exercise 6.3"
-        assert (inp, labels) == want, (
-            f"cut of {ids} (max_len {max_len}): expected {want[0]}, got {inp}. Check the three draws: their ranges "
-            "and their order"
+# what each part must be first; then whole epochs against helpers.knowledge.pretraining_examples. The biographies
+# are those of a small data set drawn from the check's seed, as its tokenizer encodes them.
+def cut_cases(seed):
+    """The tokenizer; the sequences to cut (too short to cut, 2 and 3 tokens, 4 to 39, the biographies, 20 drawn);
+    the max_lens (6, 16, 64 and one drawn); the biographies of the epochs (one too short to cut among them) and
+    the (epoch, seed) of each epoch."""
+    data, tok = small_knowledge(seed, 60, 10)
+    bios = tok.encode_batch(data.biographies)
+    odd = [[], [9], [9, 10], [9, 10, 11]] + [list(range(100, 100 + n)) for n in range(4, 40)]
+    draw = random.Random(seed)
+    drawn = [[draw.randrange(5, 400) for _ in range(draw.randint(1, 70))] for _ in range(20)]
+    max_lens = (6, 16, 64, draw.randint(5, 70))
+    epochs = [(0, 5), (1, 5), (2, 5), (draw.randrange(100), draw.randrange(1000))]
+    return tok, odd + bios + drawn, max_lens, bios[:30] + [[9]] + bios[30:], epochs
+
+
+def probe_cuts(cut_fn, epoch_fn, seed=4):
+    """Runs your corrupt_biography on every sequence with each max_len (a generator seeded by max_len), and your
+    pretraining_epoch on the biographies for each (epoch, seed)."""
+    _, sequences, max_lens, some, epochs = cut_cases(seed)
+    cuts = []
+    for max_len in max_lens:
+        rng = random.Random(max_len)
+        cuts.append([example_lists(cut_fn(list(ids), rng, max_len)) for ids in sequences])
+    return {
+        "cuts": cuts,
+        "epochs": [[example_lists(e) for e in epoch_fn(some, epoch, s, 64)] for epoch, s in epochs],
+    }
+
+
+# %% tags=["check"]
+def verify_cuts(values, seed=4):
+    """Each cut's parts, then the cut itself against the package's; each epoch against the package's."""
+    tok, sequences, max_lens, some, epochs = cut_cases(seed)
+    for max_len, cuts in zip(max_lens, values["cuts"], strict=True):
+        ref = random.Random(max_len)
+        for ids, got in zip(sequences, cuts, strict=True):
+            want = knowledge.corrupt_biography(ids, ref, max_len)
+            if want is None:
+                assert got is None, f"{ids} with max_len {max_len} makes no example: return None, got {got}"
+                continue
+            assert got is not None, f"{ids} with max_len {max_len} makes an example, not None"
+            inp, labels = got
+            assert inp.count(knowledge.MASK_ID) == 1 and inp.count(tok.sep_id) == 1, (
+                "one <mask> (where the span was) and one <sep>"
+            )
+            assert inp[0] == tok.bos_id and inp[-1] == tok.eos_id and len(inp) <= max_len, (
+                "<bos> ... <eos>, within max_len"
+            )
+            s = inp.index(tok.sep_id)
+            assert labels == knowledge.labels_for(inp, s + 1), "the labels ask for span <eos> only, as in Exercise 6.3"
+            assert (inp, labels) == want, (
+                f"cut of {ids} (max_len {max_len}): expected {want[0]}, got {inp}. Check the three draws: their ranges "
+                "and their order"
+            )
+    for (epoch, s), got in zip(epochs, values["epochs"], strict=True):
+        want = knowledge.pretraining_examples(some, epoch, s, 64)
+        assert len(got) == len(want) == len(some) - 1, (
+            f"one example per biography long enough to cut: {len(want)}, got {len(got)}"
         )
-some = BIO_IDS[:30] + [[9]] + BIO_IDS[30:60]
-for epoch in (0, 1, 2):
-    got = [(list(i), list(y)) for i, y in pretraining_epoch(some, epoch, 5, MAX_LEN)]
-    want = knowledge.pretraining_examples(some, epoch, 5, MAX_LEN)
-    assert len(got) == len(want) == 60, f"one example per biography long enough to cut: {len(want)}, got {len(got)}"
-    assert got == want, f"epoch {epoch} (seed 5): the examples differ from the package's"
-print(f"span corruption: {3 * len(odd + BIO_IDS)} cuts and 3 epochs agree with the package's")
+        assert [None if e is None else tuple(e) for e in got] == want, (
+            f"epoch {epoch} (seed {s}): the examples differ from the package's"
+        )
+
+
+verify_cuts(probe_cuts(corrupt_biography, pretraining_epoch))
+print(f"span corruption: {4 * len(cut_cases(4)[1])} cuts and 4 epochs agree with the package's")
 
 # %% [markdown]
 # ## Exercise 6.5 · Pretrain, fine-tune, evaluate (4 points)
@@ -599,33 +756,75 @@ def knowledge_table(data, tok, kcfg, model_cfg, device=None) -> dict:
 
 
 # %% tags=["check"]
-# A small run (30 people, a few steps, seed 1, on the CPU) against the package's driver,
+# A small run (30 people drawn from the check's seed, a few steps, on the CPU) against the package's driver,
 # helpers.knowledge.knowledge_table: the same data and settings must give the same weights, answers and numbers.
 from dataclasses import replace  # noqa: E402
 
-SMALL = knowledge.make_knowledge_data(30, 10, seed=1)
-SMALL_K = replace(KCFG, n_people=30, n_test=10, pretrain_steps=12, finetune_steps=8, seed=1)
-SMALL_M = replace(KMODEL, warmup_steps=2)
-mine = knowledge_table(SMALL, TOK, SMALL_K, SMALL_M, device="cpu")
-ref = knowledge.knowledge_table(SMALL, TOK, SMALL_K, SMALL_M, device="cpu")
-assert set(mine) >= {"scratch", "pretrained", "baseline", "baseline_place", "answers", "models"}, sorted(mine)
-for name in ("scratch", "pretrained"):
-    assert isinstance(mine["models"][name], DecoderOnlyTransformer), f"models[{name!r}] is a trained model"
-    theirs = dict(ref["models"][name].named_parameters())
-    for key, value in mine["models"][name].named_parameters():
-        assert torch.allclose(value.detach().cpu(), theirs[key].detach().cpu(), rtol=0, atol=1e-6), (
-            f"the {name} model's {key} differs from the reference run's: check its start, which people's text each "
-            "phase reads, and each phase's steps, learning rate and seed"
+
+def driver_case(seed):
+    """The small run: a data set of 30 people (10 held out) and its tokenizer, and quick mode's settings with a few
+    steps, every seed `seed`."""
+    data, tok = small_knowledge(seed, 30, 10)
+    kcfg, model_cfg = knowledge.knowledge_configs(True)
+    kcfg = replace(kcfg, n_people=30, n_test=10, pretrain_steps=12, finetune_steps=8, seed=seed)
+    return data, tok, kcfg, replace(model_cfg, warmup_steps=2)
+
+
+def on_one_thread(driver, *args, **kwargs):
+    """driver(*args, **kwargs) with torch on one thread, so that a run repeats number for number in any process."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return driver(*args, **kwargs)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def probe_driver(table_fn, seed=1):
+    """Runs your driver on the small run: what it returns, the models as their parameters."""
+    mine = on_one_thread(table_fn, *driver_case(seed), device="cpu")
+    models, answers = mine.get("models", {}), mine.get("answers", {})
+    return {
+        "keys": sorted(str(k) for k in mine),
+        "is_model": {name: isinstance(m, DecoderOnlyTransformer) for name, m in models.items()},
+        "weights": {
+            name: {k: v.detach().cpu().clone() for k, v in m.named_parameters()}
+            for name, m in models.items()
+            if isinstance(m, torch.nn.Module)
+        },
+        "answers": {name: list(a) for name, a in answers.items()},
+        **{k: plain_number(mine[k]) for k in ("scratch", "pretrained", "baseline", "baseline_place") if k in mine},
+    }
+
+
+# %% tags=["check"]
+def verify_driver(values, seed=1):
+    """Both models' weights, their answers and the three accuracies against the package's run of the same case."""
+    ref = on_one_thread(knowledge.knowledge_table, *driver_case(seed), device="cpu")
+    mine, needed = values, {"scratch", "pretrained", "baseline", "baseline_place", "answers", "models"}
+    assert set(mine["keys"]) >= needed, f"the driver returns a dict with {sorted(needed)}: got {mine['keys']}"
+    for name in ("scratch", "pretrained"):
+        assert mine["is_model"].get(name), f"models[{name!r}] is a trained model"
+        theirs = dict(ref["models"][name].named_parameters())
+        for key, value in mine["weights"][name].items():
+            assert torch.allclose(value, theirs[key].detach().cpu(), rtol=0, atol=1e-6), (
+                f"the {name} model's {key} differs from the reference run's: check its start, which people's text "
+                "each phase reads, and each phase's steps, learning rate and seed"
+            )
+        assert mine["answers"].get(name) == ref["answers"][name], (
+            f"the {name} model's answers: expected the answers to the held-out people's questions, {ref['answers'][name]}"
         )
-    assert list(mine["answers"][name]) == ref["answers"][name], (
-        f"the {name} model's answers: expected the answers to the held-out people's questions, {ref['answers'][name]}"
+        assert math.isclose(mine[name], ref[name]), f"{name}: accuracy {ref[name]} expected, got {mine[name]}"
+    place, ref_place = mine["baseline_place"], ref["baseline_place"]
+    assert isinstance(place, str) and knowledge.normalise_answer(place) == knowledge.normalise_answer(ref_place), (
+        f"baseline: always {ref_place!r}, {ref['baseline']} expected; got {place!r}, {mine['baseline']}"
     )
-    assert math.isclose(mine[name], ref[name]), f"{name}: accuracy {ref[name]} expected, got {mine[name]}"
-assert normalise_place(mine["baseline_place"]) == normalise_place(ref["baseline_place"]) and math.isclose(
-    mine["baseline"], ref["baseline"]
-), (
-    f"baseline: always {ref['baseline_place']!r}, {ref['baseline']} expected; got {mine['baseline_place']!r}, {mine['baseline']}"
-)
+    assert math.isclose(mine["baseline"], ref["baseline"]), (
+        f"baseline: always {ref_place!r}, {ref['baseline']} expected; got {place!r}, {mine['baseline']}"
+    )
+
+
+verify_driver(probe_driver(knowledge_table))
 print("the driver: both models, their answers and the three accuracies agree with the reference run")
 
 # %% [markdown]
@@ -1079,37 +1278,74 @@ def put_word_vectors(model, tok, wv, std: float = 0.02) -> int:
 
 
 # %% tags=["check"]
-# A small model and word2vec on a few hundred training sentences: your table against the package's
-# (helpers.embeddings.put_word_vectors) from the same start, at two scales.
-w_tok = prepared.tokenizer
-w_sentences = [s for pair in prepared.splits.train[:300] for s in pair]
-w_cfg = config.preset_config("tiny", d_model=16, n_head=2).model_config(w_tok.vocab_size)
-wv = embeddings.train_word2vec(w_tok, w_sentences, 16, seed=SEED)
-byte = [i for i in range(w_tok.vocab_size) if w_tok.id_to_piece(i).startswith("<0x")]
-for std in (0.02, 0.05):
-    torch.manual_seed(0)
-    start = DecoderOnlyTransformer(w_cfg)
-    before = start.tok_emb.weight.detach().clone()
-    torch.manual_seed(0)
-    want = DecoderOnlyTransformer(w_cfg)
-    n_want = embeddings.put_word_vectors(want, w_tok, wv, std)
-    n_got = put_word_vectors(start, w_tok, wv, std)
-    table = start.tok_emb.weight
-    assert isinstance(table, torch.nn.Parameter) and table.requires_grad, "the table stays a trainable parameter"
-    assert start.lm_head.weight is table, "the output layer still reads the same matrix (tied weights)"
-    assert torch.equal(table[: w_tok.unk_id + 1], before[: w_tok.unk_id + 1]), "special pieces keep their random start"
-    assert torch.equal(table[byte], before[byte]), "byte pieces keep their random start"
-    assert n_got == n_want, f"{n_want} rows have a vector to write (std {std}); got {n_got}"
-    written = (table != before).any(1)
-    assert int(written.sum()) == n_want, f"{n_want} rows written, {int(written.sum())} changed"
-    rows = table[written].detach()
-    assert rows.mean(0).abs().max() < 1e-3 * std and math.isclose(rows.std().item(), std, rel_tol=1e-3), (
-        f"the written rows, taken together: mean {rows.mean().item():.2e}, std {rows.std().item():.4f} (want 0 and {std})"
-    )
-    assert torch.allclose(table.detach(), want.tok_emb.weight.detach(), rtol=0, atol=1e-7), (
-        f"the written rows differ from the reference table (std {std})"
-    )
-print(f"word vectors: {n_got} rows written, equal to the package's table at two scales")
+# A small model and word2vec on the biographies of a small data set (a few of them with letters its tokenizer
+# writes as bytes): your table against the package's (helpers.embeddings.put_word_vectors) from the same start, at
+# three scales. The special pieces get vectors too, which they must not take.
+def word_vector_case(seed):
+    """The tokenizer, word2vec's vectors (16 wide), the small model's shape and the scales, from `seed`."""
+    data, tok = small_knowledge(seed, 60, 10)
+    draw = random.Random(seed)
+    accented = [b.replace("a", draw.choice("àäâ")).replace("o", draw.choice("öøô")) for b in data.biographies[:10]]
+    wv = embeddings.train_word2vec(tok, data.biographies + accented, 16, seed=seed)
+    specials = torch.randn(tok.unk_id + 1, 16, generator=torch.Generator().manual_seed(seed))
+    wv.add_vectors([str(i) for i in range(tok.unk_id + 1)], specials.numpy())
+    cfg = config.preset_config("tiny", d_model=16, n_head=2).model_config(tok.vocab_size)
+    return tok, wv, cfg, [0.02, 0.05, round(draw.uniform(0.005, 0.1), 4)]
+
+
+def word_vector_start(cfg, seed):
+    """A small model whose token embeddings (tied to its output layer) hold a table drawn from `seed`."""
+    model = DecoderOnlyTransformer(cfg)
+    with torch.no_grad():
+        start = torch.randn(model.tok_emb.weight.shape, generator=torch.Generator().manual_seed(seed + 1))
+        model.tok_emb.weight.copy_(start * 0.02)
+    return model
+
+
+def probe_word_vectors(put_fn, seed=0):
+    """Runs your function on a fresh start at each scale: how many rows, and the table it leaves."""
+    tok, wv, cfg, stds = word_vector_case(seed)
+    out = []
+    for std in stds:
+        model = word_vector_start(cfg, seed)
+        n = put_fn(model, tok, wv, std)
+        table = model.tok_emb.weight
+        out.append({
+            "rows": int(n) if hasattr(n, "__index__") else n,
+            "trainable": isinstance(table, torch.nn.Parameter) and table.requires_grad,
+            "tied": model.lm_head.weight is table,
+            "table": table.detach().clone(),
+        })  # fmt: skip
+    return out
+
+
+# %% tags=["check"]
+def verify_word_vectors(values, seed=0):
+    """What stays, how many rows change, their mean and spread taken together, and the package's table."""
+    tok, wv, cfg, stds = word_vector_case(seed)
+    byte = [i for i in range(tok.vocab_size) if tok.id_to_piece(i).startswith("<0x")]
+    for std, got in zip(stds, values, strict=True):
+        before = word_vector_start(cfg, seed).tok_emb.weight.detach()
+        want = word_vector_start(cfg, seed)
+        n_want, table = embeddings.put_word_vectors(want, tok, wv, std), got["table"]
+        assert got["trainable"], "the table stays a trainable parameter"
+        assert got["tied"], "the output layer still reads the same matrix (tied weights)"
+        assert torch.equal(table[: tok.unk_id + 1], before[: tok.unk_id + 1]), "special pieces keep their random start"
+        assert torch.equal(table[byte], before[byte]), "byte pieces keep their random start"
+        assert got["rows"] == n_want, f"{n_want} rows have a vector to write (std {std}); got {got['rows']}"
+        written = (table != before).any(1)
+        assert int(written.sum()) == n_want, f"{n_want} rows written, {int(written.sum())} changed"
+        rows = table[written]
+        assert rows.mean(0).abs().max() < 1e-3 * std and math.isclose(rows.std().item(), std, rel_tol=1e-3), (
+            f"the written rows, taken together: mean {rows.mean().item():.2e}, std {rows.std().item():.4f} (want 0 and {std})"
+        )
+        assert torch.allclose(table, want.tok_emb.weight.detach(), rtol=0, atol=1e-7), (
+            f"the written rows differ from the reference table (std {std})"
+        )
+
+
+verify_word_vectors(probe_word_vectors(put_word_vectors))
+print("word vectors: the written rows equal the package's table at three scales")
 
 # %% [markdown]
 # ## Four starts, one budget

@@ -83,10 +83,16 @@ def mutate(source: str, old: str, new: str) -> str:
     return source.replace(old, new)
 
 
+def check(ns, name: str, student, *args) -> None:
+    """The notebook's check ``name``, split into a probe and a verify (helpers.course.probes), run on ``student``:
+    ``verify_<name>(probe_<name>(student, *args))``, as the check cell calls them (the verify sees only the values)."""
+    ns[f"verify_{name}"](ns[f"probe_{name}"](student, *args))
+
+
 def run_step_check(nb, loop) -> None:
-    """The notebook's check cell of Exercise 3.3 (one call into helpers.course.checks), run on ``loop``."""
+    """The notebook's check cell of Exercise 3.3 (the call of its probe and verify), run on ``loop``."""
     cells, ns = nb
-    cell = cell_calling(cells, "checks.check_training_step(")
+    cell = cell_calling(cells, "verify_training_step(probe_training_step(")
     exec(compile(cell.source, "<notebook 03 training-step check>", "exec"), dict(ns, train_loop=loop))
 
 
@@ -242,12 +248,57 @@ def test_the_students_groups_are_the_groups_split_pairs_made(ns):
 
 
 def test_group_check_fails_on_groups_that_are_too_large_or_miss_a_pair(ns):
-    check = ns["check_sentence_groups"]
-    check(ns["sentence_groups"])
+    pairs, groups_fn = ns["pairs"], ns["sentence_groups"]
+    check(ns, "sentence_groups", groups_fn, pairs)
     with pytest.raises(AssertionError, match="groups are"):
-        check(lambda pairs: [list(range(len(pairs)))])  # everything in one group
+        check(ns, "sentence_groups", lambda pairs: [list(range(len(pairs)))], pairs)  # everything in one group
     with pytest.raises(AssertionError, match="exactly one group"):
-        check(lambda pairs: ns["sentence_groups"](pairs)[:-1] if len(pairs) > 11 else ns["sentence_groups"](pairs))
+        check(ns, "sentence_groups", lambda p: groups_fn(p)[:-1] if len(p) > 11 else groups_fn(p), pairs)
+
+
+def test_group_check_keeps_french_and_english_apart(ns):
+    """The drawn pairs hold the same text on both sides: a grouping keyed by the text alone joins what it must not."""
+
+    def mixed(pairs):  # union-find over sentences, French and English in one key space
+        parent = {}
+
+        def root(x):
+            parent.setdefault(x, x)
+            while parent[x] != x:
+                x = parent[x]
+            return x
+
+        for fr, en in pairs:
+            parent[root(fr)] = root(en)
+        groups = {}
+        for i, (fr, _) in enumerate(pairs):
+            groups.setdefault(root(fr), []).append(i)
+        return list(groups.values())
+
+    values = ns["probe_sentence_groups"](mixed, ns["pairs"], seed=3)
+    with pytest.raises(AssertionError, match="groups, but split_pairs found"):
+        ns["verify_sentence_groups"](values, seed=3)
+
+
+PROBED = {  # each exercise's check: (its name, the student's function, the probe's other arguments)
+    "3.1": ("sentence_groups", "sentence_groups", ["pairs"]),
+    "3.2": ("batch_tensors", "batch_tensors", ["train_examples"]),
+    "3.3": ("training_step", "train_loop", ["cfg", "train_examples"]),
+    "3.4": ("greedy_decode", "greedy_decode", ["model", "tok", "sources"]),
+    "3.5": ("bleu_by_hand", "bleu_by_hand", ["greedy", "references"]),
+}
+
+
+@pytest.mark.parametrize("exercise", list(PROBED))
+def test_each_verify_draws_its_inputs_again_from_the_seed(ns, exercise):
+    """The verify judges values alone, its inputs drawn again from the seed: the solution's values pass with the seed
+    they were probed with, and fail with another (what the probe drew from that seed is not what the verify draws)."""
+    name, student, names = PROBED[exercise]
+    args = [ns[n] for n in names] + ([ns["tok"].vocab_size] if exercise == "3.3" else [])
+    values = ns[f"probe_{name}"](ns[student], *args, seed=11)
+    ns[f"verify_{name}"](values, seed=11)
+    with pytest.raises(AssertionError):
+        ns[f"verify_{name}"](values, seed=12)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,15 +333,15 @@ def relabelled(ns, how):
 
 def test_batch_check_refuses_the_packages_collate_and_mask(ns):
     """Calling the package is not enough: its mask leaves padding readable, which the exercise asks to hide."""
-    ns["check_batch_tensors"](ns["batch_tensors"])
+    check(ns, "batch_tensors", ns["batch_tensors"], ns["train_examples"])
     with pytest.raises(AssertionError, match="padding"):
-        ns["check_batch_tensors"](package_pieces)
+        check(ns, "batch_tensors", package_pieces, ns["train_examples"])
 
 
 @pytest.mark.parametrize("how", ["unshifted", "french scored", "padding scored"])
 def test_batch_check_fails_on_wrong_labels(ns, how):
     with pytest.raises(AssertionError, match="label"):
-        ns["check_batch_tensors"](relabelled(ns, how))
+        check(ns, "batch_tensors", relabelled(ns, how), ns["train_examples"])
 
 
 def test_batch_tensors_agree_with_the_batcher_on_every_batch(ns):
@@ -354,7 +405,7 @@ def test_leak_check_reads_the_split_report(ns):
 PIPELINE_CALLS = (
     "text_sources.load_path(",
     "data.clean_pairs(",
-    "data.split_pairs(",
+    "splits = data.split_pairs(",  # (Exercise 3.1's verify calls it too)
     "tokenizer.tokenizer_for(",
     "testsets.WordTable.from_pairs(",
     "encoding.encode_pairs(",
@@ -881,9 +932,11 @@ def test_the_students_greedy_decoding_is_the_packages_on_both_test_sets(ns):
 
 
 def test_greedy_check_refuses_the_package_and_a_decoder_without_cache(ns):
-    check = ns["check_greedy_decode"]
+    def check_decoder(decode_fn):
+        check(ns, "greedy_decode", decode_fn, ns["model"], ns["tok"], ns["sources"])
+
     with pytest.raises(AssertionError, match="called model"):
-        check(lambda model, prefixes, budgets, eos_id: model.generate(prefixes, budgets, eos_id))
+        check_decoder(lambda model, prefixes, budgets, eos_id: model.generate(prefixes, budgets, eos_id))
 
     def without_cache(model, prefixes, budgets, eos_id):  # right answer, but the whole sequence every step
         out, seqs = [[] for _ in prefixes], [list(p) for p in prefixes]
@@ -902,7 +955,7 @@ def test_greedy_check_refuses_the_package_and_a_decoder_without_cache(ns):
         return out
 
     with pytest.raises(AssertionError, match="one new position per call"):
-        check(without_cache)
+        check_decoder(without_cache)
 
 
 # ---------------------------------------------------------------------------------------------

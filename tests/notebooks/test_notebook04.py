@@ -29,6 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "solutions" / "04_pretrained_comparison.py"
 FIGURES = ["04_bleu_by_test_set", "04_bleu_vs_minutes", "04_your_sentence"]
 BOOTSTRAP_REFERENCE = ROOT / "data" / "reference" / "04_paired_bootstrap.json"
+# the check cells' calls (helpers.course.probes: each check is a probe and a verify); running such a cell in a copy of
+# the notebook's namespace runs the probe on what the copy defines, then the verify
+FORMAT_CHECK, BATCH_CHECK = "verify_format(probe_format(lm_example))", "verify_batch(probe_batch(pad_batch))"
+BOOTSTRAP_CHECK = "verify_bootstrap(probe_bootstrap(paired_bootstrap,"
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +136,7 @@ def test_format_cell_is_the_package_format_and_its_assert_can_fail(nb):
         "[-100] * len(prompt) + target",
         "[-100] * (len(prompt) - 1) + prompt[-1:] + target",
     )
-    check = _cell(cells, "the notebook's format and helpers.hf.translator's disagree")
+    check = _cell(cells, FORMAT_CHECK)
     with pytest.raises(AssertionError, match=r"the labels of \('Je lis.', 'I read.'\) are wrong from position 24"):
         exec(compile(check.source, "<notebook 04 format check>", "exec"), env)
 
@@ -149,7 +153,7 @@ def test_format_check_fails_on_labels_the_model_shifts_twice(nb):
             return example
         return {"input_ids": example["input_ids"], "labels": example["labels"][1:] + [-100]}
 
-    check = _cell(cells, "the notebook's format and helpers.hf.translator's disagree")
+    check = _cell(cells, FORMAT_CHECK)
     with pytest.raises(AssertionError, match="the loss the model takes from your labels"):
         exec(compile(check.source, "<notebook 04 format check>", "exec"), dict(ns, lm_example=shifted))
     exec(compile(check.source, "<notebook 04 format check>", "exec"), dict(ns))  # the control: the solution passes
@@ -162,10 +166,10 @@ def test_the_format_and_batch_checks_cannot_be_passed_by_calling_the_package(nb)
     lm = ns["lm"]
     env = dict(ns, lm_example=lambda tokenizer, fr, en: lm.encode_pair(fr, en))
     with pytest.raises(AssertionError, match="one id per character"):
-        exec(compile(_cell(cells, "class CharTokenizer").source, "<notebook 04 format check>", "exec"), env)
+        exec(compile(_cell(cells, FORMAT_CHECK).source, "<notebook 04 format check>", "exec"), env)
     env = dict(ns, pad_batch=lambda examples, pad_id: lm.collate(examples))
     with pytest.raises(AssertionError, match="input_ids"):
-        exec(compile(_cell(cells, 'planted = [{"input_ids": [5, 6, 7, 2]').source, "<pad_batch check>", "exec"), env)
+        exec(compile(_cell(cells, BATCH_CHECK).source, "<pad_batch check>", "exec"), env)
 
 
 def test_pad_batch_is_the_package_collate(nb):
@@ -190,7 +194,7 @@ def test_pad_batch_check_fails_when_the_eos_label_is_masked_as_padding(nb):
         "    return batch\n",
         '    batch["labels"][batch["input_ids"] == pad_id] = -100\n    return batch\n',
     )
-    check = _cell(cells, 'planted = [{"input_ids": [5, 6, 7, 2]')
+    check = _cell(cells, BATCH_CHECK)
     with pytest.raises(AssertionError, match="<eos> label"):
         exec(compile(check.source, "<notebook 04 pad_batch check>", "exec"), env)
 
@@ -328,7 +332,7 @@ def test_bootstrap_check_fails_on_a_test_that_is_not_paired(nb):
         "score(stats_a[i].sum(axis=0)) for i in idx])",
         "score(stats_a[j].sum(axis=0)) for i, j in zip(idx, idx[::-1])])",
     )
-    check = _cell(cells, "right_fraction = lambda")
+    check = _cell(cells, BOOTSTRAP_CHECK)
     with pytest.raises(AssertionError, match="the same indices"):
         exec(compile(check.source, "<notebook 04 bootstrap check>", "exec"), env)
 
@@ -358,6 +362,52 @@ def test_fluent_but_wrong_counts_in_the_json_are_the_checker_on_the_outputs(nb):
         "invented": len(invented),
         "n": len(ns["TEST_SETS"][name]),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# the probes and verifies of the four checks (helpers.course.probes)
+
+PROBES = {
+    "format": ["lm_example"],
+    "batch": ["pad_batch"],
+    "bootstrap": ["paired_bootstrap", "sentence_stats", "bleu_from_stats"],
+    "fluent": ["checkable_tokens", "flag_fluent_but_wrong"],
+}
+
+
+def test_every_exercise_check_is_a_probe_and_a_verify():
+    """Each exercise's check ends in verify_X(probe_X(...)) on the student's functions, as the grader finds it."""
+    from helpers.course import exercises, notebooks, probes
+
+    nb = notebooks.read_py(NOTEBOOK)
+    found = {}
+    for ex in exercises.find_exercises(nb):
+        calls = [
+            c
+            for i in ex.cells
+            if "check" in nb.cells[i].metadata.get("tags", [])
+            for c in probes.probe_calls(nb.cells[i].source)
+        ]
+        found[ex.number] = [(c.name, c.probe) for c in calls]
+    assert found == {
+        number: [(name, f"probe_{name}({', '.join(args)})")]
+        for number, (name, args) in zip(["4.1", "4.2", "4.3", "4.4"], PROBES.items())
+    }
+
+
+@pytest.mark.parametrize("name", list(PROBES))
+def test_a_verify_passes_its_own_seeds_values_and_fails_another_seeds(nb, name, tmp_path):
+    """The solution's values, saved and read back as the grader does, pass the verify of the seed they were drawn
+    with and fail that of another seed: the inputs come from the seed, so values for other inputs cannot pass."""
+    from helpers.course import probes
+
+    _, ns = nb
+    values = ns[f"probe_{name}"](*(ns[arg] for arg in PROBES[name]), seed=321)
+    probes.save(tmp_path / "values.json", values)
+    again = probes.load(tmp_path / "values.json")
+    ns[f"verify_{name}"](again, seed=321)
+    with pytest.raises(AssertionError):
+        ns[f"verify_{name}"](again, seed=322)
 
 
 # ---------------------------------------------------------------------------------------------
