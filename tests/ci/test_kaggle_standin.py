@@ -102,7 +102,7 @@ def _first_cell_text(executed: Path) -> str:
     return "\n".join(parts)
 
 
-@pytest.mark.notebook  # a kernel, pip building the course from a local repository, then notebook 01 in quick mode
+@pytest.mark.slow  # pip builds the course from a local repository, then notebook 01 runs in quick mode (~17 s)
 def test_on_kaggle_notebook_01_installs_the_release_in_its_first_cell_and_runs(release, tmp_path):
     python = _runtime(tmp_path)
     got = _run(python, release, tmp_path, KAGGLE_KERNEL_RUN_TYPE="Interactive")

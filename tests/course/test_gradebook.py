@@ -52,7 +52,7 @@ def test_a_renamed_copy_finds_its_reference_by_its_exercises(folder):
     assert exercises.reference_for(folder / "frank.pdf") is None
 
 
-@pytest.mark.grading  # two notebooks 02 graded in kernels, two at a time
+@pytest.mark.slow  # two notebooks 02 graded in kernels, two at a time (~20 s)
 def test_grade_a_folder_writes_the_gradebook_and_feedback(folder, tmp_path):
     out = tmp_path / "book"
     done = subprocess.run(

@@ -76,14 +76,16 @@ def test_a_hook_that_clears_every_error_forged_the_kernel_s_verdict_and_earns_no
     tmp_path, monkeypatch
 ):
     copy = _copy(tmp_path, {"2.1": (HOOK, {})})
-    honest = exercises.grade(copy, reference=SOLVED, cell_timeout=120)
-    assert honest.total == 0, honest.table()
+    first = ["2.1", "2.2", "2.3"]  # the hook covers every cell after it: three exercises show it (and keep CI short)
+    honest = exercises.grade(copy, reference=SOLVED, cell_timeout=120, stop_after=first[-1])
+    assert [honest.status_of(n) for n in first] == ["failed"] * 3 and honest.total == 0, honest.table()
     assert {r.decided for r in honest.results} == {"verifier"}, "every exercise of 02 is judged outside"
     assert all("saved no values" in r.message for r in honest.results if r.status == "failed"), honest.table()
-    # the control: the verdict from the kernel alone (no probe to judge outside, as the grader was before)
+    # the control: the verdict from the kernel alone (no probe to judge outside, as the grader was before): the
+    # stubs pass (on the whole notebook, before this change: 25/25)
     monkeypatch.setattr(probes, "probe_calls", lambda source: [])
-    forged = exercises.grade(copy, reference=SOLVED, cell_timeout=120)
-    assert forged.total == forged.possible == 25, forged.table()
+    forged = exercises.grade(copy, reference=SOLVED, cell_timeout=120, stop_after=first[-1])
+    assert [forged.status_of(n) for n in first] == ["passed"] * 3 and forged.total == 8, forged.table()
 
 
 @pytest.mark.slow  # notebook 05 in a kernel (about a minute on 2 cores): the 02 test above runs in CI
@@ -105,7 +107,7 @@ def _replace_stub(text: str, after: str, code: str) -> str:
     return text[:start] + code + text[text.index("\n", start) :]
 
 
-@pytest.mark.grading  # notebook 02 in a kernel: two restarts
+@pytest.mark.slow  # notebook 02 in a kernel, two restarts and a 10 s time limit (~25 s): -m slow; CI runs the hook test
 def test_tricks_a_dead_kernel_and_a_hung_cell_each_cost_their_own_exercise_and_grading_goes_on(tmp_path):
     copy = _copy(
         tmp_path,
@@ -128,7 +130,7 @@ def test_tricks_a_dead_kernel_and_a_hung_cell_each_cost_their_own_exercise_and_g
     )
     copy.write_text(text, encoding="utf-8")
     lines = []
-    result = exercises.grade(copy, reference=SOLVED, cell_timeout=20, echo=lines.append)
+    result = exercises.grade(copy, reference=SOLVED, cell_timeout=10, echo=lines.append, stop_after="2.7")
     status = {r.number: (r.status, r.message) for r in result.results}
     assert result.total == 4 and status["2.1"][0] == status["2.5"][0] == "passed", result.table()
     assert [status[n][0] for n in ("2.2", "2.3", "2.4", "2.6")] == ["failed"] * 4, result.table()
@@ -138,10 +140,10 @@ def test_tricks_a_dead_kernel_and_a_hung_cell_each_cost_their_own_exercise_and_g
     assert status["2.4"][1].startswith("DeadKernelError: the kernel died"), result.table()
     assert status["2.6"][1].startswith("TimeoutError"), result.table()
     assert sum("restarting it with the reference's state" in line for line in lines) == 2, lines
-    assert [status[n][0] for n in ("2.7", "2.8", "2.11")] == ["not attempted"] * 3, result.table()
+    assert status["2.7"] == ("not attempted", "the stub is still in place"), "graded on after the second restart"
 
 
-@pytest.mark.grading  # the grade command on notebook 02, in a kernel
+@pytest.mark.slow  # the grade command on notebook 02, in a kernel, then a wait (~20 s)
 def test_a_detached_process_cannot_rewrite_the_grade_after_the_grader_wrote_it(tmp_path):
     out = tmp_path / "grade.json"
     copy = _copy(tmp_path, {"2.2": (DAEMON.format(path=str(out)), {})}, solved=("2.1",))
@@ -159,7 +161,7 @@ def test_a_detached_process_cannot_rewrite_the_grade_after_the_grader_wrote_it(t
     assert json.loads(out.read_text(encoding="utf-8")) == written and written["total"] == 2, written
 
 
-@pytest.mark.grading  # notebook 02 in a kernel
+@pytest.mark.slow  # notebook 02 in a kernel, up to 2.2
 def test_the_control_without_the_kill_the_detached_process_rewrites_the_grade(tmp_path, monkeypatch):
     """The same copy graded with nothing killed but the kernel (jupyter_client ends the kernel's process group,
     which a daemon leaves with setsid): the file the grader wrote is rewritten behind its back."""
