@@ -181,7 +181,12 @@ class Kernel:
 
 def default_memory_limit() -> int:
     """The kernel's address-space limit: three quarters of this machine's memory, at least 8 GiB (torch reserves
-    address space it never touches)."""
+    address space it never touches); none where a CUDA GPU is visible, whose driver reserves address space far
+    beyond the machine's memory (a limit would stop CUDA from starting in the kernel)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return 0
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):

@@ -75,3 +75,50 @@ def test_frames_are_read_from_a_kernels_coloured_traceback():
         'File "<student 02_x cell 9>", line 12, in g\n'
     )
     assert student_frames_of_traceback(text) == [("02_x cell 7", 3, "f"), ("02_x cell 9", 12, "g")]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# issue 50: the kernel's limits and the processes it leaves
+
+
+def test_the_memory_limit_is_three_quarters_of_the_machine_and_none_beside_a_cuda_gpu(monkeypatch):
+    import torch
+
+    from helpers.course import executors
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert executors.default_memory_limit() == max(8 << 30, total * 3 // 4)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the GPU branch, on any machine
+    assert executors.default_memory_limit() == 0, "CUDA reserves address space beyond RAM: no limit there"
+
+
+def test_kill_descendants_ends_a_detached_grandchild_and_spares_what_was_there_before(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from helpers.course import executors
+
+    if not executors.become_subreaper():
+        pytest.skip("no subreaper here (not Linux): detached processes escape")
+    keep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    before = executors.descendants()
+    pid_file = tmp_path / "pid"
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        f"        open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n        time.sleep(60)\n    os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+    for _ in range(100):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    daemon = int(pid_file.read_text())
+    assert daemon in executors.descendants(), "re-parented to this process (the subreaper), not to init"
+    killed = executors.kill_descendants(before)  # the daemon (and its parent, a zombie the subreaper reaps)
+    assert daemon in killed and not set(killed) & before, killed
+    assert daemon not in executors.descendants() and keep.poll() is None, "what was there before is left alone"
+    keep.kill()
+    keep.wait()
