@@ -88,8 +88,10 @@ def naive_batches(examples, batch_size: int, seed: int):
     )
 
 
-def run(model, batches, cfg, device, steps: int, warmup: int, precision: str) -> dict:
-    """Time ``steps`` optimizer steps (after ``warmup`` untimed ones) exactly as helpers.training.train.train does them."""
+def run(model, batches, cfg, device, steps: int, warmup: int, precision: str, full_head: bool = False) -> dict:
+    """Time ``steps`` optimizer steps (after ``warmup`` untimed ones) exactly as helpers.training.train.train does them.
+
+    ``full_head``: the output layer at every position, as before issue 51 (the loss then keeps the target rows)."""
     opt = T.make_optimizer(model, cfg, device)
     scaler = T.make_scaler(device, precision)
     if hasattr(batches, "set_epoch"):
@@ -112,7 +114,7 @@ def run(model, batches, cfg, device, steps: int, warmup: int, precision: str) ->
         b = batch.to(device)
         opt.param_groups[0]["lr"] = opt.param_groups[1]["lr"] = cfg.lr * 0.1
         with T.autocast_context(device, precision):
-            logits = model(b.input_ids, b.prefix_len)
+            logits = model(b.input_ids, b.prefix_len, logits_at=None if full_head else b.labels != -100)
         loss = T.loss_fn(logits, b.labels, cfg.label_smoothing)
         scaler.scale(loss).backward()
         scaler.unscale_(opt)
@@ -147,11 +149,39 @@ def precompile(net, batches, cfg, device, precision) -> tuple[float, int]:
         seen.add(tuple(batch.input_ids.shape))
         b = batch.to(device)
         with T.autocast_context(device, precision):
-            T.loss_fn(net(b.input_ids, b.prefix_len), b.labels, cfg.label_smoothing).backward()
+            logits = net(b.input_ids, b.prefix_len, logits_at=b.labels != -100)
+            T.loss_fn(logits, b.labels, cfg.label_smoothing).backward()
         net.zero_grad(set_to_none=True)
     if device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - t0, len(seen)
+
+
+def output_layer_ab(examples, vocab, args, device) -> dict:
+    """Issue 51: target tokens/s with the output layer at every position (before) and at target positions alone
+    (after), per precision and width, on the same batches; the two alternate ``args.rounds`` times and each figure
+    is the median of its rounds, so a drift of the machine's speed hits both alike."""
+    results = {}
+    for precision in args.precisions.split(","):
+        for width in (int(w) for w in args.widths.split(",")):
+            cfg = C.preset_config(args.preset, d_model=width, d_ff=4 * width)
+            batches = BucketBatcher(examples, max_tokens=cfg.max_tokens, shuffle=True, seed=0)
+            speeds = {"full": [], "targets": []}
+            for _ in range(args.rounds):
+                for name in speeds:
+                    torch.manual_seed(0)
+                    model = DecoderOnlyTransformer(cfg.model_config(vocab, device)).to(device)
+                    r = run(model, batches, cfg, device, args.steps, args.warmup, precision, full_head=name == "full")
+                    speeds[name].append(r["target_tokens_per_s"])
+            med = {name: sorted(v)[len(v) // 2] for name, v in speeds.items()}
+            key = f"{precision} width {width}"
+            results[key] = {"runs": speeds, "median": med, "ratio": round(med["targets"] / med["full"], 3)}
+            print(
+                f"{key}: output layer everywhere {med['full']:,.0f} target tok/s, at targets alone "
+                f"{med['targets']:,.0f}: {results[key]['ratio']:.2f}x  (rounds: {speeds})",
+                flush=True,
+            )
+    return results
 
 
 def main(argv=None) -> int:
@@ -174,6 +204,14 @@ def main(argv=None) -> int:
     parser.add_argument("--compile", action="store_true", help="also time the compiled step on static shapes")
     parser.add_argument("--backend", default="inductor", help="torch.compile backend for --compile")
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--output-layer",
+        action="store_true",
+        help="issue 51's A/B instead: the output layer everywhere against at target positions alone",
+    )
+    parser.add_argument("--precisions", default="bf16,fp32", help="with --output-layer")
+    parser.add_argument("--widths", default="128,192", help="with --output-layer")
+    parser.add_argument("--rounds", type=int, default=3, help="with --output-layer: A/B alternations")
     args = parser.parse_args(argv)
 
     device = torch.device(args.device)
@@ -195,6 +233,14 @@ def main(argv=None) -> int:
         else Tokenizer.train(pairs, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type)
     )
     examples, _ = encode_pairs(tok, pairs, cfg.max_len)
+    if args.output_layer:
+        print(
+            f"device {device} ({runtime.hardware_name(device)}), threads {torch.get_num_threads()}, torch {torch.__version__}"
+        )
+        results = output_layer_ab(examples, tok.vocab_size, args, device)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        return 0
     ours_batches = BucketBatcher(examples, max_tokens=cfg.max_tokens, shuffle=True, seed=0)
     stats = ours_batches.stats()
     batch_size = max(1, round(stats["mean_batch_size"]))  # the naive baseline gets the same sentences per step

@@ -50,17 +50,24 @@ def make_scaler(device: torch.device | str, precision: str = "auto"):
 def loss_fn(logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
     """Mean cross-entropy over the target tokens (labels != -100), in fp32, optionally label-smoothed.
 
-    logits (B, T, V), labels (B, T). Only the target rows are gathered before the softmax: in a
-    prefix-LM half the positions are French, and a softmax over the vocabulary there is wasted work.
-    A batch without target tokens gives 0, not NaN (0 / 0).
+    labels (B, T); logits (B, T, V), or the target rows alone, (N, V), as ``model(ids, plen, logits_at=labels != -100)``
+    gives them (training does: the output layer then skips the French half). Only the target rows go through the
+    softmax either way. A batch without target tokens gives 0, not NaN (0 / 0).
     """
     V = logits.size(-1)
     flat_labels = labels.reshape(-1)
     keep = flat_labels != -100  # (B*T,)
-    picked = logits.reshape(-1, V)[keep].float()  # (N, V): target positions only
+    picked = logits.reshape(-1, V)[keep] if logits.dim() == 3 else logits  # (N, V): target positions only
+    targets = flat_labels[keep]  # (N,)
+    if picked.dim() != 2 or picked.shape[0] != targets.shape[0]:
+        raise ValueError(
+            f"loss_fn got logits of shape {tuple(logits.shape)} for {targets.shape[0]} target tokens in labels of shape "
+            f"{tuple(labels.shape)}: give the full logits (B, T, V), or the target rows alone (N, V), computed with "
+            "logits_at=labels != -100 from these very labels."
+        )
     if picked.shape[0] == 0:
         return logits.sum() * 0.0
-    return F.cross_entropy(picked, flat_labels[keep], label_smoothing=label_smoothing)
+    return F.cross_entropy(picked.float(), targets, label_smoothing=label_smoothing)
 
 
 @torch.no_grad()
@@ -76,7 +83,7 @@ def evaluate_loss(
         for batch in batches:
             ids, labels, plen = (t.to(device) for t in (batch.input_ids, batch.labels, batch.prefix_len))
             with autocast_context(device, precision):
-                logits = model(ids, plen)
+                logits = model(ids, plen, logits_at=labels != -100)  # (N, vocab): the target positions alone
             n = int((labels != -100).sum())
             total += float(loss_fn(logits, labels)) * n
             count += n
@@ -148,6 +155,9 @@ def compiled(net: torch.nn.Module, backend: str = "inductor") -> torch.nn.Module
     for name in ("recompile_limit", "cache_size_limit"):  # default 8: too few for a shape per bucket length
         if hasattr(torch._dynamo.config, name):
             setattr(torch._dynamo.config, name, max(64, getattr(torch._dynamo.config, name)))
+    # the output layer runs at the target positions alone (logits_at): their number varies from batch to batch;
+    # captured as a size known at run time, it stays inside the one graph per shape instead of breaking it
+    torch._dynamo.config.capture_dynamic_output_shape_ops = True
     return torch.compile(net, dynamic=False, backend=backend)
 
 
@@ -624,7 +634,8 @@ def train(
             )
             try:
                 with autocast_context(run.device, run.precision):
-                    logits = run.net(ids, plen)  # (B, T, vocab); under torchrun the model in DDP
+                    # (N, vocab): the output layer at target positions only; under torchrun the model in DDP
+                    logits = run.net(ids, plen, logits_at=labels != -100)
                 loss = loss_fn(logits, labels, cfg.label_smoothing)
                 run.scaler.scale(loss).backward()
                 run.scaler.unscale_(run.optimizer)

@@ -64,7 +64,12 @@ CATALOGUE = [
         "loss without label smoothing",
         [("loss = train.loss_fn(logits, labels, cfg.label_smoothing)", "loss = train.loss_fn(logits, labels)")],
     ),
-    ("03", "3.3", "causal mask: prefix_len not passed", [("logits = model(ids, plen)", "logits = model(ids)")]),
+    (
+        "03",
+        "3.3",
+        "causal mask: prefix_len not passed",
+        [("logits = model(ids, plen, logits_at", "logits = model(ids, logits_at")],
+    ),
     (
         "03",
         "3.3",

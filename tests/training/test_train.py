@@ -108,6 +108,50 @@ def test_a_batch_without_targets_gives_zero_not_nan():
     assert loss.item() == 0.0
 
 
+def _loss_and_grads(model, batch, logits_at, smoothing=0.1):
+    model.zero_grad(set_to_none=True)
+    at = batch.labels != -100 if logits_at else None
+    loss = T.loss_fn(model(batch.input_ids, batch.prefix_len, logits_at=at), batch.labels, smoothing)
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("kw", [{}, {"tie_weights": False}, {"bottleneck_dim": 4, "n_layer": 3}])
+def test_the_output_layer_at_target_positions_alone_gives_the_same_loss_and_gradients(kw):
+    """Training scores only the target positions (logits_at=labels != -100): the loss and every gradient must equal
+    those of the full (B, T, vocab) logits; the controls show the comparison would catch a wrong row or a dropped one."""
+    model, _ = tiny(dropout=0.0, **kw)  # dropout would draw other masks for the two passes
+    batch = next(iter(toy_batcher()))
+    at = batch.labels != -100
+    assert 0 < int(at.sum()) < at.numel()  # French positions to skip, English ones to keep
+    full_logits = model(batch.input_ids, batch.prefix_len)
+    picked = model(batch.input_ids, batch.prefix_len, logits_at=at)
+    assert picked.shape == (int(at.sum()), 60)
+    torch.testing.assert_close(picked, full_logits[at], rtol=1e-5, atol=1e-6)  # row by row, in the same order
+    full, full_grads = _loss_and_grads(model, batch, logits_at=False)
+    fast, fast_grads = _loss_and_grads(model, batch, logits_at=True)
+    torch.testing.assert_close(fast, full, rtol=1e-6, atol=0.0)
+    for name, grad in full_grads.items():
+        torch.testing.assert_close(
+            fast_grads[name], grad, rtol=1e-4, atol=1e-7, msg=lambda m, name=name: f"{name}: {m}"
+        )
+    # controls: the target rows shifted by one position (labels[t] read at t + 1), and one target row dropped
+    shifted = torch.zeros_like(at)
+    shifted[:, 1:] = at[:, :-1]
+    wrong = T.loss_fn(model(batch.input_ids, batch.prefix_len)[shifted], batch.labels, 0.1)
+    assert not torch.allclose(wrong, full, rtol=1e-3)
+    with pytest.raises(ValueError, match="target rows alone"):
+        T.loss_fn(picked[1:], batch.labels)
+
+
+def test_logits_at_must_be_a_bool_mask_shaped_like_the_input():
+    model, _ = tiny()
+    ids, plen = torch.tensor([[1, 5, 2, 6, 3]]), torch.tensor([3])
+    for bad in (torch.tensor([[0, 0, 0, 1, 1]]), torch.ones(1, 4, dtype=torch.bool), [[False] * 5]):
+        with pytest.raises(ValueError, match="labels != -100"):
+            model(ids, plen, logits_at=bad)
+
+
 def test_evaluate_loss_of_a_uniform_model_is_log_vocab():
     model, cfg = tiny(vocab=60)
     with torch.no_grad():
