@@ -19,6 +19,7 @@ from typing import Protocol, TextIO
 
 import torch
 
+from ..progress import progress_bar
 from ..text.encoding import max_source_tokens
 
 
@@ -124,7 +125,10 @@ def translate(
     piece_out = [""] * len(pieces)
     todo = [(i, [tokenizer.bos_id, *ids, tokenizer.sep_id]) for i, _, ids in planned]
     todo.sort(key=lambda item: len(item[1]))  # similar lengths together: less padding per batch
-    for start in range(0, len(todo), batch_size):
+    starts = range(0, len(todo), batch_size)
+    if len(todo) >= 500:  # beam search over a test set takes minutes on a CPU: show that it moves
+        starts = progress_bar(iterable=starts, desc=f"translating {len(todo):,} sentences", unit="batch", leave=False)
+    for start in starts:
         chunk = todo[start : start + batch_size]
         prefixes = [p for _, p in chunk]
         budgets = [max_new_tokens_for(len(p), max_len) for p in prefixes]

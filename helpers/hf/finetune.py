@@ -66,6 +66,7 @@ from transformers.trainer_callback import ExportableState
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from .. import runtime
+from ..progress import progress_bar
 from ..run_folder import FINETUNE_INFO, TRAINER_STATE, RunFolder
 from ..training import checkpoint as ckpt_lib
 from ..training import distributed
@@ -183,11 +184,9 @@ class TimeBudget(TrainerCallback, ExportableState):
         self.budget.restart_clock()  # loading and encoding were not training
         self.last_save = self.budget.elapsed()
         if self.bar_file is not None:
-            from tqdm.auto import tqdm
-
             by_time = self.budget.minutes is not None
             total = int(round(self.budget.minutes * 60)) if by_time else self.budget.steps
-            self.bar = tqdm(total=total, initial=min(total, int(self.elapsed) if by_time else state.global_step),
+            self.bar = progress_bar(total=total, initial=min(total, int(self.elapsed) if by_time else state.global_step),
                             desc="fine-tune", unit="s" if by_time else "step", file=self.bar_file, dynamic_ncols=True,
                             bar_format="{desc} {percentage:3.0f}%|{bar}|{postfix}" if by_time else None)  # fmt: skip
 

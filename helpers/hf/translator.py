@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from ..evaluation.translation import TranslateReport, sources_to_decode
+from ..progress import progress_bar
 
 SEQ2SEQ, CAUSAL = "seq2seq", "causal"
 NOT_PRETRAINED = "tbb_not_pretrained"  # a config attribute set by the tiny stand-ins (helpers.hf.tiny)
@@ -225,9 +226,7 @@ class HFTranslator:
         todo = [(i, text, len(ids)) for i, text, ids in planned]
         batches = token_batches([n for _, _, n in todo], batch_size, max_tokens)
         if len(todo) >= 500:  # a 135 M model on a CPU needs minutes for a test set: show that it moves
-            from tqdm.auto import tqdm
-
-            batches = tqdm(batches, desc=f"translating {len(todo):,} sentences", unit="batch", leave=False,
+            batches = progress_bar(iterable=batches, desc=f"translating {len(todo):,} sentences", unit="batch", leave=False,
                            file=sys.stderr)  # fmt: skip
         for batch in batches:
             chunk = [todo[j] for j in batch]

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ..progress import progress_bar
 from ..runtime import resolve_precision
 from . import checkpoint as ckpt_lib
 from . import distributed
@@ -382,12 +383,10 @@ class TrainingRun:
         return _resume_stream(self.batcher, saved["data_state"], self.data_state)
 
     def _make_bar(self):
-        from tqdm.auto import tqdm
-
         cfg = self.cfg
         by_time = cfg.minutes is not None
         self._bar_total = cfg.steps if not by_time else int(round(cfg.minutes * 60))
-        return tqdm(
+        return progress_bar(  # a live bar; written to a file, a line every half minute
             total=self._bar_total,
             initial=min(self._bar_total, int(self.budget.elapsed())) if by_time else self.step,
             unit="s" if by_time else "step",
@@ -479,7 +478,7 @@ class TrainingRun:
 
         if self.bar is not None:
             self.bar.n = step if cfg.minutes is None else min(self._bar_total, int(budget.elapsed()))
-            if step % 5 == 0 or step == 1:
+            if step % 5 == 0 or step == 1 or budget.done(step):  # the last step's figures close the bar
                 sec_per_step = self.train_seconds / max(1, step - (self.resumed_from or 0))
                 self.bar.set_postfix_str(
                     f"step {step} loss {loss_value:.3f} lr {lr:.2e} {self.tokens / max(self.train_seconds, 1e-9):,.0f} "
