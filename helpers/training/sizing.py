@@ -8,8 +8,10 @@ is notebook 03's Question 3.2).
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, replace
+from itertools import islice
 from pathlib import Path
 
 import torch
@@ -19,28 +21,45 @@ from ..runtime import atomic_write_text, resolve_precision
 from ..text.batches import BucketBatcher
 from . import checkpoint as ckpt_lib
 from .config import SHAPE_FIELDS, TrainConfig
-from .train import evaluate_loss, train
+from .train import TrainResult, evaluate_loss, train
 
 # `train --preset cpu` sizes the model for the machine it runs on (size_for_machine below): it measures the
-# training step of each size below for a few seconds, then keeps the LARGEST that will see at least
+# training step of a few sizes for a few seconds, then keeps the LARGEST size of the grid that will see at least
 # MIN_TOKENS_PER_PARAMETER target tokens per NON-EMBEDDING parameter in the time budget (the blocks' weights: the
 # token and position tables are left out; what a larger vocabulary costs per token, a wider output layer, is
-# already in the measured speed, and counting its table too would shrink the model twice). Runs of 15 minutes on
-# Tatoeba (benchmarks/RESULTS.md), in tokens per non-embedding parameter, then the validation loss (dev BLEU where
-# measured):
-#   2-core fp32 CPU (machine B), AdamW: width 256 at 0.54 1.433, 192 at 1.57 1.253, 128 at 4.86 1.212
-#   2-core bf16 CPU (machine C), AdamW: width 256 at 2.13 1.034, 192 at 4.87 0.990
-#   machine C, Muon + WSD: width 256 at 1.53 (dev 26.61), 192 at 3.57 (dev 27.74)
-#   machine C, Muon + WSD, 8,000 pieces, ReLU^2: width 256 at 1.13 (dev 27.55), 192 at 2.88 (dev 29.75; as the
-#   preset, 29.90)
-# The best size of each machine needs a threshold above 2.13 (reject width 256 on machine C) and at most 2.45
-# (keep width 192 with 8,000 pieces even if the few-second probe reads 15 % slow; it read 13 % slow when it timed
-# the run's setup too: 4.8k against a run's 5.55k tok/s); 2.25 sits in the middle. Counting every parameter (the
-# first version of the rule, at 2) would send the 8,000-piece model to width 128 and leaves no threshold that fits
-# all four rows. A larger budget or a faster machine moves the choice up the list. Taking the largest size that
-# qualifies makes the choice monotone: a slower machine never gets a larger model.
-CPU_SIZES = ((4, 128), (4, 192), (4, 256), (6, 320))  # (n_layer, d_model); 4 heads, d_ff = 4 * d_model
-MIN_TOKENS_PER_PARAMETER = 2.25  # target tokens per non-embedding parameter
+# already in the measured speed, and counting its table too would shrink the model twice).
+#
+# The grid (issue 51): widths 128 to 320 in steps of 32, with 144 between 128 and 160, so that neighbours differ by
+# at most 1.45x in non-embedding parameters (the first grid's widths were 1.5-2x apart, 2.2x in parameters: a probe
+# a few per cent slow sent a machine from width 192 to 128). The rule's threshold then moves the choice smoothly:
+# the neighbours' tokens per parameter differ by more than 1.25x, so a speed read 20 % off moves it by at most one
+# step (tests/training/test_sizing.py replays recorded speeds). Head size stays a multiple of 8, as the fused
+# attention kernels want: four heads, three of 48 at width 144 (four of 36 would not do). Only the ANCHOR widths are
+# measured; the speed of a width between two anchors is interpolated (log speed linear in log width).
+#
+# The threshold, from 15-minute runs with today's recipe (Muon + warm-up-stable-decay; benchmarks/RESULTS.md), in
+# tokens per non-embedding parameter, then dev BLEU:
+#   machine C (2-core Xeon, bf16), 4,000 pieces: width 256 at 1.53 (26.61) lost to 192 at 3.57 (27.74)
+#   machine C, 8,000 pieces, ReLU^2: width 256 at 1.13 (27.55) lost to 192 at 2.88 (29.75)
+#   an Intel Xeon with bf16 (2026-11-26), 8,000 pieces: width 128 at 6.9 (27.99, held-out newer) lost to 192 at 1.9
+#   (30.01)
+# So the threshold lies above 1.53 and at most 1.9: 1.7. (The AdamW runs of the first version of the rule, which put
+# it at 2.25, are left out: AdamW lost to Muon, and Muon learns more from each token.) A larger budget or a faster
+# machine moves the choice up the grid; taking the largest size that qualifies makes it monotone: a slower machine
+# never gets a larger model.
+CPU_SIZES = (  # (n_layer, d_model, n_head); d_ff = 4 * d_model
+    (4, 128, 4),
+    (4, 144, 3),
+    (4, 160, 4),
+    (4, 192, 4),
+    (4, 224, 4),
+    (4, 256, 4),
+    (4, 288, 4),
+    (4, 320, 4),
+)
+ANCHOR_WIDTHS = (128, 192, 256, 320)  # the widths measured; the others are interpolated
+MIN_TOKENS_PER_PARAMETER = 1.7  # target tokens per non-embedding parameter
+PROBE_BATCHES = 16  # the batches a probe times, each of its shapes run once untimed first
 
 
 def non_embedding_parameters(config) -> int:
@@ -50,9 +69,9 @@ def non_embedding_parameters(config) -> int:
     return num_parameters(config) - tables - positions
 
 
-def sized(cfg: TrainConfig, n_layer: int, d_model: int) -> TrainConfig:
-    """``cfg`` with the model shape of one entry of :data:`CPU_SIZES`."""
-    return replace(cfg, n_layer=n_layer, d_model=d_model, d_ff=4 * d_model)
+def sized(cfg: TrainConfig, n_layer: int, d_model: int, n_head: int | None = None) -> TrainConfig:
+    """``cfg`` with the model shape of one entry of :data:`CPU_SIZES` (``n_head`` None: ``cfg``'s heads)."""
+    return replace(cfg, n_layer=n_layer, d_model=d_model, d_ff=4 * d_model, n_head=n_head or cfg.n_head)
 
 
 def choose_size(
@@ -97,7 +116,8 @@ class SizeChoice:
         """One line: what was measured, what was chosen, and why."""
         c = self.sizes[self.chosen]
         where = f"{self.precision} on {self.device}"
-        speed = f"{c['tokens_per_s'] / 1000:.1f}k target tok/s measured at width {c['d_model']}"
+        how = "measured" if c.get("measured_tokens_per_s") is not None else "interpolated from the widths measured"
+        speed = f"{c['tokens_per_s'] / 1000:.1f}k target tok/s {how} at width {c['d_model']}"
         line = (
             f"Sized for this machine: {where}, {speed}, {self.seconds / 60:g} min -> "
             f"{c['tokens_per_s'] * self.seconds / 1e6:.1f} M target tokens: {c['parameters'] / 1e6:.2f} M parameters "
@@ -128,23 +148,47 @@ class SizeChoice:
 def measure_speed(cfg: TrainConfig, examples, vocab_size: int, device, seconds: float = 3.0) -> float:
     """Target tokens per second of ``cfg``'s own training step on this machine, as a run reports it.
 
-    :func:`train` itself on a fresh model: two untimed steps first (allocation, kernel choice), then ``seconds``
-    of steps. The batches come from a batcher of their own with ``cfg.seed``, so every size sees the same ones.
-    The time is that of the training steps, the measure of the runs the threshold was chosen on: the wall time of
-    the whole call also holds the run's setup (a new optimizer, a new epoch's batches), which in a few seconds
-    read 13 % below a 15-minute run (issue 28: 4.8k against the run's 5.55k target tok/s; the steps alone 5.0k,
-    the rest being each batch shape's first use, which a long run pays once).
+    :func:`train` itself on a fresh model, over :data:`PROBE_BATCHES` batches drawn with ``cfg.seed`` (every size
+    and every probe sees the same ones): one untimed pass first, so that each batch shape has met the step once
+    (allocation, the CPU library's kernel choice: a 15-minute run pays that once, while a reading of a few seconds
+    would pay it for every shape it meets), then timed passes over the same batches, at least two and at least
+    ``seconds``. Each batch counts with its fastest step: a pause of the machine (another process, the VM's
+    neighbours) slows one pass, not every one, so two probes read alike (issue 51: the total over 3 s of steps
+    read up to 25 % apart in bf16 on an idle 2-core machine).
     """
-    result = _probe(cfg, examples, vocab_size, device, seconds)
-    return result.tokens / max(result.train_seconds, 1e-9)
+    return _probe(cfg, examples, vocab_size, device, seconds).tokens_per_s
 
 
-def _probe(cfg: TrainConfig, examples, vocab_size: int, device, seconds: float):
+def _probe(cfg: TrainConfig, examples, vocab_size: int, device, seconds: float) -> TrainResult:
+    """The probe's run (see :func:`measure_speed`); its ``tokens_per_s`` is the fastest step of each batch's."""
     model = DecoderOnlyTransformer(cfg.model_config(vocab_size, device))
-    batcher = BucketBatcher(examples, cfg.max_tokens, seed=cfg.seed)
+    batches = list(islice(BucketBatcher(examples, cfg.max_tokens, seed=cfg.seed), PROBE_BATCHES))
     quiet = {"device": device, "progress": False, "resume": False}
-    train(model, batcher, None, replace(cfg, minutes=None, steps=2), None, **quiet)
-    return train(model, batcher, None, replace(cfg, minutes=seconds / 60, steps=None), None, **quiet)
+    warm = train(model, batches, None, replace(cfg, minutes=None, steps=len(batches)), None, **quiet)
+    passes = max(2, math.ceil(seconds / max(warm.train_seconds, 1e-9)))
+    steps = passes * len(batches)
+    timed = train(model, batches, None, replace(cfg, minutes=None, steps=steps, log_interval=1), None, **quiet)
+    fastest = [math.inf] * len(batches)  # seconds, per batch
+    tokens = [0] * len(batches)
+    before = 0
+    for record in timed.history:  # a record per step: the tokens so far, and this step's tokens per second
+        k = (record["step"] - 1) % len(batches)
+        tokens[k] = record["tokens"] - before
+        fastest[k] = min(fastest[k], tokens[k] / max(record["tok_s"], 1e-9))
+        before = record["tokens"]
+    return replace(timed, tokens_per_s=sum(tokens) / max(sum(fastest), 1e-9))
+
+
+def interpolate_speeds(widths: list[int], speeds: list[float | None]) -> list[float | None]:
+    """``speeds`` with each gap between two known ones filled in: log speed linear in log width. Outside the known
+    ones nothing is guessed (None stays None)."""
+    known = [i for i, v in enumerate(speeds) if v is not None]
+    filled = list(speeds)
+    for a, b in zip(known, known[1:]):
+        for j in range(a + 1, b):
+            t = math.log(widths[j] / widths[a]) / math.log(widths[b] / widths[a])
+            filled[j] = math.exp((1 - t) * math.log(speeds[a]) + t * math.log(speeds[b]))
+    return filled
 
 
 WARMUP_SHARE = 0.05  # of the expected steps, in loss_against_time (the 15-minute cpu runs: 150 of ~3,000)
@@ -243,45 +287,55 @@ def size_for_machine(
     sizes=None,
     min_tokens_per_parameter: float | None = None,
 ) -> SizeChoice:
-    """Pick the model size for ``cfg.minutes`` on this machine (see ``helpers.training.config.CPU_SIZES`` for the rule).
+    """Pick the model size for ``cfg.minutes`` on this machine (the rule: the comment above :data:`CPU_SIZES`).
 
-    Sizes are measured largest first and the measuring stops at the first that qualifies: the rule takes the
-    largest that does, so the smaller ones need no measuring. The speed measured is the vanilla model's, so a
-    notebook-05 variant trained with ``--preset cpu`` gets the same size as the vanilla model on this machine.
+    ``sizes``: ``(n_layer, d_model)`` or ``(n_layer, d_model, n_head)`` in increasing order, default
+    :data:`CPU_SIZES`, of which the :data:`ANCHOR_WIDTHS` are measured (given sizes are all measured). Anchors are
+    measured largest first and the measuring stops at the first that qualifies: the rule takes the largest size
+    that does, so smaller ones need no measuring; the sizes between that anchor and the next larger one get
+    interpolated speeds. The speed measured is the vanilla model's, so a notebook-05 variant trained with
+    ``--preset cpu`` gets the same size as the vanilla model on this machine.
     """
     if not cfg.minutes:
         raise ValueError("Sizing the model needs a time budget (minutes); with a step budget use --preset cpu-fixed.")
-    sizes = list(sizes or CPU_SIZES)
+    anchors = ANCHOR_WIDTHS if sizes is None else None
+    sizes = [tuple(size) + (None,) * (3 - len(size)) for size in (sizes or CPU_SIZES)]  # (n_layer, d_model, n_head)
     ratio = MIN_TOKENS_PER_PARAMETER if min_tokens_per_parameter is None else min_tokens_per_parameter
     seconds = cfg.minutes * 60
     plain = replace(cfg, attention="dot", bottleneck_dim=None, positional="learned", pretrain=None)
-    candidates = [sized(plain, n_layer, d_model) for n_layer, d_model in sizes]
+    candidates = [sized(plain, *size) for size in sizes]
     shapes = [c.model_config(vocab_size) for c in candidates]
     params = [num_parameters(m) for m in shapes]
     counted = [non_embedding_parameters(m) for m in shapes]  # what the rule counts
-    speeds: list[float | None] = [None] * len(sizes)
     measured: list[float | None] = [None] * len(sizes)
+    speeds: list[float | None] = [None] * len(sizes)
     t0 = time.perf_counter()
+    larger = None
     for i in reversed(range(len(sizes))):
+        if anchors is not None and sizes[i][1] not in anchors:
+            continue
         measured[i] = measure_speed(candidates[i], examples, vocab_size, device, probe_seconds)
         # a smaller model is never slower than a larger one: a probe that says so measured noise (issue 28 saw width
         # 192 read 5.1k tok/s and width 256 5.4k in one run), so the larger one's speed is the floor
-        speeds[i] = max(measured[i], speeds[i + 1] or 0.0) if i + 1 < len(sizes) else measured[i]
+        speeds[i] = max(measured[i], speeds[larger]) if larger is not None else measured[i]
+        larger = i
         if speeds[i] * seconds >= ratio * counted[i]:
             break
+    speeds = interpolate_speeds([m.d_model for m in shapes], speeds)
     chosen = choose_size(counted, speeds, seconds, ratio)
     return SizeChoice(
         cfg=sized(cfg, *sizes[chosen]),
         sizes=[
             {
-                "n_layer": n,
-                "d_model": d,
+                "n_layer": m.n_layer,
+                "d_model": m.d_model,
+                "n_head": m.n_head,
                 "parameters": p,
                 "non_embedding": q,
                 "tokens_per_s": None if v is None else round(v, 1),
-                "measured_tokens_per_s": None if m is None else round(m, 1),
+                "measured_tokens_per_s": None if w is None else round(w, 1),
             }
-            for (n, d), p, q, v, m in zip(sizes, params, counted, speeds, measured)
+            for m, p, q, v, w in zip(shapes, params, counted, speeds, measured)
         ],
         chosen=chosen,
         seconds=seconds,

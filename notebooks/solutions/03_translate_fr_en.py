@@ -886,8 +886,8 @@ print(data.format_data_summary(data.data_summary(reports)))
 #
 # Three sizes are each trained from scratch for the same short time, with the same data, seed and schedule
 # (a warm-up of 5 % of each run's steps, a stable phase, then the cool-down), and the validation loss is taken along the
-# way (`helpers.training.sizing.loss_against_time`). On a CPU they are the three smallest of the four sizes the `cpu`
-# preset chooses among. After a disconnect the curves are read back from the run folder, but only if they
+# way (`helpers.training.sizing.loss_against_time`). On a CPU they are three of the widths the `cpu` preset
+# measures before it chooses (`sizing.ANCHOR_WIDTHS`). After a disconnect the curves are read back from the run folder, but only if they
 # were measured on the same hardware with the same sizes and seconds.
 
 # %%
@@ -901,7 +901,7 @@ if QUICK:
 elif DEVICE.type == "cuda":
     SIZE_SHAPES = [(4, 256), (6, 512), (8, 768)]  # around the t4 preset
 else:
-    SIZE_SHAPES = list(sizing.CPU_SIZES[:3])
+    SIZE_SHAPES = [(4, width) for width in sizing.ANCHOR_WIDTHS[:3]]
 SIZE_KEY = {"hardware": runtime.hardware_name(DEVICE), "shapes": SIZE_SHAPES, "seconds": SIZE_SECONDS, "preset": PRESET}
 curves_file = run_folder.RunFolder(RUN_DIR).curves
 size_curves = None if QUICK else sizing.read_curves(curves_file, SIZE_KEY)
@@ -1012,9 +1012,9 @@ for row in size_curves:
 # (`benchmarks/RESULTS.md`) put numbers on it, in target tokens per parameter outside the embeddings. On a two-core
 # CPU in fp32, width 256 saw only 0.5 and ended far behind (validation loss 1.43, against 1.25 for width 192 at 1.6
 # and 1.21 for width 128 at 4.9). On a two-core CPU with bf16 instructions the same minutes carry three times the
-# tokens: width 256 saw 2.1 (1.03) and width 192 4.9 (0.99). Too few tokens per parameter costs a lot; three to five
-# is enough (the rule below sets its floor lower, at 2.25, to leave room for the few seconds of measuring that
-# predict a size's speed). So a size is chosen for a budget *and* a machine, by the tokens each size will see, which
+# tokens: width 256 saw 2.1 (1.03) and width 192 4.9 (0.99). Too few tokens per parameter costs a lot. With today's
+# optimizer (Muon), which learns more from each token, about two is enough: on an Intel CPU with bf16 instructions
+# width 192 at 1.9 scored 2 BLEU above width 128 at 6.9. So a size is chosen for a budget *and* a machine, by the tokens each size will see, which
 # is the rule below.
 
 
@@ -1059,26 +1059,27 @@ print(textwrap.fill(read_size_curves(size_curves), 110))
 
 # %% [markdown]
 # **The size of this run.** `python -m helpers train --preset cpu` (and this notebook on a CPU) measures the real
-# training step of each of its four candidate sizes (`sizing.CPU_SIZES`) for a few seconds, largest first, and picks
-# one for this machine and this budget; the next cell prints its choice and the reason. Answer Question 3.2 first,
+# training step of a few of its candidate sizes (`sizing.CPU_SIZES`, widths 128 to 320) for a few seconds, largest
+# first, and picks one for this machine and this budget; the next cell prints its choice and the reason. Answer Question 3.2 first,
 # then hold your answer against that reason. A run that resumes keeps the size it started with; `--preset
 # cpu-fixed` turns the sizing off. On a GPU or in quick mode the preset's own size is kept, and the line below shows
 # what the sizing would pick among the three sizes above.
 
 # %% [markdown] tags=["answer"]
-# **Model answer, continued: the rule.** The sizing keeps the **largest size that will see at least 2.25 target
+# **Model answer, continued: the rule.** The sizing keeps the **largest size that will see at least 1.7 target
 # tokens per non-embedding parameter in the budget**; the count leaves out the token and position tables. The
-# threshold is our own, chosen on 15-minute runs on two machines and three training recipes (on validation loss,
-# then BLEU on the newer-sentence development set, never on a test set).
+# threshold is our own, chosen on 15-minute runs on two machines with today's recipe (on BLEU on the newer-sentence
+# development set, never on a test set). The sizes are widths 128 to 320, neighbours at most 1.45x apart in
+# parameters, so a speed measured a little high or low moves the choice by one step at most; the speed of a width
+# between two measured ones is interpolated.
 
 # %% [markdown] tags=["answer"]
 # **Model answer, continued: why the rule looks like this.** Taking the largest size that qualifies means a slower
 # machine never gets a larger model. The count leaves out the token and position tables: what a larger vocabulary
 # costs per token (a wider output layer) is already in the measured speed, and counting its table as well would
-# shrink the model twice (8,000 pieces helped by 2 BLEU). On every machine measured, a threshold above 2.13 turns
-# down the larger size that lost, and one of at most 2.45 keeps the size that won even if the few-second
-# measurement came out 15 % slower than a whole run; 2.25 sits between. The compute-optimal scaling study of
-# Hoffmann et al. (2022) found about 20 tokens per parameter for large language models trained once over their
+# shrink the model twice (8,000 pieces helped by 2 BLEU). On every machine measured with Muon, a threshold above 1.53
+# turns down the larger size that lost (width 256 at 1.53), and one of at most 1.9 keeps the size that won (width 192
+# at 1.9); 1.7 sits between. The compute-optimal scaling study of Hoffmann et al. (2022) found about 20 tokens per parameter for large language models trained once over their
 # data; our models are a thousand times smaller, count only target tokens and pass over the same pairs several
 # times, so their number does not carry over, only the trade-off does.
 
