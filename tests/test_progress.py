@@ -38,7 +38,12 @@ def test_a_log_gets_a_line_per_interval_and_a_last_one_never_a_carriage_return()
     lines = text.splitlines()
     # the first line at the start, then one at 30, 60 and 90 seconds, and the last figures at the end
     assert len(lines) == 5, lines
-    assert [line.split("step ")[-1] for line in lines[1:]] == ["30 loss 2.5", "60 loss 2.5", "90 loss 2.5", "95 loss 2.5"]
+    assert [line.split("step ")[-1] for line in lines[1:]] == [
+        "30 loss 2.5",
+        "60 loss 2.5",
+        "90 loss 2.5",
+        "95 loss 2.5",
+    ]
     assert all(line.startswith("train:") and "|" not in line for line in lines)  # figures, no bar drawing
     # control: tqdm's own bar in the same file is carriage-return redraws on a single line
     plain = io.StringIO()
