@@ -6,7 +6,7 @@ their agreement, and the size the rule picks for a 15-minute budget from each pr
 the speeds can be replayed in tests/training/test_sizing.py).
 
     python benchmarks/sizing_probe.py                       # bf16 (where the CPU has it) and fp32, 20,000 Tatoeba pairs
-    python benchmarks/sizing_probe.py --precisions fp32 --seconds 3
+    python benchmarks/sizing_probe.py --precisions fp32 --seconds 3    # a shorter probe, to see it disagree
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from helpers.training import sizing  # noqa: E402
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=20000)
-    parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per probe (train's default: 3)")
+    parser.add_argument("--seconds", type=float, default=sizing.PROBE_SECONDS, help="timed seconds per anchor")
     parser.add_argument("--precisions", default="bf16_if_native,fp32")
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--json", default=None)

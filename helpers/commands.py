@@ -32,7 +32,7 @@ def train_command(
     device: str | None = None,
     limit: int | None = None,
     stderr: TextIO | None = None,
-    probe_seconds: float = 3.0,
+    probe_seconds: float | None = None,
     dev_score: bool = True,
 ):
     """``python -m helpers train``: the run's stages top to bottom, each stage's module called once (the data stage

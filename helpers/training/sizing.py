@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import time
 from dataclasses import dataclass, replace
 from itertools import islice
@@ -60,6 +61,7 @@ CPU_SIZES = (  # (n_layer, d_model, n_head); d_ff = 4 * d_model
 ANCHOR_WIDTHS = (128, 192, 256, 320)  # the widths measured; the others are interpolated
 MIN_TOKENS_PER_PARAMETER = 1.7  # target tokens per non-embedding parameter
 PROBE_BATCHES = 16  # the batches a probe times, each of its shapes run once untimed first
+PROBE_SECONDS = 8.0  # timed per anchor: two probes on an idle machine then agree within 3 % (3 s: 11 % in bf16)
 
 
 def non_embedding_parameters(config) -> int:
@@ -145,38 +147,40 @@ class SizeChoice:
         }
 
 
-def measure_speed(cfg: TrainConfig, examples, vocab_size: int, device, seconds: float = 3.0) -> float:
+def measure_speed(cfg: TrainConfig, examples, vocab_size: int, device, seconds: float = PROBE_SECONDS) -> float:
     """Target tokens per second of ``cfg``'s own training step on this machine, as a run reports it.
 
     :func:`train` itself on a fresh model, over :data:`PROBE_BATCHES` batches drawn with ``cfg.seed`` (every size
     and every probe sees the same ones): one untimed pass first, so that each batch shape has met the step once
     (allocation, the CPU library's kernel choice: a 15-minute run pays that once, while a reading of a few seconds
-    would pay it for every shape it meets), then timed passes over the same batches, at least two and at least
-    ``seconds``. Each batch counts with its fastest step: a pause of the machine (another process, the VM's
-    neighbours) slows one pass, not every one, so two probes read alike (issue 51: the total over 3 s of steps
-    read up to 25 % apart in bf16 on an idle 2-core machine).
+    would pay it for every shape it meets), then timed passes over the same batches, at least three and at least
+    ``seconds``. Each batch counts with its median step: a pause of the machine (another process, the VM's
+    neighbours) slows one pass, not every one, so two probes read alike (issue 51, an idle 2-core machine in bf16:
+    the total over 3 s of steps read up to 25 % apart; the median over 8 s, within 3 %). The median, not the
+    fastest step: a run's pace is typical steps, and the threshold was fitted on runs' paces.
     """
     return _probe(cfg, examples, vocab_size, device, seconds).tokens_per_s
 
 
 def _probe(cfg: TrainConfig, examples, vocab_size: int, device, seconds: float) -> TrainResult:
-    """The probe's run (see :func:`measure_speed`); its ``tokens_per_s`` is the fastest step of each batch's."""
+    """The probe's run (see :func:`measure_speed`); its ``tokens_per_s`` counts each batch at its median step."""
     model = DecoderOnlyTransformer(cfg.model_config(vocab_size, device))
     batches = list(islice(BucketBatcher(examples, cfg.max_tokens, seed=cfg.seed), PROBE_BATCHES))
     quiet = {"device": device, "progress": False, "resume": False}
     warm = train(model, batches, None, replace(cfg, minutes=None, steps=len(batches)), None, **quiet)
-    passes = max(2, math.ceil(seconds / max(warm.train_seconds, 1e-9)))
+    passes = max(3, math.ceil(seconds / max(warm.train_seconds, 1e-9)))
     steps = passes * len(batches)
     timed = train(model, batches, None, replace(cfg, minutes=None, steps=steps, log_interval=1), None, **quiet)
-    fastest = [math.inf] * len(batches)  # seconds, per batch
+    times: list[list[float]] = [[] for _ in batches]  # seconds, per batch and pass
     tokens = [0] * len(batches)
     before = 0
     for record in timed.history:  # a record per step: the tokens so far, and this step's tokens per second
         k = (record["step"] - 1) % len(batches)
         tokens[k] = record["tokens"] - before
-        fastest[k] = min(fastest[k], tokens[k] / max(record["tok_s"], 1e-9))
+        times[k].append(tokens[k] / max(record["tok_s"], 1e-9))
         before = record["tokens"]
-    return replace(timed, tokens_per_s=sum(tokens) / max(sum(fastest), 1e-9))
+    typical = [statistics.median(t) for t in times]
+    return replace(timed, tokens_per_s=sum(tokens) / max(sum(typical), 1e-9))
 
 
 def interpolate_speeds(widths: list[int], speeds: list[float | None]) -> list[float | None]:
@@ -283,7 +287,7 @@ def size_for_machine(
     vocab_size: int,
     device,
     *,
-    probe_seconds: float = 3.0,
+    probe_seconds: float = PROBE_SECONDS,
     sizes=None,
     min_tokens_per_parameter: float | None = None,
 ) -> SizeChoice:
@@ -346,7 +350,7 @@ def size_for_machine(
     )
 
 
-def size_for_run(cfg, examples, vocab_size: int, out: Path, dev, probe_seconds: float = 3.0, err=None) -> tuple:
+def size_for_run(cfg, examples, vocab_size: int, out: Path, dev, probe_seconds: float | None = None, err=None) -> tuple:
     """The ``cpu`` preset's size for this machine and budget, or the size a resumed run started with."""
     if not cfg.minutes:
         if err:
@@ -362,7 +366,8 @@ def size_for_run(cfg, examples, vocab_size: int, out: Path, dev, probe_seconds: 
                 file=err,
             )
         return replace(cfg, **kept), {"resumed": kept}
-    choice = size_for_machine(cfg, examples, vocab_size, dev, probe_seconds=probe_seconds)
+    seconds = PROBE_SECONDS if probe_seconds is None else probe_seconds
+    choice = size_for_machine(cfg, examples, vocab_size, dev, probe_seconds=seconds)
     if err:
         print(choice.describe(), file=err)
     return choice.cfg, choice.to_dict()
