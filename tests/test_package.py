@@ -93,7 +93,7 @@ def test_readme_describes_every_helpers_module():
 
 # lowest first; a module may import its own layer and the layers before it
 LAYERS = [
-    ("ground", ("helpers.runtime", "helpers.run_folder")),
+    ("ground", ("helpers.runtime", "helpers.run_folder", "helpers.progress")),
     ("model", ("helpers.nn",)),
     ("text", ("helpers.text",)),
     ("training", ("helpers.training",)),

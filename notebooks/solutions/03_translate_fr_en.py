@@ -1356,16 +1356,8 @@ def step_run(loop_fn, cfg, vocab_size, examples, seed, steps=6):
     """Runs `loop_fn` for `steps` steps on the CPU in fp32 with a RecordingScaler as the run's scaler, from weights
     seeded by `seed` and a batcher over `examples` ((ids, prefix_len) each) shuffled by it: what the scaler saw,
     the steps the run counted as skipped, and the weights it ends with."""
-    small = dataclasses.replace(  # AdamW: see above
-        cfg,
-        steps=steps,
-        minutes=None,
-        eval_interval=steps,
-        log_interval=1,
-        checkpoint_minutes=1e6,
-        precision="fp32",
-        optimizer="adamw",
-    )
+    fixed = {"steps": steps, "minutes": None, "eval_interval": steps, "log_interval": 1, "checkpoint_minutes": 1e6}
+    small = dataclasses.replace(cfg, **fixed, precision="fp32", optimizer="adamw")  # AdamW: see above
     rows = [encoding.Example(list(ids), prefix_len) for ids, prefix_len in examples]
     scaler = checks.RecordingScaler()
     with torch.random.fork_rng(devices=[]), mock.patch.object(train, "make_scaler", lambda *args, **kwargs: scaler):

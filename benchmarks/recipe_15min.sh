@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue 51: the 15-minute headline as a recipe, not a run: `train --preset cpu` with several seeds, each then scored
+# with beam 4 on the development half of the newer Tatoeba sentences. One run at a time, nothing else on the cores.
+# Usage: bash benchmarks/recipe_15min.sh [bf16|fp32] [SEED ...]   (default: bf16, seeds 0 1 2); then
+#        python benchmarks/table_recipe.py runs/recipe
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA=${DATA:-../shared/data/tatoeba-fra-eng/fra.txt}
+PY=${PY:-.venv/bin/python}
+MINUTES=${MINUTES:-15}
+precision=${1:-bf16}
+shift || true
+seeds=("$@")
+[ ${#seeds[@]} -gt 0 ] || seeds=(0 1 2)
+case $precision in
+  bf16) flag="" ;;  # the preset's own: bf16 where the CPU has the instructions
+  fp32) flag="--precision fp32" ;;  # stands in for a CPU without them
+  *) echo "precision must be bf16 or fp32, got $precision" >&2; exit 2 ;;
+esac
+mkdir -p runs/recipe
+for seed in "${seeds[@]}"; do
+  out=runs/recipe/$precision-seed$seed
+  echo "=== $precision seed $seed: train ($(date -u +%H:%M:%S))"
+  # shellcheck disable=SC2086
+  $PY -m helpers train --data "$DATA" --minutes "$MINUTES" --preset cpu --seed "$seed" --out "$out" $flag \
+    > "$out.train.log" 2>&1 || { tail -n 20 "$out.train.log"; exit 1; }
+  grep -E "^Sized|^Done" "$out.train.log"
+  echo "=== $precision seed $seed: evaluate, beam 4, newer sentences ($(date -u +%H:%M:%S))"
+  $PY -m helpers evaluate --checkpoint "$out" --test tatoeba-newer-dev --json "$out/eval_newer_dev.json" \
+    > "$out.eval.log" 2>&1 || { tail -n 20 "$out.eval.log"; exit 1; }
+  grep -m 3 -E "BLEU" "$out.eval.log" || true
+done
+echo "=== all done ($(date -u +%H:%M:%S))"
