@@ -7,16 +7,18 @@ Both train the same model (same size, same optimizer step as ``helpers.training.
          on a GPU; on a CPU the written-out softmax, which is faster there for sequences this short
          (the script also times ``scaled_dot_product_attention`` on the same batches, as ``ours_sdpa``);
 * naive: the explicit softmax attention of notebook 02 (``attention_kernel="explicit"``: the (T, T) score matrix
-         is built, masked, softmaxed and stored for the backward pass), and random batches of a fixed
-         number of sentences padded to the longest one in the batch (a plain ``DataLoader``).
+         is built, masked, softmaxed and stored for the backward pass), random batches of a fixed
+         number of sentences padded to the longest one in the batch (a plain ``DataLoader``), and the
+         output layer at every position (ours: at target positions alone, issue 51).
 
 MFU = model FLOPs per second / the hardware's peak. Model FLOPs count only real tokens (padding is
 waste, not work), per sequence of L tokens:
 
-    6 * N * L            N = parameters that multiply: every block's matrices + the LM head (V x d);
-                         the embedding lookup and position table do no multiplies. 2 FLOPs per
+    6 * N * L            N = parameters that multiply at every token: every block's matrices; the
+                         embedding lookup and position table do no multiplies. 2 FLOPs per
                          multiply-add in the forward pass, twice that in the backward pass: 6 per
                          parameter per token (Kaplan et al. 2020).
+  + 6 * V * d * L_t      the LM head, at the L_t target tokens alone (logits_at, issue 51).
   + 12 * n_layer * d * L^2   attention's two products (q k^T and weights @ v), 2 * L^2 * d each
                          forward, times 3 with the backward pass, per layer (PaLM's formula, without
                          halving for the mask: the prefix-LM source attends both ways).
@@ -65,19 +67,24 @@ from helpers.training import train as T  # noqa: E402
 
 
 def multiplying_params(model) -> int:
-    """Parameters that take part in a matrix multiply per token: blocks' matrices and the LM head."""
+    """Parameters that take part in a matrix multiply at every token: the blocks' matrices."""
     model = getattr(model, "_orig_mod", model)  # a torch.compile'd model names its weights _orig_mod.blocks...
-    cfg = model.config
-    n = sum(p.numel() for name, p in model.named_parameters() if name.startswith("blocks.") and p.dim() == 2)
-    return n + cfg.vocab_size * cfg.d_model  # the head: tied or not, it multiplies every position
+    return sum(p.numel() for name, p in model.named_parameters() if name.startswith("blocks.") and p.dim() == 2)
+
+
+def head_params(model) -> int:
+    """The LM head's matrix, tied or not: it multiplies at the target tokens alone (logits_at)."""
+    cfg = getattr(model, "_orig_mod", model).config
+    return cfg.vocab_size * cfg.d_model
 
 
 def batch_flops(model, batch) -> float:
     """Model FLOPs of one training step on ``batch``, real tokens only (see the module docstring)."""
     cfg = model.config
     lengths = (batch.input_ids != PAD_ID).sum(dim=1).double()  # (B,) real tokens per row
-    n = multiplying_params(model)
-    return float((6 * n * lengths + 12 * cfg.n_layer * cfg.d_model * lengths**2).sum())
+    targets = (batch.labels != -100).sum(dim=1).double()  # (B,) of them scored by the head
+    n, head = multiplying_params(model), head_params(model)
+    return float((6 * n * lengths + 6 * head * targets + 12 * cfg.n_layer * cfg.d_model * lengths**2).sum())
 
 
 def naive_batches(examples, batch_size: int, seed: int):
@@ -305,7 +312,7 @@ def main(argv=None) -> int:
         naive_model = DecoderOnlyTransformer(replace(cfg, attention_kernel="explicit").model_config(tok.vocab_size)).to(
             device
         )
-        results["naive"] = run(naive_model, naive, cfg, device, args.steps, args.warmup, precision)
+        results["naive"] = run(naive_model, naive, cfg, device, args.steps, args.warmup, precision, full_head=True)
     for name in ("ours", "ours_sdpa", "compiled", "naive"):
         if name in results:
             r = results[name]

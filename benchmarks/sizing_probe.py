@@ -1,7 +1,7 @@
 """Issue 51: does the sizing probe read the same speed twice, and does the choice hold?
 
-For each precision: every anchor width of ``helpers.training.sizing`` measured twice (two probes, one after the
-other, exactly as ``train --preset cpu`` measures them: each batch shape once untimed, then ``--seconds`` of steps),
+For each precision: every anchor width of ``helpers.training.sizing`` measured twice (two probes back to back,
+exactly as ``train --preset cpu`` measures them: each batch shape once untimed, then ``--seconds`` of steps),
 their agreement, and the size the rule picks for a 15-minute budget from each probe (all anchors measured here, so
 the speeds can be replayed in tests/training/test_sizing.py).
 
@@ -37,9 +37,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=sizing.PROBE_SECONDS, help="timed seconds per anchor")
     parser.add_argument("--precisions", default="bf16_if_native,fp32")
     parser.add_argument("--minutes", type=float, default=15.0)
+    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     pairs, _ = S.load_pairs("tatoeba", limit=args.pairs, seed=0, download=False)
     pairs, _ = D.clean_pairs(pairs)
     cfg0 = C.preset_config("cpu", minutes=args.minutes)
@@ -49,14 +50,15 @@ def main(argv=None) -> int:
     results = {}
     for precision in args.precisions.split(","):
         cfg = replace(cfg0, precision=precision)
-        probes = []
-        for _ in range(2):
-            speeds = {}
-            for n_layer, d_model, n_head in sizing.CPU_SIZES:
-                if d_model in sizing.ANCHOR_WIDTHS:
-                    c = sizing.sized(cfg, n_layer, d_model, n_head)
+        name = runtime.resolve_precision(torch.device("cpu"), precision)
+        if name in results:  # bf16_if_native on a CPU without bf16 is fp32 again
+            continue
+        probes = [{}, {}]
+        for n_layer, d_model, n_head in sizing.CPU_SIZES:
+            if d_model in sizing.ANCHOR_WIDTHS:
+                c = sizing.sized(cfg, n_layer, d_model, n_head)
+                for speeds in probes:  # two probes back to back, as one sizing would meet the machine
                     speeds[d_model] = sizing.measure_speed(c, examples, tok.vocab_size, "cpu", args.seconds)
-            probes.append(speeds)
         choices = []
         for speeds in probes:
             with mock.patch.object(sizing, "measure_speed", lambda c, *a, s=speeds, **k: s[c.d_model]):
@@ -64,7 +66,6 @@ def main(argv=None) -> int:
             choices.append(choice.cfg.d_model)
             print(f"  {choice.describe()}")
         worst = max(abs(probes[0][w] / probes[1][w] - 1) for w in probes[0])
-        name = runtime.resolve_precision(torch.device("cpu"), precision)
         results[name] = {"probes": probes, "worst_disagreement": round(worst, 4), "choices": choices}
         print(
             f"{name}: "

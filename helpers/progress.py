@@ -39,10 +39,16 @@ class LogLines(tqdm):
     """
 
     PLAIN = "{desc}: {percentage:3.0f}% {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]{postfix}"
+    UNSIZED = "{desc}: {n_fmt} [{elapsed}, {rate_fmt}]{postfix}"  # no total: no percentage, no time left
 
     def __init__(self, *args, interval: float = LOG_INTERVAL_S, bar_format: str | None = None, **kwargs):
         self._interval, self._last_line, self._closing = interval, None, False
-        plain = self.PLAIN if bar_format is None else re.sub(r"\|?\{bar\}\|? ?", " ", bar_format)
+        if bar_format is None:
+            iterable = kwargs.get("iterable", args[0] if args else None)
+            known = kwargs.get("total") is not None or hasattr(iterable, "__len__")
+            plain = self.PLAIN if known else self.UNSIZED
+        else:  # the bar's place goes; a postfix (", step ...") then follows the figure before it directly
+            plain = re.sub(r"\|?\{bar\}\|? ?", " ", bar_format).replace(" {postfix}", "{postfix}")
         kwargs.pop("dynamic_ncols", None)  # a line has no width to fit
         super().__init__(*args, bar_format=plain, mininterval=interval, **kwargs)
 
@@ -56,6 +62,9 @@ class LogLines(tqdm):
         self.fp.write((self.__str__() if msg is None else msg).rstrip() + "\n")
         self.fp.flush()
         return True
+
+    def clear(self, nolock=False) -> None:
+        """A log keeps its lines: nothing to wipe (tqdm's own would write a carriage return)."""
 
     def close(self) -> None:
         if self.disable or self._closing:

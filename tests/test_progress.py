@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 
-import pytest
 import torch
 from tqdm import tqdm
 
@@ -12,6 +11,7 @@ from helpers import progress
 from helpers.nn.model import DecoderOnlyTransformer
 from helpers.training import config as C
 from helpers.training import train as T
+from tests.training.test_train import toy_batcher
 
 
 class Clock:
@@ -77,23 +77,44 @@ def test_training_with_its_output_in_a_file_writes_readable_lines(monkeypatch):
     torch.manual_seed(0)
     cfg = C.preset_config("tiny", steps=20, eval_interval=100)
     model = DecoderOnlyTransformer(cfg.model_config(60))
-    from tests.training.test_train import toy_batcher
-
     T.train(model, toy_batcher(), None, cfg, None, progress=True)
     text = err.getvalue()
     assert "\r" not in text
     lines = [line for line in text.splitlines() if line.startswith("train:")]
-    assert len(lines) >= 4, text  # the start, steps 1, 5, 10, 15, 20 and the end
+    assert len(lines) == 7, text  # the start; the redraws at steps 1, 5, 10, 15 and 20; the end
     last = lines[-1]
     for figure in ("step 20", "loss", "target tok/s", "left"):
         assert figure in last, last
 
 
-@pytest.mark.parametrize("interval", [30.0])
-def test_a_run_shorter_than_the_interval_still_ends_with_its_figures(interval):
+def test_a_run_shorter_than_the_interval_still_ends_with_its_figures():
     out = io.StringIO()
-    bar = progress.progress_bar(total=10, desc="x", file=out, interval=interval)
+    bar = progress.progress_bar(total=10, desc="x", file=out, interval=30.0)
     bar.update(10)
     bar.close()
+    bar.close()  # twice: nothing more
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and "10/10" in lines[-1]
+
+
+def test_the_other_bars_of_the_course_read_well_as_lines():
+    # fine-tune's time bar: its postfix follows the percentage directly; translating: an iterable bar that leaves no
+    # bar behind (leave=False) still ends with a line; a count without a total shows no made-up percentage
+    out = io.StringIO()
+    bar = progress.progress_bar(
+        total=60, desc="fine-tune", file=out, bar_format="{desc} {percentage:3.0f}%|{bar}|{postfix}"
+    )
+    bar.n = 6
+    bar.set_postfix_str("step 12, loss 1.9", refresh=False)
+    bar.close()
+    assert out.getvalue().splitlines()[-1] == "fine-tune  10%, step 12, loss 1.9"
+    out = io.StringIO()
+    assert list(progress.progress_bar(iterable=range(3), desc="translating", file=out, leave=False)) == [0, 1, 2]
+    assert out.getvalue().splitlines()[-1].startswith("translating: 100% 3/3")
+    out = io.StringIO()
+    with progress.progress_bar(desc="pairs", file=out) as counted:
+        counted.update(37)
+    assert out.getvalue().splitlines()[-1].startswith("pairs: 37 [") and "%" not in out.getvalue()
+    with progress.progress_bar(total=3, file=out, disable=True) as off:
+        off.update(3)
+    assert out.getvalue().count("\n") == 2  # a disabled bar writes nothing

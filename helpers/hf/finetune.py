@@ -219,7 +219,7 @@ class TimeBudget(TrainerCallback, ExportableState):
 
     def _draw(self, step: int, force: bool = False) -> None:
         if self.bar is None or (time.monotonic() - self.drawn < 1.0 and not force):
-            return  # at most one line a second: a log file stays readable
+            return  # at most a redraw a second (a log file gets a line per half minute: helpers.progress)
         self.drawn = time.monotonic()
         if self.budget.minutes is not None:
             self.bar.n = min(self.bar.total, int(self.elapsed))

@@ -890,6 +890,13 @@ CORRECT_VARIANTS = {  # other correct ways to write the step: the check must acc
         "logits = model(ids, plen, logits_at=labels != -100)",
         "logits = model(ids, plen)",
     ),
+    "every position's logits, cross_entropy skipping the others": (
+        "logits = model(ids, plen, logits_at=labels != -100)  # (N, vocab): target positions only\n"
+        "        loss = train.loss_fn(logits, labels, cfg.label_smoothing)",
+        "logits = model(ids, plen)\n"
+        "        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), "
+        "ignore_index=-100, label_smoothing=cfg.label_smoothing)",
+    ),
     "gradients cleared before the forward pass": (
         "        # BEGIN SOLUTION\n",
         "        # BEGIN SOLUTION\n        run.optimizer.zero_grad(set_to_none=True)\n",

@@ -81,6 +81,7 @@ def test_the_benchmark_counts_the_same_flops_for_a_compiled_model(examples):
     compiled = T.compiled(model, "aot_eager")
     batch = next(iter(BucketBatcher(ex, 512, seed=1)))
     blocks = sum(p.numel() for n, p in model.named_parameters() if n.startswith("blocks.") and p.dim() == 2)
-    assert bench.multiplying_params(model) == blocks + vocab * model.config.d_model
+    assert bench.multiplying_params(model) == blocks and bench.head_params(model) == vocab * model.config.d_model
     assert bench.multiplying_params(compiled) == bench.multiplying_params(model)
+    assert bench.head_params(compiled) == bench.head_params(model)
     assert bench.batch_flops(compiled, batch) == bench.batch_flops(model, batch) > 0
