@@ -2031,8 +2031,6 @@ for name, pairs_ in TEST_SETS.items():
 # CPU the sizing may even pick a neighbouring width. Three 15-minute runs of the `cpu` preset on one two-core CPU
 # with bf16 instructions (`benchmarks/RESULTS.md`) scored 29.57, 29.36 and 28.33 BLEU (beam 4) on the
 # newer sentences, after 5,628, 6,426 and 5,262 steps: a spread of about 1.2 BLEU between runs of the same recipe.
-# So a difference of half a BLEU point between two of your runs says nothing by itself; compare recipes over
-# several seeds, and on the same sentences (notebook 04's paired bootstrap does that for two systems).
 
 # %% [markdown]
 # The check asks for more than a number: our translations must beat the copy baseline, and they must
