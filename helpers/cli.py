@@ -168,7 +168,7 @@ def _train(args) -> int:
 TRAIN_FLAGS = {"positions": "positional", "checkpoint_every": "checkpoint_every_steps"} | {
     f: f
     for f in "max_tokens precision attention bottleneck_dim pretrain pretrain_fraction parallel_pairs init_embeddings "
-    "optimizer schedule cooldown lr qk_norm activation zero_init tie_weights vocab_size max_len dropout compile".split()
+    "optimizer schedule cooldown lr label_smoothing qk_norm activation zero_init tie_weights vocab_size max_len dropout compile".split()
 }
 _SWITCHES = ("qk_norm", "zero_init", "tie_weights", "compile")  # given as 0/1, kept as booleans
 
@@ -288,6 +288,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--cooldown", type=float, help="wsd: share of the run spent cooling down (default 0.45)")
     s.add_argument("--lr", type=float, help="peak learning rate")
+    s.add_argument(
+        "--label-smoothing",
+        type=float,
+        help="share of each target's probability spread over the vocabulary (default 0.1)",
+    )
     s.add_argument("--qk-norm", type=int, choices=[0, 1], help="1: unit-RMS queries and keys")
     s.add_argument(
         "--activation", choices=["gelu", "relu2"], help="the feed-forward's non-linearity (relu2: ReLU², the default)"

@@ -106,6 +106,10 @@ class TrainConfig:
             raise ValueError(f"schedule={self.schedule!r} is not known: use one of {SCHEDULES}.")
         if not 0.0 < self.cooldown <= 1.0:
             raise ValueError(f"cooldown must be a share of the run in (0, 1], got {self.cooldown!r} (0.45 is typical).")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(
+                f"label_smoothing must be in [0, 1), got {self.label_smoothing!r} (0.1 is typical, 0 turns it off)."
+            )
         if self.compile and self.pretrain:
             raise ValueError(
                 "compile=True needs the static batches of translation training: it cannot be combined with "

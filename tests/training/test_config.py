@@ -52,6 +52,13 @@ def test_train_config_refuses_unknown_keys_by_name():
         C.TrainConfig.from_dict({**cfg.to_dict(), "learning_rate": 1e-3})
 
 
+@pytest.mark.parametrize("bad", [-0.1, 1.0, 10.0])
+def test_label_smoothing_outside_zero_to_one_is_refused_with_the_typical_value(bad):
+    with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\).*0.1 is typical"):
+        C.preset_config("tiny", label_smoothing=bad)
+    assert C.preset_config("tiny", label_smoothing=0.0).label_smoothing == 0.0  # off is allowed
+
+
 # every preset's head size suits the fused attention kernels
 
 

@@ -119,7 +119,7 @@ def _train_parser() -> argparse.ArgumentParser:
 # differs from the tiny preset's); "minutes" is left out: it excludes "steps"
 SAMPLE = {
     "data": "builtin", "columns": "fr,en", "steps": "4", "preset": "tiny", "seed": "1", "max_tokens": "300",
-    "bottleneck_dim": "8", "pretrain_fraction": "0.5", "parallel_pairs": "100", "cooldown": "0.3", "lr": "0.002",
+    "bottleneck_dim": "8", "pretrain_fraction": "0.5", "parallel_pairs": "100", "cooldown": "0.3", "lr": "0.002", "label_smoothing": "0.05",
     "vocab_size": "500", "max_len": "40", "checkpoint_every": "2", "dropout": "0.05",
 }  # fmt: skip
 # qk_norm=1 with --attention synthesizer is refused (tests/nn/test_variants.py); 0 still has to arrive as an override
@@ -207,7 +207,7 @@ def _unmapped_flag(monkeypatch):  # a flag added to the parser, not to TRAIN_FLA
 
 
 def _flag_without_option(monkeypatch):  # TRAIN_FLAGS names a switch the parser never got
-    monkeypatch.setattr(cli, "TRAIN_FLAGS", {**cli.TRAIN_FLAGS, "label_smoothing": "label_smoothing"})
+    monkeypatch.setattr(cli, "TRAIN_FLAGS", {**cli.TRAIN_FLAGS, "weight_decay": "weight_decay"})
 
 
 def _override_dropped(monkeypatch):  # the mapping is right but one override never reaches the configuration

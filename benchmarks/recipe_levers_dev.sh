@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 51, item 3: the rates of today's recipe that were never swept, screened at a fixed step budget. Each row is
+# one switch of `train --preset cpu-fixed` (Muon + AdamW, warm-up-stable-decay, ReLU², 8,000 pieces, width 192) for a
+# fixed number of steps (default 2,000, about a third of a 15-minute bf16 run), then greedy BLEU on the development
+# half of the newer Tatoeba sentences. A step budget makes a run exactly reproducible whatever else the cores do, so
+# it can run beside other work (one thread, niced); its speed figures are then not speeds.
+#   bash benchmarks/recipe_levers_dev.sh NAME SEED [STEPS]     e.g. bash benchmarks/recipe_levers_dev.sh ls0 0
+#   python benchmarks/table_levers.py --runs runs/rscr --base base --dev-half   the table (paired bootstrap vs base)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA=${DATA:-../shared/data/tatoeba-fra-eng/fra.txt}
+PY=${PY:-.venv/bin/python}
+declare -A ARGS=(
+  [base]=""
+  [lr1.4]="--lr 1.4e-3"
+  [lr3]="--lr 3e-3"
+  [ls0]="--label-smoothing 0"
+  [ls0.05]="--label-smoothing 0.05"
+  [cd0.3]="--cooldown 0.3"
+  [cd0.6]="--cooldown 0.6"
+)
+name=$1 seed=$2 steps=${3:-2000}
+[ -n "${ARGS[$name]+x}" ] || { echo "unknown lever $name: one of ${!ARGS[*]}" >&2; exit 2; }
+mkdir -p runs/rscr
+out=runs/rscr/$name-s$seed
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# shellcheck disable=SC2086
+$PY -m helpers train --data "$DATA" --preset cpu-fixed --seed "$seed" --steps "$steps" --out "$out" ${ARGS[$name]} \
+  >"$out.train.log" 2>&1
+$PY -m helpers evaluate --checkpoint "$out" --beams 1 --test tatoeba-newer-dev --json "$out/eval_dev_greedy.json" \
+  >"$out.eval.log" 2>&1
+grep -o 'BLEU = [0-9.]*' "$out.eval.log" | head -1
