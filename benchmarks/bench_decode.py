@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from helpers import pipeline, runtime
 from helpers.evaluation import translation
-from helpers.nn.model import DecoderOnlyTransformer
+from helpers.nn import build_model
 from helpers.text import data as D
 from helpers.text import sources as S
 from helpers.text.encoding import prompt_ids
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
         mcfg = cfg.model_config(tok.vocab_size, args.device)
         mcfg.max_len = max(mcfg.max_len, longest + args.new_tokens)  # room for every sentence's 64 new tokens
         torch.manual_seed(0)
-        model = DecoderOnlyTransformer(mcfg).to(args.device).eval()
+        model = build_model(mcfg).to(args.device).eval()
     prefixes = [prompt_ids(tok, s) for s in sources]
     room = model.config.max_len - max(len(p) for p in prefixes)
     n_new = min(args.new_tokens, room)

@@ -18,7 +18,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
+from helpers.nn import build_model
+from helpers.nn.model import ModelConfig
 
 
 def main(label: str = "", steps: int = 15, batch: int = 170, length: int = 24) -> float:
@@ -27,7 +28,7 @@ def main(label: str = "", steps: int = 15, batch: int = 170, length: int = 24) -
     kw = dict(vocab_size=4000, max_len=64, n_layer=4, n_head=4, d_model=256, d_ff=1024, dropout=0.0)
     if "attention_kernel" in inspect.signature(ModelConfig).parameters:
         kw["attention_kernel"] = "explicit"
-    model = DecoderOnlyTransformer(ModelConfig(**kw))
+    model = build_model(ModelConfig(**kw))
     for module in model.modules():  # older versions: the same choice through an attribute
         if hasattr(module, "flash"):
             module.flash = False

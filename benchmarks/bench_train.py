@@ -56,13 +56,14 @@ import bench_matmul  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from helpers import runtime
-from helpers.nn.model import DecoderOnlyTransformer  # noqa: E402
+from helpers.nn import build_model  # noqa: E402
 from helpers.text import data as D  # noqa: E402
 from helpers.text import sources as S
 from helpers.text.batches import BucketBatcher, StaticBucketBatcher
 from helpers.text.encoding import encode_pairs
 from helpers.text.tokenizer import PAD_ID, Tokenizer
 from helpers.training import config as C
+from helpers.training import optim  # noqa: E402
 from helpers.training import train as T  # noqa: E402
 
 
@@ -99,7 +100,7 @@ def run(model, batches, cfg, device, steps: int, warmup: int, precision: str, fu
     """Time ``steps`` optimizer steps (after ``warmup`` untimed ones) exactly as helpers.training.train.train does them.
 
     ``full_head``: the output layer at every position, as before issue 51 (the loss then keeps the target rows)."""
-    opt = T.make_optimizer(model, cfg, device)
+    opt = optim.make_optimizer(model, cfg, device)
     scaler = T.make_scaler(device, precision)
     if hasattr(batches, "set_epoch"):
         batches.set_epoch(0)  # every run sees the same batches, from the start
@@ -177,7 +178,7 @@ def output_layer_ab(examples, vocab, args, device) -> dict:
             for _ in range(args.rounds):
                 for name in speeds:
                     torch.manual_seed(0)
-                    model = DecoderOnlyTransformer(cfg.model_config(vocab, device)).to(device)
+                    model = build_model(cfg.model_config(vocab, device)).to(device)
                     r = run(model, batches, cfg, device, args.steps, args.warmup, precision, full_head=name == "full")
                     speeds[name].append(r["target_tokens_per_s"])
             med = {name: sorted(v)[len(v) // 2] for name, v in speeds.items()}
@@ -254,7 +255,7 @@ def main(argv=None) -> int:
     naive = naive_batches(examples, batch_size, seed=0)
 
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, device)).to(device)
+    model = build_model(cfg.model_config(tok.vocab_size, device)).to(device)
     n_mult = multiplying_params(model)
     peaks = {}
     if args.peak_gflops:
@@ -294,14 +295,12 @@ def main(argv=None) -> int:
     results["ours"] = run(model, ours_batches, cfg, device, args.steps, args.warmup, precision)
     if kernel != "sdpa":  # the fused kernel on the same batches, for reference
         torch.manual_seed(0)
-        sdpa_model = DecoderOnlyTransformer(replace(cfg, attention_kernel="sdpa").model_config(tok.vocab_size)).to(
-            device
-        )
+        sdpa_model = build_model(replace(cfg, attention_kernel="sdpa").model_config(tok.vocab_size)).to(device)
         results["ours_sdpa"] = run(sdpa_model, ours_batches, cfg, device, args.steps, args.warmup, precision)
     if args.compile:
         static = StaticBucketBatcher(examples, cfg.max_tokens, step=cfg.static_step, max_len=cfg.max_len, seed=0)
         torch.manual_seed(0)
-        net = T.compiled(DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, device)).to(device), args.backend)
+        net = T.compiled(build_model(cfg.model_config(tok.vocab_size, device)).to(device), args.backend)
         seconds, shapes = precompile(net, static, cfg, device, precision)
         print(f"compiled ({args.backend}): {shapes} batch shapes compiled in {seconds:.0f} s before timing")
         results["compile"] = {"backend": args.backend, "shapes": shapes, "compile_seconds": round(seconds, 1)}
@@ -309,9 +308,7 @@ def main(argv=None) -> int:
     if not args.skip_naive:
         torch.manual_seed(0)
         # the explicit softmax attention of notebook 02
-        naive_model = DecoderOnlyTransformer(replace(cfg, attention_kernel="explicit").model_config(tok.vocab_size)).to(
-            device
-        )
+        naive_model = build_model(replace(cfg, attention_kernel="explicit").model_config(tok.vocab_size)).to(device)
         results["naive"] = run(naive_model, naive, cfg, device, args.steps, args.warmup, precision, full_head=True)
     for name in ("ours", "ours_sdpa", "compiled", "naive"):
         if name in results:

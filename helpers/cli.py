@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 # what each command does lives in helpers.commands; notebook 04 and the tests reach the functions through here too
-from .commands import evaluate_command, finetune_command, train_command, translate_command  # noqa: F401
+from .commands import evaluate_command, finetune_command, train_command, translate_command
 
 
 def _run_notebooks(args) -> int:

@@ -36,7 +36,7 @@ def train_command(
     dev_score: bool = True,
 ):
     """``python -m helpers train``: the run's stages top to bottom, each stage's module called once (the data stage
-    :func:`helpers.text.data.prepare_data`, the size, :func:`helpers.pipeline.build_model`, :func:`helpers.pipeline.fit`)
+    :func:`helpers.text.data.prepare_data`, the size, :func:`helpers.pipeline.start_model`, :func:`helpers.pipeline.fit`)
     into ``out``, then the run's record.
 
     With ``preset="cpu"`` and a time budget the model's size is chosen for this machine first
@@ -79,7 +79,7 @@ def train_command(
             cfg, sizing = size_for_run(cfg, examples, vocab_size, out, dev, probe_seconds, err if progress else None)
             if ranks.several:  # each rank measured its own step: rank 0's choice holds for all
                 cfg, sizing = distributed.object_from_main((cfg, sizing))
-        built = pipeline.build_model(cfg, prepared, out, dev, progress=progress, stderr=err, describe=progress)
+        built = pipeline.start_model(cfg, prepared, out, dev, progress=progress, stderr=err, describe=progress)
         if progress and built.transfer is not None:
             print("Embeddings:", built.transfer.describe(), file=err)
         data_config = {"data": {k: v for k, v in prepared.info.items() if k != "pairs"}}  # a resume must agree

@@ -18,8 +18,8 @@ import torch
 from . import pipeline, runtime
 from .evaluation.evaluate import score
 from .evaluation.translation import translate
-from .nn.model import DecoderOnlyTransformer, ModelConfig, num_parameters
-from .nn.variants import attention_memory, forward_flops
+from .nn.model import ModelConfig
+from .nn.variants import attention_memory, build_model, forward_flops, num_parameters
 from .training.config import TrainConfig
 
 # sweepable TrainConfig fields (not the number of epochs: every setting gets the same budget)
@@ -78,7 +78,7 @@ def run_variant(
     tok = prepared.tokenizer
     batcher, valid_batches, _ = pipeline.train_batches(tok, prepared.splits, cfg, cfg.seed)
     t0 = time.perf_counter()
-    built = pipeline.build_model(cfg, prepared, out_dir, device, start=start, progress=progress)
+    built = pipeline.start_model(cfg, prepared, out_dir, device, start=start, progress=progress)
     model, model_cfg = built.model, built.model.config
     transfer = built.transfer.describe() if hasattr(built.transfer, "describe") else built.transfer
     pre_steps = built.pretrained.steps if built.pretrained is not None else 0
@@ -186,7 +186,7 @@ def measure_forward(config: ModelConfig, lengths: list[int], *, batch: int = 1, 
     if max(lengths) > config.max_len:
         raise ValueError(f"lengths go up to {max(lengths)} but max_len is {config.max_len}: raise max_len.")
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(config).train()
+    model = build_model(config).train()
     rows = []
     for T in lengths:
         ids = torch.randint(5, config.vocab_size, (batch, T))

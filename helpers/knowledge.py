@@ -31,6 +31,7 @@ import numpy as np
 from . import runtime
 from .evaluation.translation import translate
 from .nn.model import DecoderOnlyTransformer
+from .nn.variants import build_model
 from .text.batches import IGNORE_INDEX, BucketBatcher
 from .text.encoding import Example, encode_pairs, make_example
 from .text.tokenizer import Tokenizer
@@ -445,7 +446,7 @@ def new_model(tok: Tokenizer, model_cfg: TrainConfig, seed: int, device=None) ->
     """A fresh model of ``model_cfg``'s shape for ``tok``'s vocabulary: the same initial weights for the same seed."""
     device = runtime.pick_device(device)
     runtime.set_seed(seed)
-    return DecoderOnlyTransformer(model_cfg.model_config(tok.vocab_size, device)).to(device)
+    return build_model(model_cfg.model_config(tok.vocab_size, device)).to(device)
 
 
 def train_phase(model, batcher, cfg: TrainConfig, phase: str, *, device=None, progress: bool = False, callback=None):
@@ -532,7 +533,7 @@ def run_knowledge(kcfg: KnowledgeConfig, model_cfg: TrainConfig, *, device=None,
 
     def fresh():
         runtime.set_seed(kcfg.seed)  # the same initial weights for every model
-        return DecoderOnlyTransformer(model_cfg.model_config(tok.vocab_size, device)).to(device)
+        return build_model(model_cfg.model_config(tok.vocab_size, device)).to(device)
 
     def tuned(start_state, fmt: str):
         model = fresh()

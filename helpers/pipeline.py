@@ -4,7 +4,7 @@ stage's module called once for what it does:
 
     prepared = text.data.prepare_data(data, cfg, out, stderr=err, write_tests=True)   # the data stage
     cfg, sizing = training.sizing.size_for_run(cfg, examples, vocab, out, dev)      # the cpu preset's size
-    built = build_model(cfg, prepared, out, dev)    # seeded weights, embeddings, pretraining (not on a resume)
+    built = start_model(cfg, prepared, out, dev)    # seeded weights, embeddings, pretraining (not on a resume)
     result = fit(built, batcher, valid, out, dev)   # the training loop, resuming from out's checkpoint
     run = load_run(out)                             # the trained model (or a fine-tuned one) back, to translate
 
@@ -24,8 +24,8 @@ from typing import TextIO
 import torch
 
 from . import runtime
-from .nn.model import DecoderOnlyTransformer, num_parameters
-from .nn.variants import describe_variant
+from .nn.model import DecoderOnlyTransformer
+from .nn.variants import build_model, describe_variant, num_parameters
 from .run_folder import FINETUNE_INFO, TOKENIZER, RunFolder
 from .text.data import PreparedData, SplitData, batches_for, load_clean_split, test_sets_of, write_test_sets
 from .text.testsets import WordTable
@@ -93,7 +93,7 @@ class Built:
     parameters: int = 0  # the model's, counted once (the line printed, train_summary.json)
 
 
-def build_model(
+def start_model(
     cfg,
     prepared: PreparedData,
     out: str | Path | None,
@@ -114,7 +114,7 @@ def build_model(
     ``describe`` prints what was built first (``train``'s "Model:" line: size, shape, variant, data, device and
     number format), before any embeddings or pretraining say what they did."""
     runtime.set_seed(cfg.seed)
-    model = DecoderOnlyTransformer(cfg.model_config(prepared.tokenizer.vocab_size, device))
+    model = build_model(cfg.model_config(prepared.tokenizer.vocab_size, device))
     parameters = num_parameters(model.config)
     if describe:
         of_all = "" if cfg.parallel_pairs is None else f" (of {prepared.info['pairs']['train']:,})"
@@ -228,7 +228,7 @@ def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -
         )
     from .nn.model import ModelConfig
 
-    model = DecoderOnlyTransformer(ModelConfig.from_dict(saved["config"]["model"]))
+    model = build_model(ModelConfig.from_dict(saved["config"]["model"]))
     model.load_state_dict(ckpt_lib.inference_weights(saved))  # an older run's moving average, when it kept one
     model.to(device).eval()
     return Run(model, Tokenizer.load(tok_dir), saved["config"], int(saved["step"]), folder, words)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers import commands, pipeline
-from helpers.nn.model import num_parameters
+from helpers.nn.variants import num_parameters
 
 STEPS = 3
 

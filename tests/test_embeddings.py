@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from helpers import embeddings
-from helpers.nn.model import DecoderOnlyTransformer
+from helpers.nn import build_model
 from helpers.text.tokenizer import Tokenizer
 from helpers.training import config as C
 
@@ -37,7 +37,7 @@ def test_start_embeddings_freezes_only_the_random_frozen_start():
     models = {}
     for kind in embeddings.EMBEDDING_KINDS[:3]:
         torch.manual_seed(0)
-        models[kind] = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size))
+        models[kind] = build_model(cfg.model_config(tok.vocab_size))
         embeddings.start_embeddings(models[kind], tok, kind, sentences=sentences)
     assert models["learned"].tok_emb.weight.requires_grad and models["word2vec"].tok_emb.weight.requires_grad
     assert not models["random frozen"].tok_emb.weight.requires_grad
@@ -96,14 +96,14 @@ def test_put_word_vectors_writes_the_scaled_vectors_in_place_and_keeps_the_tie()
     tok, sentences = _toy_tokenizer()
     cfg = C.preset_config("tiny", d_model=16, n_head=2)
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size))
+    model = build_model(cfg.model_config(tok.vocab_size))
     table = model.tok_emb.weight
     n = embeddings.put_word_vectors(model, tok, embeddings.train_word2vec(tok, sentences, 16, seed=0))
     transfer = embeddings.word2vec_embeddings(tok, sentences, 16, seed=0)
     assert n == len(transfer.ids) and model.tok_emb.weight is table and model.lm_head.weight is table
     assert torch.equal(table[transfer.ids].detach(), transfer.vectors)
     torch.manual_seed(0)
-    other = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size))
+    other = build_model(cfg.model_config(tok.vocab_size))
     how = embeddings.start_embeddings(
         other, tok, "word2vec", sentences=sentences, put_word2vec=embeddings.put_word_vectors
     )

@@ -11,8 +11,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from helpers import experiments as X
 from helpers.hf.embedding_transfer import init_embeddings as reference_init_embeddings  # before any mutant replaces it
+from helpers.nn import build_model
 from helpers.nn import variants as VAR
-from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
+from helpers.nn.model import ModelConfig
 from helpers.text.data import prepare_data
 from helpers.training.config import preset_config
 
@@ -32,7 +33,7 @@ SHAPE = dict(vocab_size=40, max_len=128, n_layer=4, n_head=4, d_model=32, attent
 def test_derived_flops_equal_the_flops_torch_counts(changes, T):
     """The derivation is exact: torch's own FLOP counter agrees, once the LM head (2 T C V) is added."""
     cfg = ModelConfig(**{**SHAPE, **changes})
-    model = DecoderOnlyTransformer(cfg).eval()
+    model = build_model(cfg).eval()
     ids = torch.randint(5, 40, (2, T))
     with FlopCounterMode(display=False) as counter:  # (grad mode on: its module tracker needs it)
         model(ids, torch.tensor([T // 2, T // 3]))
@@ -150,25 +151,25 @@ def _run_variant(prepared, folder, out):
 
 
 def starting_embedding_problems(entry, prepared, folder, out, monkeypatch) -> list[str]:
-    """Train through ``entry`` with ``init_embeddings=folder``, watching pipeline.build_model: [] when the model that
+    """Train through ``entry`` with ``init_embeddings=folder``, watching pipeline.start_model: [] when the model that
     training starts from has exactly the embeddings helpers.hf.embedding_transfer.init_embeddings sets on the seeded model
     (the rows it copies changed, every other weight of the table the seeded start), the switch is recorded, and
     the run trains its 4 steps."""
     from helpers import pipeline, runtime
 
     seen = []
-    build = pipeline.build_model  # the real one, or a planted mutant
+    build = pipeline.start_model  # the real one, or a planted mutant
 
     def spy(cfg, prep, out_dir, device, **kw):
         built = build(cfg, prep, out_dir, device, **kw)
         seen.append((cfg, prep.tokenizer, device, built.model.tok_emb.weight.detach().clone(), built.transfer))
         return built
 
-    monkeypatch.setattr(pipeline, "build_model", spy)
+    monkeypatch.setattr(pipeline, "start_model", spy)
     steps, recorded, described = entry(prepared, folder, out)
     (cfg, tok, device, start, transfer), problems = seen[0], []
-    runtime.set_seed(cfg.seed)  # the seeded model build_model makes, then the rows init_embeddings writes into it
-    fresh = DecoderOnlyTransformer(cfg.model_config(tok.vocab_size, device))
+    runtime.set_seed(cfg.seed)  # the seeded model start_model makes, then the rows init_embeddings writes into it
+    fresh = build_model(cfg.model_config(tok.vocab_size, device))
     random_start = fresh.tok_emb.weight.detach().clone()
     expected = reference_init_embeddings(fresh, tok, str(folder))
     copied = (fresh.tok_emb.weight.detach() != random_start).any(1)
@@ -182,7 +183,7 @@ def starting_embedding_problems(entry, prepared, folder, out, monkeypatch) -> li
             f"{len(expected.ids)} rows to copy kept their random start"
         )
     if transfer is None or not torch.equal(transfer.ids, expected.ids):
-        problems.append(f"build_model reported {transfer!r} as the transfer, not {len(expected.ids)} rows")
+        problems.append(f"start_model reported {transfer!r} as the transfer, not {len(expected.ids)} rows")
     if described is not None and described != expected.describe():
         problems.append(f"the row says {described!r} about its embeddings")
     return problems
@@ -194,10 +195,10 @@ def test_train_and_run_variant_start_from_the_pretrained_embeddings(prepared, ti
 
 
 def _switch_ignored(real):
-    """Mutant: build_model drops cfg.init_embeddings (the switch parsed and recorded, the embeddings random)."""
+    """Mutant: start_model drops cfg.init_embeddings (the switch parsed and recorded, the embeddings random)."""
     from dataclasses import replace
 
-    return {"build_model": lambda cfg, *a, **k: real["build_model"](replace(cfg, init_embeddings=None), *a, **k)}
+    return {"start_model": lambda cfg, *a, **k: real["start_model"](replace(cfg, init_embeddings=None), *a, **k)}
 
 
 def _rows_not_written(real):
@@ -213,7 +214,7 @@ def test_the_embedding_check_fails_when_training_ignores_them(prepared, tiny_lm,
     from helpers import pipeline
     from helpers.hf import embedding_transfer
 
-    real = {"build_model": pipeline.build_model, "init_embeddings": embedding_transfer.init_embeddings}
+    real = {"start_model": pipeline.start_model, "init_embeddings": embedding_transfer.init_embeddings}
     for name, fake in mutant(real).items():
-        monkeypatch.setattr(pipeline if name == "build_model" else embedding_transfer, name, fake)
+        monkeypatch.setattr(pipeline if name == "start_model" else embedding_transfer, name, fake)
     assert starting_embedding_problems(entry, prepared, tiny_lm[0], tmp_path, monkeypatch) != []

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from helpers import pipeline
-from helpers.nn.model import num_parameters
+from helpers.nn.variants import num_parameters
 from helpers.text.batches import BucketBatcher, StaticBucketBatcher
 from helpers.training import config as C
 from tests.text.test_data import stage  # noqa: F401 (a fixture: the built-in data split, and its tokenizer)
@@ -36,7 +36,7 @@ def watch_stages(monkeypatch) -> list[tuple[str, tuple, dict, object]]:
     for module, name in (
         (data, "prepare_data"),
         (sizing, "size_for_run"),
-        (pipeline, "build_model"),
+        (pipeline, "start_model"),
         (pipeline, "fit"),
     ):
         real = getattr(module, name)
@@ -61,7 +61,7 @@ def test_train_runs_each_stage_once_and_hands_its_result_to_the_next(tmp_path, m
     overrides = {"max_tokens": 256, "valid_sentences": 8}
     # the cpu preset with a step budget: the sizing stage runs and keeps the preset's size, without measuring
     result = train_command("builtin", steps=2, out=tmp_path, preset="cpu", limit=300, overrides=overrides, stderr=err)
-    assert [c[0] for c in calls] == ["prepare_data", "size_for_run", "build_model", "fit"], "each stage once, in order"
+    assert [c[0] for c in calls] == ["prepare_data", "size_for_run", "start_model", "fit"], "each stage once, in order"
     (
         (_, _, data_kw, prepared),
         (_, size_args, _, (sized, _)),
@@ -94,9 +94,9 @@ def test_build_model_describes_what_it_built_only_when_asked(stage, capsys, cpu_
     from helpers.text import data
 
     prepared = data.prepare_data("builtin", cfg, None, limit=1500, progress=False)
-    quiet = pipeline.build_model(cfg, prepared, None, "cpu")
+    quiet = pipeline.start_model(cfg, prepared, None, "cpu")
     err = io.StringIO()
-    said = pipeline.build_model(cfg, prepared, None, "cpu", stderr=err, describe=True)
+    said = pipeline.start_model(cfg, prepared, None, "cpu", stderr=err, describe=True)
     assert capsys.readouterr().err == "" and quiet.parameters == said.parameters == num_parameters(quiet.model.config)
     line = err.getvalue()
     assert line.startswith(
@@ -107,7 +107,7 @@ def test_build_model_describes_what_it_built_only_when_asked(stage, capsys, cpu_
         f"{len(prepared.train_batcher.examples):,} training pairs; device cpu, precision fp32, Muon's iteration in {muon}."
         in line
     )
-    pipeline.build_model(
+    pipeline.start_model(
         C.preset_config("tiny", steps=1, optimizer="adamw"), prepared, None, "cpu", stderr=err, describe=True
     )
     assert err.getvalue().endswith("device cpu, precision fp32.\n")  # no Muon, nothing said of it

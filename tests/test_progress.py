@@ -8,7 +8,7 @@ import torch
 from tqdm import tqdm
 
 from helpers import progress
-from helpers.nn.model import DecoderOnlyTransformer
+from helpers.nn import build_model
 from helpers.training import config as C
 from helpers.training import train as T
 from tests.training.test_train import toy_batcher
@@ -76,7 +76,7 @@ def test_training_with_its_output_in_a_file_writes_readable_lines(monkeypatch):
     monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.0)  # every redraw a line: train redraws every 5 steps
     torch.manual_seed(0)
     cfg = C.preset_config("tiny", steps=20, eval_interval=100)
-    model = DecoderOnlyTransformer(cfg.model_config(60))
+    model = build_model(cfg.model_config(60))
     T.train(model, toy_batcher(), None, cfg, None, progress=True)
     text = err.getvalue()
     assert "\r" not in text

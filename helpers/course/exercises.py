@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import notebooks, probes
-from .executors import InProcess, Kernel  # noqa: F401  (how cells run: in this process, or in a kernel)
+from .executors import InProcess, Kernel  # how cells run: in this process, or in a kernel
 
 BEGIN, END, ONE_LINE = "# BEGIN SOLUTION", "# END SOLUTION", "# SOLUTION"
 _HEADING = re.compile(r"^#{1,6}\s+\S")

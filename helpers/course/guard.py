@@ -41,19 +41,30 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.nn.model.SelfAttention.forward",
         "helpers.nn.model.explicit_attention",
         "helpers.nn.model.fused_attention",
-        "helpers.nn.variants.scaled_scores",
+        "helpers.nn.model.scaled_scores",
+        "helpers.nn.model.SelfAttention.attend",
         "torch.nn.functional.scaled_dot_product_attention",  # the identity as values gives the weights
     ],
-    "2.3": ["helpers.nn.model.SelfAttention.forward", "helpers.nn.model.explicit_attention"],
+    "2.3": [
+        "helpers.nn.model.SelfAttention.forward",
+        "helpers.nn.model.SelfAttention.attend",
+        "helpers.nn.model.explicit_attention",
+    ],
     "2.4": ["helpers.nn.model.build_attention_mask"],
     "2.5": ["helpers.nn.model.build_attention_mask"],
     "2.6": ["helpers.nn.model.FeedForward.forward"],
     "2.7": ["helpers.nn.model.Block.forward"],
-    "2.8": ["helpers.nn.model.DecoderOnlyTransformer.forward", "helpers.nn.model.DecoderOnlyTransformer.embed"],
+    "2.8": [
+        "helpers.nn.model.DecoderOnlyTransformer.forward",
+        "helpers.nn.model.DecoderOnlyTransformer.embed",
+        "helpers.nn.model.DecoderOnlyTransformer.run_blocks",
+    ],
     "2.9": [
         "helpers.nn.model.num_parameters",
+        "helpers.nn.model.parameter_counts",
         "helpers.training.sizing.non_embedding_parameters",
         "helpers.nn.variants.num_variant_parameters",
+        "helpers.nn.variants.num_parameters",
     ],
     "2.10": ["helpers.text.batches.collate"],
     "2.11": [

@@ -3,7 +3,7 @@
 :func:`transfer_embeddings` gives each of our sentencepiece pieces the mean vector of the pieces a pretrained
 model's tokenizer cuts it into, reduced to our width by PCA; :func:`init_embeddings` loads the model
 (:func:`helpers.hf.loading.load_pretrained`) and writes those rows into our model's embedding table, as
-:func:`helpers.pipeline.build_model` does for ``cfg.init_embeddings``. :class:`EmbeddingTransfer` says what was
+:func:`helpers.pipeline.start_model` does for ``cfg.init_embeddings``. :class:`EmbeddingTransfer` says what was
 copied and what kept its random start (notebook 06 compares these starts, :mod:`helpers.embeddings`).
 """
 

@@ -5,7 +5,9 @@ position see the whole source (``<bos> French <sep>``, bidirectionally) while ta
 attend causally, so one stack of blocks does the work of an encoder and a decoder.
 
 Read top to bottom: config, mask, attention, feed-forward, block, model. Generation (greedy, beam search)
-is in :mod:`helpers.nn.generate`; ``DecoderOnlyTransformer.generate`` calls it.
+is in :mod:`helpers.nn.generate`; ``DecoderOnlyTransformer.generate`` calls it. This is the model every preset trains;
+notebook 05's research variants are built on top of it in :mod:`helpers.nn.variants`, and
+``helpers.nn.build_model(config)`` builds either from one :class:`ModelConfig`.
 Shapes in comments: B batch, T time (sequence length), C = d_model, nh heads, hs = C // nh.
 """
 
@@ -19,11 +21,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import generate as decoding
-from . import variants
 
 POSITIONAL_KINDS = ("learned", "sinusoidal", "rotary", "alibi", "none")  # the last three: notebook 05
 ATTENTION_KERNELS = ("sdpa", "explicit")  # the same attention, computed by a fused kernel or written out
 ATTENTION_KINDS = ("dot", "synthesizer")  # scaled dot product (notebook 02); synthesizer (notebook 05)
+ACTIVATIONS = ("relu2", "gelu")  # the feed-forward's non-linearity: ReLU squared (notebook 02); GELU (GPT-2's)
 
 
 @dataclass
@@ -40,11 +42,12 @@ class ModelConfig:
     # softmax written out as in notebook 02 (faster on a CPU for short sequences; returns the weights)
     attention_kernel: str = "sdpa"
     tie_weights: bool = True  # the LM head reuses the token embedding matrix
-    # notebook 05's variants (helpers.nn.variants): how scores are made, and an optional latent bottleneck
+    # notebook 05's variants, built by helpers.nn.build_model (a configuration names them; it imports nothing):
+    # how scores are made, and an optional latent bottleneck
     attention: str = "dot"  # "dot" | "synthesizer"
     bottleneck_dim: int | None = None  # m latents between a down and an up cross-attention; None = plain model
     activation: str = "relu2"  # the feed-forward's non-linearity: ReLU squared (notebook 02), or "gelu" (GPT-2's)
-    # notebook 05: the GPT-2 speedrun's levers that lost here (helpers.nn.variants): unit-RMS q and k, zero-init
+    # notebook 05: the GPT-2 speedrun's levers that lost here: unit-RMS q and k, zero-initialised projections
     qk_norm: bool = False
     zero_init: bool = False
 
@@ -87,11 +90,50 @@ class ModelConfig:
                 f"rotary positions turn pairs of channels, so d_model / n_head must be even (got {self.head_dim}): "
                 "change d_model or n_head."
             )
-        variants.check_variant(self)
+        self._check_variant_fields()
+
+    def _check_variant_fields(self) -> None:
+        """Refuse combinations that have no meaning, saying why and what to use instead."""
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation={self.activation!r} is not known: choose one of {ACTIVATIONS}.")
+        if self.attention == "synthesizer" and self.positional in ("rotary", "alibi"):
+            raise ValueError(
+                f"attention='synthesizer' has no query-key dot product for positional={self.positional!r} to act "
+                "on (its scores already index absolute positions): use positional='learned', 'sinusoidal' or 'none'."
+            )
+        if self.attention == "synthesizer" and self.qk_norm:
+            raise ValueError(
+                "qk_norm normalises queries and keys, and attention='synthesizer' has neither: use qk_norm=False with it."
+            )
+        if self.bottleneck_dim is not None:
+            m = self.bottleneck_dim
+            if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= self.max_len:
+                raise ValueError(
+                    f"bottleneck_dim must be a whole number of latents between 1 and max_len={self.max_len}, got "
+                    f"{m!r} (16 is typical; None for the plain model)."
+                )
+            if self.n_layer < 2:
+                raise ValueError(
+                    f"a bottleneck model needs n_layer >= 2 (one block down to the latents, one back up), got "
+                    f"{self.n_layer}."
+                )
+            if self.positional in ("rotary", "alibi"):
+                raise ValueError(
+                    f"positional={self.positional!r} acts on distances between positions, and latents have none: "
+                    "use positional='learned' or 'sinusoidal' with bottleneck_dim."
+                )
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_head
+
+    def variant_fields(self) -> dict:
+        """The fields set to one of notebook 05's variants, ``{name: value}``; empty for the model of notebook 02."""
+        plain = {"attention": "dot", "bottleneck_dim": None, "qk_norm": False, "zero_init": False}
+        named = {k: getattr(self, k) for k, v in plain.items() if getattr(self, k) != v}
+        if self.positional not in ("learned", "sinusoidal"):  # positions inside attention, or none at all
+            named["positional"] = self.positional
+        return named
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -114,20 +156,35 @@ def config_from_dict(cls, data: dict):
 
 
 def num_parameters(config: ModelConfig) -> int:
-    """Closed-form parameter count; equals ``sum(p.numel() for p in model.parameters())``."""
+    """Closed-form parameter count of notebook 02's model; equals ``sum(p.numel() for p in model.parameters())``.
+
+    A variant's count (notebook 05) is :func:`helpers.nn.variants.num_parameters`, which takes any configuration.
+    """
+    if config.variant_fields():
+        raise ValueError(
+            f"{config.variant_fields()} is a variant of notebook 02's model, which this formula counts: use "
+            "helpers.nn.variants.num_parameters(config), the count of what helpers.nn.build_model(config) builds."
+        )
+    return sum(parameter_counts(config).values())
+
+
+def parameter_counts(config: ModelConfig, attention: int | None = None) -> dict[str, int]:
+    """The parameters of each part of notebook 02's model: embedding, positions, blocks, final norm, head.
+
+    ``attention``: the parameters of one attention layer, when a variant replaces notebook 02's (q, k, v and the
+    output projection, with biases)."""
     V, C, F_, L = config.vocab_size, config.d_model, config.d_ff, config.n_layer
-    embedding = V * C
-    positions = config.max_len * C if config.positional == "learned" else 0  # the others are fixed or none
-    attention = variants.num_variant_parameters(config)["attention"]  # q/k/v + output projection, with biases
+    if attention is None:
+        attention = (C * 3 * C + 3 * C) + (C * C + C)  # q/k/v + output projection, with biases
     feed_forward = (C * F_ + F_) + (F_ * C + C)
     layer_norms = 2 * (2 * C)  # two LayerNorms per block, each a scale and a shift
-    head = 0 if config.tie_weights else V * C  # a tied head shares the embedding matrix
-    blocks = L * (attention + feed_forward + layer_norms)
-    if config.bottleneck_dim:  # down and up blocks: cross-attention and a third LayerNorm instead of a block
-        extra = variants.num_variant_parameters(config)
-        cross_block = extra["cross"] + feed_forward + 3 * (2 * C)
-        blocks = (L - 2) * (attention + feed_forward + layer_norms) + 2 * cross_block + extra["latents"]
-    return embedding + positions + blocks + 2 * C + head
+    return {
+        "embedding": V * C,
+        "positions": config.max_len * C if config.positional == "learned" else 0,  # the others are fixed or none
+        "blocks": L * (attention + feed_forward + layer_norms),
+        "final_norm": 2 * C,
+        "head": 0 if config.tie_weights else V * C,  # a tied head shares the embedding matrix
+    }
 
 
 def sinusoidal_table(max_len: int, d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -215,11 +272,16 @@ class LayerCache:
         self.k, self.v, self.pos = (t.index_select(0, index) for t in (self.k, self.v, self.pos))
 
 
+def scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """q k^T / sqrt(hs): (B, nh, Tq, Tk)."""
+    return (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+
+
 def explicit_attention(q, k, v, mask, dropout_p: float = 0.0):
     """softmax(q k^T / sqrt(hs)) v written out, as in notebook 02: (B, nh, T, hs), and the weights (B, nh, T, S).
 
     mask: bool (True = may read), or a float mask added to the scores (ALiBi's), or None for causal."""
-    att = variants.scaled_scores(q, k)  # (B, nh, T, S)
+    att = scaled_scores(q, k)  # (B, nh, T, S)
     mask = build_attention_mask(q.size(-2), device=q.device) if mask is None else mask
     # before the softmax, so each row still sums to 1
     att = att + mask if mask.is_floating_point() else att.masked_fill(~mask, float("-inf"))
@@ -234,6 +296,11 @@ def fused_attention(q, k, v, mask, dropout_p: float = 0.0):
 
 
 class SelfAttention(nn.Module):
+    """Multi-head self-attention: project to q, k, v, split into heads, attend, merge the heads, project.
+
+    ``keep_weights = True`` makes the layer compute the written-out softmax and keep its last weights in
+    ``last_weights`` (B, nh, T, S), as notebook 02's layer does, for plots (``attention_maps``)."""
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.n_head, self.d_model, self.dropout = config.n_head, config.d_model, config.dropout
@@ -241,27 +308,52 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model)
         self.resid_drop = nn.Dropout(config.dropout)
         self.kernel = config.attention_kernel  # "sdpa" or "explicit": the same function, computed two ways
-        self.attend = fused_attention if self.kernel == "sdpa" else explicit_attention
-        # notebook 05's variants, chosen here once: QK-norm and rotary act on q and k, ALiBi on the scores
-        self.rotate = variants.query_key_steps(config)  # no steps in notebook 02's model
-        self.score_bias = variants.score_bias(config)  # the mask as it is, in notebook 02's model
+        self.keep_weights, self.last_weights = False, None
 
-    def forward(self, x, mask=None, cache: LayerCache | None = None, positions=None, return_weights: bool = False):
-        """mask: bool, broadcastable to (B, nh, T, S); None means causal. positions: (T,) or (B, T), for
-        rotary and ALiBi only (default 0..T-1). Returns (B, T, C) [, weights (B, nh, T, S)]."""
+    def split_heads(self, x):
+        """(B, T, C) -> q, k, v, each (B, nh, T, hs)."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        q, k = self.rotate(q, k, positions)  # rotary positions, if any, before the cache
-        k_pos = positions
+        return tuple(t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+
+    def attend(self, q, k, v, mask):
+        """(B, nh, T, hs) by the layer's kernel; by the written-out softmax when the weights are kept."""
+        written_out = self.keep_weights or self.kernel == "explicit"
+        y, weights = (explicit_attention if written_out else fused_attention)(
+            q, k, v, mask, self.dropout * self.training
+        )
+        if self.keep_weights:
+            self.last_weights = weights  # (B, nh, T, S)
+        return y  # no dropout in eval: dropout * training
+
+    def merge_heads(self, y):
+        """(B, nh, T, hs) -> (B, T, C): the heads side by side again, head 0 first, then the output projection."""
+        B, nh, T, hs = y.shape
+        return self.resid_drop(self.proj(y.transpose(1, 2).contiguous().view(B, T, nh * hs)))
+
+    def forward(self, x, mask=None, cache: LayerCache | None = None, positions=None):
+        """mask: bool, broadcastable to (B, nh, T, S); None means causal. positions: (T,) or (B, T), what the
+        cache records (default 0..T-1). Returns (B, T, C)."""
+        q, k, v = self.split_heads(x)  # (B, nh, T, hs) each
         if cache is not None:  # earlier positions' keys and values come from the cache
-            k, v, k_pos = cache.extend(k, v, positions, mask)  # (B, nh, S, hs)
-        mask = self.score_bias(mask, positions, k_pos, q)  # ALiBi: its distance penalty joins the mask
-        attend = explicit_attention if return_weights else self.attend  # the weights need the written-out softmax
-        y, weights = attend(q, k, v, mask, self.dropout * self.training)  # (B, nh, T, hs); no dropout in eval
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again, head 0 first
-        y = self.resid_drop(self.proj(y))
-        return (y, weights) if return_weights else y
+            k, v, _ = cache.extend(k, v, positions, mask)  # (B, nh, S, hs)
+        return self.merge_heads(self.attend(q, k, v, mask))
+
+
+FP16_MAX = torch.finfo(torch.float16).max  # 65,504: the square of anything above 255.9 overflows in fp16
+
+
+def relu2(x: torch.Tensor) -> torch.Tensor:
+    """ReLU squared (So et al., Primer 2021; the GPT-2 speedrun's MLP): sparse like ReLU, without ReLU's kink at 0.
+
+    In fp16 (a T4's autocast) the square is taken in fp32 and capped at fp16's largest value before rounding back:
+    a pre-activation above 256 would otherwise square to inf, and one inf makes the loss NaN. Below the cap the
+    result is the same as fp16's own square (both round the exact square once); fp32 and bf16 (fp32's range) are
+    computed exactly as before.
+    """
+    if x.dtype == torch.float16:
+        return F.relu(x).float().square().clamp_(max=FP16_MAX).half()
+    return F.relu(x).square()
 
 
 class FeedForward(nn.Module):
@@ -270,38 +362,40 @@ class FeedForward(nn.Module):
         self.fc = nn.Linear(config.d_model, config.d_ff)
         self.proj = nn.Linear(config.d_ff, config.d_model)
         self.drop = nn.Dropout(config.dropout)
-        self.act = variants.relu2 if config.activation == "relu2" else F.gelu  # max(z, 0)^2, or GPT-2's z Phi(z)
+        self.act = relu2 if config.activation == "relu2" else F.gelu  # max(z, 0)^2, or GPT-2's z Phi(z)
 
     def forward(self, x):
         return self.drop(self.proj(self.act(self.fc(x))))  # same MLP at every position
 
 
 class Block(nn.Module):
-    """Pre-LayerNorm residual block: normalise, transform, add back; the residual path stays clean."""
+    """Pre-LayerNorm residual block: normalise, transform, add back; the residual path stays clean.
 
-    def __init__(self, config: ModelConfig):
+    ``attention``: the attention layer's class (notebook 05's variants pass their own)."""
+
+    def __init__(self, config: ModelConfig, attention: type[nn.Module] = SelfAttention):
         super().__init__()
         self.ln1 = nn.LayerNorm(config.d_model)
-        self.attn = SelfAttention(config) if config.attention == "dot" else variants.SynthesizerAttention(config)
+        self.attn = attention(config)
         self.ln2 = nn.LayerNorm(config.d_model)
         self.ffn = FeedForward(config)
 
-    def forward(self, x, mask=None, cache: LayerCache | None = None, positions=None, return_weights: bool = False):
-        """(B, T, C) [, the attention weights (B, nh, T, S), with return_weights]."""
-        a = self.attn(self.ln1(x), mask, cache, positions, return_weights=return_weights)
-        a, weights = a if return_weights else (a, None)
-        x = x + a
-        x = x + self.ffn(self.ln2(x))
-        return (x, weights) if return_weights else x
+    def forward(self, x, mask=None, cache: LayerCache | None = None, positions=None):
+        x = x + self.attn(self.ln1(x), mask, cache, positions)  # (B, T, C)
+        return x + self.ffn(self.ln2(x))
 
 
 class DecoderOnlyTransformer(nn.Module):
+    """Notebook 02's model. Notebook 05's variants are built on it (:mod:`helpers.nn.variants`), by
+    ``helpers.nn.build_model(config)``, which builds this class for a configuration that names none."""
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         if not isinstance(config, ModelConfig):
             raise TypeError(
                 f"DecoderOnlyTransformer needs a ModelConfig, got {type(config).__name__}: use ModelConfig(...) or ModelConfig.from_dict(d)."
             )
+        self.check_config(config)
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         self.emb_scale = 1.0
@@ -312,12 +406,7 @@ class DecoderOnlyTransformer(nn.Module):
             # as in Vaswani et al.: scale tokens up so the unit-size sin/cos do not drown them
             self.emb_scale = math.sqrt(config.d_model)
         self.drop = nn.Dropout(config.dropout)
-        if config.bottleneck_dim:  # notebook 05: the blocks live inside the bottleneck, between down and up
-            self.blocks = nn.ModuleList()
-            self.bottleneck = variants.Bottleneck(config, Block, FeedForward)
-        else:
-            self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-            self.bottleneck = None
+        self.blocks = self.make_blocks(config)
         self.ln_f = nn.LayerNorm(config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_weights:
@@ -325,8 +414,26 @@ class DecoderOnlyTransformer(nn.Module):
         self.apply(self._init_weights)
         for name, p in self.named_parameters():  # GPT-2: keep the residual stream's variance flat with depth
             if name.endswith(("attn.proj.weight", "ffn.proj.weight")):
-                # zero_init (notebook 05): the projections start at 0, so every block starts as the identity
-                nn.init.normal_(p, mean=0.0, std=0.0 if config.zero_init else 0.02 / math.sqrt(2 * config.n_layer))
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    def check_config(self, config: ModelConfig) -> None:
+        """Notebook 02's model has none of notebook 05's variant fields: those models are built on this one."""
+        if config.variant_fields():
+            raise ValueError(
+                f"{config.variant_fields()} names a research variant (notebook 05), which DecoderOnlyTransformer does "
+                "not build: use helpers.nn.build_model(config), which builds the plain model or the variant a "
+                "configuration names."
+            )
+
+    def make_blocks(self, config: ModelConfig) -> nn.ModuleList:
+        """The stack of ``n_layer`` blocks."""
+        return nn.ModuleList(Block(config) for _ in range(config.n_layer))
+
+    def run_blocks(self, x, mask, prefix_len):
+        """(B, T, C) through the stack. ``prefix_len`` is for a stack that builds its own masks (notebook 05's)."""
+        for block in self.blocks:
+            x = block(x, mask)
+        return x
 
     @staticmethod
     def _init_weights(module):
@@ -393,10 +500,7 @@ class DecoderOnlyTransformer(nn.Module):
             _check_prefix_len(prefix_len, T, batch=B)
             mask = build_attention_mask(T, prefix_len, device=input_ids.device)  # (B, 1, T, T)
         x = self.embed(input_ids, torch.arange(T, device=input_ids.device))
-        if self.bottleneck is not None:
-            x = self.bottleneck(x, prefix_len)
-        for block in self.blocks:
-            x = block(x, mask)
+        x = self.run_blocks(x, mask, prefix_len)  # (B, T, C)
         if logits_at is not None:
             x = x[self._check_logits_at(logits_at, B, T)]  # (N, C): the positions the loss reads
         return self.lm_head(self.ln_f(x))  # (B, T, vocab), or (N, vocab)
@@ -417,30 +521,26 @@ class DecoderOnlyTransformer(nn.Module):
 
     @property
     def supports_cache(self) -> bool:
-        """Whether generation can keep a key/value cache. The synthesizer and the bottleneck recompute instead:
-        the synthesizer's scores index absolute key positions (left padding would shift them), and a latent's
-        content changes as new tokens arrive, so nothing computed earlier stays valid."""
-        return self.config.attention == "dot" and self.bottleneck is None
+        """Whether generation can keep a key/value cache (notebook 05's synthesizer and bottleneck cannot)."""
+        return True
 
     @torch.no_grad()
     def attention_maps(self, input_ids: torch.Tensor, prefix_len: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Attention weights per layer, each (B, n_head, T, T), computed with an explicit softmax."""
         self._check_ids(input_ids)
-        if self.bottleneck is not None:
-            raise ValueError(
-                "attention_maps shows token-to-token attention; a bottleneck model has none (tokens attend to latents). "
-                "Use a model without bottleneck_dim, or read the cross-attention of model.bottleneck.down and .up."
-            )
         B, T = input_ids.shape
         if prefix_len is not None:
             _check_prefix_len(prefix_len, T, batch=B)
         mask = build_attention_mask(T, prefix_len, device=input_ids.device)
         x = self.embed(input_ids, torch.arange(T, device=input_ids.device))
-        maps = []
-        for block in self.blocks:
-            x, weights = block(x, mask, return_weights=True)  # (positions default to 0..T-1)
-            maps.append(weights.detach())
-        return maps
+        try:
+            for block in self.blocks:  # each layer keeps its weights, as notebook 02's does
+                block.attn.keep_weights = True
+                x = block(x, mask)  # (positions default to 0..T-1)
+        finally:
+            for block in self.blocks:
+                block.attn.keep_weights = False
+        return [block.attn.last_weights.detach() for block in self.blocks]
 
     # -- generation: helpers.nn.generate --------------------------------------------------------------
     def new_cache(self) -> list[LayerCache]:

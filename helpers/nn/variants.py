@@ -1,4 +1,9 @@
-"""The research variants of notebook 05, each a switch on :class:`helpers.nn.model.ModelConfig`.
+"""The research variants of notebook 05, built on notebook 02's model (:mod:`helpers.nn.model`).
+
+Each is a switch on :class:`helpers.nn.model.ModelConfig`, and :func:`build_model` builds what a configuration
+names: notebook 02's :class:`~helpers.nn.model.DecoderOnlyTransformer` when it names no variant, else
+:class:`VariantTransformer` (its blocks' attention replaced) or :class:`BottleneckTransformer` (its blocks moved
+between latents). The model imports nothing from here: the variants stand on it.
 
 * ``positional="rotary"`` (RoPE, Su et al. 2021): no position vector is added to the tokens; queries and keys
   are rotated by an angle proportional to their position, so their dot product depends only on the distance.
@@ -19,11 +24,20 @@ Shapes: B batch, T time, C = d_model, nh heads, hs = C // nh, m latents, L = max
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .model import (
+    Block,
+    DecoderOnlyTransformer,
+    FeedForward,
+    LayerCache,
+    ModelConfig,
+    SelfAttention,
+    parameter_counts,
+    scaled_scores,
+)
 
 # --- positions inside attention -----------------------------------------------------------------------
 
@@ -113,6 +127,25 @@ def score_bias(config) -> nn.Module:
     return ALiBi(config.n_head) if config.positional == "alibi" else MaskAsIs()
 
 
+class VariantAttention(SelfAttention):
+    """Notebook 02's attention with notebook 05's steps: QK-norm and rotary act on q and k, ALiBi on the scores."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__(config)
+        self.rotate = query_key_steps(config)
+        self.score_bias = score_bias(config)
+
+    def forward(self, x, mask=None, cache: LayerCache | None = None, positions=None):
+        """As notebook 02's; positions (T,) or (B, T) also place rotary and ALiBi (default 0..T-1)."""
+        q, k, v = self.split_heads(x)  # (B, nh, T, hs) each
+        q, k = self.rotate(q, k, positions)  # rotary positions, if any, before the cache
+        k_pos = positions
+        if cache is not None:  # earlier positions' keys and values come from the cache
+            k, v, k_pos = cache.extend(k, v, positions, mask)  # (B, nh, S, hs)
+        mask = self.score_bias(mask, positions, k_pos, q)  # ALiBi: its distance penalty joins the mask
+        return self.merge_heads(self.attend(q, k, v, mask))
+
+
 # --- the synthesizer ----------------------------------------------------------------------------------
 
 
@@ -136,8 +169,9 @@ class SynthesizerAttention(nn.Module):
         self.value = nn.Linear(C, C)  # V_i of every head
         self.proj = nn.Linear(C, C)
         self.resid_drop = nn.Dropout(config.dropout)
+        self.keep_weights, self.last_weights = False, None  # as notebook 02's attention: kept when asked
 
-    def forward(self, x, mask=None, cache=None, positions=None, return_weights: bool = False):
+    def forward(self, x, mask=None, cache=None, positions=None):
         if cache is not None:
             raise ValueError("synthesizer attention keeps no key cache: generate with use_cache=False.")
         B, T, C = x.shape
@@ -148,10 +182,11 @@ class SynthesizerAttention(nn.Module):
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()[None, None]
         att = att.float().masked_fill(~mask, float("-inf"))
         weights = F.softmax(att, dim=-1).type_as(h)
+        if self.keep_weights:
+            self.last_weights = weights  # (B, nh, T, T)
         v = self.value(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
         y = F.dropout(weights, self.dropout if self.training else 0.0) @ v
-        y = self.resid_drop(self.proj(y.transpose(1, 2).contiguous().view(B, T, C)))
-        return (y, weights) if return_weights else y
+        return self.resid_drop(self.proj(y.transpose(1, 2).contiguous().view(B, T, C)))
 
 
 # --- the Perceiver-style bottleneck ---------------------------------------------------------------------
@@ -208,12 +243,12 @@ class CrossAttention(nn.Module):
 class CrossBlock(nn.Module):
     """Pre-LN like :class:`helpers.nn.model.Block`, but the attention reads another sequence."""
 
-    def __init__(self, config, feed_forward):
+    def __init__(self, config):
         super().__init__()
         self.ln_q, self.ln_kv = nn.LayerNorm(config.d_model), nn.LayerNorm(config.d_model)
         self.attn = CrossAttention(config)
         self.ln2 = nn.LayerNorm(config.d_model)
-        self.ffn = feed_forward(config)
+        self.ffn = FeedForward(config)
 
     def forward(self, xq, xkv, mask):
         xq = xq + self.attn(self.ln_q(xq), self.ln_kv(xkv), mask)
@@ -228,14 +263,14 @@ class Bottleneck(nn.Module):
     05's Question 5.2.
     """
 
-    def __init__(self, config, block, feed_forward):
+    def __init__(self, config, attention: type[nn.Module]):
         super().__init__()
         m, C = config.bottleneck_dim, config.d_model
         self.latents = nn.Parameter(torch.randn(m, C) * 0.02)  # (m, C): learned starting vectors
         self.register_buffer("horizons", latent_horizons(m, config.max_len), persistent=False)
-        self.down = CrossBlock(config, feed_forward)
-        self.middle = nn.ModuleList(block(config) for _ in range(config.n_layer - 2))
-        self.up = CrossBlock(config, feed_forward)
+        self.down = CrossBlock(config)
+        self.middle = nn.ModuleList(Block(config, attention) for _ in range(config.n_layer - 2))
+        self.up = CrossBlock(config)
 
     def forward(self, x, prefix_len=None):
         B, T, C = x.shape
@@ -282,40 +317,6 @@ def attention_memory(config, T: int, batch: int = 1, bytes_per: int = 4) -> floa
     return float(batch * nh * cells * bytes_per)
 
 
-ACTIVATIONS = ("relu2", "gelu")  # the feed-forward's non-linearity: ReLU squared (notebook 02); GELU (GPT-2's)
-
-
-def check_variant(config) -> None:
-    """Refuse combinations that have no meaning, saying why and what to use instead."""
-    if config.attention == "synthesizer" and config.positional in ("rotary", "alibi"):
-        raise ValueError(
-            f"attention='synthesizer' has no query-key dot product for positional={config.positional!r} to act "
-            "on (its scores already index absolute positions): use positional='learned', 'sinusoidal' or 'none'."
-        )
-    if config.activation not in ACTIVATIONS:
-        raise ValueError(f"activation={config.activation!r} is not known: choose one of {ACTIVATIONS}.")
-    if config.attention == "synthesizer" and getattr(config, "qk_norm", False):
-        raise ValueError(
-            "qk_norm normalises queries and keys, and attention='synthesizer' has neither: use qk_norm=False with it."
-        )
-    if config.bottleneck_dim is not None:
-        m = config.bottleneck_dim
-        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= config.max_len:
-            raise ValueError(
-                f"bottleneck_dim must be a whole number of latents between 1 and max_len={config.max_len}, got {m!r} "
-                "(16 is typical; None for the plain model)."
-            )
-        if config.n_layer < 2:
-            raise ValueError(
-                f"a bottleneck model needs n_layer >= 2 (one block down to the latents, one back up), got {config.n_layer}."
-            )
-        if config.positional in ("rotary", "alibi"):
-            raise ValueError(
-                f"positional={config.positional!r} acts on distances between positions, and latents have none: use "
-                "positional='learned' or 'sinusoidal' with bottleneck_dim."
-            )
-
-
 def rms(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """x scaled to unit root-mean-square over its last dimension (QK-norm: no parameters, as in the GPT-2 speedrun).
 
@@ -323,27 +324,6 @@ def rms(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     without bound, so a high learning rate cannot blow the softmax up into one-hot weights.
     """
     return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps).to(x.dtype)
-
-
-FP16_MAX = torch.finfo(torch.float16).max  # 65,504: the square of anything above 255.9 overflows in fp16
-
-
-def relu2(x: torch.Tensor) -> torch.Tensor:
-    """ReLU squared (So et al., Primer 2021; the GPT-2 speedrun's MLP): sparse like ReLU, without ReLU's kink at 0.
-
-    In fp16 (a T4's autocast) the square is taken in fp32 and capped at fp16's largest value before rounding back:
-    a pre-activation above 256 would otherwise square to inf, and one inf makes the loss NaN. Below the cap the
-    result is the same as fp16's own square (both round the exact square once); fp32 and bf16 (fp32's range) are
-    computed exactly as before.
-    """
-    if x.dtype == torch.float16:
-        return F.relu(x).float().square().clamp_(max=FP16_MAX).half()
-    return F.relu(x).square()
-
-
-def scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """q k^T / sqrt(hs): (B, nh, Tq, Tk)."""
-    return (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
 
 
 def describe_variant(model_cfg) -> str:
@@ -360,3 +340,83 @@ def describe_variant(model_cfg) -> str:
     if model_cfg.activation != "relu2":
         parts.append(f"{model_cfg.activation} activation")
     return "".join(f", {p}" for p in parts)
+
+
+def num_parameters(config: ModelConfig) -> int:
+    """Closed-form parameter count of what :func:`build_model` builds from ``config``, variant or not; equals
+    ``sum(p.numel() for p in model.parameters())``."""
+    extra = num_variant_parameters(config)
+    counts = parameter_counts(config, attention=extra["attention"])
+    if config.bottleneck_dim:  # down and up blocks: cross-attention and a third LayerNorm instead of a block
+        C, block = config.d_model, counts["blocks"] // config.n_layer
+        feed_forward = block - extra["attention"] - 2 * (2 * C)
+        cross_block = extra["cross"] + feed_forward + 3 * (2 * C)
+        counts["blocks"] = (config.n_layer - 2) * block + 2 * cross_block + extra["latents"]
+    return sum(counts.values())
+
+
+# --- the models -----------------------------------------------------------------------------------------
+
+
+def attention_class(config: ModelConfig) -> type[nn.Module]:
+    """The attention layer of a variant's blocks: the synthesizer's, or notebook 02's with the variant's steps."""
+    return SynthesizerAttention if config.attention == "synthesizer" else VariantAttention
+
+
+class VariantTransformer(DecoderOnlyTransformer):
+    """Notebook 02's model with notebook 05's switches: every block's attention is the variant's
+    (:func:`attention_class`), and ``zero_init`` starts the output projections at 0 (each block the identity)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__(config)
+        if config.zero_init:  # drawn first as notebook 02's, then zeroed: the other weights stay as they were
+            for name, p in self.named_parameters():
+                if name.endswith(("attn.proj.weight", "ffn.proj.weight")):
+                    nn.init.zeros_(p)
+
+    def check_config(self, config: ModelConfig) -> None:
+        """Any configuration: :class:`helpers.nn.model.ModelConfig` refuses the combinations that mean nothing."""
+
+    def make_blocks(self, config: ModelConfig) -> nn.ModuleList:
+        return nn.ModuleList(Block(config, attention_class(config)) for _ in range(config.n_layer))
+
+    @property
+    def supports_cache(self) -> bool:
+        """The synthesizer recomputes instead: its scores index absolute key positions (left padding would shift
+        them), and a cache of keys has nothing to hold."""
+        return self.config.attention == "dot"
+
+
+class BottleneckTransformer(VariantTransformer):
+    """The blocks moved inside a :class:`Bottleneck`: down to ``bottleneck_dim`` latents, ``n_layer - 2`` blocks
+    on them, back up. Generation recomputes (a latent's content changes as new tokens arrive)."""
+
+    def make_blocks(self, config: ModelConfig) -> nn.ModuleList:
+        self.bottleneck = Bottleneck(config, attention_class(config))
+        return nn.ModuleList()  # no token-to-token blocks: they live between down and up
+
+    def run_blocks(self, x, mask, prefix_len):
+        return self.bottleneck(x, prefix_len)  # builds its own masks over latents (read_mask)
+
+    @property
+    def supports_cache(self) -> bool:
+        return False
+
+    def attention_maps(self, input_ids, prefix_len=None):
+        raise ValueError(
+            "attention_maps shows token-to-token attention; a bottleneck model has none (tokens attend to latents). "
+            "Use a model without bottleneck_dim, or read the cross-attention of model.bottleneck.down and .up."
+        )
+
+
+def build_model(config: ModelConfig) -> DecoderOnlyTransformer:
+    """The model ``config`` describes: notebook 02's :class:`DecoderOnlyTransformer` when it names no variant,
+    else the variant built on it (:class:`VariantTransformer`, :class:`BottleneckTransformer`)."""
+    if not isinstance(config, ModelConfig):
+        raise TypeError(
+            f"build_model needs a ModelConfig, got {type(config).__name__}: use ModelConfig(...) or "
+            "ModelConfig.from_dict(d)."
+        )
+    if config.bottleneck_dim:
+        return BottleneckTransformer(config)
+    return VariantTransformer(config) if config.variant_fields() else DecoderOnlyTransformer(config)

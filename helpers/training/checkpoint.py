@@ -26,13 +26,11 @@ import torch
 
 from ..run_folder import CHECKPOINT, RunFolder
 
-# the run folder's atomic writes and the refusal error live in the ground layer (the text layer writes them too);
-# checkpoints use them from there
-from ..runtime import (  # noqa: F401
+# the run folder's atomic writes and the refusal error live in the ground layer (the text layer writes them too)
+from ..runtime import (
     ConfigMismatchError,
     atomic_torch_save,
     atomic_write_text,
-    save_tokenizer_once,
 )
 
 FORMAT_VERSION = 1

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ..nn.model import DecoderOnlyTransformer, num_parameters
+from ..nn.variants import build_model, num_parameters
 from ..runtime import atomic_write_text, resolve_precision
 from ..text.batches import BucketBatcher
 from . import checkpoint as ckpt_lib
@@ -179,7 +179,7 @@ class Probe:
 
 
 def _probe(cfg: TrainConfig, examples, vocab_size: int, device, seconds: float) -> Probe:
-    model = DecoderOnlyTransformer(cfg.model_config(vocab_size, device))
+    model = build_model(cfg.model_config(vocab_size, device))
     batches = list(islice(BucketBatcher(examples, cfg.max_tokens, seed=cfg.seed), PROBE_BATCHES))
     one_pass = replace(cfg, minutes=None, steps=len(batches))
     quiet = {"device": device, "progress": False, "resume": False}
@@ -268,7 +268,7 @@ def loss_against_time(
         warmup = max(1, round(WARMUP_SHARE * expected_steps))
         c = replace(c, minutes=seconds / 60, eval_interval=every, log_interval=every, warmup_steps=warmup)
         torch.manual_seed(c.seed)  # every size starts from its own seed-0 weights, as a real run does
-        model = DecoderOnlyTransformer(c.model_config(vocab_size, device)).to(device)  # train() would, but too late
+        model = build_model(c.model_config(vocab_size, device)).to(device)  # train() would, but too late
         start, _ = evaluate_loss(model, valid_batches, device, c.precision)  # the loss at minute 0
         batcher = BucketBatcher(examples, c.max_tokens, seed=c.seed)
         result = train(model, batcher, valid_batches, c, None, device=device, progress=progress, resume=False)

@@ -26,7 +26,7 @@ from ..runtime import resolve_precision
 from . import checkpoint as ckpt_lib
 from . import distributed
 from .config import RESUMABLE_FIELDS, TrainConfig, without_deleted_levers
-from .optim import MuonWithAdamW, lr_at, make_optimizer  # noqa: F401  (notebook 03 and tests import them from here)
+from .optim import lr_at, make_optimizer
 
 # ----------------------------------------------------------------------------------------------
 # building blocks of one step

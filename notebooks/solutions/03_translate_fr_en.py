@@ -72,7 +72,7 @@
 # **The same pipeline from a terminal.** `python -m helpers train --data fra.txt --minutes 45 --preset t4
 # --out runs/fr-en` runs the same stages in order: the data steps of section 1 in one call
 # (`helpers.text.data.prepare_data`), the sizing and the model of section 2 (`helpers.training.sizing.size_for_run`,
-# `helpers.pipeline.build_model`) and the loop of section 4 (`helpers.pipeline.fit`); tests check that each gives
+# `helpers.pipeline.start_model`) and the loop of section 4 (`helpers.pipeline.fit`); tests check that each gives
 # exactly what this notebook's cells give.
 # `python -m helpers evaluate --checkpoint runs/fr-en` scores the run on both test sets and writes its metrics in the
 # layout of section 8.
@@ -171,10 +171,11 @@ from helpers import pipeline, run_folder
 from helpers.course import checks
 from helpers.course.plotting import in_live_kernel, save_figure
 from helpers.evaluation import evaluate, translation
-from helpers.nn.model import DecoderOnlyTransformer, LayerCache, build_attention_mask, num_parameters
+from helpers.nn import build_model
+from helpers.nn.model import LayerCache, build_attention_mask, num_parameters
 from helpers.text import batches, corpus, data, encoding, testsets, tokenizer
 from helpers.text import sources as text_sources  # `sources` is the French of the test set, below
-from helpers.training import checkpoint, config, train
+from helpers.training import checkpoint, config, optim, train
 
 cfg = config.preset_config(PRESET, minutes=TRAIN_MINUTES, steps=TRAIN_STEPS, seed=SEED)
 runtime.set_seed(SEED)
@@ -1095,14 +1096,16 @@ else:
     SIZING = choice.to_dict()
 
 # %% [markdown]
-# The seed is set right before the model is built, as `helpers.pipeline.build_model` (the model stage of
-# `python -m helpers train`) does, so both start from the same weights whatever the data preparation and the
-# measuring above drew from the random generators.
+# `helpers.nn.build_model` builds the model a configuration describes: notebook 02's `DecoderOnlyTransformer` here
+# (notebook 05's research variants, which a configuration may name, are built on top of it). The seed is set right
+# before the model is built, as `helpers.pipeline.start_model` (the model stage of `python -m helpers train`) does,
+# so both start from the same weights whatever the data preparation and the measuring above drew from the random
+# generators.
 
 # %%
 runtime.set_seed(SEED)
 model_cfg = cfg.model_config(tok.vocab_size, DEVICE)
-model = DecoderOnlyTransformer(model_cfg)
+model = build_model(model_cfg)
 N_PARAMS = num_parameters(model_cfg)
 print(
     f"{N_PARAMS:,} parameters: {model_cfg.n_layer} layers, d_model {model_cfg.d_model}, {model_cfg.n_head} heads, "
@@ -1362,7 +1365,7 @@ def step_run(loop_fn, cfg, vocab_size, examples, seed, steps=6):
     scaler = checks.RecordingScaler()
     with torch.random.fork_rng(devices=[]), mock.patch.object(train, "make_scaler", lambda *args, **kwargs: scaler):
         torch.manual_seed(seed)
-        model = DecoderOnlyTransformer(cfg.model_config(vocab_size, "cpu"))
+        model = build_model(cfg.model_config(vocab_size, "cpu"))
         batcher = batches.BucketBatcher(rows, max_tokens=cfg.max_tokens, shuffle=True, seed=seed)
         with tempfile.TemporaryDirectory() as out:
             result = loop_fn(model, batcher, [batches.collate(rows[:8])], small, out, device="cpu", progress=False)
@@ -1552,7 +1555,7 @@ steps_all = np.arange(1, result.steps + 1)
 fig, ax = plt.subplots(figsize=(6.5, 3))
 ax.plot(
     steps_all,
-    [train.lr_at(s - 1, cfg, result.steps) for s in steps_all],
+    [optim.lr_at(s - 1, cfg, result.steps) for s in steps_all],
     "--",
     color="grey",
     lw=1,
@@ -1564,7 +1567,7 @@ ax.set_xlabel("step")
 ax.set_ylabel("learning rate")
 zoom = ax.inset_axes([0.07, 0.1, 0.3, 0.4])  # the first steps, where the warm-up happens
 first = steps_all[: 3 * cfg.warmup_steps]
-zoom.plot(first, [train.lr_at(s - 1, cfg, result.steps) for s in first], "--", color="grey", lw=1)
+zoom.plot(first, [optim.lr_at(s - 1, cfg, result.steps) for s in first], "--", color="grey", lw=1)
 zoom.plot(
     [s for s, _ in recorded if s <= first[-1]], [lr for s, lr in recorded if s <= first[-1]], ".", color="tab:blue"
 )
@@ -1773,7 +1776,7 @@ def drawn_decoding(seed):
     g = torch.Generator().manual_seed(seed)
     small = ModelConfig(vocab_size=20, max_len=24, n_layer=2, n_head=2, d_model=32, tie_weights=False)
     with torch.random.fork_rng(devices=[]):  # building the model draws from torch's generator: not the notebook's
-        model = DecoderOnlyTransformer(small).eval()
+        model = build_model(small).eval()
     model.load_state_dict({k: torch.randn(v.shape, generator=g) for k, v in model.state_dict().items()})
     prompts, budgets = [], []
     for _ in range(8):
@@ -1831,7 +1834,7 @@ def greedy_within(model, prompt, new, budget, eos_id, tol=1e-4):
 
 def verify_greedy_decode(values, seed=0):
     """Every row against the package's generate recomputing the whole sequence at every step, on both models."""
-    trained = DecoderOnlyTransformer(ModelConfig.from_dict(values["cfg"])).eval()
+    trained = build_model(ModelConfig.from_dict(values["cfg"])).eval()
     trained.load_state_dict(values["weights"])
     sentences, (small, drawn, drawn_budgets) = [[int(i) for i in p] for p in values["prompts"]], drawn_decoding(seed)
     cases = {

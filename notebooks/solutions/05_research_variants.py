@@ -133,8 +133,9 @@ from helpers import experiments
 from helpers.course import plotting
 from helpers.evaluation import evaluate
 from helpers.hf import loading, tiny
-from helpers.nn import variants
-from helpers.nn.model import DecoderOnlyTransformer, ModelConfig, SelfAttention, build_attention_mask, num_parameters
+from helpers.nn import build_model, variants
+from helpers.nn.model import ModelConfig, SelfAttention, build_attention_mask
+from helpers.nn.variants import num_parameters
 from helpers.text import data, sources
 from helpers.training import config, pretrain
 
@@ -253,8 +254,11 @@ def verify_synthesizer(values, seed=0):
     """Against the package's layer holding the same weights; rows sum to 1, masked keys get 0, and a row is
     computed from its own token alone."""
     *_, x, _, mask = synthesizer_case(seed)
+    layer = synthesizer_layer(seed)
+    layer.keep_weights = True  # the layer keeps its last weights, as notebook 02's attention does
     with torch.no_grad():
-        _, theirs = synthesizer_layer(seed)(x, mask, return_weights=True)
+        layer(x, mask)
+    theirs = layer.last_weights
     mine, moved = values["weights"], values["moved"]
     assert tuple(mine.shape) == (2, 2, 9, 9), f"weights (B, nh, T, T) = (2, 2, 9, 9), got {tuple(mine.shape)}"
     assert torch.allclose(mine, theirs, atol=1e-6), "the notebook's synthesizer and helpers.nn.variants disagree"
@@ -295,9 +299,17 @@ causal = build_attention_mask(9)  # (1, 1, 9, 9): no source, every position caus
 swapped = x.clone()
 swapped[:, [1, 3]] = x[:, [3, 1]]
 dot_layer = SelfAttention(dot).eval()
+dot_layer.keep_weights = True  # it keeps its last weights in .last_weights, as notebook 02's layer does
+
+
+def dot_weights(z):
+    dot_layer(z, causal)
+    return dot_layer.last_weights
+
+
 heads = {
     "synthesizer": lambda z: synthesizer_weights(z, layer.w1, layer.w2, layer.b2, 2, causal),
-    "dot product": lambda z: dot_layer(z, causal, return_weights=True)[1],
+    "dot product": dot_weights,
 }
 for name, weights_of in heads.items():
     with torch.no_grad():
@@ -499,7 +511,7 @@ VARIANTS = {
 
 def leakage_report(changes: dict) -> dict:
     torch.manual_seed(1)
-    model = DecoderOnlyTransformer(ModelConfig(vocab_size=30, max_len=24, n_layer=3, n_head=2, d_model=16, **changes))
+    model = build_model(ModelConfig(vocab_size=30, max_len=24, n_layer=3, n_head=2, d_model=16, **changes))
     with torch.no_grad():
         for p in model.parameters():  # large random weights: any leak shows clearly
             if p.dim() > 1:
@@ -1740,9 +1752,7 @@ ids = torch.randint(4, 200, (2, 16))
 first = {}
 for name, switch in levers.items():
     torch.manual_seed(0)  # the same starting weights wherever the switch leaves them alone
-    lever_model = DecoderOnlyTransformer(
-        ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32, **switch)
-    )
+    lever_model = build_model(ModelConfig(vocab_size=200, max_len=32, n_layer=2, n_head=2, d_model=32, **switch))
     first[name] = lever_model(ids).detach()
     moved = (first[name] - first["default"]).abs().max()
     print(f"{name:>12}: {num_parameters(lever_model.config):>7,} parameters, logits moved by {moved:.2e}")

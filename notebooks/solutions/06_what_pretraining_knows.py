@@ -123,6 +123,7 @@ from helpers import embeddings, knowledge
 from helpers.course import plotting
 from helpers.evaluation import evaluate
 from helpers.hf import loading, tiny
+from helpers.nn import build_model
 from helpers.nn.model import DecoderOnlyTransformer
 from helpers.text import sources
 from helpers.text.data import prepare_data  # `data` names the experiment's data set in Exercise 6.5
@@ -1295,7 +1296,7 @@ def word_vector_case(seed):
 
 def word_vector_start(cfg, seed):
     """A small model whose token embeddings (tied to its output layer) hold a table drawn from `seed`."""
-    model = DecoderOnlyTransformer(cfg)
+    model = build_model(cfg)
     with torch.no_grad():
         start = torch.randn(model.tok_emb.weight.shape, generator=torch.Generator().manual_seed(seed + 1))
         model.tok_emb.weight.copy_(start * 0.02)

@@ -14,7 +14,7 @@ import torch
 from helpers import runtime
 from helpers.course import checks
 from helpers.course.notebooks import code_cells
-from helpers.nn.model import DecoderOnlyTransformer
+from helpers.nn import build_model
 from helpers.text import batches, data
 from helpers.training import config, train
 from tests.notebooks.test_notebook03 import SCALER_MISTAKES
@@ -29,7 +29,7 @@ def tiny():
 
     def fresh():
         runtime.set_seed(0)
-        model = DecoderOnlyTransformer(cfg.model_config(prepared.tokenizer.vocab_size, "cpu"))
+        model = build_model(cfg.model_config(prepared.tokenizer.vocab_size, "cpu"))
         return model, batches.BucketBatcher(prepared.train_batcher.examples[:128], max_tokens=cfg.max_tokens, seed=0)
 
     return cfg, fresh, prepared.valid_batches[:1]

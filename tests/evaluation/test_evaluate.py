@@ -14,9 +14,10 @@ import torch
 from helpers import cli, pipeline
 from helpers.evaluation import evaluate as E
 from helpers.evaluation import translation
+from helpers.nn import build_model
 from helpers.nn import generate as G
 from helpers.nn import model as M
-from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
+from helpers.nn.model import ModelConfig
 from helpers.text.sources import load_path
 
 # ----------------------------------------------------------------------------------------------
@@ -164,7 +165,7 @@ def tiny_random_lm():
     # GELU: seed 2 and std 0.5 below were chosen for this model's distributions (ReLU² squares std-0.5 activations
     # into near one-hot next tokens, where a beam and greedy agree and the checks below would have nothing to catch)
     config = ModelConfig(vocab_size=V, max_len=12, n_layer=2, n_head=2, d_model=16, activation="gelu")
-    model = DecoderOnlyTransformer(config)
+    model = build_model(config)
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() > 1:  # the default std 0.02 makes every next-token distribution nearly uniform (near-ties

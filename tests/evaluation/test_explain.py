@@ -17,7 +17,7 @@ import torch
 
 from helpers.evaluation.explain import explain_translation
 from helpers.evaluation.translation import ScratchTranslator, translate
-from helpers.nn.model import DecoderOnlyTransformer
+from helpers.nn import build_model
 from helpers.text.corpus import builtin_corpus
 from helpers.text.encoding import max_source_tokens
 from helpers.text.testsets import WordTable
@@ -32,7 +32,7 @@ def tiny():
     pairs = builtin_corpus(400, seed=3, difficulty=2)
     tok = Tokenizer.train(pairs, vocab_size=500)
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(preset_config("tiny").model_config(tok.vocab_size)).eval()
+    model = build_model(preset_config("tiny").model_config(tok.vocab_size)).eval()
     return model, tok, WordTable.from_pairs(pairs), pairs
 
 
@@ -181,7 +181,7 @@ def test_side_by_side_gives_each_model_its_own_translation_and_time(tiny):
 
     model, tok, _, pairs = tiny
     torch.manual_seed(1)
-    other = DecoderOnlyTransformer(preset_config("tiny").model_config(tok.vocab_size)).eval()
+    other = build_model(preset_config("tiny").model_config(tok.vocab_size)).eval()
     text = pairs[1][0]
     rows = side_by_side({"a": ScratchTranslator(model, tok), "b": ScratchTranslator(other, tok)}, text, beams=1)
     assert [r["model"] for r in rows] == ["a", "b"] and all(r["seconds"] > 0 for r in rows)

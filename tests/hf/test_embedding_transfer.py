@@ -14,7 +14,7 @@ import torch
 from helpers.hf.embedding_transfer import init_embeddings, transfer_embeddings
 from helpers.hf.loading import load_pretrained
 from helpers.hf.tiny import tiny_causal_lm
-from helpers.nn.model import DecoderOnlyTransformer
+from helpers.nn import build_model
 from helpers.text.data import prepare_data
 from helpers.training.config import preset_config
 
@@ -60,7 +60,7 @@ def test_init_embeddings_writes_the_rows_and_train_takes_the_switch(prepared, ti
     data, base = prepared
     folder, _ = tiny_lm
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(base.model_config(data.tokenizer.vocab_size))
+    model = build_model(base.model_config(data.tokenizer.vocab_size))
     before = model.tok_emb.weight.detach().clone()
     t = init_embeddings(model, data.tokenizer, str(folder))
     after = model.tok_emb.weight.detach()

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import cli
+from helpers import cli, runtime
 from helpers.evaluation import evaluate
 from helpers.hf import finetune, loading
 from helpers.run_folder import TEST_FILES
@@ -350,8 +350,7 @@ def test_finetune_cli_parses_and_refuses_a_missing_budget(folders, tmp_path, cap
 
 
 def test_finetune_refuses_a_scratch_run_folder(tmp_path, folders, pairs):
-    from helpers.training import checkpoint as ck
 
-    ck.atomic_torch_save({"step": 1}, tmp_path / "checkpoint.pt")
+    runtime.atomic_torch_save({"step": 1}, tmp_path / "checkpoint.pt")
     with pytest.raises(ValueError, match="scratch-model run"):
         finetune.finetune(load(folders, "causal"), pairs[:8], tmp_path, steps=1, progress=False)

@@ -9,13 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers.nn import build_model
 from helpers.nn.model import (
     DecoderOnlyTransformer,
     ModelConfig,
     build_attention_mask,
-    num_parameters,
     sinusoidal_table,
 )
+from helpers.nn.variants import num_parameters
 
 V, EOS = 23, 3
 
@@ -40,7 +41,7 @@ def make(seed: int = 0, sharp: bool = False, **overrides) -> DecoderOnlyTransfor
     torch.manual_seed(seed)
     kwargs = dict(vocab_size=V, max_len=24, n_layer=2, n_head=4, d_model=32)
     kwargs.update(overrides)
-    model = DecoderOnlyTransformer(ModelConfig(**kwargs)).eval()
+    model = build_model(ModelConfig(**kwargs)).eval()
     if sharp:
         with torch.no_grad():
             for p in model.parameters():
@@ -51,7 +52,7 @@ def make(seed: int = 0, sharp: bool = False, **overrides) -> DecoderOnlyTransfor
 
 def as_explicit(model):
     """The same weights, attention computed by the written-out softmax instead of the fused kernel."""
-    twin = DecoderOnlyTransformer(replace(model.config, attention_kernel="explicit"))
+    twin = build_model(replace(model.config, attention_kernel="explicit"))
     twin.load_state_dict(model.state_dict())
     return twin.train(model.training)
 
@@ -166,6 +167,15 @@ def test_right_padding_never_changes_real_positions(use_prefix, variant):
 def test_num_parameters_formula(overrides):
     model = make(**overrides)
     assert num_parameters(model.config) == sum(p.numel() for p in model.parameters())
+
+
+def test_the_models_own_count_refuses_a_variant_and_names_the_count_that_takes_it():
+    from helpers.nn import model as M
+
+    plain = ModelConfig(vocab_size=10, max_len=5, n_layer=1, n_head=2, d_model=4)
+    assert M.num_parameters(plain) == num_parameters(plain)
+    with pytest.raises(ValueError, match=r"helpers.nn.variants.num_parameters"):
+        M.num_parameters(replace(plain, attention="synthesizer"))
 
 
 def test_num_parameters_by_hand():
@@ -327,6 +337,94 @@ def test_forward_errors_say_what_to_do():
         model(x, 3)
     with pytest.raises(TypeError, match="needs a ModelConfig"):
         DecoderOnlyTransformer({"vocab_size": 10})
+    with pytest.raises(TypeError, match="needs a ModelConfig"):
+        build_model({"vocab_size": 10})
+
+
+# ---------------------------------------------------------------------------------------------
+# notebook 02's model, and the variants built on it by build_model
+
+
+@pytest.mark.parametrize("name", [n for n in VARIANTS if n != "vanilla"] + ["qk-norm", "zero-init"])
+def test_the_plain_model_refuses_a_variants_fields_naming_build_model(name):
+    fields = {**VARIANTS, "qk-norm": {"qk_norm": True}, "zero-init": {"zero_init": True}}[name]
+    cfg = ModelConfig(**{**dict(vocab_size=V, max_len=24, n_layer=3, n_head=4, d_model=32), **fields})
+    with pytest.raises(ValueError, match=r"names a research variant.*helpers.nn.build_model\(config\)"):
+        DecoderOnlyTransformer(cfg)
+    built = build_model(cfg)
+    assert isinstance(built, DecoderOnlyTransformer) and type(built) is not DecoderOnlyTransformer
+
+
+@pytest.mark.parametrize("fields", [{}, {"positional": "sinusoidal"}, {"activation": "gelu", "tie_weights": False}])
+def test_build_model_builds_the_plain_class_for_notebook_02s_configurations(fields):
+    cfg = ModelConfig(vocab_size=V, max_len=24, n_layer=2, n_head=4, d_model=32, **fields)
+    assert type(build_model(cfg)) is DecoderOnlyTransformer and cfg.variant_fields() == {}
+    torch.manual_seed(0)
+    a = build_model(cfg)
+    torch.manual_seed(0)
+    b = DecoderOnlyTransformer(cfg)
+    assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in a.state_dict())
+
+
+def model_source_problems(source: str) -> list[str]:
+    """What breaks the layering of helpers/nn/model.py: an import of any helpers.nn module but generate, a
+    Block.forward over 3 lines, a forward that returns a tuple. [] when none."""
+    import ast
+
+    tree, problems = ast.parse(source), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module not in ("generate",):
+            if node.module is not None or any(a.name != "generate" for a in node.names):
+                problems.append(f"imports .{node.module or ''} {[a.name for a in node.names]}")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("helpers.nn"):
+            problems.append(f"imports {node.module}")
+        if isinstance(node, ast.ClassDef):
+            for fn in node.body:
+                if not (isinstance(fn, ast.FunctionDef) and fn.name == "forward"):
+                    continue
+                if node.name == "Block":
+                    body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) else fn.body  # a docstring is no line
+                    lines = sum(stmt.end_lineno - stmt.lineno + 1 for stmt in body)
+                    if lines > 3:
+                        problems.append(f"Block.forward has {lines} lines")
+                for ret in ast.walk(fn):
+                    if isinstance(ret, ast.Return) and isinstance(ret.value, (ast.Tuple, ast.IfExp)):
+                        problems.append(f"{node.name}.forward returns {ast.unparse(ret.value)}")
+    return problems
+
+
+def test_the_model_imports_nothing_of_the_variants_and_no_forward_returns_a_tuple():
+    from pathlib import Path
+
+    from helpers.nn import model as M
+
+    source = Path(M.__file__).read_text(encoding="utf-8")
+    assert model_source_problems(source) == []
+    # controls: each way the layering broke before
+    assert model_source_problems(source + "\nfrom . import variants\n") != []
+    assert model_source_problems(source + "\nfrom .variants import relu2\n") != []
+    tuple_return = "class A:\n    def forward(self, x, w=False):\n        return (x, 1) if w else x\n"
+    assert model_source_problems(tuple_return) != []
+    long_block = (
+        "class Block:\n    def forward(self, x):\n        a = x\n        b = a\n        c = b\n        return c\n"
+    )
+    assert model_source_problems(long_block) != []
+
+
+def test_attention_keeps_its_last_weights_when_asked_and_computes_the_same_output():
+    model = make()
+    attn = model.blocks[0].attn
+    x = torch.randn(2, 6, 32)
+    mask = build_attention_mask(6, torch.tensor([2, 3]))
+    plain = attn(x, mask)
+    assert attn.last_weights is None  # not asked: the fused kernel, nothing kept
+    attn.keep_weights = True
+    kept = attn(x, mask)
+    assert torch.allclose(plain, kept, atol=1e-6) and attn.last_weights.shape == (2, 4, 6, 6)
+    assert torch.allclose(attn.last_weights.sum(-1), torch.ones(2, 4, 6), atol=1e-6)
+    maps = model.attention_maps(torch.randint(0, V, (2, 6)), torch.tensor([2, 3]))
+    assert all(not b.attn.keep_weights for b in model.blocks)  # attention_maps asks, then stops asking
+    assert [tuple(m.shape) for m in maps] == [(2, 4, 6, 6)] * 2
 
 
 def test_dropout_is_used_in_training_only():
@@ -362,8 +460,11 @@ def test_synthesizer_scores_come_from_the_query_alone():
     y[0, 2] = (y[0, 2] + 1) % V
     blk = model.blocks[0]
     hx, hy = (blk.ln1(model.embed(t, torch.arange(8))) for t in (x, y))
-    _, wx = blk.attn(hx, return_weights=True)
-    _, wy = blk.attn(hy, return_weights=True)
+    blk.attn.keep_weights = True
+    blk.attn(hx)
+    wx = blk.attn.last_weights
+    blk.attn(hy)
+    wy = blk.attn.last_weights
     assert torch.allclose(wx[:, :, 3:], wy[:, :, 3:]) and not torch.allclose(wx[:, :, 2], wy[:, :, 2])
     assert torch.allclose(wx.sum(-1), torch.ones(1, 4, 8)) and (wx.triu(1) == 0).all()
 

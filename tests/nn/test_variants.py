@@ -6,16 +6,19 @@ Each check is written so that a plausible mistake fails it; the comment above ea
 from __future__ import annotations
 
 import math
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
 
+from helpers.nn import build_model
 from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
 
 
 def tiny_model(**kw) -> DecoderOnlyTransformer:
     """Two blocks of width 8 over 20 tokens: a model built in milliseconds (tests/training/test_optim.py too)."""
-    return DecoderOnlyTransformer(ModelConfig(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=8, **kw))
+    return build_model(ModelConfig(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=8, **kw))
 
 
 def test_qk_norm_bounds_the_scores_and_changes_the_function():
@@ -63,3 +66,55 @@ def test_untied_head_has_its_own_matrix_and_counts_it():
     assert model.lm_head.weight is not model.tok_emb.weight
     assert sum(p.numel() for p in model.parameters()) == num_parameters(model.config)
     assert not math.isnan(float(model(torch.randint(3, 20, (1, 4))).sum()))
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoints written before the variants were built on the model (commit 12dca60) still load and resume
+
+OLD_CHECKPOINTS = Path(__file__).parent / "checkpoints_12dca60"  # how they were made: its README.md
+OLD_RUNS = {  # folder: (the train switches it was made with, the class build_model must build)
+    "plain": ({}, "DecoderOnlyTransformer"),
+    "synth": ({"attention": "synthesizer"}, "VariantTransformer"),
+    "neck": ({"bottleneck_dim": 8}, "BottleneckTransformer"),
+    "alibi": ({"positional": "alibi", "qk_norm": True}, "VariantTransformer"),
+    "rotary": ({"positional": "rotary", "zero_init": True}, "VariantTransformer"),
+}
+
+
+@pytest.mark.training
+@pytest.mark.parametrize("name", list(OLD_RUNS))
+def test_a_checkpoint_of_the_earlier_format_loads_translates_and_resumes(name, tmp_path):
+    from helpers import pipeline
+    from helpers.commands import train_command
+    from helpers.training import checkpoint as ck
+    from helpers.training import config as C
+    from helpers.training import optim
+
+    switches, cls = OLD_RUNS[name]
+    folder = tmp_path / name
+    shutil.copytree(OLD_CHECKPOINTS / name, folder)
+    saved = ck.load_checkpoint(folder / "checkpoint.pt")
+    run = pipeline.load_run(folder)
+    assert type(run.model).__name__ == cls and saved["step"] == 4
+    # every saved tensor is in the model, under its old name, with its old value
+    now = run.model.state_dict()
+    assert set(now) == set(saved["model"]) and all(torch.equal(now[k], v) for k, v in saved["model"].items())
+    assert len(run.translator.translate(["je suis content ."], beams=2)) == 1
+    # the optimiser's state is stored by parameter order: each moment must land on a parameter of its own shape
+    cfg = C.TrainConfig.from_dict(saved["config"]["train"])
+    opt = optim.make_optimizer(run.model, cfg, "cpu")
+    opt.load_state_dict(saved["optimizer"])
+    inner = getattr(opt, "optimizers", [opt])
+    misplaced = [
+        (tuple(p.shape), tuple(st["exp_avg"].shape))
+        for o in inner
+        for g in o.param_groups
+        for p in g["params"]
+        if (st := o.state.get(p)) and "exp_avg" in st and st["exp_avg"].shape != p.shape
+    ]
+    assert misplaced == [], "the optimiser's saved moments land on parameters of another shape"
+    # resume: the optimiser's state goes back onto the same parameters, in the same order, and two more steps run
+    result = train_command(
+        "builtin", steps=6, out=folder, preset="tiny", seed=3, overrides=switches, progress=False, dev_score=False
+    )
+    assert result.resumed_from == 4 and result.steps == 6

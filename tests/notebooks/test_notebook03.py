@@ -1,13 +1,13 @@
 """Notebook 03: its outputs for the report, its checks catch the mistakes they name, its cells are the stages of
 ``train`` (data cells == ``text.data.prepare_data``, sizing == ``training.sizing.size_for_run``, model ==
-``pipeline.build_model``) and its training loop is helpers.training.train.train, which ``pipeline.fit`` runs (defined
+``pipeline.start_model``) and its training loop is helpers.training.train.train, which ``pipeline.fit`` runs (defined
 once, proven equal).
 
 The notebook runs once in-process in quick mode (tiny preset, built-in corpus). Each check is then
 called with a deliberately broken input, or re-run with one piece of ``TrainingRun``'s resume replaced
 by a plausible mistake (the optimizer not restored, the random state not restored, ...), and must raise
 AssertionError; with the real code it passes. The parity tests (data cells == ``prepare_data``, model cell ==
-``pipeline.build_model``, loop == ``helpers.training.train.train``) are shown to be sensitive by re-executing a
+``pipeline.start_model``, loop == ``helpers.training.train.train``) are shown to be sensitive by re-executing a
 notebook cell with one line changed.
 The resume check lives here, not in the notebook: it is test infrastructure, run on the notebook's loop.
 """
@@ -29,7 +29,8 @@ from helpers.course import checks, exercises
 from helpers.course.notebooks import code_cells
 from helpers.evaluation import evaluate as E
 from helpers.evaluation import translation
-from helpers.nn.model import DecoderOnlyTransformer, build_attention_mask, num_parameters
+from helpers.nn import build_model
+from helpers.nn.model import build_attention_mask, num_parameters
 from helpers.text import data as D
 from helpers.text.batches import BucketBatcher, collate
 from helpers.text.tokenizer import PAD_ID, tokenizer_for
@@ -529,12 +530,12 @@ def test_a_resumed_notebook_reuses_the_run_folders_tokenizer_and_refuses_another
     again = run_data_cells(nb, tmp_path / "run")  # the notebook run again on the same folder: a resume
     assert again["tok"].model_proto == env["tok"].model_proto, "a resumed run must reuse the tokenizer"
     bigger = replace(env["cfg"], vocab_size=env["cfg"].vocab_size + 100)
-    with pytest.raises(ck.ConfigMismatchError, match="vocab_size=400"):
+    with pytest.raises(runtime.ConfigMismatchError, match="vocab_size=400"):
         tokenizer_for(env["splits"].train, bigger, tmp_path / "run")
 
 
 # ---------------------------------------------------------------------------------------------
-# the model stage: the notebook's sizing and model cells are the stages train runs (size_for_run, build_model)
+# the model stage: the notebook's sizing and model cells are the stages train runs (size_for_run, start_model)
 
 
 def test_the_notebooks_sizing_cell_is_the_sizing_stage_of_train(nb, monkeypatch):
@@ -551,7 +552,7 @@ def test_the_notebooks_sizing_cell_is_the_sizing_stage_of_train(nb, monkeypatch)
     assert env["cfg"] is sized and env["SIZING"] == {"chosen": 3}
 
 
-MODEL_CELL = "model = DecoderOnlyTransformer(model_cfg)"
+MODEL_CELL = "model = build_model(model_cfg)"
 
 
 def run_model_cell(nb, tokenizer, old: str | None = None, new: str | None = None) -> dict:
@@ -570,14 +571,14 @@ def weights_differ(mine: torch.nn.Module, theirs: torch.nn.Module) -> list[str]:
     return [k for k in b if k not in a or not torch.equal(a[k], b[k])] + [k for k in a if k not in b]
 
 
-def test_the_notebooks_model_cell_builds_the_weights_build_model_builds(nb, packaged):
+def test_the_notebooks_model_cell_builds_the_weights_start_model_builds(nb, packaged):
     env = run_model_cell(nb, packaged.tokenizer)
-    built = pipeline.build_model(env["cfg"], packaged, None, env["DEVICE"])
-    assert weights_differ(env["model"], built.model) == [], "the notebook's first weights differ from build_model's"
+    built = pipeline.start_model(env["cfg"], packaged, None, env["DEVICE"])
+    assert weights_differ(env["model"], built.model) == [], "the notebook's first weights differ from start_model's"
     assert env["N_PARAMS"] == num_parameters(built.model.config)
 
 
-MODEL_MISTAKES = {  # a plausible slip in the model cell: the weights must then differ from build_model's
+MODEL_MISTAKES = {  # a plausible slip in the model cell: the weights must then differ from start_model's
     "seeded with another seed": ("runtime.set_seed(SEED)", "runtime.set_seed(SEED + 1)"),
     "not seeded right before building": ("runtime.set_seed(SEED)", "pass"),
     "another vocabulary size": ("cfg.model_config(tok.vocab_size, DEVICE)", "cfg.model_config(tok.vocab_size + 1, DEVICE)"),
@@ -587,7 +588,7 @@ MODEL_MISTAKES = {  # a plausible slip in the model cell: the weights must then 
 @pytest.mark.parametrize("mistake", list(MODEL_MISTAKES))
 def test_model_comparison_notices_a_changed_model_cell(nb, packaged, mistake):
     env = run_model_cell(nb, packaged.tokenizer, *MODEL_MISTAKES[mistake])
-    built = pipeline.build_model(env["cfg"], packaged, None, env["DEVICE"])
+    built = pipeline.start_model(env["cfg"], packaged, None, env["DEVICE"])
     assert weights_differ(env["model"], built.model) != []
 
 
@@ -629,7 +630,7 @@ def check_resume(loop_fn, examples, vocab_size, workdir, steps=RESUME_STEPS):
 
     def fresh(seed=SEED):
         runtime.set_seed(seed)
-        model = DecoderOnlyTransformer(rcfg.model_config(vocab_size))
+        model = build_model(rcfg.model_config(vocab_size))
         return model, BucketBatcher(small, max_tokens=rcfg.max_tokens, seed=SEED)
 
     straight, batcher = fresh()
@@ -655,7 +656,7 @@ def check_resume(loop_fn, examples, vocab_size, workdir, steps=RESUME_STEPS):
     other, batcher = fresh()
     try:
         loop_fn(other, batcher, valid, replace(rcfg, lr=2 * rcfg.lr), workdir / "cut", progress=False)
-    except ck.ConfigMismatchError as err:
+    except runtime.ConfigMismatchError as err:
         assert "train.lr" in str(err), f"the refusal does not name the field that differs: {err}"
     else:
         raise AssertionError("a checkpoint made with another learning rate was resumed")
@@ -746,7 +747,7 @@ def test_the_notebook_scores_are_sacrebleu_on_its_translations(ns):
 def test_checkpoint_check_fails_on_other_weights_or_step(ns):
     model, run_dir, steps = ns["model"], ns["RUN_DIR"], ns["result"].steps
     ns["check_checkpoint_is_model"](model, run_dir, steps)
-    other = DecoderOnlyTransformer(ns["model_cfg"])
+    other = build_model(ns["model_cfg"])
     other.load_state_dict(model.state_dict())
     with torch.no_grad():
         other.ln_f.weight.add_(1e-3)
@@ -771,7 +772,7 @@ def parity_data():
 
 def _fresh(cfg, prepared, seed=0):
     runtime.set_seed(seed)
-    model = DecoderOnlyTransformer(cfg.model_config(prepared.tokenizer.vocab_size))
+    model = build_model(cfg.model_config(prepared.tokenizer.vocab_size))
     batcher = BucketBatcher(prepared.train_batcher.examples, max_tokens=cfg.max_tokens, seed=0)
     return model, batcher
 

@@ -397,10 +397,11 @@ class TinyGRU(nn.Module):
 
 def tiny_model(vocab: int, max_len: int) -> nn.Module:
     try:
-        from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
+        from helpers.nn import build_model
+        from helpers.nn.model import ModelConfig
     except ImportError:
         return TinyGRU(vocab)
-    return DecoderOnlyTransformer(ModelConfig(vocab_size=vocab, max_len=max_len, n_layer=2, n_head=2, d_model=32))
+    return build_model(ModelConfig(vocab_size=vocab, max_len=max_len, n_layer=2, n_head=2, d_model=32))
 
 
 def train_losses(pairs, steps: int = 150, seed: int = 0) -> list[float]:

@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from helpers import cli, runtime
-from helpers.nn.model import DecoderOnlyTransformer
+from helpers.nn import build_model
 from helpers.training import checkpoint as ck
 from helpers.training import config as C
+from helpers.training import optim
 from helpers.training import train as T
 from tests.training.test_train import toy_batcher, toy_valid  # noqa: E402  (toy batches of random ids)
 
@@ -27,7 +28,7 @@ from tests.training.test_train import toy_batcher, toy_valid  # noqa: E402  (toy
 def _tiny_model(vocab=60, seed=0, **kw):
     torch.manual_seed(seed)
     cfg = C.preset_config("tiny", **kw)
-    return DecoderOnlyTransformer(cfg.model_config(vocab)), cfg
+    return build_model(cfg.model_config(vocab)), cfg
 
 
 # ----------------------------------------------------------------------------------------------
@@ -44,7 +45,7 @@ def test_rng_state_round_trip_restores_every_generator():
 
 
 def test_rng_state_survives_weights_only_load(tmp_path):
-    path = ck.atomic_torch_save({"rng": ck.rng_state()}, tmp_path / "r.pt")
+    path = runtime.atomic_torch_save({"rng": ck.rng_state()}, tmp_path / "r.pt")
     loaded = torch.load(path, weights_only=True)["rng"]
     a = torch.rand(2)
     ck.set_rng_state(loaded)
@@ -59,7 +60,7 @@ def test_rng_state_survives_weights_only_load(tmp_path):
 
 def test_checkpoint_loads_with_weights_only(tmp_path):
     model, cfg = _tiny_model()
-    opt = T.make_optimizer(model, cfg, "cpu")
+    opt = optim.make_optimizer(model, cfg, "cpu")
     ck.save_checkpoint(
         tmp_path,
         model=model,
@@ -194,13 +195,13 @@ def test_resume_with_a_different_config_is_refused_naming_the_field(tmp_path):
     model, cfg = _tiny_model(steps=4)
     T.train(model, toy_batcher(), toy_valid(), cfg, tmp_path, progress=False)
     model2, cfg2 = _tiny_model(steps=8, lr=5e-3)
-    with pytest.raises(ck.ConfigMismatchError) as err:
+    with pytest.raises(runtime.ConfigMismatchError) as err:
         T.train(model2, toy_batcher(), toy_valid(), cfg2, tmp_path, progress=False)
     text = str(err.value)
     assert "train.lr: 0.003 in the checkpoint, 0.005 now" in text
     assert "train.steps" not in text  # a longer budget is a resume, not a different run
     model3, cfg3 = _tiny_model(steps=8, d_model=48, n_head=2)
-    with pytest.raises(ck.ConfigMismatchError, match="model.d_model: 32 in the checkpoint, 48 now"):
+    with pytest.raises(runtime.ConfigMismatchError, match="model.d_model: 32 in the checkpoint, 48 now"):
         T.train(model3, toy_batcher(), toy_valid(), cfg3, tmp_path, progress=False)
 
 
@@ -212,7 +213,7 @@ def _as_written_before_the_levers_were_deleted(folder, ema=None, **levers):
     config = json.loads(raw["config"])
     config["train"].update({"subword_alpha": None, "ema_decay": None, "concat_pairs": 0.0, **levers})
     raw["config"], raw["ema"] = json.dumps(config), ema
-    ck.atomic_torch_save(raw, folder / "checkpoint.pt")
+    runtime.atomic_torch_save(raw, folder / "checkpoint.pt")
     return raw
 
 
@@ -235,7 +236,7 @@ def test_a_checkpoint_trained_with_a_deleted_lever_is_refused_naming_it_and_the_
     _as_written_before_the_levers_were_deleted(tmp_path, **lever)
     [(name, value)] = lever.items()
     model2, cfg2 = _tiny_model(steps=6)
-    with pytest.raises(ck.ConfigMismatchError, match=rf"{name}={value!r}: a lever .* commit a224218"):
+    with pytest.raises(runtime.ConfigMismatchError, match=rf"{name}={value!r}: a lever .* commit a224218"):
         T.train(model2, toy_batcher(), toy_valid(), cfg2, tmp_path, progress=False)
     off = {"train": {"lr": 1.0, **C.DELETED_LEVERS}, "model": {"d_model": 8}}
     assert C.without_deleted_levers(off) == {"train": {"lr": 1.0}, "model": {"d_model": 8}}
@@ -364,7 +365,7 @@ def optimizer_tensors(saved: dict) -> dict[str, torch.Tensor]:
 def test_optimizer_tensors_finds_both_optimisers_moments():
     model = torch.nn.Sequential(torch.nn.Embedding(10, 8), torch.nn.Linear(8, 8))  # Muon takes the Linear's matrix
     for optimizer in ("muon", "adamw"):
-        opt = T.make_optimizer(model, C.preset_config("tiny", optimizer=optimizer), "cpu")
+        opt = optim.make_optimizer(model, C.preset_config("tiny", optimizer=optimizer), "cpu")
         model(torch.tensor([[1, 2]])).sum().backward()
         opt.step()
         keys = {k.rsplit("/", 1)[-1] for k in optimizer_tensors(opt.state_dict())}
@@ -375,7 +376,7 @@ def test_optimizer_tensors_finds_both_optimisers_moments():
 
 def test_a_tokenizer_from_another_configuration_is_refused(tmp_path, pairs_file):
     cli.train_command(str(pairs_file), None, None, 2, tmp_path, "tiny", 0, progress=False)
-    with pytest.raises(ck.ConfigMismatchError, match="vocab_size=400, .* asks for vocab_size=450"):
+    with pytest.raises(runtime.ConfigMismatchError, match="vocab_size=400, .* asks for vocab_size=450"):
         cli.train_command(
             str(pairs_file), None, None, 2, tmp_path, "tiny", 0, overrides={"vocab_size": 450}, progress=False
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.nn.model import DecoderOnlyTransformer
+from helpers.nn import build_model
 from helpers.text.batches import BucketBatcher, StaticBucketBatcher
 from helpers.text.corpus import builtin_corpus
 from helpers.text.encoding import encode_pairs
@@ -32,7 +32,7 @@ def _train(examples, batcher, **cfg_kw):
     ex, vocab = examples
     cfg = preset_config("tiny", steps=12, dropout=0.0, **cfg_kw)
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(cfg.model_config(vocab, "cpu"))
+    model = build_model(cfg.model_config(vocab, "cpu"))
     T.train(model, batcher, None, cfg, None, device="cpu", progress=False)
     return model
 
@@ -77,7 +77,7 @@ def test_the_benchmark_counts_the_same_flops_for_a_compiled_model(examples):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     ex, vocab = examples
-    model = DecoderOnlyTransformer(preset_config("tiny").model_config(vocab, "cpu"))
+    model = build_model(preset_config("tiny").model_config(vocab, "cpu"))
     compiled = T.compiled(model, "aot_eager")
     batch = next(iter(BucketBatcher(ex, 512, seed=1)))
     blocks = sum(p.numel() for n, p in model.named_parameters() if n.startswith("blocks.") and p.dim() == 2)

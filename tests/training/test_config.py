@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from helpers import runtime
-from helpers.nn.model import DecoderOnlyTransformer
+from helpers.nn import build_model
 from helpers.training import config as C
 from helpers.training import train as T
 from helpers.training.config import PRESETS
@@ -31,7 +31,7 @@ def test_attention_kernel_is_a_configuration_field_chosen_per_device_and_compute
         100
     ).attention_kernel == ("explicit")  # every preset chooses per device
     model, tcfg = tiny(attention_kernel="sdpa")
-    explicit = DecoderOnlyTransformer(replace(model.config, attention_kernel="explicit"))
+    explicit = build_model(replace(model.config, attention_kernel="explicit"))
     explicit.load_state_dict(model.state_dict())
     assert all(b.attn.kernel == "explicit" for b in explicit.blocks) and all(
         b.attn.kernel == "sdpa" for b in model.blocks

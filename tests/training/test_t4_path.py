@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers import runtime
-from helpers.nn import variants
+from helpers.nn.model import relu2
 from helpers.training import optim
 from helpers.training import train as T
 from helpers.training.config import PRESETS, preset_config
@@ -178,10 +178,10 @@ def test_the_t4_preset_trains_in_fp16_on_real_batches_without_inf_or_nan(tmp_pat
     with pytest.raises(AssertionError, match=r"inf/NaN in the forward pass: first in blocks\.0\.ffn"):
         control.check()
     # the same inputs through the package's ReLU²: its square does not overflow (it saturates at 65,504)
-    bad.blocks[0].ffn.act = variants.relu2
+    bad.blocks[0].ffn.act = relu2
     with torch.no_grad():
         x = bad.blocks[0].ffn.fc(bad.blocks[0].ln2(bad.tok_emb(batches[0].input_ids))).half()
-    assert float(x.max()) > 256 and torch.isfinite(variants.relu2(x)).all()
+    assert float(x.max()) > 256 and torch.isfinite(relu2(x)).all()
 
 
 def _valid_batches(tmp_path):
@@ -202,7 +202,7 @@ def test_the_t4_preset_fp16_forward_stays_finite_over_hundreds_of_training_steps
     is shortened to 100 steps so that most steps run at the peak learning rate, where the weights grow fastest (the
     preset's own 1,000-step warm-up would keep all of them below it): a harsher test. ``T4_LAYERS`` (default 2) and
     ``T4_STEPS`` (default 400) change the depth and the length."""
-    from helpers.nn.model import DecoderOnlyTransformer
+    from helpers.nn import build_model
     from helpers.text.data import prepare_data
 
     layers, steps = int(os.environ.get("T4_LAYERS", "2")), int(os.environ.get("T4_STEPS", "400"))
@@ -212,7 +212,7 @@ def test_the_t4_preset_fp16_forward_stays_finite_over_hundreds_of_training_steps
     )  # fmt: skip
     prepared = prepare_data("builtin", cfg, None, limit=4000, progress=False)
     runtime.set_seed(0)
-    model = DecoderOnlyTransformer(cfg.model_config(prepared.tokenizer.vocab_size, "cpu"))
+    model = build_model(cfg.model_config(prepared.tokenizer.vocab_size, "cpu"))
     probe = prepared.valid_batches[:2]
     t0 = time.perf_counter()
     probes = []  # (step, watch)
@@ -251,11 +251,11 @@ def test_the_t4_preset_fp16_forward_stays_finite_over_hundreds_of_training_steps
 def test_relu2_is_unchanged_in_fp32_and_bf16_and_cannot_overflow_in_fp16():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(4096, generator=g) * 100  # a few hundred: many above 256
-    assert torch.equal(variants.relu2(x), F.relu(x).square())  # fp32 bit for bit
+    assert torch.equal(relu2(x), F.relu(x).square())  # fp32 bit for bit
     xb = x.bfloat16()
-    assert torch.equal(variants.relu2(xb), F.relu(xb).square())
+    assert torch.equal(relu2(xb), F.relu(xb).square())
     xh = x.half()
-    plain, safe = unsafe_relu2(xh), variants.relu2(xh)
+    plain, safe = unsafe_relu2(xh), relu2(xh)
     assert safe.dtype == torch.float16 and torch.isfinite(safe).all()
     assert not torch.isfinite(plain).all()  # the control: fp16's own square overflows above 256
     ok = torch.isfinite(plain)
@@ -268,10 +268,10 @@ def test_relu2_is_unchanged_in_fp32_and_bf16_and_cannot_overflow_in_fp16():
     with torch.autocast("cpu", dtype=torch.float16):
         h = ffn(torch.ones(1, 4))  # 400 per unit
         assert h.dtype == torch.float16
-        assert torch.isfinite(variants.relu2(h)).all() and not torch.isfinite(unsafe_relu2(h)).all()
+        assert torch.isfinite(relu2(h)).all() and not torch.isfinite(unsafe_relu2(h)).all()
     # the gradient stays finite too
     xg = xh.clone().requires_grad_()
-    variants.relu2(xg).sum().backward()
+    relu2(xg).sum().backward()
     assert torch.isfinite(xg.grad).all()
 
 
@@ -361,16 +361,16 @@ def test_muon_state_dicts_load_across_ours_and_torchs():
 
 
 def test_make_optimizer_picks_the_newton_schulz_dtype_from_the_device(monkeypatch):
-    from helpers.nn.model import DecoderOnlyTransformer
+    from helpers.nn import build_model
 
     cfg = preset_config("tiny", optimizer="muon")
-    opt = optim.make_optimizer(DecoderOnlyTransformer(cfg.model_config(60)), cfg, "cpu")
+    opt = optim.make_optimizer(build_model(cfg.model_config(60)), cfg, "cpu")
     assert opt.optimizers[0].ns_dtype == optim.newton_schulz_dtype("cpu")
     monkeypatch.setenv(runtime.CPU_BF16_VARIABLE, "0")
     assert optim.newton_schulz_dtype("cpu") == torch.float32  # bf16 emulated on this CPU: 60x slower than fp32
     monkeypatch.setenv(runtime.CPU_BF16_VARIABLE, "1")
     assert optim.newton_schulz_dtype("cpu") == torch.bfloat16
-    assert optim.make_optimizer(DecoderOnlyTransformer(cfg.model_config(60)), cfg, "cpu").optimizers[0].ns_dtype == (
+    assert optim.make_optimizer(build_model(cfg.model_config(60)), cfg, "cpu").optimizers[0].ns_dtype == (
         torch.bfloat16
     )
     for capability, want in (((7, 5), torch.float16), ((8, 0), torch.bfloat16), ((9, 0), torch.bfloat16)):

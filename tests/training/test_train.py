@@ -9,9 +9,10 @@ import torch
 import torch.nn.functional as F
 
 from helpers import runtime
-from helpers.nn.model import DecoderOnlyTransformer
+from helpers.nn import build_model
 from helpers.training import checkpoint as ck
 from helpers.training import config as C
+from helpers.training import optim
 from helpers.training import train as T
 
 # ----------------------------------------------------------------------------------------------
@@ -39,7 +40,7 @@ def toy_valid(vocab: int = 60):
 def tiny(vocab=60, seed=0, **kw):
     torch.manual_seed(seed)
     cfg = C.preset_config("tiny", **kw)
-    return DecoderOnlyTransformer(cfg.model_config(vocab)), cfg
+    return build_model(cfg.model_config(vocab)), cfg
 
 
 # ----------------------------------------------------------------------------------------------
@@ -49,7 +50,7 @@ def tiny(vocab=60, seed=0, **kw):
 def test_lr_schedule_warms_up_linearly_then_follows_a_cosine_to_the_floor():
     cfg = C.TrainConfig(lr=1e-3, warmup_steps=10, min_lr_ratio=0.1, schedule="cosine")
     total = 110
-    lrs = [T.lr_at(s, cfg, total) for s in range(total + 20)]
+    lrs = [optim.lr_at(s, cfg, total) for s in range(total + 20)]
     assert lrs[0] == pytest.approx(1e-4) and lrs[9] == pytest.approx(1e-3)  # (step + 1) / warmup
     assert all(b > a for a, b in zip(lrs[:10], lrs[1:10]))
     assert max(lrs) == pytest.approx(1e-3)
@@ -166,7 +167,7 @@ def test_evaluate_loss_of_a_uniform_model_is_log_vocab():
 
 def test_adamw_decays_only_linear_matrices():
     model, cfg = tiny(optimizer="adamw")  # AdamW alone; Muon beside it: tests/training/test_optim.py
-    opt = T.make_optimizer(model, cfg, "cpu")
+    opt = optim.make_optimizer(model, cfg, "cpu")
     decay, no_decay = opt.param_groups
     assert decay["weight_decay"] == cfg.weight_decay and no_decay["weight_decay"] == 0.0
     names = {id(p): n for n, p in model.named_parameters()}
