@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 # what each command does lives in helpers.commands; notebook 04 and the tests reach the functions through here too
 from .commands import evaluate_command, finetune_command, train_command, translate_command
+from .course import exercises, gradebook, notebooks, report, written
+from .text import sources
+from .training import train
 
 
 def _run_notebooks(args) -> int:
-    from .course import notebooks
 
     cell_timeout = args.cell_timeout * 60 if args.cell_timeout else None
     try:
@@ -39,7 +42,6 @@ def _run_notebooks(args) -> int:
 
 
 def _sync_notebooks(args) -> int:
-    from .course import exercises, notebooks
 
     for path in notebooks.sync(notebooks.notebook_sources(args.only or None)):
         print("wrote", path)
@@ -49,7 +51,6 @@ def _sync_notebooks(args) -> int:
 
 
 def _check_notebooks(args) -> int:
-    from .course import exercises, notebooks
 
     problems = [
         p
@@ -64,7 +65,6 @@ def _check_notebooks(args) -> int:
 
 
 def _student(args) -> int:
-    from .course import exercises
 
     for path in exercises.build_student(args.out, args.only or None, keep_answers=args.keep_answers):
         print("wrote", path)
@@ -79,7 +79,6 @@ def _notebook_path(name: str) -> Path:
     path = Path(name)
     if path.exists():
         return path
-    from .course import notebooks
 
     if path.suffix in ("", ".ipynb", ".py") and len(path.parts) == 1:
         return notebooks.notebook_paths([path.stem])[0]  # "02" or "02_transformer_from_scratch"
@@ -87,7 +86,6 @@ def _notebook_path(name: str) -> Path:
 
 
 def _grade(args) -> int:
-    from .course import exercises, gradebook, written
 
     if len(args.notebook) > 1 or Path(args.notebook[0]).is_dir():  # a class
         options = [*(["--hidden", args.hidden] if args.hidden else []), *(["--full"] if args.full else [])]
@@ -136,7 +134,6 @@ def _grade(args) -> int:
 
 
 def _report(args) -> int:
-    from .course import report
 
     report.export(zip_path=args.zip, notebooks=args.notebooks or None, pdf=args.pdf)
     return 0
@@ -415,15 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors whose message already says what went wrong and what to do: shown without a traceback."""
-    from .text import sources
-    from .training import train
-
     return (ValueError, FileNotFoundError, sources.DownloadError, train.NonFiniteLossError, train.OutOfMemoryError)
     # helpers.hf.translator.ModelLoadError is a ValueError
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
 
     args = build_parser().parse_args(argv)
     try:

@@ -14,6 +14,28 @@ from typing import TextIO
 
 import torch
 
+from . import pipeline, runtime
+from .evaluation import translation
+from .evaluation.evaluate import (
+    DEFAULT_BEAMS,
+    evaluate_pairs,
+    format_evaluation,
+    metrics_record,
+    score_newer_dev,
+    write_json,
+)
+from .evaluation.explain import explain_translation
+from .hf.loading import load_pretrained
+from .run_folder import RunFolder, hypotheses_beside
+from .runtime import atomic_write_text
+from .text import data as text_data
+from .text.sources import load_path
+from .text.testsets import NEWER, PUBLIC_TEST_SETS, find_newer_dev, load_newer_sentences, load_public
+from .training import checkpoint as ckpt_lib
+from .training import distributed, sizing
+from .training import train as training
+from .training.config import SHAPE_FIELDS, SIZED_PRESETS, preset_config
+
 # ----------------------------------------------------------------------------------------------
 # train, translate, evaluate: each is one function, called by its subcommand and by the tests
 
@@ -36,8 +58,9 @@ def train_command(
     dev_score: bool = True,
 ):
     """``python -m helpers train``: the run's stages top to bottom, each stage's module called once (the data stage
-    :func:`helpers.text.data.prepare_data`, the size, :func:`helpers.pipeline.start_model`, :func:`helpers.pipeline.fit`)
-    into ``out``, then the run's record.
+    :func:`helpers.text.data.prepare_data`, the size, :func:`helpers.pipeline.start_model`, the training loop
+    :func:`helpers.training.train.train`) into ``out``, then the run's record. Whether the run continues a checkpoint
+    in ``out`` is decided once, here, and handed to every stage.
 
     With ``preset="cpu"`` and a time budget the model's size is chosen for this machine first
     (``helpers.training.sizing.size_for_machine``: each size's training step measured for ``probe_seconds``), unless
@@ -51,45 +74,43 @@ def train_command(
     With ``dev_score`` and the newer-sentence development file on this machine (not for the built-in data), the
     trained model is scored on it at the end, greedy (:func:`helpers.evaluation.evaluate.score_newer_dev`).
     """
-    from . import pipeline, runtime
-    from .run_folder import RunFolder
-    from .text.data import prepare_data
-    from .training import distributed
-    from .training.config import SHAPE_FIELDS, SIZED_PRESETS, preset_config
-    from .training.sizing import size_for_run
-    from .training.train import Budget, training_summary
-
     err = stderr if stderr is not None else sys.stderr
     # under torchrun: join the other ranks; each says which it is, then only rank 0 speaks and writes
     with distributed.process_group(device, "train", err, progress) as (ranks, dev, err, progress):
         cfg = preset_config(preset, **{**(overrides or {}), "minutes": minutes, "steps": steps, "seed": seed})
-        Budget(minutes, steps)  # a missing or bad budget fails now, not after the data is prepared
+        training.Budget(minutes, steps)  # a missing or bad budget fails now, not after the data is prepared
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         folder = RunFolder(out)
+        resume_from = ckpt_lib.find_checkpoint(out)  # decided once: each stage below is told, none looks itself
         precision = runtime.resolve_precision(dev, cfg.precision)
         runtime.set_seed(seed)
         # the stages, top to bottom: each hands what it made to the next, here
         with distributed.main_first(ranks):  # rank 0 trains and saves the tokenizer; the others load it
-            prepared = prepare_data(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress,
-                                    static_step=pipeline.static_step(cfg), stderr=err, write_tests=ranks.main)  # fmt: skip
-        sizing = None
+            prepared = text_data.prepare_data(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress,
+                                    static_step=pipeline.static_step(cfg), stderr=err, write_tests=ranks.main,
+                                    reuse_tokenizer=resume_from is not None or not ranks.main)  # fmt: skip
+        size_record = None
         if preset in SIZED_PRESETS and not set(SHAPE_FIELDS) & set(overrides or {}):  # a shape given: fixed size
             examples, vocab_size = prepared.train_batcher.examples, prepared.tokenizer.vocab_size
-            cfg, sizing = size_for_run(cfg, examples, vocab_size, out, dev, probe_seconds, err if progress else None)
+            cfg, size_record = sizing.size_for_run(
+                cfg, examples, vocab_size, resume_from, dev, probe_seconds, err if progress else None
+            )
             if ranks.several:  # each rank measured its own step: rank 0's choice holds for all
-                cfg, sizing = distributed.object_from_main((cfg, sizing))
-        built = pipeline.start_model(cfg, prepared, out, dev, progress=progress, stderr=err, describe=progress)
+                cfg, size_record = distributed.object_from_main((cfg, size_record))
+        built = pipeline.start_model(
+            cfg, prepared, out, dev, resume_from=resume_from, progress=progress, stderr=err, describe=progress
+        )
         if progress and built.transfer is not None:
             print("Embeddings:", built.transfer.describe(), file=err)
         data_config = {"data": {k: v for k, v in prepared.info.items() if k != "pairs"}}  # a resume must agree
-        result = pipeline.fit(built, prepared.train_batcher, prepared.valid_batches, out, dev,
-                              extra_config=data_config, progress=progress)  # fmt: skip
+        result = training.train(built.model, prepared.train_batcher, prepared.valid_batches, built.translate_cfg, out,
+                       device=dev, resume_from=resume_from, extra_config=data_config, progress=progress)  # fmt: skip
         if not ranks.main:  # the checkpoint, metrics and the dev score are rank 0's to write
             return result
         model_cfg, pretrained = built.model.config, built.pretrained
         summary = {
-            **training_summary(result, cfg, preset=preset, precision=precision),
+            **training.training_summary(result, cfg, preset=preset, precision=precision),
             "parameters": built.parameters,
             "device": str(dev),
             "hardware": runtime.hardware_name(dev),
@@ -97,15 +118,13 @@ def train_command(
             "model": model_cfg.to_dict(),
             "data": {**prepared.info, "report": prepared.summary()},
             "test_files": {name: str(path) for name, path in folder.test_sets.items()},
-            "sizing": sizing,
+            "sizing": size_record,
             "pretraining": None
             if pretrained is None
             else {"steps": pretrained.steps, "minutes": pretrained.seconds / 60, "val_loss": pretrained.val_loss},
             "torch": torch.__version__,
         }
         if dev_score and data != "builtin":
-            from .evaluation.evaluate import score_newer_dev
-
             summary["newer_dev"] = score_newer_dev(built.model, prepared.tokenizer, out, err if progress else None)
         runtime.atomic_write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", folder.train_summary)
         if progress:
@@ -140,13 +159,10 @@ def translate_command(
     training pair holds and any cut (:func:`helpers.evaluation.explain.explain_translation`). Returns the number of
     lines translated. Warnings (long sources translated in pieces) go to ``stderr``.
     """
-    from .evaluation.translation import translate_lines
-    from .pipeline import load_run
-
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
-    run = load_run(checkpoint)
+    run = pipeline.load_run(checkpoint)
     interactive = stdin.isatty() if interactive is None else interactive
     if interactive:
         return _prompt(run, beams, explain, stdin, stdout, err)
@@ -154,7 +170,7 @@ def translate_command(
     if explain:
         out = [_explained(run, line, beams) for line in lines]
     else:
-        out = translate_lines(run.translator, lines, beams=beams, err=err)
+        out = translation.translate_lines(run.translator, lines, beams=beams, err=err)
     for line in out:
         stdout.write(line + "\n")
     stdout.flush()
@@ -162,7 +178,6 @@ def translate_command(
 
 
 def _explained(run, line: str, beams: int) -> str:
-    from .evaluation.explain import explain_translation
 
     if not run.scratch:  # a fine-tuned Hugging Face model: its translation only
         return run.model.translate([line], beams=beams)[0] + "\n  note: --explain takes apart models made by `train`"
@@ -171,9 +186,8 @@ def _explained(run, line: str, beams: int) -> str:
 
 def _prompt(run, beams: int, explain: bool, stdin, stdout, err) -> int:
     """The terminal prompt of ``translate``: ``fr>`` reads a line, ``en>`` answers; an empty line gets a hint."""
-    from .evaluation.translation import translate_lines
-
     try:
+        # optional (not on Windows)
         import readline  # noqa: F401  (input() then keeps a history: the arrow keys recall earlier lines)
     except ImportError:  # Windows: no history, the rest works
         pass
@@ -192,7 +206,7 @@ def _prompt(run, beams: int, explain: bool, stdin, stdout, err) -> int:
         if not line.strip():
             print("   (an empty line: type a French sentence, or Ctrl-D to leave)", file=stdout, flush=True)
             continue
-        answer = _explained(run, line, beams) if explain else translate_lines(run.translator, [line], beams=beams,
+        answer = _explained(run, line, beams) if explain else translation.translate_lines(run.translator, [line], beams=beams,
                                                                                 err=err)[0]  # fmt: skip
         print("en> " + answer, file=stdout, flush=True)
         done += 1
@@ -227,23 +241,9 @@ def evaluate_command(
     :func:`helpers.evaluation.evaluate.metrics_record`, one evaluation per test set; the translations go beside it, one
     file per set. Returns the record.
     """
-    from .evaluation.evaluate import (
-        DEFAULT_BEAMS,
-        evaluate_pairs,
-        format_evaluation,
-        metrics_record,
-        write_json,
-    )
-    from .pipeline import load_run
-    from .run_folder import RunFolder, hypotheses_beside
-    from .runtime import atomic_write_text
-    from .text.data import data_summary, format_data_summary
-    from .text.sources import load_path
-    from .text.testsets import NEWER, PUBLIC_TEST_SETS, load_newer_sentences, load_public
-
     stdout = stdout if stdout is not None else sys.stdout
     beams = DEFAULT_BEAMS if beams is None else beams
-    run = load_run(checkpoint)
+    run = pipeline.load_run(checkpoint)
     folder = RunFolder(run.path)
     if tests is None or tests == []:
         named = list(folder.test_sets.items())
@@ -267,15 +267,14 @@ def evaluate_command(
             pairs, load_report = load_public(str(test))
             label = f"{test}: {PUBLIC_TEST_SETS[str(test)][3]}"
         elif str(test) == NEWER:
-            from .pipeline import training_pairs_of
-            from .text.testsets import find_newer_dev
-
-            pairs, load_report, label = load_newer_sentences(None if find_newer_dev() else training_pairs_of(run))
+            pairs, load_report, label = load_newer_sentences(
+                None if find_newer_dev() else pipeline.training_pairs_of(run)
+            )
         else:
             pairs, load_report = load_path(test, own_columns)
             label = name or Path(test).name
-        report = data_summary({"load": load_report})
-        print(format_data_summary(report), file=stdout)
+        report = text_data.data_summary({"load": load_report})
+        print(text_data.format_data_summary(report), file=stdout)
         evaluation, hyps = evaluate_pairs(
             run.translator, pairs, test_set=label, words=run.words, beams=beams, length_penalty=length_penalty
         )
@@ -323,16 +322,11 @@ def finetune_command(
     GGUF file), then :func:`helpers.hf.finetune.finetune` into ``out``. Rerunning with the same ``out`` resumes.
     Writes ``out/test_new.tsv`` and ``out/test.tsv`` and the training words, so that ``evaluate --checkpoint out``
     scores it exactly as it scores a scratch run. Returns the :class:`helpers.hf.finetune.FinetuneResult`."""
-    from . import pipeline, runtime
-    from .hf.finetune import FinetuneConfig, finetune
-    from .hf.loading import load_pretrained
-    from .text.data import data_info as describe_data
-    from .training import checkpoint as ckpt_lib
-    from .training import distributed
-    from .training.train import Budget
+    # transformers, peft and datasets load with it: 2.6 s (python -X importtime), which no other command needs
+    from .hf.finetune import FinetuneConfig, finetune  # slow start-up (2.6 s)
 
     err = stderr if stderr is not None else sys.stderr
-    Budget(minutes, steps)  # a missing or bad budget fails before the model loads
+    training.Budget(minutes, steps)  # a missing or bad budget fails before the model loads
     out = Path(out)
     if ckpt_lib.find_checkpoint(out) is not None:
         raise ValueError(f"{out} holds a scratch-model run (from `train`): give finetune a folder of its own.")
@@ -346,7 +340,7 @@ def finetune_command(
         print(f"Model: {translator.describe()}; device {dev}.", file=err)
         for note in translator.notes:
             print(f"note: {note}", file=err)
-        data_info = {**describe_data(data, splits, None, None, columns=columns, limit=limit), "seed": seed}
+        data_info = {**text_data.data_info(data, splits, None, None, columns=columns, limit=limit), "seed": seed}
         cfg = FinetuneConfig(lr=lr, batch_size=batch_size, lora=lora, seed=seed, precision=precision)
         result = finetune(translator, splits.train, out, minutes=minutes, steps=steps, cfg=cfg, base_model=str(model),
                           data=data_info, monitor=splits.valid[:200], monitor_every_minutes=(minutes or 0) / 5 or None,

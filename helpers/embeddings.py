@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import torch
 
 from .evaluation.evaluate import bootstrap_bleu_difference
+from .experiments import run_variant
+from .hf.embedding_transfer import EmbeddingTransfer, init_embeddings
 from .text.tokenizer import Tokenizer
 from .training.config import TrainConfig
 
@@ -24,7 +26,7 @@ def train_word2vec(tok: Tokenizer, sentences: Sequence[str], d_model: int, *, se
 
     Training on the piece-tokenized text gives every piece that occurs a vector directly (no mapping from words
     to pieces to invent)."""
-    from gensim.models import Word2Vec
+    from gensim.models import Word2Vec  # slow start-up (0.7 s)
 
     corpus = [[str(i) for i in ids] for ids in tok.encode_batch(list(sentences))]
     w2v = Word2Vec(
@@ -71,8 +73,6 @@ def word2vec_embeddings(tok: Tokenizer, sentences: Sequence[str], d_model: int, 
     """Word vectors for our pieces (:func:`train_word2vec`), centred and scaled to the model's initial ``std``, as
     :func:`helpers.hf.embedding_transfer.transfer_embeddings` does; special and byte pieces (and pieces that never occur)
     keep their random start."""
-    from .hf.embedding_transfer import EmbeddingTransfer
-
     wv = train_word2vec(tok, sentences, d_model, seed=seed, epochs=epochs, window=window)
     ids, X, skipped = _word2vec_rows(tok, wv, std)
     source = (
@@ -107,8 +107,6 @@ def start_embeddings(model, tok: Tokenizer, kind: str, *, sentences: Sequence[st
             f"{v:,} {k}" for k, v in transfer.skipped.items()
         )
     if kind == "pretrained LM":
-        from .hf.embedding_transfer import init_embeddings
-
         if lm is None:
             raise ValueError("kind='pretrained LM' needs lm=: a hub name, a folder or a .gguf file.")
         return init_embeddings(model, tok, lm).describe()
@@ -124,8 +122,6 @@ def embedding_row(prepared, cfg: TrainConfig, kind: str, *, lm: str | None = Non
     validation split and of the new-sentence set), with the new-sentence hypotheses kept for the paired bootstrap.
     ``put_word2vec``: see :func:`start_embeddings`.
     """
-    from .experiments import run_variant
-
     sentences = [s for pair in prepared.splits.train for s in pair]  # the training text only, both languages
     trainable = {}
 

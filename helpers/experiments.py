@@ -8,10 +8,13 @@ scoring for every setting, only the named fields changed. Settings are *chosen* 
 
 from __future__ import annotations
 
+import difflib
+import json
 import math
 import statistics
 import time
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import torch
 
@@ -20,7 +23,10 @@ from .evaluation.evaluate import score
 from .evaluation.translation import translate
 from .nn.model import ModelConfig
 from .nn.variants import attention_memory, build_model, forward_flops, num_parameters
+from .runtime import atomic_write_text
+from .training.checkpoint import find_checkpoint
 from .training.config import TrainConfig
+from .training.train import train
 
 # sweepable TrainConfig fields (not the number of epochs: every setting gets the same budget)
 SWEEP_FIELDS = (
@@ -78,11 +84,24 @@ def run_variant(
     tok = prepared.tokenizer
     batcher, valid_batches, _ = pipeline.train_batches(tok, prepared.splits, cfg, cfg.seed)
     t0 = time.perf_counter()
-    built = pipeline.start_model(cfg, prepared, out_dir, device, start=start, progress=progress)
+    resume_from = find_checkpoint(out_dir)  # decided once, for the model stage and the training loop
+    built = pipeline.start_model(
+        cfg, prepared, out_dir, device, resume_from=resume_from, start=start, progress=progress
+    )
     model, model_cfg = built.model, built.model.config
     transfer = built.transfer.describe() if hasattr(built.transfer, "describe") else built.transfer
     pre_steps = built.pretrained.steps if built.pretrained is not None else 0
-    result = pipeline.fit(built, batcher, valid_batches, out_dir, device, progress=progress, callback=callback)
+    result = train(
+        model,
+        batcher,
+        valid_batches,
+        built.translate_cfg,
+        out_dir,
+        device=device,
+        resume_from=resume_from,
+        progress=progress,
+        callback=callback,
+    )
     minutes = (time.perf_counter() - t0) / 60
     scores, kept = {}, {}
     for name, test in (("valid", prepared.splits.valid), ("new", prepared.splits.new)):
@@ -227,8 +246,6 @@ class ResultsCache:
     """
 
     def __init__(self, path=None):
-        import json
-        from pathlib import Path
 
         self.path = None if path is None else Path(path)
         self.rows: dict = {}
@@ -236,9 +253,6 @@ class ResultsCache:
             self.rows = json.loads(self.path.read_text(encoding="utf-8"))
 
     def run(self, key: str, fingerprint: dict, fn) -> dict:
-        import json
-
-        from .runtime import atomic_write_text
 
         stamp = json.dumps(fingerprint, sort_keys=True, default=str)
         saved = self.rows.get(key)
@@ -269,8 +283,6 @@ def choose_settings(
     than ``at_least`` settings, more than ``budget`` (runs of the same length), or a menu entry that changes a
     field outside :data:`STUDY_FIELDS` (the budget itself, say).
     """
-    import difflib
-
     if isinstance(chosen, (str, dict)) or not isinstance(chosen, (list, tuple)):
         raise ValueError(
             f"the settings to try must be a list of names from the menu, like {list(menu)[:2]}; got "

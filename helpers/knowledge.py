@@ -18,6 +18,7 @@ Notebook 06's other study, token embeddings at equal budget, is :mod:`helpers.em
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import string
@@ -35,7 +36,7 @@ from .nn.variants import build_model
 from .text.batches import IGNORE_INDEX, BucketBatcher
 from .text.encoding import Example, encode_pairs, make_example
 from .text.tokenizer import Tokenizer
-from .training.config import TrainConfig
+from .training.config import TrainConfig, preset_config
 from .training.pretrain import MASK_ID, SpanCorruptionBatcher, corrupt_span
 from .training.train import train
 
@@ -294,8 +295,6 @@ class KnowledgeConfig:
 
 def knowledge_configs(quick: bool) -> tuple[KnowledgeConfig, TrainConfig]:
     """Notebook 06's sizes: quick mode (seconds, noise) and full mode (minutes on a CPU; benchmarks/RESULTS.md)."""
-    from .training.config import preset_config
-
     model = dict(n_head=4, max_len=64, max_tokens=1024, dropout=0.0, label_smoothing=0.0, weight_decay=0.01)
     if quick:
         kcfg = KnowledgeConfig(n_people=90, n_test=30, vocab_size=400, pretrain_steps=60, finetune_steps=40,
@@ -520,8 +519,6 @@ def run_knowledge(kcfg: KnowledgeConfig, model_cfg: TrainConfig, *, device=None,
     snapshots of the same run, each fine-tuned from a copy). Returns the result and ``{"data", "tokenizer",
     "scratch", "pretrained", "answers"}``: the two main fine-tuned models and their answers to the test questions.
     """
-    import copy
-
     t0 = time.perf_counter()
     device = runtime.pick_device(device)
     data = data if data is not None else make_knowledge_data(kcfg.n_people, kcfg.n_test, kcfg.seed, skew=kcfg.skew)

@@ -3,9 +3,10 @@ notebooks 03-06 and the benchmarks. ``train`` (:func:`helpers.commands.train_com
 stage's module called once for what it does:
 
     prepared = text.data.prepare_data(data, cfg, out, stderr=err, write_tests=True)   # the data stage
-    cfg, sizing = training.sizing.size_for_run(cfg, examples, vocab, out, dev)      # the cpu preset's size
-    built = start_model(cfg, prepared, out, dev)    # seeded weights, embeddings, pretraining (not on a resume)
-    result = fit(built, batcher, valid, out, dev)   # the training loop, resuming from out's checkpoint
+    resume_from = training.checkpoint.find_checkpoint(out)  # decided once: None starts fresh
+    cfg, sizing = training.sizing.size_for_run(cfg, examples, vocab, resume_from, dev)   # the cpu preset's size
+    built = start_model(cfg, prepared, out, dev, resume_from=resume_from)  # weights, embeddings, pretraining
+    result = training.train.train(built.model, batcher, valid, built.translate_cfg, out, resume_from=resume_from)
     run = load_run(out)                             # the trained model (or a fine-tuned one) back, to translate
 
 Notebook 03 teaches the same stages one cell each (a test holds its cells to these functions); ``finetune``
@@ -24,13 +25,18 @@ from typing import TextIO
 import torch
 
 from . import runtime
-from .nn.model import DecoderOnlyTransformer
+from .evaluation.translation import ScratchTranslator
+from .hf import embedding_transfer, loading
+from .nn.model import DecoderOnlyTransformer, ModelConfig
 from .nn.variants import build_model, describe_variant, num_parameters
 from .run_folder import FINETUNE_INFO, TOKENIZER, RunFolder
 from .text.data import PreparedData, SplitData, batches_for, load_clean_split, test_sets_of, write_test_sets
+from .text.sources import load_path
 from .text.testsets import WordTable
+from .text.tokenizer import Tokenizer
 from .training import checkpoint as ckpt_lib
 from .training.optim import describe_muon
+from .training.pretrain import pretrain_phase, split_budget
 
 # ----------------------------------------------------------------------------------------------
 # the data stage (its whole is helpers.text.data.prepare_data)
@@ -99,6 +105,7 @@ def start_model(
     out: str | Path | None,
     device: torch.device,
     *,
+    resume_from: Path | None = None,
     start=None,
     progress: bool = False,
     stderr: TextIO | None = None,
@@ -108,8 +115,8 @@ def start_model(
     drew), its embeddings set (``cfg.init_embeddings``, or ``start(model, tokenizer)``, notebook 06) and, with
     ``cfg.pretrain``, pretrained on unpaired sentences for the first share of the budget.
 
-    Resume-aware: when ``out`` holds a checkpoint, its weights win, so neither the embeddings nor the
-    pretraining are redone (the training loop loads the checkpoint over these weights).
+    ``resume_from``: the checkpoint the run continues (the caller decides, once): its weights win, so neither the
+    embeddings nor the pretraining are redone (the training loop loads the checkpoint over these weights).
 
     ``describe`` prints what was built first (``train``'s "Model:" line: size, shape, variant, data, device and
     number format), before any embeddings or pretraining say what they did."""
@@ -125,33 +132,18 @@ def start_model(
             f"{describe_muon(cfg, device)}.",
             file=stderr if stderr is not None else sys.stderr,
         )
-    fresh = out is None or ckpt_lib.find_checkpoint(out) is None
+    fresh = resume_from is None
     transfer = None
     if fresh and cfg.init_embeddings:
-        from .hf.embedding_transfer import init_embeddings
-
-        transfer = init_embeddings(model, prepared.tokenizer, cfg.init_embeddings)
+        transfer = embedding_transfer.init_embeddings(model, prepared.tokenizer, cfg.init_embeddings)
     if fresh and start is not None:
         transfer = start(model, prepared.tokenizer)
     translate_cfg, pretrained = cfg, None
     if cfg.pretrain:  # the first share of the budget on unpaired sentences, the rest on translation
-        from .training.pretrain import pretrain_phase, split_budget
-
         translate_cfg = split_budget(cfg)[1]
         if fresh:  # once translation has started, its checkpoint holds the weights
             pretrained = pretrain_phase(model, prepared, cfg, out, device=device, progress=progress, stderr=stderr)
     return Built(model, translate_cfg, transfer, pretrained, parameters)
-
-
-# ----------------------------------------------------------------------------------------------
-# the fitting stage
-
-
-def fit(built: Built, batcher, valid_batches, out: str | Path | None, device, **kwargs):
-    """The training loop (:func:`helpers.training.train.train`) on the translation phase's configuration."""
-    from .training.train import train
-
-    return train(built.model, batcher, valid_batches, built.translate_cfg, out, device=device, **kwargs)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -176,8 +168,6 @@ class Run:
 
     def __post_init__(self):
         if self.translator is None:
-            from .evaluation.translation import ScratchTranslator
-
             self.translator = ScratchTranslator(self.model, self.tokenizer)
 
     @property
@@ -197,9 +187,6 @@ def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -
     translator's). Either way ``run.translator`` is what :func:`helpers.evaluation.evaluate.evaluate_pairs` and
     ``translate_lines`` take.
     Any other folder is refused, saying what it holds."""
-    from .hf import loading
-    from .text.tokenizer import Tokenizer
-
     folder = Path(checkpoint)
     if folder.is_file():
         folder = folder.parent
@@ -226,7 +213,6 @@ def load_run(checkpoint: str | Path, device: str | torch.device | None = None) -
             f"{folder} has a checkpoint but no {tok_dir.name}/ folder beside it: pass the whole run folder "
             "written by `python -m helpers train` (checkpoint and tokenizer travel together)."
         )
-    from .nn.model import ModelConfig
 
     model = build_model(ModelConfig.from_dict(saved["config"]["model"]))
     model.load_state_dict(ckpt_lib.inference_weights(saved))  # an older run's moving average, when it kept one
@@ -241,6 +227,5 @@ def training_pairs_of(run):
     source = data.get("source")
     if not source or source == "builtin" or not Path(source).is_file():
         return None
-    from .text.sources import load_path
 
     return load_path(source, tuple(data["columns"]) if data.get("columns") else None)[0]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import random
+import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -291,8 +295,6 @@ DRIVE_FOLDER = "transformers-by-building"  # the course's folder in Drive (check
 
 def drive_mounted() -> bool:
     """True on Colab once Google Drive is mounted (``helpers.course.colab.mount_drive`` or the Files panel)."""
-    import sys
-
     return "google.colab" in sys.modules and DRIVE_HOME.is_dir()
 
 
@@ -331,8 +333,6 @@ def bundled_path(*parts: str):
     import a sub-package mapped to a folder without ``__init__.py`` (pypa/setuptools#4943); nor has a checkout
     used without installing. In both, helpers/ is the checkout's own, so the file is in data/ beside it.
     """
-    from importlib import resources
-
     try:
         base = resources.files("helpers.bundled")
     except ModuleNotFoundError:
@@ -344,8 +344,6 @@ def bundled_path(*parts: str):
 
 def reference_outputs(name: str):
     """Outputs saved for an exercise's check (``data/reference/NAME``, JSON), so a check never calls the package."""
-    import json
-
     path = bundled_path("reference", name)
     if not path.is_file():
         raise FileNotFoundError(
@@ -408,18 +406,19 @@ def atomic_write_text(text: str, path: str | Path) -> Path:
     return _atomic_write(path, lambda f: f.write(text), "w")
 
 
-def save_tokenizer_once(tokenizer, target: str | Path) -> Path:
-    """Save ``tokenizer`` to the folder ``target`` (a run's ``tokenizer/``) unless it is already there (atomic: a
-    temporary folder beside it, then a rename)."""
-    import shutil
-
+def save_tokenizer_once(tokenizer, target: str | Path, replace: bool = False) -> Path:
+    """Save ``tokenizer`` to the folder ``target`` (a run's ``tokenizer/``) unless it is already there, or in its
+    place with ``replace`` (a fresh run over an unfinished one's). Atomic: a temporary folder beside it, then a
+    rename."""
     target = Path(target)
-    if target.is_dir():
+    if target.is_dir() and not replace:
         return target
     for stale in target.parent.glob(f".{target.name}.tmp-*"):  # left by a run killed while saving
         shutil.rmtree(stale, ignore_errors=True)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     tokenizer.save(tmp)
+    if target.is_dir():  # a folder cannot be renamed over another: the old one goes first
+        shutil.rmtree(target)
     os.replace(tmp, target)
     _fsync_dir(target.parent)
     return target

@@ -106,7 +106,7 @@ RESUME_MUTANTS = {
     # the rerun starts over from fresh weights and ignores the checkpoint (then overwrites it)
     "retrains from scratch": (
         "import helpers.training.train as T\n_real = T.train\n"
-        "T.train = lambda *a, **k: _real(*a, **{**k, 'resume': False})"
+        "T.train = lambda *a, **k: _real(*a, **{**k, 'resume_from': None})"
     ),
     # weights and optimizer restored, but the data stream restarts at the first batch: steps 4-6 repeat 1-3's data
     "restarts the data": (

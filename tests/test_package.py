@@ -404,3 +404,103 @@ def test_the_encoding_filter_catches_a_planted_read_without_encoding(tmp_path):
         subprocess.run([sys.executable, "-X", "warn_default_encoding", "-c", fixed], capture_output=True).returncode
         == 0
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# imports at the top of each module: the exceptions, each an optional dependency or one measured to slow start-up
+# (`python -X importtime -m helpers --help`, 2-core CPU, torch already loaded), each with a comment that says which
+
+LOCAL_IMPORTS = {  # (file under helpers/, module imported inside a function): why
+    ("commands.py", "readline"): "optional: not on Windows",
+    ("commands.py", ".hf.finetune"): "slow start-up: transformers, peft and datasets, 2.6 s",
+    ("course/bootstrap.py", "importlib.metadata"): "ensure_course is copied verbatim into every notebook's first cell",
+    ("course/bootstrap.py", "os"): "ensure_course is copied verbatim into every notebook's first cell",
+    ("course/bootstrap.py", "subprocess"): "ensure_course is copied verbatim into every notebook's first cell",
+    ("course/bootstrap.py", "sys"): "ensure_course is copied verbatim into every notebook's first cell",
+    ("course/colab.py", "google.colab"): "optional: Colab only",
+    ("course/report.py", "google.colab"): "optional: Colab only",
+    ("course/executors.py", "matplotlib"): "slow start-up: pyplot 0.3 s (and the Agg backend is chosen first)",
+    ("course/executors.py", "matplotlib.pyplot"): "slow start-up: pyplot 0.3 s",
+    ("course/notebooks.py", "matplotlib"): "slow start-up: pyplot 0.3 s (and the Agg backend is chosen first)",
+    ("course/notebooks.py", "matplotlib.pyplot"): "slow start-up: pyplot 0.3 s",
+    ("course/plotting.py", "matplotlib"): "slow start-up: pyplot 0.3 s",
+    ("course/plotting.py", "matplotlib.pyplot"): "slow start-up: pyplot 0.3 s",
+    ("course/plotting.py", "matplotlib.backends.backend_agg"): "slow start-up: pyplot 0.3 s",
+    ("evaluation/explain.py", "matplotlib.pyplot"): "slow start-up: pyplot 0.3 s",
+    ("course/executors.py", "nbclient"): "optional: the [dev] extra",
+    ("course/executors.py", "nbclient.exceptions"): "optional: the [dev] extra",
+    ("course/executors.py", "nbformat"): "optional: the [dev] extra",
+    ("course/notebooks.py", "nbclient"): "optional: the [dev] extra",
+    ("course/notebooks.py", "nbclient.exceptions"): "optional: the [dev] extra",
+    ("course/notebooks.py", "nbformat"): "optional: the [dev] extra",
+    ("course/notebooks.py", "jupytext"): "optional: the [dev] extra",
+    ("course/notebooks.py", "zmq"): "optional: the [dev] extra (with ipykernel)",
+    ("course/exercises.py", "jupytext"): "optional: the [dev] extra",
+    ("course/exercises.py", "nbformat"): "optional: the [dev] extra",
+    ("course/report.py", "nbformat"): "optional: the [dev] extra",
+    ("course/plotting.py", "IPython"): "slow start-up: 0.1 s, and only in a notebook",
+    ("course/plotting.py", "IPython.display"): "slow start-up: 0.1 s, and only in a notebook",
+    ("course/plotting.py", "ipywidgets"): "slow start-up: 0.14 s, and only in a notebook",
+    ("embeddings.py", "gensim.models"): "slow start-up: 0.7 s",
+    ("hf/finetune.py", "peft"): "optional: the [dev] extra",
+    ("hf/loading.py", "peft"): "optional: the [dev] extra",
+    ("hf/loading.py", "gguf"): "optional: only for a GGUF file",
+    ("hf/loading.py", "transformers"): "slow start-up: 0.5 s",
+    ("hf/loading.py", "transformers.utils"): "slow start-up: 0.5 s",
+    ("text/testsets.py", "datasets"): "slow start-up: 0.6 s",
+    ("training/train.py", "torch._dynamo"): "slow start-up: 1.0 s",
+}
+SAYS_WHY = ("optional", "slow start-up", "verbatim")
+
+
+def local_import_problems(sources: dict[str, str]) -> list[str]:
+    """Imports inside functions that LOCAL_IMPORTS does not list, listed ones that are gone, and listed ones without
+    a comment (on the line or just above) that says why. ``sources``: path under helpers/ -> text."""
+    import ast
+
+    found, problems = set(), []
+    for path, text in sorted(sources.items()):
+        lines = text.splitlines()
+        for fn in ast.walk(ast.parse(text)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                modules = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else ["." * node.level + (node.module or "")]
+                )
+                for module in modules:
+                    found.add((path, module))
+                    if (path, module) not in LOCAL_IMPORTS:
+                        problems.append(f"helpers/{path}:{node.lineno} imports {module} inside {fn.name}: move it up")
+                    elif path != "course/bootstrap.py":
+                        said = lines[node.lineno - 1] + " " + (lines[node.lineno - 2] if node.lineno > 1 else "")
+                        if not any(word in said for word in SAYS_WHY):
+                            problems.append(f"helpers/{path}:{node.lineno}: no comment says why {module} is here")
+    problems += [
+        f"LOCAL_IMPORTS lists {k}, which is no longer imported inside a function" for k in LOCAL_IMPORTS.keys() - found
+    ]
+    return problems
+
+
+def _helpers_texts() -> dict[str, str]:
+    return {p.relative_to(ROOT / "helpers").as_posix(): p.read_text() for p in (ROOT / "helpers").rglob("*.py")}
+
+
+def test_imports_sit_at_the_top_of_each_module_but_for_the_listed_exceptions():
+    assert local_import_problems(_helpers_texts()) == []
+
+
+def test_the_local_import_check_finds_a_new_one_a_missing_reason_and_a_stale_entry():
+    texts = _helpers_texts()
+    hidden = {**texts, "pipeline.py": texts["pipeline.py"] + "\n\ndef f():\n    from .training import train\n"}
+    assert any("pipeline.py" in p and "move it up" in p for p in local_import_problems(hidden))
+    stdlib = {**texts, "cli.py": texts["cli.py"] + "\n\ndef f():\n    import json\n"}
+    assert any("cli.py" in p for p in local_import_problems(stdlib))
+    bare = texts["embeddings.py"].replace("  # slow start-up (0.7 s)", "")
+    assert any("no comment says why" in p for p in local_import_problems({**texts, "embeddings.py": bare}))
+    moved_up = texts["training/train.py"].replace("import torch._dynamo", "pass")
+    assert any("no longer imported" in p for p in local_import_problems({**texts, "training/train.py": moved_up}))

@@ -31,13 +31,14 @@ def watch_stages(monkeypatch) -> list[tuple[str, tuple, dict, object]]:
     later stage receives can be told apart."""
     from helpers.text import data
     from helpers.training import sizing
+    from helpers.training import train as training
 
     calls = []
     for module, name in (
         (data, "prepare_data"),
         (sizing, "size_for_run"),
         (pipeline, "start_model"),
-        (pipeline, "fit"),
+        (training, "train"),
     ):
         real = getattr(module, name)
 
@@ -61,7 +62,9 @@ def test_train_runs_each_stage_once_and_hands_its_result_to_the_next(tmp_path, m
     overrides = {"max_tokens": 256, "valid_sentences": 8}
     # the cpu preset with a step budget: the sizing stage runs and keeps the preset's size, without measuring
     result = train_command("builtin", steps=2, out=tmp_path, preset="cpu", limit=300, overrides=overrides, stderr=err)
-    assert [c[0] for c in calls] == ["prepare_data", "size_for_run", "start_model", "fit"], "each stage once, in order"
+    assert [c[0] for c in calls] == ["prepare_data", "size_for_run", "start_model", "train"], (
+        "each stage once, in order"
+    )
     (
         (_, _, data_kw, prepared),
         (_, size_args, _, (sized, _)),
@@ -72,7 +75,8 @@ def test_train_runs_each_stage_once_and_hands_its_result_to_the_next(tmp_path, m
     assert size_args[1] is prepared.train_batcher.examples and size_args[2] == prepared.tokenizer.vocab_size
     assert build_args[0] is sized and build_args[1] is prepared, "the model is built from the sized configuration"
     assert build_kw["describe"], "train prints what it built"
-    assert [a is b for a, b in zip(fit_args, (built, prepared.train_batcher, prepared.valid_batches))] == [True] * 3
+    handed = (built.model, prepared.train_batcher, prepared.valid_batches, built.translate_cfg)
+    assert [a is b for a, b in zip(fit_args, handed)] == [True] * 4, "the loop trains what the model stage built"
     assert fit_kw["extra_config"]["data"] == {k: v for k, v in prepared.info.items() if k != "pairs"}
     assert result is calls[-1][3]
     said = err.getvalue()  # each stage said what it did, in the order the stages ran
@@ -86,6 +90,47 @@ def test_train_runs_each_stage_once_and_hands_its_result_to_the_next(tmp_path, m
     # both branches train here, whatever this CPU has
     assert summary["precision"] == ("bf16" if cpu_bf16 else "fp32")
     assert f"Muon's iteration in {'bf16' if cpu_bf16 else 'fp32'}." in said
+
+
+@pytest.mark.training
+def test_train_decides_once_whether_it_resumes_and_hands_that_to_every_stage(tmp_path, monkeypatch):
+    from helpers.commands import train_command
+    from helpers.training import checkpoint as ck
+
+    looked = []
+    real_find = ck.find_checkpoint
+
+    def counted(out):
+        looked.append(out)
+        return real_find(out)
+
+    monkeypatch.setattr(ck, "find_checkpoint", counted)
+    overrides = {"max_tokens": 256, "valid_sentences": 8}
+    run = dict(out=tmp_path, preset="cpu", limit=300, overrides=overrides, progress=False, dev_score=False)
+    train_command("builtin", steps=2, **run)
+    assert len(looked) == 1, "a fresh run looks for a checkpoint once"
+    calls = watch_stages(monkeypatch)
+    looked.clear()
+    result = train_command("builtin", minutes=0.05, **run)  # minutes: the sizing stage reads the saved size
+    assert len(looked) == 1, f"the run asked {len(looked)} times whether it resumes"
+    found = real_find(tmp_path)
+    (_, _, data_kw, _), (_, size_args, _, _), (_, _, build_kw, _), (_, _, fit_kw, _) = calls
+    assert data_kw["reuse_tokenizer"] is True and size_args[3] == found
+    assert build_kw["resume_from"] == found and fit_kw["resume_from"] == found
+    assert result.resumed_from == 2
+
+
+def test_a_fresh_run_replaces_the_tokenizer_an_unfinished_run_left(tmp_path):
+    from helpers.text import data
+
+    small, large = C.preset_config("tiny", steps=1), C.preset_config("tiny", steps=1, vocab_size=450)
+    data.prepare_data("builtin", small, tmp_path, limit=1500, progress=False)  # a run stopped before its checkpoint
+    fresh = data.prepare_data("builtin", large, tmp_path, limit=1500, progress=False, reuse_tokenizer=False)
+    assert fresh.tokenizer.meta["requested_vocab_size"] == 450
+    again = data.prepare_data("builtin", large, tmp_path, limit=1500, progress=False, reuse_tokenizer=True)
+    assert again.tokenizer.model_proto == fresh.tokenizer.model_proto, "the saved tokenizer is the fresh one"
+    with pytest.raises(FileNotFoundError, match="no tokenizer/"):
+        data.prepare_data("builtin", large, tmp_path / "empty", limit=1500, progress=False, reuse_tokenizer=True)
 
 
 def test_build_model_describes_what_it_built_only_when_asked(stage, capsys, cpu_bf16):  # noqa: F811

@@ -11,6 +11,7 @@ import importlib.util
 import re
 import subprocess
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -62,8 +63,6 @@ def required_packages() -> list[str]:
     try:
         requirements = metadata.requires(PACKAGE) or []
     except metadata.PackageNotFoundError:  # a bare checkout on sys.path: read the file itself
-        import tomllib
-
         root = runtime.repo_root()
         if root is None:
             raise RuntimeError(f"{PACKAGE} is not installed: run pip install -e . in the repository.") from None
@@ -118,6 +117,7 @@ def mount_drive(ask: bool = True, mount_point: str = "/content/drive") -> Path |
         if answer not in ("", "y", "yes"):
             print("Not mounting Drive: checkpoints stay on this runtime and are lost when it is recycled.")
             return None
+    # optional (Colab only)
     from google.colab import drive  # type: ignore
 
     drive.mount(mount_point)

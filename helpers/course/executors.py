@@ -14,7 +14,12 @@ import time
 import traceback
 from pathlib import Path
 
-from .guard import STUDENT_FILE
+import torch
+
+from .. import runtime
+from .guard import STUDENT_FILE, student_source
+from .notebooks import kernel_manager, quick_env
+from .plotting import HEADLESS
 
 try:
     import resource  # POSIX: the kernel's memory limit
@@ -62,15 +67,15 @@ class InProcess:
 
     @contextlib.contextmanager
     def session(self):
-        from .notebooks import quick_env
 
         with quick_env(self.quick):
             yield self
 
     def run(self, source: str, label: str, *, student: bool = False) -> tuple[str, str] | None:
-        import matplotlib
+        import matplotlib  # slow start-up (pyplot 0.3 s)
 
         matplotlib.use("Agg")
+        # slow start-up (pyplot 0.3 s)
         import matplotlib.pyplot as plt
 
         filename = f"{STUDENT_FILE} {label}>" if student else f"<{label}>"
@@ -107,8 +112,6 @@ class Kernel:
 
     @contextlib.contextmanager
     def session(self):
-        from .. import runtime
-        from .plotting import HEADLESS
 
         env = runtime.environment_snapshot("QUICK", "REPORTS_DIR", HEADLESS)
         os.environ["QUICK"] = "1" if self.quick else "0"
@@ -126,10 +129,8 @@ class Kernel:
                 runtime.restore_environment(env)
 
     def _start(self) -> None:
-        import nbclient
-        import nbformat
-
-        from .notebooks import kernel_manager
+        import nbclient  # optional ([dev] extra)
+        import nbformat  # optional ([dev] extra)
 
         self._nb = nbformat.v4.new_notebook()
         self._client = nbclient.NotebookClient(
@@ -157,10 +158,10 @@ class Kernel:
         self._start()
 
     def run(self, source: str, label: str, *, student: bool = False) -> tuple[str, str] | None:
-        import nbformat
-        from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+        import nbformat  # optional ([dev] extra)
 
-        from .guard import student_source
+        # optional ([dev] extra)
+        from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
         cell = nbformat.v4.new_code_cell(student_source(source, label) if student else source)
         self._nb.cells.append(cell)
@@ -183,8 +184,6 @@ def default_memory_limit() -> int:
     """The kernel's address-space limit: three quarters of this machine's memory, at least 8 GiB (torch reserves
     address space it never touches); none where a CUDA GPU is visible, whose driver reserves address space far
     beyond the machine's memory (a limit would stop CUDA from starting in the kernel)."""
-    import torch
-
     if torch.cuda.is_available():
         return 0
     try:

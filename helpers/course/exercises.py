@@ -26,6 +26,7 @@ tagged ``answer``.
 from __future__ import annotations
 
 import contextlib
+import copy
 import re
 import secrets
 import shutil
@@ -33,7 +34,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import notebooks, probes
+from . import guard, notebooks, probes
 from .executors import InProcess, Kernel  # how cells run: in this process, or in a kernel
 
 BEGIN, END, ONE_LINE = "# BEGIN SOLUTION", "# END SOLUTION", "# SOLUTION"
@@ -282,7 +283,7 @@ def notebook_path(notebook: str | Path) -> Path:
 
 def read_notebook(path: str | Path):
     """A notebook as an nbformat node, from its ``.py`` (jupytext percent) or ``.ipynb`` file."""
-    import jupytext
+    import jupytext  # optional ([dev] extra)
 
     path = notebook_path(path)
     if not path.exists():
@@ -297,9 +298,8 @@ def student_notebook(nb, *, keep_answers: bool = False):
 
     ``keep_answers`` keeps the model answers of the written questions (a handout for after the deadline).
     """
-    import copy
 
-    import nbformat
+    import nbformat  # optional ([dev] extra)
 
     nb = copy.deepcopy(nb)
     find_questions(nb)  # refuses questions the report could not pair with an answer
@@ -325,7 +325,7 @@ def build_student(out: str | Path, only: list[str] | None = None, *, keep_answer
     These are an instructor's private copies: the badge cell is left out (its badges open the course's own files,
     not wherever the copies will be shared from).
     """
-    import jupytext
+    import jupytext  # optional ([dev] extra)
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -354,7 +354,7 @@ def exercise_version_text(source: Path) -> str:
     The student version of :func:`student_notebook`, with the badge cell opening this file, not the solutions, and no
     jupytext pairing (it is generated, never edited: :func:`write_exercise_versions` rewrites it).
     """
-    import jupytext
+    import jupytext  # optional ([dev] extra)
 
     nb = student_notebook(notebooks.read_py(source))
     badge = next(cell for cell in nb.cells if BADGE in tags(cell))
@@ -729,7 +729,6 @@ def grade(
     stopped, failing = "", None
     student_sources: dict[str, str] = {}  # label -> the student's own cell, to quote the line an error went through
     state: list[str] = []  # the sources that made the kernel's state, as the reference would have it
-    from . import guard
 
     with executor.session(), contextlib.ExitStack() as stack:
         stack.callback(guard.end)  # in-process: nothing stays out of reach after an interrupted run

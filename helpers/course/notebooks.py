@@ -8,8 +8,11 @@ the exercise versions, generated from the solved ones (``helpers.course.exercise
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +89,7 @@ def notebook_paths(only: list[str] | None = None) -> list[Path]:
 
 
 def read_py(path: Path):
-    import jupytext
+    import jupytext  # optional ([dev] extra)
 
     return jupytext.read(path, fmt="py:percent")
 
@@ -104,8 +107,6 @@ def first_cell_source() -> str:
     verbatim); :func:`bootstrap.after_install` does the rest from the package, imported before anything that loads
     the packages pip may have replaced.
     """
-    import inspect
-
     return "\n".join(
         [
             FORM_TITLE,  # Colab folds the code under this title; headless it is a comment
@@ -188,7 +189,7 @@ def sync(paths: list[Path] | None = None) -> list[Path]:
     The ``.py``'s badge cell and set-up cell are first brought up to date (:func:`set_badge_cell`,
     :func:`first_cell_source`: the repository's address and the pinned release).
     """
-    import jupytext
+    import jupytext  # optional ([dev] extra)
 
     written = []
     for py in paths or notebook_sources():
@@ -210,7 +211,7 @@ def sync(paths: list[Path] | None = None) -> list[Path]:
 
 def pair_problems(py: Path) -> list[str]:
     """What is wrong with a pair: missing ``.ipynb``, cells that drifted apart, committed outputs."""
-    import nbformat
+    import nbformat  # optional ([dev] extra)
 
     ipynb = py.with_suffix(".ipynb")
     if not ipynb.exists():
@@ -286,10 +287,10 @@ def exec_cells(cells: list[Cell], namespace: dict | None = None, *, name: str = 
 
     A failing cell raises its own exception, with the cell index in the traceback's file name.
     """
-    import matplotlib
+    import matplotlib  # slow start-up (pyplot 0.3 s)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # slow start-up (pyplot 0.3 s)
 
     ns = namespace if namespace is not None else {"__name__": "__notebook__"}
     with quick_env():
@@ -353,8 +354,6 @@ class _Progress:
         # cancel the run's tasks, so nbclient's setup_kernel context shuts the kernel down (its whole process
         # group, now) on the way out, and run_notebook turns that into a KeyboardInterrupt. A plain
         # signal.signal handler would not do: nbclient's event-loop handlers take precedence while it runs.
-        import asyncio
-        import signal
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -362,7 +361,6 @@ class _Progress:
                 loop.add_signal_handler(sig, self.stop, sig)
 
     def stop(self, sig):
-        import asyncio
 
         if self.stopped_by is None:  # a second Ctrl-C must not cancel the shutdown itself
             self.stopped_by = sig
@@ -379,7 +377,7 @@ def kernel_manager(client):
     ``transport_encryption="auto"`` for kernelspecs that declare curve support (ipykernel's does). Versions
     without that trait (Colab's, say) do not warn either; the check keeps them working.
     """
-    import zmq
+    import zmq  # optional ([dev] extra)
 
     km = client.create_kernel_manager()
     if km.has_trait("transport_encryption") and zmq.has("curve"):
@@ -394,8 +392,10 @@ def run_notebook(path: Path, out_dir: Path | None = None, *, quick: bool = True,
     ``QUICK_CELL_TIMEOUT`` or ``FULL_CELL_TIMEOUT``). Ctrl-C or SIGTERM shut the kernel down and raise
     KeyboardInterrupt.
     """
-    import nbclient
-    import nbformat
+    import nbclient  # optional ([dev] extra)
+    import nbformat  # optional ([dev] extra)
+
+    # optional ([dev] extra)
     from nbclient.exceptions import CellExecutionError, DeadKernelError
 
     out_dir = Path(out_dir) if out_dir else runtime.reports_dir() / "executed"

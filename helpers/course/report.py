@@ -13,10 +13,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
 from .. import runtime
+from . import colab
+from .exercises import YOUR_ANSWER_PLACEHOLDER, find_exercises, find_questions, read_notebook
+from .notebooks import notebook_sources, read_py
 from .plotting import META_SUFFIX
 
 INDEX, TEX, ZIP = "index.md", "figures.tex", "report.zip"
@@ -172,7 +176,6 @@ def export(
             f"{target} (index: {index})"
         )
         print(f"Written report: {report_tex}" + (f" and {compiled}" if compiled else ""))
-    from . import colab
 
     on_colab = colab.in_colab()
     if on_colab and runtime.drive_mounted():
@@ -185,6 +188,7 @@ def export(
         print("Drive is not mounted: download the zip now, the runtime's disk is lost when it disconnects.")
     if download if download is not None else on_colab:
         try:
+            # optional (Colab only)
             from google.colab import files  # type: ignore
 
             files.download(str(target))
@@ -211,8 +215,6 @@ _UNICODE_TEX = {
 
 def notebook_answers(nb) -> dict:
     """A notebook's number, title and written questions with the student's answers (an nbformat node in)."""
-    from .exercises import YOUR_ANSWER_PLACEHOLDER, find_questions
-
     heading = next((_TITLE.search(c.source) for c in nb.cells if c.cell_type == "markdown"), None)
     number, title = (heading["number"], heading["title"].strip()) if heading else ("??", "(untitled notebook)")
     questions = []
@@ -228,7 +230,7 @@ def notebook_answers(nb) -> dict:
 def save_answers(nb, folder: Path | None = None, *, name: str | None = None) -> Path:
     """Write a notebook's questions and answers to ``reports/answers/<NN>.json`` (what ``report.tex`` reads), and the
     notebook itself, as it is (outputs and all), to ``reports/notebooks/<name>.ipynb``: what the zip hands in."""
-    import nbformat
+    import nbformat  # optional ([dev] extra)
 
     record = notebook_answers(nb)
     folder = folder or runtime.reports_dir() / ANSWERS
@@ -252,8 +254,6 @@ def notebooks_to_hand_in() -> list[Path]:
 
 def answers_from_notebooks(paths) -> list[Path]:
     """Read each ``.ipynb``/``.py`` notebook (a student's, after writing the answers) and save its answers."""
-    from .exercises import read_notebook
-
     return [save_answers(read_notebook(p), name=Path(p).name) for p in paths]
 
 
@@ -263,12 +263,12 @@ def answers_from_this_notebook() -> Path | None:
     Colab hands the live notebook to the kernel on request; a local Jupyter does not, so there run
     ``python -m helpers report --notebooks YOUR.ipynb`` after saving the notebook.
     """
-    from . import colab
-
     if not colab.in_colab():
         return None
     try:
-        import nbformat
+        import nbformat  # optional ([dev] extra)
+
+        # optional (Colab only)
         from google.colab import _message  # type: ignore
 
         content = _message.blocking_request("get_ipynb", request="", timeout_sec=30)["ipynb"]
@@ -407,7 +407,7 @@ def write_report_tex(out_dir: Path, figures: list[dict], metrics: list[Path]) ->
                 answers.append(record)
         for path in sorted((d / "executed").glob("[0-9][0-9]_*.ipynb")):  # the questions of a headless run
             if path.name[:2] not in [a["number"] for a in answers]:
-                import nbformat
+                import nbformat  # optional ([dev] extra)
 
                 answers.append(notebook_answers(nbformat.read(path, as_version=4)))
     path = out_dir / REPORT_TEX
@@ -417,8 +417,6 @@ def write_report_tex(out_dir: Path, figures: list[dict], metrics: list[Path]) ->
 
 def compile_pdf(tex: Path) -> Path | None:
     """Compile ``tex`` with pdflatex where it is installed (twice, for the references); None where it is not."""
-    import subprocess
-
     if shutil.which("pdflatex") is None:
         return None
     for _ in range(2):
@@ -438,9 +436,6 @@ def compile_pdf(tex: Path) -> Path | None:
 def points_table(sources: list[Path] | None = None) -> str:
     """The README's table of points, one row per notebook: exercises (auto-graded) and written questions (graded
     by hand with their rubrics). A test holds the README to it."""
-    from .exercises import find_exercises, find_questions
-    from .notebooks import notebook_sources, read_py
-
     rows = [
         "| notebook | auto-graded points | written points | exercises (points) | written questions (points) |",
         "|---|---|---|---|---|",

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .exercises import YOUR_ANSWER_PLACEHOLDER, ExerciseMarkupError, Question, find_questions
+from .exercises import YOUR_ANSWER_PLACEHOLDER, ExerciseMarkupError, Question, find_questions, student_notebook
 
 _LEVEL = re.compile(r"^[-*]\s+\*\*(?P<points>\d+(?:\.5)?)\s+points?:?\*\*:?\s*(?P<text>.*)$")
 _KEY_PHRASES = re.compile(r"^\*Key phrases:?\*:?\s*(?P<list>.*)$", re.I)
@@ -210,8 +210,6 @@ def leaked_key_phrases(nb) -> list[str]:
     The student copy is searched whole (markdown, code, comments, docstrings, messages), case-insensitively:
     a copy that says what a question asks the student to find gives the answer away before it is written.
     """
-    from .exercises import student_notebook
-
     copy = student_notebook(nb)
     found = []
     for number, rubric in rubrics(nb).items():

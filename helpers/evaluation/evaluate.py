@@ -12,15 +12,19 @@ computed, so they can be compared with published numbers.
 from __future__ import annotations
 
 import json
+import random
 import time
 from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 import torch
+from sacrebleu.metrics import BLEU, CHRF
 
+from .. import runtime
 from ..run_folder import RunFolder
 from ..runtime import atomic_write_text
+from ..text.testsets import NEWER, WordTable, find_newer_dev, load_newer_sentences, word_by_word_baseline
 from .translation import ScratchTranslator, TranslateReport, Translator
 
 DEFAULT_LENGTH_BUCKETS = (5, 10, 15, 25)  # source words: 1-5, 6-10, 11-15, 16-25, 26+
@@ -33,8 +37,6 @@ DEFAULT_BEAMS = 4  # evaluate's decoding: beam 4 gained 1-2 BLEU over greedy on 
 
 def score(hypotheses: list[str], references: list[str]) -> dict:
     """Corpus BLEU and chrF (sacreBLEU defaults) with their signatures."""
-    from sacrebleu.metrics import BLEU, CHRF
-
     if len(hypotheses) != len(references):
         raise ValueError(
             f"{len(hypotheses)} hypotheses for {len(references)} references: they must pair up line by line."
@@ -82,7 +84,6 @@ def slices(
     :class:`helpers.text.testsets.WordTable`; without it the list is empty). Each row is ``{"slice", "n", "bleu",
     "chrf"}``; empty slices are left out, and the rows of each list cover the whole set.
     """
-    from sacrebleu.metrics import BLEU, CHRF
 
     def row(name: str, idx: list[int]) -> dict:
         hyp, ref = [hypotheses[i] for i in idx], [[references[i] for i in idx]]
@@ -112,8 +113,6 @@ def sample_table(
     sources: list[str], references: list[str], hypotheses: list[str], n: int = 10, seed: int = 0
 ) -> list[dict]:
     """``n`` random rows of source, reference and ours (fixed seed, so the same rows each run)."""
-    import random
-
     idx = sorted(random.Random(seed).sample(range(len(sources)), min(n, len(sources))))
     return [{"source": sources[i], "reference": references[i], "ours": hypotheses[i]} for i in idx]
 
@@ -184,8 +183,6 @@ def evaluate_pairs(
     base = copy_baseline(sources, references)
     word_base = None
     if words is not None:
-        from ..text.testsets import word_by_word_baseline
-
         wb = score(word_by_word_baseline(words, sources), references)
         word_base = {"bleu": wb["bleu"], "chrf": wb["chrf"]}
     result = {
@@ -214,8 +211,6 @@ def metrics_record(
     ``model`` names the model (``name``, ``parameters``, and ``checkpoint`` and ``step`` when there is one);
     ``evaluations`` are :func:`evaluate_pairs` results; ``training`` and ``data`` are summaries, when known.
     """
-    from .. import runtime
-
     for ev in evaluations:
         missing = [k for k in EVALUATION_KEYS if k not in ev]
         if missing:
@@ -284,15 +279,11 @@ def write_json(record: dict, path: str | Path) -> Path:
 
 def sentence_bleu_counts(hypotheses: list[str], references: list[str]) -> np.ndarray:
     """sacreBLEU's sufficient statistics per sentence, (n, 10): lengths, then matches and totals of 1- to 4-grams."""
-    from sacrebleu.metrics import BLEU
-
     return np.array(BLEU()._extract_corpus_statistics(list(hypotheses), [list(references)]), dtype=np.int64)
 
 
 def corpus_bleu_from_counts(stats: np.ndarray) -> float:
     """Corpus BLEU from summed statistics (sacreBLEU's defaults: exponential smoothing), as ``corpus_score`` gives."""
-    from sacrebleu.metrics import BLEU
-
     s = [int(x) for x in stats]
     return BLEU.compute_bleu(s[2:6], s[6:10], s[0], s[1], smooth_method="exp").score
 
@@ -331,8 +322,6 @@ def bootstrap_bleu_difference(hyps_a: list[str], hyps_b: list[str], references: 
 def score_newer_dev(model, tokenizer, out: Path, err: TextIO | None) -> dict | None:
     """Greedy BLEU and chrF of a just-trained model on the newer-sentence development file, or None (with a line
     saying so) when the file is not on this machine. Translations go to ``out/eval_dev.greedy.hyp.txt``."""
-    from ..text.testsets import NEWER, WordTable, find_newer_dev, load_newer_sentences
-
     path = find_newer_dev()
     if path is None:
         if err is not None:

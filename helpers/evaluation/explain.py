@@ -10,6 +10,7 @@ and head from each output piece to each source piece, and the time it took.
 from __future__ import annotations
 
 import re
+import textwrap
 import time
 from dataclasses import dataclass, field
 
@@ -162,7 +163,7 @@ def _note(text: str, ids: list[int], flagged: list[tuple[str, bool]], tokenizer)
 def draw_explanation(e: Explanation, layer: int = -1, head: int | str = "mean"):
     """The attention of one layer (one head, or their mean) from each output piece to each source piece, with the
     translation, its best alternative and the unseen words in the title: the figure of notebook 03's text box."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # slow start-up (pyplot 0.3 s)
 
     fig, ax = plt.subplots(figsize=(max(4.0, 0.42 * len(e.pieces) + 1.5), max(2.6, 0.3 * len(e.output_pieces) + 1.6)))
     if not e.attention:
@@ -208,9 +209,8 @@ def side_by_side(translators: dict, text: str, beams: int = DEFAULT_BEAMS) -> li
 
 def draw_side_by_side(text: str, rows: list[dict]):
     """``side_by_side``'s rows as a figure: one line per model, its translation and its time (notebook 04)."""
-    import textwrap
 
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # slow start-up (pyplot 0.3 s)
 
     fig, ax = plt.subplots(figsize=(9, 0.55 * len(rows) + 1.2))
     ax.set_axis_off()

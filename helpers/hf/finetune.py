@@ -66,6 +66,7 @@ from transformers.trainer_callback import ExportableState
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from .. import runtime
+from ..evaluation.evaluate import score
 from ..progress import progress_bar
 from ..run_folder import FINETUNE_INFO, TRAINER_STATE, RunFolder
 from ..training import checkpoint as ckpt_lib
@@ -134,7 +135,7 @@ def finetune_precision(translator: HFTranslator, precision: str = "auto") -> str
 
 def _with_lora(translator: HFTranslator, rank: int):
     try:
-        import peft
+        import peft  # optional ([dev] extra); LoRA only
     except ImportError as err:
         raise ValueError("LoRA needs the peft package: pip install peft (Colab has it).") from err
     task = peft.TaskType.SEQ_2_SEQ_LM if translator.kind == SEQ2SEQ else peft.TaskType.CAUSAL_LM
@@ -245,7 +246,6 @@ class MonitorBLEU(TrainerCallback, ExportableState):
         return {"args": {}, "attributes": {"points": self.points}}
 
     def score(self, step: int) -> None:
-        from ..evaluation.evaluate import score
 
         minutes = self.clock.minutes()
         with self.clock.paused():

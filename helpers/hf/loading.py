@@ -11,11 +11,13 @@ out of training.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import torch
 
 from ..run_folder import RunFolder
+from ..training import checkpoint as ckpt_lib
 from .translator import HFTranslator, ModelLoadError
 
 DEFAULT_SEQ2SEQ = "Helsinki-NLP/opus-mt-fr-en"
@@ -42,7 +44,7 @@ def _explain_download_failure(name: str, err: BaseException) -> ModelLoadError:
 
 def _rebuild_plain(model):
     """A GGUF load carries a quantizer that blocks training and saving: copy the weights into a plain model."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # slow start-up (0.5 s)
 
     plain = AutoModelForCausalLM.from_config(model.config, dtype=torch.float32)
     plain.load_state_dict(model.state_dict())
@@ -51,8 +53,6 @@ def _rebuild_plain(model):
 
 def describe_folder(folder: Path) -> str:
     """What a folder holds, in words: for messages that refuse it."""
-    from ..training import checkpoint as ckpt_lib
-
     if RunFolder(folder).finetune_info.is_file():
         return "a fine-tuned model written by `python -m helpers finetune`"
     if ckpt_lib.find_checkpoint(folder) is not None:
@@ -65,9 +65,8 @@ def describe_folder(folder: Path) -> str:
 
 def quiet_transformers() -> None:
     """Our own progress bars and reports say what happens; transformers' per-file bars would bury them."""
-    import warnings
 
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # slow start-up (0.5 s)
 
     hf_logging.disable_progress_bar()
     warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
@@ -98,6 +97,7 @@ def load_pretrained(
     The family follows from the configuration (encoder-decoder or decoder-only). A GGUF file is dequantised to
     an fp32 model that can be trained and saved. Errors name the problem and the way round it.
     """
+    # slow start-up (0.5 s)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     quiet_transformers()
@@ -109,7 +109,7 @@ def load_pretrained(
         info = json.loads(run.finetune_info.read_text(encoding="utf-8"))
         folder = run.hf_checkpoint  # the model and tokenizer (save_pretrained)
         if (folder / "adapter_config.json").is_file():  # LoRA: the base model, with the adapters merged in
-            import peft
+            import peft  # optional ([dev] extra); LoRA only
 
             translator = load_pretrained(info["base_model"], device=device, max_source_tokens=max_source_tokens)
             translator.model = peft.PeftModel.from_pretrained(translator.model, folder).merge_and_unload()
@@ -124,6 +124,7 @@ def load_pretrained(
         if not path.is_file():
             raise ModelLoadError(f"GGUF file {path} does not exist.")
         try:
+            # optional (GGUF files only)
             import gguf  # noqa: F401
         except ImportError as err:
             raise ModelLoadError("Loading a GGUF file needs the gguf package: pip install gguf accelerate") from err

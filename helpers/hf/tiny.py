@@ -12,7 +12,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import sentencepiece as spm
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    MarianConfig,
+    MarianMTModel,
+    MarianTokenizer,
+    PreTrainedTokenizerFast,
+)
 
 from .loading import quiet_transformers
 from .translator import NOT_PRETRAINED
@@ -27,9 +37,6 @@ def _text_file(pairs, folder: Path) -> Path:
 def tiny_marian(pairs, folder: str | Path, *, vocab_size: int = 600, d_model: int = 32, seed: int = 0) -> Path:
     """A 2-layer MarianMT with random weights and a sentencepiece tokenizer trained on ``pairs``, saved in
     ``folder`` the way a downloaded opus-mt model is (``source.spm``, ``target.spm``, ``vocab.json``)."""
-    import sentencepiece as spm
-    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
-
     quiet_transformers()
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -67,9 +74,6 @@ def tiny_marian(pairs, folder: str | Path, *, vocab_size: int = 600, d_model: in
 def tiny_causal_lm(pairs, folder: str | Path, *, vocab_size: int = 700, hidden: int = 32, seed: int = 0) -> Path:
     """A 2-layer Llama with random weights and a byte-level BPE tokenizer trained on ``pairs`` whose only special
     token is ``<|endoftext|>`` (begin and end, no pad token: as with many real LMs), saved in ``folder``."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
     quiet_transformers()
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -41,6 +41,8 @@ import json
 import random
 from dataclasses import dataclass
 
+from ..runtime import bundled_path
+
 __all__ = ["builtin_corpus", "describe_corpus", "vocabulary", "DEFAULT_N", "DIFFICULTIES"]
 
 DEFAULT_N = 30_000
@@ -129,8 +131,6 @@ def _verb(inf, pp, aux, en, present=(), objects: str = "", subjects: str = "pers
 
 def _words_path():
     """Where the word file is: in the installed package, else in data/ of the checkout (``runtime.bundled_path``)."""
-    from ..runtime import bundled_path
-
     return bundled_path(WORDS_FILE)
 
 

@@ -338,9 +338,10 @@ def prepare_data(
     static_step: int | None = None,
     stderr: TextIO | None = None,
     write_tests: bool = False,
+    reuse_tokenizer: bool | None = None,
 ) -> PreparedData:
     """The data stage of a run: :func:`load_clean_split`, then the tokenizer (trained on the training split, or
-    reloaded from ``out_dir/tokenizer``) and the batches (:func:`batches_for`; ``static_step`` pads them to a fixed
+    reloaded from ``out_dir/tokenizer``: ``reuse_tokenizer``, :func:`helpers.text.tokenizer.tokenizer_for`) and the batches (:func:`batches_for`; ``static_step`` pads them to a fixed
     set of shapes, for a compiled step: ``train`` passes :func:`helpers.pipeline.static_step`). With ``stderr``, what
     every step read, kept and dropped is printed there (nothing goes unsaid); with ``write_tests``, the run's two
     test sets are written to ``out_dir`` (``train`` leaves it to rank 0 under torchrun).
@@ -351,7 +352,7 @@ def prepare_data(
     """
     stage = load_clean_split(data, columns, limit=limit, seed=seed)
     splits = stage.splits
-    tokenizer = tokenizer_for(splits.train, cfg, out_dir, seed=seed, progress=progress)
+    tokenizer = tokenizer_for(splits.train, cfg, out_dir, seed=seed, progress=progress, reuse=reuse_tokenizer)
     batcher, valid_batches, encoded = batches_for(
         tokenizer,
         splits,

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..runtime import repo_root
 from .corpus import DEFAULT_N, builtin_corpus
 
 SOURCES = ("tatoeba", "tsv", "parallel", "builtin")
@@ -315,7 +316,6 @@ def find_local_file(env_var: str, relative: str) -> Path | None:
     candidates = []
     if os.environ.get(env_var):
         candidates.append(Path(os.environ[env_var]).expanduser())
-    from ..runtime import repo_root
 
     root = repo_root()
     for base in ([root] if root else []) + [Path.cwd(), Path.cwd().parent]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 import re
 import statistics
+import urllib.error
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,7 +27,17 @@ from pathlib import Path
 
 import numpy as np
 
-from .sources import DataError
+from ..runtime import atomic_write_text
+from .sources import (
+    DataError,
+    DownloadError,
+    LoadReport,
+    default_cache_dir,
+    fetch,
+    find_local_file,
+    load_parallel,
+    load_tsv,
+)
 
 WORD = re.compile(r"[^\W\d_]+")  # a run of letters: "l'homme" -> "l", "homme"; digits and punctuation are not words
 LONG_WORDS = 15  # "long" source: more than this many words
@@ -228,7 +239,6 @@ class WordTable:
         return _CLOSE_UP.sub(r"\1", " ".join(out))  # "sleeps ." -> "sleeps.": written, not tokenized, English
 
     def save(self, path: str | Path) -> Path:
-        from ..runtime import atomic_write_text
 
         rows = sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))
         text = "".join(f"{w}\t{n}\t{self.english.get(w, '')}\n" for w, n in rows)
@@ -269,11 +279,9 @@ def load_public(name: str, *, data_files: str | Path | None = None):
     ``{"fr": ..., "en": ...}``), which is how the tests run this code offline. Rows with an empty side are
     skipped and counted in the report, like a loader's bad lines.
     """
-    from .sources import LoadReport
-
     if name not in PUBLIC_TEST_SETS:
         raise DataError(f"Unknown public test set {name!r}; known: {sorted(PUBLIC_TEST_SETS)}, or give a file path.")
-    import datasets
+    import datasets  # slow start-up (0.6 s)
 
     repo, config, split, what = PUBLIC_TEST_SETS[name]
     try:
@@ -319,8 +327,6 @@ CHALLENGE_BASE_URL = (
 def find_newer_dev() -> Path | None:
     """The development half of the newer sentences on this machine (``$TATOEBA_NEWER_DEV``, or
     ``../shared/data/tatoeba-newer-fr-en/dev.fr-en.tsv`` beside the repository), or None."""
-    from .sources import find_local_file
-
     return find_local_file("TATOEBA_NEWER_DEV", NEWER_DEV_RELATIVE)
 
 
@@ -361,10 +367,6 @@ def fetch_newer_sentences(
     the one kept to score the project's models, so a learner's score on it is an honest test, never a choice.
     ``base_url`` may be a ``file://`` address (the tests use one). Network errors say what to do.
     """
-    import urllib.error
-
-    from .sources import DownloadError, default_cache_dir, fetch, load_parallel
-
     folder = (Path(cache_dir).expanduser() if cache_dir else default_cache_dir()) / "tatoeba-newer-fr-en"
     files = {side: folder / f"tatoeba-test-v2021-08-07.{side}" for side in ("fra", "eng")}
     try:
@@ -401,8 +403,6 @@ def load_newer_sentences(training_pairs: Sequence[tuple[str, str]] | None = None
     The download needs ``training_pairs`` (the pairs the model was trained on: what "newer" is measured against);
     without them and without the file, a :class:`DataError` says what to do.
     """
-    from .sources import load_tsv
-
     path = find_newer_dev()
     if path is not None:
         pairs, report = load_tsv(path, ("fr", "en"))
@@ -422,8 +422,6 @@ def newer_sentences_for(data: str, training_pairs, *, cache_dir=None, download: 
     note saying why and what would give them. ``data`` is what the model trains on (``"builtin"`` has no newer
     sentences to download against); ``download=False`` (quick mode) never touches the network; ``limit`` keeps
     the first pairs only (quick mode scores a sample)."""
-    from .sources import DownloadError
-
     path = find_newer_dev()
     if path is None and (data == "builtin" or not download):
         why = "the model trains on the built-in corpus" if data == "builtin" else "quick mode does not download"

@@ -21,6 +21,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import sentencepiece as spm
 import torch
 
 from .. import runtime
@@ -73,7 +74,6 @@ class Tokenizer:
     pad_id, bos_id, sep_id, eos_id, unk_id = PAD_ID, BOS_ID, SEP_ID, EOS_ID, UNK_ID
 
     def __init__(self, model_proto: bytes, meta: dict | None = None):
-        import sentencepiece as spm
 
         self.model_proto = bytes(model_proto)
         self.sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
@@ -105,8 +105,6 @@ class Tokenizer:
         seed: int = 0,
     ) -> Tokenizer:
         """Train on ``texts`` (strings, or (fr, en) pairs: both sides are used). Saved to ``out_dir`` if given."""
-        import sentencepiece as spm
-
         if model_type not in ("unigram", "bpe"):
             raise DataError(f"model_type={model_type!r}: use 'unigram' or 'bpe'.")
         lines = []
@@ -235,15 +233,24 @@ def tokenizer_for(
     *,
     seed: int = 0,
     progress: bool = False,
+    reuse: bool | None = None,
 ) -> Tokenizer:
-    """The run's tokenizer: reloaded from ``out_dir/tokenizer`` when the run folder has one, else trained on
-    ``train_pairs`` (the training split only) and saved there once.
+    """The run's tokenizer: reloaded from ``out_dir/tokenizer``, or trained on ``train_pairs`` (the training split
+    only) and saved there.
 
-    Reloading, not retraining, keeps the vocabulary a checkpoint was trained with; a saved tokenizer made with
-    another ``vocab_size`` or type is refused, naming both.
+    ``reuse`` is the caller's decision: True for a run that continues a checkpoint (reloading, not retraining, keeps
+    the vocabulary the checkpoint was trained with; a saved tokenizer made with another ``vocab_size`` or type is
+    refused, naming both), False for a fresh run (trained anew, replacing one an unfinished earlier run left), None
+    (a notebook cell run again) to reload whatever the folder holds.
     """
     tok_dir = RunFolder(out_dir).tokenizer if out_dir is not None else None
-    if tok_dir is not None and tok_dir.is_dir():
+    if reuse and (tok_dir is None or not tok_dir.is_dir()):
+        raise FileNotFoundError(
+            f"This run continues a checkpoint in {out_dir}, but the folder has no tokenizer/ beside it: the checkpoint "
+            "cannot be read without the vocabulary it was trained with. Restore the folder's tokenizer/, or start a "
+            "fresh run in a new output folder."
+        )
+    if tok_dir is not None and tok_dir.is_dir() and reuse is not False:
         tokenizer = Tokenizer.load(tok_dir)
         made = (tokenizer.meta.get("requested_vocab_size"), tokenizer.meta.get("model_type"))
         if made != (cfg.vocab_size, cfg.tokenizer_type):
@@ -258,7 +265,7 @@ def tokenizer_for(
     t0 = time.perf_counter()
     tokenizer = Tokenizer.train(train_pairs, vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, seed=seed)
     if out_dir is not None:
-        runtime.save_tokenizer_once(tokenizer, tok_dir)
+        runtime.save_tokenizer_once(tokenizer, tok_dir, replace=reuse is False)
     if progress:
         took = time.perf_counter() - t0
         print(

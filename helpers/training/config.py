@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 
+from ..nn.model import ModelConfig, config_from_dict
 from ..runtime import ConfigMismatchError
 
 ATTENTION_KERNELS = ("auto", "sdpa", "explicit")
@@ -133,8 +134,6 @@ class TrainConfig:
 
     def model_config(self, vocab_size: int, device: torch.device | str | None = None):
         """The model's configuration for a tokenizer of ``vocab_size`` pieces, its kernel chosen for ``device``."""
-        from ..nn.model import ModelConfig
-
         kernel = self.attention_kernel
         if kernel == "auto":
             kernel = "sdpa" if device is not None and torch.device(device).type == "cuda" else "explicit"
@@ -162,8 +161,6 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict) -> TrainConfig:
         """The inverse of :meth:`to_dict`; a key this version does not know is refused, by name."""
-        from ..nn.model import config_from_dict
-
         return config_from_dict(cls, data)
 
 

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
+from ..runtime import pick_device
 from ..text.batches import Batch
 
 
@@ -62,8 +64,6 @@ def setup(prefer: str | None = None) -> tuple[Ranks, torch.device, bool]:
     Returns this process's :class:`Ranks`, its device (``cuda:LOCAL_RANK`` when GPUs are present and ``prefer`` does
     not say cpu) and whether this call started the group (then :func:`teardown` ends it). NCCL on GPUs, gloo on CPUs.
     """
-    from ..runtime import pick_device
-
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Ranks(), pick_device(prefer), False
@@ -168,8 +168,6 @@ def _token_weighted_allreduce(state: dict, bucket):
 
 def wrap(model: torch.nn.Module, device: torch.device):
     """``model`` in DistributedDataParallel, and the dictionary whose ``"weight"`` is this rank's token share."""
-    from torch.nn.parallel import DistributedDataParallel
-
     net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     share = {"weight": 1.0}
     net.register_comm_hook(share, _token_weighted_allreduce)

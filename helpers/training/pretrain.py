@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -27,6 +28,7 @@ from ..text.batches import BucketBatcher
 from ..text.encoding import Example
 from ..text.sources import DataError
 from ..text.tokenizer import BOS_ID, EOS_ID, SEP_ID, UNK_ID
+from .train import train
 
 MASK_ID = UNK_ID
 PRETRAIN_KINDS = ("span",)
@@ -121,10 +123,6 @@ def pretrain_phase(model, prepared, cfg, out_dir, *, device=None, progress: bool
     translation data); validation uses the validation split's sentences, corrupted once. Resumable like any
     run: a finished phase is found and its weights are loaded, not trained again.
     """
-    import sys
-
-    from .train import train
-
     err = stderr if stderr is not None else sys.stderr
     pre_cfg, _ = split_budget(cfg)
     tok = prepared.tokenizer

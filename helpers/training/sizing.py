@@ -182,7 +182,7 @@ def _probe(cfg: TrainConfig, examples, vocab_size: int, device, seconds: float) 
     model = build_model(cfg.model_config(vocab_size, device))
     batches = list(islice(BucketBatcher(examples, cfg.max_tokens, seed=cfg.seed), PROBE_BATCHES))
     one_pass = replace(cfg, minutes=None, steps=len(batches))
-    quiet = {"device": device, "progress": False, "resume": False}
+    quiet = {"device": device, "progress": False, "resume_from": None}
     train(model, batches, None, one_pass, None, **quiet)  # every shape once, untimed
     paces, timed = [], 0.0  # (tokens/s, steps/s) per pass
     while len(paces) < 3 or timed < seconds:
@@ -271,7 +271,7 @@ def loss_against_time(
         model = build_model(c.model_config(vocab_size, device)).to(device)  # train() would, but too late
         start, _ = evaluate_loss(model, valid_batches, device, c.precision)  # the loss at minute 0
         batcher = BucketBatcher(examples, c.max_tokens, seed=c.seed)
-        result = train(model, batcher, valid_batches, c, None, device=device, progress=progress, resume=False)
+        result = train(model, batcher, valid_batches, c, None, device=device, progress=progress, resume_from=None)
         curve = [{"minutes": 0.0, "tokens": 0, "val_loss": start}]
         curve += [
             {"minutes": h["minutes"], "tokens": h["tokens"], "val_loss": h["val_loss"]}
@@ -362,15 +362,17 @@ def size_for_machine(
     )
 
 
-def size_for_run(cfg, examples, vocab_size: int, out: Path, dev, probe_seconds: float | None = None, err=None) -> tuple:
-    """The ``cpu`` preset's size for this machine and budget, or the size a resumed run started with."""
+def size_for_run(
+    cfg, examples, vocab_size: int, resume_from: Path | None, dev, probe_seconds: float | None = None, err=None
+) -> tuple:
+    """The ``cpu`` preset's size for this machine and budget, or, when the run continues the checkpoint
+    ``resume_from``, the size it started with."""
     if not cfg.minutes:
         if err:
             print("Model size: the cpu preset's fixed size (a step budget has no minutes to size for).", file=err)
         return cfg, None
-    found = ckpt_lib.find_checkpoint(out)
-    if found is not None:
-        saved = ckpt_lib.load_checkpoint(found)["config"]["train"]
+    if resume_from is not None:
+        saved = ckpt_lib.load_checkpoint(resume_from)["config"]["train"]
         kept = {f: saved[f] for f in SHAPE_FIELDS}
         if err:
             print(

@@ -28,6 +28,8 @@ from . import distributed
 from .config import RESUMABLE_FIELDS, TrainConfig, without_deleted_levers
 from .optim import lr_at, make_optimizer
 
+FROM_OUT_DIR = "out_dir"  # resume_from's default: the checkpoint out_dir holds, if it holds one
+
 # ----------------------------------------------------------------------------------------------
 # building blocks of one step
 
@@ -151,7 +153,7 @@ class Budget:
 
 def compiled(net: torch.nn.Module, backend: str = "inductor") -> torch.nn.Module:
     """``torch.compile`` for static shapes: one graph per batch shape (StaticBucketBatcher's few), none recompiled."""
-    import torch._dynamo
+    import torch._dynamo  # slow start-up (1.0 s)
 
     for name in ("recompile_limit", "cache_size_limit"):  # default 8: too few for a shape per bucket length
         if hasattr(torch._dynamo.config, name):
@@ -303,7 +305,7 @@ class TrainingRun:
         *,
         device: torch.device | str | None = None,
         extra_config: dict | None = None,
-        resume: bool = True,
+        resume_from: str | Path | None = FROM_OUT_DIR,
         progress: bool = True,
         callback: Callable[[dict, list[dict]], None] | None = None,
     ):
@@ -328,7 +330,9 @@ class TrainingRun:
         self.history: list[dict] = []
         self.data_state = {"epoch": 0, "position": 0}
         self.resumed_from = None
-        self.checkpoint = ckpt_lib.find_checkpoint(out_dir) if resume else None
+        # the checkpoint to continue from, decided by the caller (train_command decides once for the whole run);
+        # by default the one out_dir holds, as a notebook cell run again after a disconnect wants
+        self.checkpoint = ckpt_lib.find_checkpoint(out_dir) if resume_from == FROM_OUT_DIR else resume_from
         if self.checkpoint is not None:
             saved = ckpt_lib.load_checkpoint(self.checkpoint, map_location="cpu")  # weights_only: never runs code
             where = self.checkpoint.parent  # a checkpoint from before the deleted levers resumes if they were off
@@ -596,11 +600,12 @@ def train(
     *,
     device: torch.device | str | None = None,
     extra_config: dict | None = None,
-    resume: bool = True,
+    resume_from: str | Path | None = FROM_OUT_DIR,
     progress: bool = True,
     callback: Callable[[dict, list[dict]], None] | None = None,
 ) -> TrainResult:
-    """Train ``model`` on ``train_batcher`` until ``cfg``'s budget runs out; resume from ``out_dir`` if it holds a checkpoint.
+    """Train ``model`` on ``train_batcher`` until ``cfg``'s budget runs out, continuing from ``resume_from``: a
+    checkpoint, None (a fresh start), or by default the checkpoint ``out_dir`` holds, if any.
 
     ``train_batcher`` yields :class:`helpers.text.data.Batch` objects, one epoch per iteration (``set_epoch`` and
     ``state_dict``/``load_state_dict`` are used when present, so a resume continues at the same batch).
@@ -619,7 +624,7 @@ def train(
         out_dir,
         device=device,
         extra_config=extra_config,
-        resume=resume,
+        resume_from=resume_from,
         progress=progress,
         callback=callback,
     )

@@ -72,8 +72,9 @@
 # **The same pipeline from a terminal.** `python -m helpers train --data fra.txt --minutes 45 --preset t4
 # --out runs/fr-en` runs the same stages in order: the data steps of section 1 in one call
 # (`helpers.text.data.prepare_data`), the sizing and the model of section 2 (`helpers.training.sizing.size_for_run`,
-# `helpers.pipeline.start_model`) and the loop of section 4 (`helpers.pipeline.fit`); tests check that each gives
-# exactly what this notebook's cells give.
+# `helpers.pipeline.start_model`) and the loop of section 4 (`helpers.training.train.train`); tests check that each
+# gives exactly what this notebook's cells give. It decides once whether the run continues a checkpoint in its
+# folder and tells every stage; this notebook decides the same way, in the next section.
 # `python -m helpers evaluate --checkpoint runs/fr-en` scores the run on both test sets and writes its metrics in the
 # layout of section 8.
 
@@ -192,7 +193,8 @@ QUICK_NOTE = (
 # folder (checkpoint, tokenizer, a readable `checkpoint.json`) lives on Google Drive when you allow it,
 # else in `runs/` of the repository (or of the current folder). The folder name carries the preset: a
 # checkpoint only resumes with the configuration that made it. Quick mode uses a fresh temporary folder
-# every time, so a test run never resumes someone's stale state.
+# every time, so a test run never resumes someone's stale state. Whether this run continues a checkpoint is
+# decided here (`RESUME_FROM`) and handed to the sizing below, as `python -m helpers train` hands it to its stages.
 
 # %%
 DRIVE = None
@@ -202,11 +204,8 @@ else:
     DRIVE = colab.mount_drive(ask=True)  # None outside Colab, or when you say no
     RUN_DIR = (DRIVE or runtime.repo_root() or Path.cwd()) / "runs" / f"03_scratch-{PRESET}"
 RUN_DIR.mkdir(parents=True, exist_ok=True)
-print(
-    "run folder:",
-    RUN_DIR,
-    "(holds a checkpoint: this run resumes)" if checkpoint.find_checkpoint(RUN_DIR) else "(new run)",
-)
+RESUME_FROM = checkpoint.find_checkpoint(RUN_DIR)  # None: a new run
+print("run folder:", RUN_DIR, "(holds a checkpoint: this run resumes)" if RESUME_FROM else "(new run)")
 
 # %% [markdown]
 # ## 1. The data, step by step
@@ -1086,7 +1085,7 @@ print(textwrap.fill(read_size_curves(size_curves), 110))
 
 # %%
 if PRESET == "cpu":
-    cfg, SIZING = sizing.size_for_run(cfg, train_examples, tok.vocab_size, RUN_DIR, DEVICE, err=sys.stdout)
+    cfg, SIZING = sizing.size_for_run(cfg, train_examples, tok.vocab_size, RESUME_FROM, DEVICE, err=sys.stdout)
 else:
     choice = sizing.size_for_machine(
         cfg, train_examples, tok.vocab_size, DEVICE, sizes=SIZE_SHAPES, probe_seconds=0.5 if QUICK else 3.0
@@ -1310,7 +1309,7 @@ print(
 
 # %%
 def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
-    # resumes from out_dir's checkpoint
+    # continues run_options["resume_from"] (by default the checkpoint out_dir holds, if any)
     run = train.TrainingRun(model, batcher, valid_batches, cfg, out_dir, **run_options)
     while not run.done():
         t0 = time.perf_counter()
@@ -1454,8 +1453,8 @@ if in_live_kernel():
 # %% [markdown]
 # Now train. `extra_config` records which data the run used (`DATA_INFO`, but for the split sizes): a
 # checkpoint made from other data (another file, or the same file split with another seed) is refused. If
-# this cell was interrupted, or Colab disconnected, run the notebook again: the loop finds the checkpoint in
-# the run folder and says "Resuming from … at step …".
+# this cell was interrupted, or Colab disconnected, run the notebook again (or this cell alone): the loop, unless
+# told otherwise (`resume_from=`), continues the checkpoint the run folder holds and says "Resuming from … at step …".
 
 # %%
 EXTRA = {"data": {k: v for k, v in DATA_INFO.items() if k != "pairs"}}

@@ -125,7 +125,6 @@ def test_evaluate_pairs_scores_a_translator_with_its_own_translate():
 def test_score_newer_dev_scores_greedy_writes_the_translations_and_restores_training_mode(run, tmp_path, monkeypatch):
     """The end of `train`: greedy BLEU on the newer-sentence file ($TATOEBA_NEWER_DEV here), the translations beside
     the run, the model left in the mode it was in; without the file, one line says so and nothing is scored."""
-    from helpers.text import testsets
 
     pairs = [(f"Le chat numéro {i} dort.", f"Cat number {i} is sleeping.") for i in range(6)]
     dev = tmp_path / "dev.fr-en.tsv"
@@ -145,7 +144,7 @@ def test_score_newer_dev_scores_greedy_writes_the_translations_and_restores_trai
     assert result == {"test_file": str(dev), "n": 6, "beams": 1, "bleu": scored["bleu"], "chrf": scored["chrf"],
                       "truncated": 0}  # fmt: skip
     assert f"Newer sentences (dev.fr-en.tsv, 6 pairs, greedy): BLEU {scored['bleu']:.2f}" in err.getvalue()
-    monkeypatch.setattr(testsets, "find_newer_dev", lambda: None)  # the file is not on this machine
+    monkeypatch.setattr(E, "find_newer_dev", lambda: None)  # the file is not on this machine
     err = io.StringIO()
     assert E.score_newer_dev(run.model, run.tokenizer, tmp_path / "none", err) is None
     assert "is not on this machine: no score on newer sentences" in err.getvalue()

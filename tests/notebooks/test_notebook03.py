@@ -1,7 +1,7 @@
 """Notebook 03: its outputs for the report, its checks catch the mistakes they name, its cells are the stages of
 ``train`` (data cells == ``text.data.prepare_data``, sizing == ``training.sizing.size_for_run``, model ==
-``pipeline.start_model``) and its training loop is helpers.training.train.train, which ``pipeline.fit`` runs (defined
-once, proven equal).
+``pipeline.start_model``) and its training loop is helpers.training.train.train, which ``train`` runs (defined once,
+proven equal).
 
 The notebook runs once in-process in quick mode (tiny preset, built-in corpus). Each check is then
 called with a deliberately broken input, or re-run with one piece of ``TrainingRun``'s resume replaced

@@ -109,20 +109,20 @@ def fp16_probe(model: torch.nn.Module, batches, watch: ActivationWatch | None = 
 def t4_run(tmp_path, monkeypatch, steps: int, **overrides):
     """``train_command`` on the built-in corpus with the ``t4`` preset in fp16 (its model watched while it trains):
     data, tokenizer, batches and the training loop are the package's own, as on a T4."""
-    from helpers import pipeline
     from helpers.commands import train_command
+    from helpers.training import train as training
 
     seen = {}
-    fit = pipeline.fit
+    loop = training.train
 
-    def watched_fit(built, *args, **kwargs):
-        seen["model"], seen["watch"] = built.model, ActivationWatch(built.model)
+    def watched_train(model, *args, **kwargs):
+        seen["model"], seen["watch"] = model, ActivationWatch(model)
         try:
-            return fit(built, *args, **kwargs)
+            return loop(model, *args, **kwargs)
         finally:
             seen["watch"].remove()
 
-    monkeypatch.setattr(pipeline, "fit", watched_fit)
+    monkeypatch.setattr(training, "train", watched_train)
     result = train_command(
         "builtin", steps=steps, out=tmp_path / "t4", preset="t4", limit=400, progress=False, device="cpu",
         overrides={"precision": "fp16", "eval_interval": steps, "valid_sentences": 8, **overrides},
