@@ -28,7 +28,6 @@ from .training import train
 
 
 def _run_notebooks(args) -> int:
-
     cell_timeout = args.cell_timeout * 60 if args.cell_timeout else None
     try:
         notebooks.run_all(args.only or None, quick=not args.full, cell_timeout=cell_timeout)
@@ -42,7 +41,6 @@ def _run_notebooks(args) -> int:
 
 
 def _sync_notebooks(args) -> int:
-
     for path in notebooks.sync(notebooks.notebook_sources(args.only or None)):
         print("wrote", path)
     for path in exercises.write_exercise_versions(args.only or None):
@@ -51,7 +49,6 @@ def _sync_notebooks(args) -> int:
 
 
 def _check_notebooks(args) -> int:
-
     problems = [
         p
         for py in notebooks.notebook_sources()
@@ -65,7 +62,6 @@ def _check_notebooks(args) -> int:
 
 
 def _student(args) -> int:
-
     for path in exercises.build_student(args.out, args.only or None, keep_answers=args.keep_answers):
         print("wrote", path)
     print(
@@ -86,7 +82,6 @@ def _notebook_path(name: str) -> Path:
 
 
 def _grade(args) -> int:
-
     if len(args.notebook) > 1 or Path(args.notebook[0]).is_dir():  # a class
         options = [*(["--hidden", args.hidden] if args.hidden else []), *(["--full"] if args.full else [])]
         options += ["--cell-timeout", str(args.cell_timeout)] if args.cell_timeout else []
@@ -134,7 +129,6 @@ def _grade(args) -> int:
 
 
 def _report(args) -> int:
-
     report.export(zip_path=args.zip, notebooks=args.notebooks or None, pdf=args.pdf)
     return 0
 
@@ -417,7 +411,6 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

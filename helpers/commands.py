@@ -33,7 +33,7 @@ from .text.sources import load_path
 from .text.testsets import NEWER, PUBLIC_TEST_SETS, find_newer_dev, load_newer_sentences, load_public
 from .training import checkpoint as ckpt_lib
 from .training import distributed, sizing
-from .training import train as training
+from .training import train as train_lib
 from .training.config import SHAPE_FIELDS, SIZED_PRESETS, preset_config
 
 # ----------------------------------------------------------------------------------------------
@@ -78,39 +78,45 @@ def train_command(
     # under torchrun: join the other ranks; each says which it is, then only rank 0 speaks and writes
     with distributed.process_group(device, "train", err, progress) as (ranks, dev, err, progress):
         cfg = preset_config(preset, **{**(overrides or {}), "minutes": minutes, "steps": steps, "seed": seed})
-        training.Budget(minutes, steps)  # a missing or bad budget fails now, not after the data is prepared
+        train_lib.Budget(minutes, steps)  # a missing or bad budget fails now, not after the data is prepared
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         folder = RunFolder(out)
-        resume_from = ckpt_lib.find_checkpoint(out)  # decided once: each stage below is told, none looks itself
+        resume = ckpt_lib.resume_point(out)  # decided once: each stage below is told, none looks itself
+        if ranks.several:  # under torchrun every rank continues what rank 0 found
+            resume = distributed.object_from_main(resume)
         precision = runtime.resolve_precision(dev, cfg.precision)
         runtime.set_seed(seed)
         # the stages, top to bottom: each hands what it made to the next, here
         with distributed.main_first(ranks):  # rank 0 trains and saves the tokenizer; the others load it
-            prepared = text_data.prepare_data(data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress,
-                                    static_step=pipeline.static_step(cfg), stderr=err, write_tests=ranks.main,
-                                    reuse_tokenizer=resume_from is not None or not ranks.main)  # fmt: skip
+            prepared = text_data.prepare_data(
+                data, cfg, out, columns=columns, seed=seed, limit=limit, progress=progress,
+                static_step=pipeline.static_step(cfg), stderr=err, write_tests=ranks.main,
+                reuse_tokenizer=resume.resumes or not ranks.main,  # the other ranks load what rank 0 saved
+            )  # fmt: skip
         size_record = None
         if preset in SIZED_PRESETS and not set(SHAPE_FIELDS) & set(overrides or {}):  # a shape given: fixed size
             examples, vocab_size = prepared.train_batcher.examples, prepared.tokenizer.vocab_size
             cfg, size_record = sizing.size_for_run(
-                cfg, examples, vocab_size, resume_from, dev, probe_seconds, err if progress else None
+                cfg, examples, vocab_size, resume.sized_by, dev, probe_seconds, err if progress else None
             )
             if ranks.several:  # each rank measured its own step: rank 0's choice holds for all
                 cfg, size_record = distributed.object_from_main((cfg, size_record))
         built = pipeline.start_model(
-            cfg, prepared, out, dev, resume_from=resume_from, progress=progress, stderr=err, describe=progress
+            cfg, prepared, out, dev, resume=resume, progress=progress, stderr=err, describe=progress
         )
         if progress and built.transfer is not None:
             print("Embeddings:", built.transfer.describe(), file=err)
         data_config = {"data": {k: v for k, v in prepared.info.items() if k != "pairs"}}  # a resume must agree
-        result = training.train(built.model, prepared.train_batcher, prepared.valid_batches, built.translate_cfg, out,
-                       device=dev, resume_from=resume_from, extra_config=data_config, progress=progress)  # fmt: skip
+        result = train_lib.train(
+            built.model, prepared.train_batcher, prepared.valid_batches, built.translate_cfg, out, device=dev,
+            resume_from=resume.translation, extra_config=data_config, progress=progress,
+        )  # fmt: skip
         if not ranks.main:  # the checkpoint, metrics and the dev score are rank 0's to write
             return result
         model_cfg, pretrained = built.model.config, built.pretrained
         summary = {
-            **training.training_summary(result, cfg, preset=preset, precision=precision),
+            **train_lib.training_summary(result, cfg, preset=preset, precision=precision),
             "parameters": built.parameters,
             "device": str(dev),
             "hardware": runtime.hardware_name(dev),
@@ -178,7 +184,6 @@ def translate_command(
 
 
 def _explained(run, line: str, beams: int) -> str:
-
     if not run.scratch:  # a fine-tuned Hugging Face model: its translation only
         return run.model.translate([line], beams=beams)[0] + "\n  note: --explain takes apart models made by `train`"
     return explain_translation(run.model, run.tokenizer, line, beams=beams, word_table=run.words).to_text()
@@ -326,7 +331,7 @@ def finetune_command(
     from .hf.finetune import FinetuneConfig, finetune  # slow start-up (2.6 s)
 
     err = stderr if stderr is not None else sys.stderr
-    training.Budget(minutes, steps)  # a missing or bad budget fails before the model loads
+    train_lib.Budget(minutes, steps)  # a missing or bad budget fails before the model loads
     out = Path(out)
     if ckpt_lib.find_checkpoint(out) is not None:
         raise ValueError(f"{out} holds a scratch-model run (from `train`): give finetune a folder of its own.")

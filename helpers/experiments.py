@@ -24,7 +24,7 @@ from .evaluation.translation import translate
 from .nn.model import ModelConfig
 from .nn.variants import attention_memory, build_model, forward_flops, num_parameters
 from .runtime import atomic_write_text
-from .training.checkpoint import find_checkpoint
+from .training.checkpoint import resume_point
 from .training.config import TrainConfig
 from .training.train import train
 
@@ -84,10 +84,8 @@ def run_variant(
     tok = prepared.tokenizer
     batcher, valid_batches, _ = pipeline.train_batches(tok, prepared.splits, cfg, cfg.seed)
     t0 = time.perf_counter()
-    resume_from = find_checkpoint(out_dir)  # decided once, for the model stage and the training loop
-    built = pipeline.start_model(
-        cfg, prepared, out_dir, device, resume_from=resume_from, start=start, progress=progress
-    )
+    resume = resume_point(out_dir)  # decided once, for the model stage and the training loop
+    built = pipeline.start_model(cfg, prepared, out_dir, device, resume=resume, start=start, progress=progress)
     model, model_cfg = built.model, built.model.config
     transfer = built.transfer.describe() if hasattr(built.transfer, "describe") else built.transfer
     pre_steps = built.pretrained.steps if built.pretrained is not None else 0
@@ -98,7 +96,7 @@ def run_variant(
         built.translate_cfg,
         out_dir,
         device=device,
-        resume_from=resume_from,
+        resume_from=resume.translation,
         progress=progress,
         callback=callback,
     )
@@ -246,14 +244,12 @@ class ResultsCache:
     """
 
     def __init__(self, path=None):
-
         self.path = None if path is None else Path(path)
         self.rows: dict = {}
         if self.path is not None and self.path.is_file():
             self.rows = json.loads(self.path.read_text(encoding="utf-8"))
 
     def run(self, key: str, fingerprint: dict, fn) -> dict:
-
         stamp = json.dumps(fingerprint, sort_keys=True, default=str)
         saved = self.rows.get(key)
         if saved is not None and saved.get("fingerprint") == stamp:

@@ -2,11 +2,11 @@
 notebooks 03-06 and the benchmarks. ``train`` (:func:`helpers.commands.train_command`) reads top to bottom, each
 stage's module called once for what it does:
 
-    prepared = text.data.prepare_data(data, cfg, out, stderr=err, write_tests=True)   # the data stage
-    resume_from = training.checkpoint.find_checkpoint(out)  # decided once: None starts fresh
-    cfg, sizing = training.sizing.size_for_run(cfg, examples, vocab, resume_from, dev)   # the cpu preset's size
-    built = start_model(cfg, prepared, out, dev, resume_from=resume_from)  # weights, embeddings, pretraining
-    result = training.train.train(built.model, batcher, valid, built.translate_cfg, out, resume_from=resume_from)
+    resume = training.checkpoint.resume_point(out)          # decided once, first: what the folder continues
+    prepared = text.data.prepare_data(data, cfg, out, reuse_tokenizer=resume.resumes)  # the data stage
+    cfg, sizing = training.sizing.size_for_run(cfg, examples, vocab, resume.sized_by, dev)  # the cpu preset's size
+    built = start_model(cfg, prepared, out, dev, resume=resume)  # weights, embeddings, pretraining
+    result = training.train.train(built.model, batcher, valid, built.translate_cfg, out, resume_from=resume.translation)
     run = load_run(out)                             # the trained model (or a fine-tuned one) back, to translate
 
 Notebook 03 teaches the same stages one cell each (a test holds its cells to these functions); ``finetune``
@@ -105,7 +105,7 @@ def start_model(
     out: str | Path | None,
     device: torch.device,
     *,
-    resume_from: Path | None = None,
+    resume: ckpt_lib.ResumePoint,
     start=None,
     progress: bool = False,
     stderr: TextIO | None = None,
@@ -115,8 +115,10 @@ def start_model(
     drew), its embeddings set (``cfg.init_embeddings``, or ``start(model, tokenizer)``, notebook 06) and, with
     ``cfg.pretrain``, pretrained on unpaired sentences for the first share of the budget.
 
-    ``resume_from``: the checkpoint the run continues (the caller decides, once): its weights win, so neither the
-    embeddings nor the pretraining are redone (the training loop loads the checkpoint over these weights).
+    ``resume``: what the run continues (:func:`helpers.training.checkpoint.resume_point`, decided once by the caller;
+    ``checkpoint.FRESH`` for a new run). Once translation has a checkpoint its weights win, so neither the embeddings
+    nor the pretraining are redone (the training loop loads the checkpoint over these weights); an unfinished
+    pretraining phase continues from its own checkpoint.
 
     ``describe`` prints what was built first (``train``'s "Model:" line: size, shape, variant, data, device and
     number format), before any embeddings or pretraining say what they did."""
@@ -132,7 +134,7 @@ def start_model(
             f"{describe_muon(cfg, device)}.",
             file=stderr if stderr is not None else sys.stderr,
         )
-    fresh = resume_from is None
+    fresh = resume.translation is None
     transfer = None
     if fresh and cfg.init_embeddings:
         transfer = embedding_transfer.init_embeddings(model, prepared.tokenizer, cfg.init_embeddings)
@@ -142,7 +144,16 @@ def start_model(
     if cfg.pretrain:  # the first share of the budget on unpaired sentences, the rest on translation
         translate_cfg = split_budget(cfg)[1]
         if fresh:  # once translation has started, its checkpoint holds the weights
-            pretrained = pretrain_phase(model, prepared, cfg, out, device=device, progress=progress, stderr=stderr)
+            pretrained = pretrain_phase(
+                model,
+                prepared,
+                cfg,
+                out,
+                resume_from=resume.pretraining,
+                device=device,
+                progress=progress,
+                stderr=stderr,
+            )
     return Built(model, translate_cfg, transfer, pretrained, parameters)
 
 

@@ -13,6 +13,7 @@ from helpers import pipeline
 from helpers.nn.variants import num_parameters
 from helpers.text.batches import BucketBatcher, StaticBucketBatcher
 from helpers.training import config as C
+from helpers.training.checkpoint import FRESH
 from tests.text.test_data import stage  # noqa: F401 (a fixture: the built-in data split, and its tokenizer)
 
 
@@ -31,14 +32,14 @@ def watch_stages(monkeypatch) -> list[tuple[str, tuple, dict, object]]:
     later stage receives can be told apart."""
     from helpers.text import data
     from helpers.training import sizing
-    from helpers.training import train as training
+    from helpers.training import train as train_lib
 
     calls = []
     for module, name in (
         (data, "prepare_data"),
         (sizing, "size_for_run"),
         (pipeline, "start_model"),
-        (training, "train"),
+        (train_lib, "train"),
     ):
         real = getattr(module, name)
 
@@ -97,26 +98,32 @@ def test_train_decides_once_whether_it_resumes_and_hands_that_to_every_stage(tmp
     from helpers.commands import train_command
     from helpers.training import checkpoint as ck
 
-    looked = []
-    real_find = ck.find_checkpoint
+    looked, decided = [], []
+    real_find, real_point = ck.find_checkpoint, ck.resume_point
 
     def counted(out):
         looked.append(out)
         return real_find(out)
 
+    def decision(out):
+        decided.append(out)
+        return real_point(out)
+
     monkeypatch.setattr(ck, "find_checkpoint", counted)
+    monkeypatch.setattr(ck, "resume_point", decision)
     overrides = {"max_tokens": 256, "valid_sentences": 8}
     run = dict(out=tmp_path, preset="cpu", limit=300, overrides=overrides, progress=False, dev_score=False)
     train_command("builtin", steps=2, **run)
-    assert len(looked) == 1, "a fresh run looks for a checkpoint once"
+    # one decision, which looks for the two phases' checkpoints (translation, pretraining) once each
+    assert len(decided) == 1 and len(looked) == 2, f"{len(decided)} decisions, {len(looked)} looks"
     calls = watch_stages(monkeypatch)
-    looked.clear()
+    looked.clear(), decided.clear()
     result = train_command("builtin", minutes=0.05, **run)  # minutes: the sizing stage reads the saved size
-    assert len(looked) == 1, f"the run asked {len(looked)} times whether it resumes"
+    assert len(decided) == 1 and len(looked) == 2, f"{len(decided)} decisions, {len(looked)} looks"
     found = real_find(tmp_path)
     (_, _, data_kw, _), (_, size_args, _, _), (_, _, build_kw, _), (_, _, fit_kw, _) = calls
     assert data_kw["reuse_tokenizer"] is True and size_args[3] == found
-    assert build_kw["resume_from"] == found and fit_kw["resume_from"] == found
+    assert build_kw["resume"] == ck.ResumePoint(found, None) and fit_kw["resume_from"] == found
     assert result.resumed_from == 2
 
 
@@ -129,7 +136,7 @@ def test_a_fresh_run_replaces_the_tokenizer_an_unfinished_run_left(tmp_path):
     assert fresh.tokenizer.meta["requested_vocab_size"] == 450
     again = data.prepare_data("builtin", large, tmp_path, limit=1500, progress=False, reuse_tokenizer=True)
     assert again.tokenizer.model_proto == fresh.tokenizer.model_proto, "the saved tokenizer is the fresh one"
-    with pytest.raises(FileNotFoundError, match="no tokenizer/"):
+    with pytest.raises(FileNotFoundError, match="has no tokenizer/"):
         data.prepare_data("builtin", large, tmp_path / "empty", limit=1500, progress=False, reuse_tokenizer=True)
 
 
@@ -139,9 +146,9 @@ def test_build_model_describes_what_it_built_only_when_asked(stage, capsys, cpu_
     from helpers.text import data
 
     prepared = data.prepare_data("builtin", cfg, None, limit=1500, progress=False)
-    quiet = pipeline.start_model(cfg, prepared, None, "cpu")
+    quiet = pipeline.start_model(cfg, prepared, None, "cpu", resume=FRESH)
     err = io.StringIO()
-    said = pipeline.start_model(cfg, prepared, None, "cpu", stderr=err, describe=True)
+    said = pipeline.start_model(cfg, prepared, None, "cpu", resume=FRESH, stderr=err, describe=True)
     assert capsys.readouterr().err == "" and quiet.parameters == said.parameters == num_parameters(quiet.model.config)
     line = err.getvalue()
     assert line.startswith(
@@ -153,6 +160,12 @@ def test_build_model_describes_what_it_built_only_when_asked(stage, capsys, cpu_
         in line
     )
     pipeline.start_model(
-        C.preset_config("tiny", steps=1, optimizer="adamw"), prepared, None, "cpu", stderr=err, describe=True
+        C.preset_config("tiny", steps=1, optimizer="adamw"),
+        prepared,
+        None,
+        "cpu",
+        resume=FRESH,
+        stderr=err,
+        describe=True,
     )
     assert err.getvalue().endswith("device cpu, precision fp32.\n")  # no Muon, nothing said of it

@@ -67,7 +67,6 @@ class InProcess:
 
     @contextlib.contextmanager
     def session(self):
-
         with quick_env(self.quick):
             yield self
 
@@ -112,7 +111,6 @@ class Kernel:
 
     @contextlib.contextmanager
     def session(self):
-
         env = runtime.environment_snapshot("QUICK", "REPORTS_DIR", HEADLESS)
         os.environ["QUICK"] = "1" if self.quick else "0"
         os.environ[HEADLESS] = "1"

@@ -43,11 +43,13 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.nn.model.fused_attention",
         "helpers.nn.model.scaled_scores",
         "helpers.nn.model.SelfAttention.attend",
+        "helpers.nn.variants.VariantAttention.forward",
         "torch.nn.functional.scaled_dot_product_attention",  # the identity as values gives the weights
     ],
     "2.3": [
         "helpers.nn.model.SelfAttention.forward",
         "helpers.nn.model.SelfAttention.attend",
+        "helpers.nn.variants.VariantAttention.forward",
         "helpers.nn.model.explicit_attention",
     ],
     "2.4": ["helpers.nn.model.build_attention_mask"],

@@ -361,7 +361,6 @@ class _Progress:
                 loop.add_signal_handler(sig, self.stop, sig)
 
     def stop(self, sig):
-
         if self.stopped_by is None:  # a second Ctrl-C must not cancel the shutdown itself
             self.stopped_by = sig
             self.client.shutdown_kernel = "immediate"

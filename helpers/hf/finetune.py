@@ -246,7 +246,6 @@ class MonitorBLEU(TrainerCallback, ExportableState):
         return {"args": {}, "attributes": {"points": self.points}}
 
     def score(self, step: int) -> None:
-
         minutes = self.clock.minutes()
         with self.clock.paused():
             s = score(self.translator.translate([fr for fr, _ in self.pairs]), [en for _, en in self.pairs])

@@ -39,7 +39,7 @@ class ModelConfig:
     dropout: float = 0.0
     positional: str = "learned"  # "learned" | "sinusoidal" added to the tokens; "rotary" | "alibi" | "none" (05)
     # "sdpa": F.scaled_dot_product_attention (fused kernels, the fast choice on a GPU); "explicit": the
-    # softmax written out as in notebook 02 (faster on a CPU for short sequences; returns the weights)
+    # softmax written out as in notebook 02 (faster on a CPU for short sequences)
     attention_kernel: str = "sdpa"
     tie_weights: bool = True  # the LM head reuses the token embedding matrix
     # notebook 05's variants, built by helpers.nn.build_model (a configuration names them; it imports nothing):
@@ -85,43 +85,9 @@ class ModelConfig:
             )
         if self.attention not in ATTENTION_KINDS:
             raise ValueError(f"attention={self.attention!r} is not known: choose one of {ATTENTION_KINDS}.")
-        if self.positional == "rotary" and self.head_dim % 2:
-            raise ValueError(
-                f"rotary positions turn pairs of channels, so d_model / n_head must be even (got {self.head_dim}): "
-                "change d_model or n_head."
-            )
-        self._check_variant_fields()
-
-    def _check_variant_fields(self) -> None:
-        """Refuse combinations that have no meaning, saying why and what to use instead."""
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation={self.activation!r} is not known: choose one of {ACTIVATIONS}.")
-        if self.attention == "synthesizer" and self.positional in ("rotary", "alibi"):
-            raise ValueError(
-                f"attention='synthesizer' has no query-key dot product for positional={self.positional!r} to act "
-                "on (its scores already index absolute positions): use positional='learned', 'sinusoidal' or 'none'."
-            )
-        if self.attention == "synthesizer" and self.qk_norm:
-            raise ValueError(
-                "qk_norm normalises queries and keys, and attention='synthesizer' has neither: use qk_norm=False with it."
-            )
-        if self.bottleneck_dim is not None:
-            m = self.bottleneck_dim
-            if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= self.max_len:
-                raise ValueError(
-                    f"bottleneck_dim must be a whole number of latents between 1 and max_len={self.max_len}, got "
-                    f"{m!r} (16 is typical; None for the plain model)."
-                )
-            if self.n_layer < 2:
-                raise ValueError(
-                    f"a bottleneck model needs n_layer >= 2 (one block down to the latents, one back up), got "
-                    f"{self.n_layer}."
-                )
-            if self.positional in ("rotary", "alibi"):
-                raise ValueError(
-                    f"positional={self.positional!r} acts on distances between positions, and latents have none: "
-                    "use positional='learned' or 'sinusoidal' with bottleneck_dim."
-                )
+        # how notebook 05's fields combine is checked where the variants are built: helpers.nn.variants.check_variant
 
     @property
     def head_dim(self) -> int:
@@ -298,8 +264,9 @@ def fused_attention(q, k, v, mask, dropout_p: float = 0.0):
 class SelfAttention(nn.Module):
     """Multi-head self-attention: project to q, k, v, split into heads, attend, merge the heads, project.
 
-    ``keep_weights = True`` makes the layer compute the written-out softmax and keep its last weights in
-    ``last_weights`` (B, nh, T, S), as notebook 02's layer does, for plots (``attention_maps``)."""
+    Notebook 02's layer always keeps its last weights, for plots; this one keeps them in ``last_weights``
+    (B, nh, T, S) only when asked (``keep_weights = True``, as ``attention_maps`` does), since the fused kernel
+    computes none."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -310,7 +277,7 @@ class SelfAttention(nn.Module):
         self.kernel = config.attention_kernel  # "sdpa" or "explicit": the same function, computed two ways
         self.keep_weights, self.last_weights = False, None
 
-    def split_heads(self, x):
+    def project_qkv(self, x):
         """(B, T, C) -> q, k, v, each (B, nh, T, hs)."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
@@ -319,14 +286,13 @@ class SelfAttention(nn.Module):
     def attend(self, q, k, v, mask):
         """(B, nh, T, hs) by the layer's kernel; by the written-out softmax when the weights are kept."""
         written_out = self.keep_weights or self.kernel == "explicit"
-        y, weights = (explicit_attention if written_out else fused_attention)(
-            q, k, v, mask, self.dropout * self.training
-        )
+        dropout = self.dropout * self.training  # no dropout in eval
+        y, weights = (explicit_attention if written_out else fused_attention)(q, k, v, mask, dropout)
         if self.keep_weights:
             self.last_weights = weights  # (B, nh, T, S)
-        return y  # no dropout in eval: dropout * training
+        return y
 
-    def merge_heads(self, y):
+    def project_out(self, y):
         """(B, nh, T, hs) -> (B, T, C): the heads side by side again, head 0 first, then the output projection."""
         B, nh, T, hs = y.shape
         return self.resid_drop(self.proj(y.transpose(1, 2).contiguous().view(B, T, nh * hs)))
@@ -334,10 +300,10 @@ class SelfAttention(nn.Module):
     def forward(self, x, mask=None, cache: LayerCache | None = None, positions=None):
         """mask: bool, broadcastable to (B, nh, T, S); None means causal. positions: (T,) or (B, T), what the
         cache records (default 0..T-1). Returns (B, T, C)."""
-        q, k, v = self.split_heads(x)  # (B, nh, T, hs) each
+        q, k, v = self.project_qkv(x)  # (B, nh, T, hs) each
         if cache is not None:  # earlier positions' keys and values come from the cache
             k, v, _ = cache.extend(k, v, positions, mask)  # (B, nh, S, hs)
-        return self.merge_heads(self.attend(q, k, v, mask))
+        return self.project_out(self.attend(q, k, v, mask))
 
 
 FP16_MAX = torch.finfo(torch.float16).max  # 65,504: the square of anything above 255.9 overflows in fp16
@@ -481,7 +447,7 @@ class DecoderOnlyTransformer(nn.Module):
             tok = tok + self.pos_emb(positions)  # pos broadcasts over the batch when it is (T,)
         elif self.config.positional == "sinusoidal":
             tok = tok + self.pos_table[positions]
-        return self.drop(tok)  # (B, T, C); rotary and ALiBi act inside attention, "none" adds nothing
+        return self.drop(tok)  # (B, T, C)
 
     def forward(
         self, input_ids: torch.Tensor, prefix_len: torch.Tensor | None = None, logits_at: torch.Tensor | None = None
@@ -533,14 +499,16 @@ class DecoderOnlyTransformer(nn.Module):
             _check_prefix_len(prefix_len, T, batch=B)
         mask = build_attention_mask(T, prefix_len, device=input_ids.device)
         x = self.embed(input_ids, torch.arange(T, device=input_ids.device))
+        maps = []
         try:
-            for block in self.blocks:  # each layer keeps its weights, as notebook 02's does
+            for block in self.blocks:  # each layer asked to keep its weights, as notebook 02's always does
                 block.attn.keep_weights = True
                 x = block(x, mask)  # (positions default to 0..T-1)
+                maps.append(block.attn.last_weights.detach())
         finally:
-            for block in self.blocks:
-                block.attn.keep_weights = False
-        return [block.attn.last_weights.detach() for block in self.blocks]
+            for block in self.blocks:  # asked once: nothing stays held on the layers
+                block.attn.keep_weights, block.attn.last_weights = False, None
+        return maps
 
     # -- generation: helpers.nn.generate --------------------------------------------------------------
     def new_cache(self) -> list[LayerCache]:

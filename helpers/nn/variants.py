@@ -137,13 +137,13 @@ class VariantAttention(SelfAttention):
 
     def forward(self, x, mask=None, cache: LayerCache | None = None, positions=None):
         """As notebook 02's; positions (T,) or (B, T) also place rotary and ALiBi (default 0..T-1)."""
-        q, k, v = self.split_heads(x)  # (B, nh, T, hs) each
+        q, k, v = self.project_qkv(x)  # (B, nh, T, hs) each
         q, k = self.rotate(q, k, positions)  # rotary positions, if any, before the cache
         k_pos = positions
         if cache is not None:  # earlier positions' keys and values come from the cache
             k, v, k_pos = cache.extend(k, v, positions, mask)  # (B, nh, S, hs)
         mask = self.score_bias(mask, positions, k_pos, q)  # ALiBi: its distance penalty joins the mask
-        return self.merge_heads(self.attend(q, k, v, mask))
+        return self.project_out(self.attend(q, k, v, mask))
 
 
 # --- the synthesizer ----------------------------------------------------------------------------------
@@ -358,6 +358,41 @@ def num_parameters(config: ModelConfig) -> int:
 # --- the models -----------------------------------------------------------------------------------------
 
 
+def check_variant(config: ModelConfig) -> None:
+    """Refuse a configuration whose variant fields combine into nothing meaningful, saying why and what to use."""
+    if config.positional == "rotary" and config.head_dim % 2:
+        raise ValueError(
+            f"rotary positions turn pairs of channels, so d_model / n_head must be even (got {config.head_dim}): "
+            "change d_model or n_head."
+        )
+    if config.attention == "synthesizer" and config.positional in ("rotary", "alibi"):
+        raise ValueError(
+            f"attention='synthesizer' has no query-key dot product for positional={config.positional!r} to act "
+            "on (its scores already index absolute positions): use positional='learned', 'sinusoidal' or 'none'."
+        )
+    if config.attention == "synthesizer" and config.qk_norm:
+        raise ValueError(
+            "qk_norm normalises queries and keys, and attention='synthesizer' has neither: use qk_norm=False with it."
+        )
+    if config.bottleneck_dim is not None:
+        m = config.bottleneck_dim
+        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= config.max_len:
+            raise ValueError(
+                f"bottleneck_dim must be a whole number of latents between 1 and max_len={config.max_len}, got "
+                f"{m!r} (16 is typical; None for the plain model)."
+            )
+        if config.n_layer < 2:
+            raise ValueError(
+                f"a bottleneck model needs n_layer >= 2 (one block down to the latents, one back up), got "
+                f"{config.n_layer}."
+            )
+        if config.positional in ("rotary", "alibi"):
+            raise ValueError(
+                f"positional={config.positional!r} acts on distances between positions, and latents have none: "
+                "use positional='learned' or 'sinusoidal' with bottleneck_dim."
+            )
+
+
 def attention_class(config: ModelConfig) -> type[nn.Module]:
     """The attention layer of a variant's blocks: the synthesizer's, or notebook 02's with the variant's steps."""
     return SynthesizerAttention if config.attention == "synthesizer" else VariantAttention
@@ -375,7 +410,8 @@ class VariantTransformer(DecoderOnlyTransformer):
                     nn.init.zeros_(p)
 
     def check_config(self, config: ModelConfig) -> None:
-        """Any configuration: :class:`helpers.nn.model.ModelConfig` refuses the combinations that mean nothing."""
+        """Any variant whose fields combine into something meaningful (:func:`check_variant`)."""
+        check_variant(config)
 
     def make_blocks(self, config: ModelConfig) -> nn.ModuleList:
         return nn.ModuleList(Block(config, attention_class(config)) for _ in range(config.n_layer))
@@ -417,6 +453,7 @@ def build_model(config: ModelConfig) -> DecoderOnlyTransformer:
             f"build_model needs a ModelConfig, got {type(config).__name__}: use ModelConfig(...) or "
             "ModelConfig.from_dict(d)."
         )
+    check_variant(config)
     if config.bottleneck_dim:
         return BottleneckTransformer(config)
     return VariantTransformer(config) if config.variant_fields() else DecoderOnlyTransformer(config)

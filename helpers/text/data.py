@@ -341,14 +341,15 @@ def prepare_data(
     reuse_tokenizer: bool | None = None,
 ) -> PreparedData:
     """The data stage of a run: :func:`load_clean_split`, then the tokenizer (trained on the training split, or
-    reloaded from ``out_dir/tokenizer``: ``reuse_tokenizer``, :func:`helpers.text.tokenizer.tokenizer_for`) and the batches (:func:`batches_for`; ``static_step`` pads them to a fixed
+    reloaded from ``out_dir/tokenizer``) and the batches (:func:`batches_for`; ``static_step`` pads them to a fixed
     set of shapes, for a compiled step: ``train`` passes :func:`helpers.pipeline.static_step`). With ``stderr``, what
     every step read, kept and dropped is printed there (nothing goes unsaid); with ``write_tests``, the run's two
     test sets are written to ``out_dir`` (``train`` leaves it to rank 0 under torchrun).
 
     ``cfg`` is a :class:`helpers.training.config.TrainConfig`: its vocabulary size and tokenizer type, ``max_len``,
     ``max_tokens``, ``valid_sentences`` and ``parallel_pairs`` are read. The tokenizer is trained on the training
-    split only and saved once, so a resumed run reads the very same vocabulary.
+    split only and saved in the run folder, so a resumed run reads the very same vocabulary: ``reuse_tokenizer`` is
+    the caller's decision (:func:`helpers.text.tokenizer.tokenizer_for`; ``train`` passes whether it resumes).
     """
     stage = load_clean_split(data, columns, limit=limit, seed=seed)
     splits = stage.splits

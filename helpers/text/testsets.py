@@ -239,7 +239,6 @@ class WordTable:
         return _CLOSE_UP.sub(r"\1", " ".join(out))  # "sleeps ." -> "sleeps.": written, not tokenized, English
 
     def save(self, path: str | Path) -> Path:
-
         rows = sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))
         text = "".join(f"{w}\t{n}\t{self.english.get(w, '')}\n" for w, n in rows)
         return atomic_write_text("french_word\ttraining_pairs\tenglish_word\n" + text, path)

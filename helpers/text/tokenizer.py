@@ -74,7 +74,6 @@ class Tokenizer:
     pad_id, bos_id, sep_id, eos_id, unk_id = PAD_ID, BOS_ID, SEP_ID, EOS_ID, UNK_ID
 
     def __init__(self, model_proto: bytes, meta: dict | None = None):
-
         self.model_proto = bytes(model_proto)
         self.sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
         self.meta = dict(meta or {})
@@ -246,9 +245,10 @@ def tokenizer_for(
     tok_dir = RunFolder(out_dir).tokenizer if out_dir is not None else None
     if reuse and (tok_dir is None or not tok_dir.is_dir()):
         raise FileNotFoundError(
-            f"This run continues a checkpoint in {out_dir}, but the folder has no tokenizer/ beside it: the checkpoint "
-            "cannot be read without the vocabulary it was trained with. Restore the folder's tokenizer/, or start a "
-            "fresh run in a new output folder."
+            f"This run reads the tokenizer saved in {out_dir} (it continues a checkpoint there, or another process of "
+            "the run saved it), but the folder has no tokenizer/: a checkpoint cannot be read without the vocabulary "
+            "it was trained with. Restore the folder's tokenizer/ (under torchrun: a folder every process can see), "
+            "or start a fresh run in a new output folder."
         )
     if tok_dir is not None and tok_dir.is_dir() and reuse is not False:
         tokenizer = Tokenizer.load(tok_dir)

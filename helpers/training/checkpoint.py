@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,36 @@ def find_checkpoint(out_dir: str | Path | None) -> Path | None:
         return None
     path = RunFolder(out_dir).checkpoint
     return path if path.is_file() else None
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a run into a folder continues: the translation phase's checkpoint and the pretraining phase's
+    (``out/pretrain``), each None while that phase has none. ``train`` decides it once (:func:`resume_point`) and
+    hands it to every stage, so that none looks in the folder on its own."""
+
+    translation: Path | None = None
+    pretraining: Path | None = None
+
+    @property
+    def resumes(self) -> bool:
+        """Whether the folder holds a checkpoint of either phase: then its tokenizer and size are the run's."""
+        return self.translation is not None or self.pretraining is not None
+
+    @property
+    def sized_by(self) -> Path | None:
+        """The checkpoint whose configuration holds the size the run started with."""
+        return self.translation or self.pretraining
+
+
+FRESH = ResumePoint()  # a run that starts from nothing
+
+
+def resume_point(out_dir: str | Path | None) -> ResumePoint:
+    """What ``out_dir`` holds to continue from (:class:`ResumePoint`); :data:`FRESH` for None."""
+    if out_dir is None:
+        return FRESH
+    return ResumePoint(find_checkpoint(out_dir), find_checkpoint(RunFolder(out_dir).pretrain))
 
 
 def save_checkpoint(

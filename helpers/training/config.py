@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, fields, replace
 import torch
 
 from ..nn.model import ModelConfig, config_from_dict
+from ..nn.variants import check_variant
 from ..runtime import ConfigMismatchError
 
 ATTENTION_KERNELS = ("auto", "sdpa", "explicit")
@@ -126,7 +127,7 @@ class TrainConfig:
             raise ValueError(
                 f"steps={self.steps} cannot be shared between pretraining and translation: use at least 2."
             )
-        self.model_config(self.vocab_size)  # a shape or variant that cannot work is refused now, before the data
+        check_variant(self.model_config(self.vocab_size))  # a shape or variant that cannot work: refused now, not later
         if self.parallel_pairs is not None and (isinstance(self.parallel_pairs, bool) or self.parallel_pairs < 1):
             raise ValueError(
                 f"parallel_pairs must be a positive number of pairs or None (all), got {self.parallel_pairs!r}."

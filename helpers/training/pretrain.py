@@ -28,7 +28,7 @@ from ..text.batches import BucketBatcher
 from ..text.encoding import Example
 from ..text.sources import DataError
 from ..text.tokenizer import BOS_ID, EOS_ID, SEP_ID, UNK_ID
-from .train import train
+from .train import FROM_OUT_DIR, train
 
 MASK_ID = UNK_ID
 PRETRAIN_KINDS = ("span",)
@@ -116,12 +116,15 @@ def split_budget(cfg, fraction: float | None = None):
     return pre, fine
 
 
-def pretrain_phase(model, prepared, cfg, out_dir, *, device=None, progress: bool = True, stderr=None):
+def pretrain_phase(
+    model, prepared, cfg, out_dir, *, resume_from=FROM_OUT_DIR, device=None, progress: bool = True, stderr=None
+):
     """Pretrain ``model`` in place for ``cfg.pretrain_fraction`` of the budget, into ``out_dir/pretrain``.
 
     The sentences are both sides of every training pair, unpaired (``cfg.parallel_pairs`` limits only the
     translation data); validation uses the validation split's sentences, corrupted once. Resumable like any
-    run: a finished phase is found and its weights are loaded, not trained again.
+    run: ``resume_from`` is the pretraining checkpoint to continue (``train`` decides it: a finished phase is loaded,
+    not trained again), by default the one ``out_dir/pretrain`` holds.
     """
     err = stderr if stderr is not None else sys.stderr
     pre_cfg, _ = split_budget(cfg)
@@ -147,5 +150,6 @@ def pretrain_phase(model, prepared, cfg, out_dir, *, device=None, progress: bool
         out,
         device=device,
         extra_config={"phase": "pretrain-span"},
+        resume_from=resume_from,
         progress=progress,
     )

@@ -28,7 +28,13 @@ from . import distributed
 from .config import RESUMABLE_FIELDS, TrainConfig, without_deleted_levers
 from .optim import lr_at, make_optimizer
 
-FROM_OUT_DIR = "out_dir"  # resume_from's default: the checkpoint out_dir holds, if it holds one
+
+class _FromOutDir:
+    def __repr__(self) -> str:
+        return "FROM_OUT_DIR"
+
+
+FROM_OUT_DIR = _FromOutDir()  # resume_from's default: the checkpoint out_dir holds, if it holds one
 
 # ----------------------------------------------------------------------------------------------
 # building blocks of one step
@@ -305,7 +311,7 @@ class TrainingRun:
         *,
         device: torch.device | str | None = None,
         extra_config: dict | None = None,
-        resume_from: str | Path | None = FROM_OUT_DIR,
+        resume_from: str | Path | None | _FromOutDir = FROM_OUT_DIR,
         progress: bool = True,
         callback: Callable[[dict, list[dict]], None] | None = None,
     ):
@@ -332,7 +338,8 @@ class TrainingRun:
         self.resumed_from = None
         # the checkpoint to continue from, decided by the caller (train_command decides once for the whole run);
         # by default the one out_dir holds, as a notebook cell run again after a disconnect wants
-        self.checkpoint = ckpt_lib.find_checkpoint(out_dir) if resume_from == FROM_OUT_DIR else resume_from
+        found = ckpt_lib.find_checkpoint(out_dir) if resume_from is FROM_OUT_DIR else resume_from
+        self.checkpoint = None if found is None else Path(found)
         if self.checkpoint is not None:
             saved = ckpt_lib.load_checkpoint(self.checkpoint, map_location="cpu")  # weights_only: never runs code
             where = self.checkpoint.parent  # a checkpoint from before the deleted levers resumes if they were off
@@ -600,7 +607,7 @@ def train(
     *,
     device: torch.device | str | None = None,
     extra_config: dict | None = None,
-    resume_from: str | Path | None = FROM_OUT_DIR,
+    resume_from: str | Path | None | _FromOutDir = FROM_OUT_DIR,
     progress: bool = True,
     callback: Callable[[dict, list[dict]], None] | None = None,
 ) -> TrainResult:

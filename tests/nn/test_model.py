@@ -304,10 +304,21 @@ def test_config_round_trip_and_defaults():
     ],
 )
 def test_config_errors(overrides, pattern):
+    """A field with no meaning is refused by ModelConfig; variant fields that combine into nothing, by build_model
+    (and by TrainConfig, before any data is read)."""
     kwargs = dict(vocab_size=V, max_len=24, n_layer=2, n_head=4, d_model=32)
     kwargs.update(overrides)
     with pytest.raises(ValueError, match=pattern):
-        ModelConfig(**kwargs)
+        build_model(ModelConfig(**kwargs))
+    train_fields = {k: v for k, v in kwargs.items() if k in ("n_layer", "n_head", "d_model", "d_ff", "max_len")}
+    variant = {"attention", "bottleneck_dim", "positional"} & set(overrides)
+    if variant and set(overrides) <= {"attention", "bottleneck_dim", "positional", "n_layer"}:
+        from helpers.training import config as TC
+
+        tc_fields = {**train_fields, **{k: overrides[k] for k in variant}}
+        tc_fields["positional"] = tc_fields.get("positional", "learned")
+        with pytest.raises(ValueError, match=pattern):
+            TC.preset_config("tiny", **{("positional" if k == "positional" else k): v for k, v in tc_fields.items()})
 
 
 def test_forward_errors_say_what_to_do():
@@ -423,7 +434,7 @@ def test_attention_keeps_its_last_weights_when_asked_and_computes_the_same_outpu
     assert torch.allclose(plain, kept, atol=1e-6) and attn.last_weights.shape == (2, 4, 6, 6)
     assert torch.allclose(attn.last_weights.sum(-1), torch.ones(2, 4, 6), atol=1e-6)
     maps = model.attention_maps(torch.randint(0, V, (2, 6)), torch.tensor([2, 3]))
-    assert all(not b.attn.keep_weights for b in model.blocks)  # attention_maps asks, then stops asking
+    assert all(not b.attn.keep_weights and b.attn.last_weights is None for b in model.blocks)  # asked, then let go
     assert [tuple(m.shape) for m in maps] == [(2, 4, 6, 6)] * 2
 
 

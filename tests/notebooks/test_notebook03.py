@@ -573,7 +573,7 @@ def weights_differ(mine: torch.nn.Module, theirs: torch.nn.Module) -> list[str]:
 
 def test_the_notebooks_model_cell_builds_the_weights_start_model_builds(nb, packaged):
     env = run_model_cell(nb, packaged.tokenizer)
-    built = pipeline.start_model(env["cfg"], packaged, None, env["DEVICE"])
+    built = pipeline.start_model(env["cfg"], packaged, None, env["DEVICE"], resume=ck.FRESH)
     assert weights_differ(env["model"], built.model) == [], "the notebook's first weights differ from start_model's"
     assert env["N_PARAMS"] == num_parameters(built.model.config)
 
@@ -588,7 +588,7 @@ MODEL_MISTAKES = {  # a plausible slip in the model cell: the weights must then 
 @pytest.mark.parametrize("mistake", list(MODEL_MISTAKES))
 def test_model_comparison_notices_a_changed_model_cell(nb, packaged, mistake):
     env = run_model_cell(nb, packaged.tokenizer, *MODEL_MISTAKES[mistake])
-    built = pipeline.start_model(env["cfg"], packaged, None, env["DEVICE"])
+    built = pipeline.start_model(env["cfg"], packaged, None, env["DEVICE"], resume=ck.FRESH)
     assert weights_differ(env["model"], built.model) != []
 
 

@@ -390,3 +390,17 @@ def test_rerunning_a_finished_command_changes_nothing(tmp_path, pairs_file):
     after = ck.load_checkpoint(tmp_path)["model"]
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert (tmp_path / "test.tsv").read_text().count("\t") == (tmp_path / "test.tsv").read_text().count("\n") > 0
+
+
+def test_the_resume_point_names_each_phases_checkpoint_and_what_the_size_is_read_from(tmp_path):
+    from helpers.run_folder import RunFolder
+
+    folder = RunFolder(tmp_path)
+    assert ck.resume_point(tmp_path) == ck.FRESH and not ck.FRESH.resumes and ck.resume_point(None) == ck.FRESH
+    folder.pretrain.mkdir(parents=True)
+    RunFolder(folder.pretrain).checkpoint.write_bytes(b"stand-in")  # a run stopped while pretraining
+    point = ck.resume_point(tmp_path)
+    assert point.translation is None and point.pretraining == RunFolder(folder.pretrain).checkpoint
+    assert point.resumes and point.sized_by == point.pretraining  # the tokenizer and size are the run's already
+    folder.checkpoint.write_bytes(b"stand-in")  # translation has started: its checkpoint holds the size
+    assert ck.resume_point(tmp_path).sized_by == folder.checkpoint

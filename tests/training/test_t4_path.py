@@ -110,10 +110,10 @@ def t4_run(tmp_path, monkeypatch, steps: int, **overrides):
     """``train_command`` on the built-in corpus with the ``t4`` preset in fp16 (its model watched while it trains):
     data, tokenizer, batches and the training loop are the package's own, as on a T4."""
     from helpers.commands import train_command
-    from helpers.training import train as training
+    from helpers.training import train as train_lib
 
     seen = {}
-    loop = training.train
+    loop = train_lib.train
 
     def watched_train(model, *args, **kwargs):
         seen["model"], seen["watch"] = model, ActivationWatch(model)
@@ -122,7 +122,7 @@ def t4_run(tmp_path, monkeypatch, steps: int, **overrides):
         finally:
             seen["watch"].remove()
 
-    monkeypatch.setattr(training, "train", watched_train)
+    monkeypatch.setattr(train_lib, "train", watched_train)
     result = train_command(
         "builtin", steps=steps, out=tmp_path / "t4", preset="t4", limit=400, progress=False, device="cpu",
         overrides={"precision": "fp16", "eval_interval": steps, "valid_sentences": 8, **overrides},
