@@ -18,6 +18,9 @@ declare -A ARGS=(
   [ls0.05]="--label-smoothing 0.05"
   [cd0.3]="--cooldown 0.3"
   [cd0.6]="--cooldown 0.6"
+  [sqrt]="--cooldown-shape sqrt"
+  [mlr1.5]="--muon-lr-scale 1.5"
+  [mlr0.7]="--muon-lr-scale 0.7"
 )
 name=$1 seed=$2 steps=${3:-2000}
 [ -n "${ARGS[$name]+x}" ] || { echo "unknown lever $name: one of ${!ARGS[*]}" >&2; exit 2; }

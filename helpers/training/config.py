@@ -20,6 +20,7 @@ from ..runtime import ConfigMismatchError
 ATTENTION_KERNELS = ("auto", "sdpa", "explicit")
 OPTIMIZERS = ("adamw", "muon")
 SCHEDULES = ("cosine", "wsd")
+COOLDOWN_SHAPES = ("linear", "sqrt")
 
 
 @dataclass
@@ -65,12 +66,14 @@ class TrainConfig:
     # and biases: +6.1 BLEU over AdamW alone at 3,000 steps, at 18 % fewer tokens/s on 2 cores; or "adamw" alone
     optimizer: str = "muon"
     lr: float = 2e-3  # Muon's updates are scaled to AdamW's size ("match_rms_adamw"), so one rate serves both
+    muon_lr_scale: float = 1.0  # Muon's rate as a multiple of lr (AdamW's: embeddings, head, norms, biases)
     warmup_steps: int = 150
     min_lr_ratio: float = 0.05  # the schedule ends at lr * min_lr_ratio
     # "wsd": warm-up, stable, then a straight line down over the last `cooldown` of the run (+0.6 BLEU over the
     # cosine at 3,000 steps); or "cosine": warm-up, then half a cosine down
     schedule: str = "wsd"
     cooldown: float = 0.45  # wsd only: the share of the run spent cooling down (the speedrun record's 0.45)
+    cooldown_shape: str = "linear"  # wsd only: "linear", or "sqrt": 1 - sqrt(progress) (Hägele et al. 2024)
     weight_decay: float = 0.05
     beta1: float = 0.9
     beta2: float = 0.98
@@ -106,6 +109,10 @@ class TrainConfig:
             raise ValueError(f"optimizer={self.optimizer!r} is not known: use one of {OPTIMIZERS}.")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule={self.schedule!r} is not known: use one of {SCHEDULES}.")
+        if self.cooldown_shape not in COOLDOWN_SHAPES:
+            raise ValueError(f"cooldown_shape={self.cooldown_shape!r} is not known: use one of {COOLDOWN_SHAPES}.")
+        if not self.muon_lr_scale > 0:
+            raise ValueError(f"muon_lr_scale must be above 0, got {self.muon_lr_scale!r} (1.0: Muon at lr).")
         if not 0.0 < self.cooldown <= 1.0:
             raise ValueError(f"cooldown must be a share of the run in (0, 1], got {self.cooldown!r} (0.45 is typical).")
         if not 0.0 <= self.label_smoothing < 1.0:

@@ -56,11 +56,13 @@ def make_optimizer(
     # "match_rms_adamw" scales each update to AdamW's typical size, so one learning rate and schedule serve both
     muon = Muon(
         hidden,
-        lr=cfg.lr,
+        lr=cfg.lr * cfg.muon_lr_scale,
         weight_decay=cfg.weight_decay,
         adjust_lr_fn="match_rms_adamw",
         ns_dtype=newton_schulz_dtype(device),
     )
+    for group in muon.param_groups:  # the schedule multiplies each group's rate by its scale (TrainingRun.set_lr)
+        group["lr_scale"] = cfg.muon_lr_scale
     return MuonWithAdamW(muon, adamw)
 
 
@@ -254,6 +256,8 @@ def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
         if step < cool_from:
             return cfg.lr
         progress = min(1.0, (step - cool_from) / max(1.0, total_steps - cool_from))
+        if cfg.cooldown_shape == "sqrt":  # 1 - sqrt(progress): falls fast at first, then eases onto the floor
+            return floor + (cfg.lr - floor) * (1.0 - math.sqrt(progress))
         return cfg.lr + (floor - cfg.lr) * progress
     span = max(1, total_steps - cfg.warmup_steps)
     progress = min(1.0, (step - cfg.warmup_steps) / span)

@@ -439,8 +439,8 @@ class TrainingRun:
         """The schedule's rate for the current step (warm-up, stable, decay), written into the optimizer; returns it."""
         total = self._plan[1] if self._plan is not None else self.budget.total_steps(self.step)
         lr = lr_at(self.step, self.cfg, total)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        for group in self.optimizer.param_groups:  # Muon's groups at their own multiple (cfg.muon_lr_scale)
+            group["lr"] = lr * group.get("lr_scale", 1.0)
         return lr
 
     def check_finite(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
