@@ -214,6 +214,18 @@ def without_deleted_levers(saved: dict, where: str = "the checkpoint") -> dict:
     return {**saved, "train": train} if "train" in saved else saved
 
 
+# Fields added after checkpoints were written, each with the value that does what runs did before it existed, so
+# that such a checkpoint still resumes when its run is continued with that value (:func:`with_added_fields`).
+ADDED_FIELDS = {"muon_lr_scale": 1.0, "cooldown_shape": "linear"}
+
+
+def with_added_fields(saved: dict) -> dict:
+    """A saved run configuration with each field of :data:`ADDED_FIELDS` it lacks set to the value its run used."""
+    if "train" not in saved:
+        return saved
+    return {**saved, "train": {**ADDED_FIELDS, **saved["train"]}}
+
+
 PRESETS: dict[str, TrainConfig] = {
     # 2 CPU cores, 15 minutes: the defaults. The gain over a plain run comes from speed: bf16 matmuls where the CPU
     # has bf16 instructions (about 2x fp32), the written-out attention (faster than the fused kernel for <= 64 tokens

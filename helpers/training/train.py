@@ -25,7 +25,7 @@ from ..progress import progress_bar
 from ..runtime import resolve_precision
 from . import checkpoint as ckpt_lib
 from . import distributed
-from .config import RESUMABLE_FIELDS, TrainConfig, without_deleted_levers
+from .config import RESUMABLE_FIELDS, TrainConfig, with_added_fields, without_deleted_levers
 from .optim import lr_at, make_optimizer
 
 
@@ -343,7 +343,7 @@ class TrainingRun:
         if self.checkpoint is not None:
             saved = ckpt_lib.load_checkpoint(self.checkpoint, map_location="cpu")  # weights_only: never runs code
             where = self.checkpoint.parent  # a checkpoint from before the deleted levers resumes if they were off
-            old = without_deleted_levers(saved["config"], str(where))
+            old = with_added_fields(without_deleted_levers(saved["config"], str(where)))
             ckpt_lib.check_config(old, self.config, where, ignore=RESUMABLE_FIELDS)
             self._restore_state(saved)
             self._restore_counters(saved)

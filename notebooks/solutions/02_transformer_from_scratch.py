@@ -1383,11 +1383,13 @@ print("✓ the cache reproduces full recomputation")
 # %% [markdown]
 # ## Defined once: the same model in `helpers.nn.model`
 #
-# From notebook 03 on we import the model instead of redefining it:
-# `from helpers.nn.model import DecoderOnlyTransformer, ModelConfig`. It is this notebook's model, written
-# for speed and safety: one fused `F.scaled_dot_product_attention` call, dropout, clear errors for bad
-# input, and batched greedy and beam search over sentences of different lengths with the cache. Its
-# parameter names are the ones used here, so loading our weights is a plain `load_state_dict`.
+# From notebook 03 on we import the model instead of redefining it: `helpers.nn.model` holds
+# `DecoderOnlyTransformer` and `ModelConfig`, and `helpers.nn.build_model(config)` builds it (or, in notebook 05, a
+# research variant built on top of it). It is this notebook's model, written for speed and safety: one fused
+# `F.scaled_dot_product_attention` call, dropout, clear errors for bad input, and batched greedy and beam search
+# over sentences of different lengths with the cache. The fused kernel never forms the attention weights, so the
+# package's layer keeps them in `.last_weights` only when asked (`layer.keep_weights = True`). Its parameter names
+# are the ones used here, so loading our weights is a plain `load_state_dict`.
 # We require identical logits; we compare in float64, where rounding noise is far below the 1e-6 bar,
 # so any real difference would show.
 

@@ -21,9 +21,9 @@
 # %% [markdown]
 # # 03 · Training French→English in an hour, and scoring it honestly
 #
-# Notebook 02 built a decoder-only Transformer and taught it six sentences. Here the same model,
-# imported from `helpers.nn.model`, learns to translate real French sentences (the Tatoeba collection)
-# on a free Colab T4 within a time budget, survives a disconnect, and ends with a score you can put in
+# Notebook 02 built a decoder-only Transformer and taught it six sentences. Here the same model, imported from
+# `helpers.nn.model` (built by `helpers.nn.build_model`), learns to translate real French sentences (the Tatoeba
+# collection) on a free Colab T4 within a time budget, survives a disconnect, and ends with a score you can put in
 # a report: sacreBLEU BLEU and chrF on sentences it never saw, next to the score of a baseline that
 # does not translate at all.
 #
@@ -74,7 +74,9 @@
 # (`helpers.text.data.prepare_data`), the sizing and the model of section 2 (`helpers.training.sizing.size_for_run`,
 # `helpers.pipeline.start_model`) and the loop of section 4 (`helpers.training.train.train`); tests check that each
 # gives exactly what this notebook's cells give. It decides once whether the run continues a checkpoint in its
-# folder and tells every stage; this notebook decides the same way, in the next section.
+# folder and tells every stage. Here the next section makes that decision (`RESUME_FROM`) for the sizing, while the
+# tokenizer and the training loop look in the run folder themselves, so that each of those cells can be run again
+# on its own after a disconnect.
 # `python -m helpers evaluate --checkpoint runs/fr-en` scores the run on both test sets and writes its metrics in the
 # layout of section 8.
 
@@ -872,10 +874,10 @@ print(data.format_data_summary(data.data_summary(reports)))
 # %% [markdown]
 # ## 2. The model
 #
-# The decoder-only Transformer of notebook 02, from `helpers.nn.model`, with a prefix-LM mask (the French
-# sees itself in both directions; the English sees the French and, causally, itself). The preset sets
-# its size: `tiny` for quick mode, `t4` for an hour on a T4, and on a CPU a size chosen for *your* machine,
-# which the next cells explain.
+# The decoder-only Transformer of notebook 02, from `helpers.nn.model` (built by `helpers.nn.build_model`), with a
+# prefix-LM mask (the French sees itself in both directions; the English sees the French and, causally, itself).
+# The preset sets its size: `tiny` for quick mode, `t4` for an hour on a T4, and on a CPU a size chosen for *your*
+# machine, which the next cells explain.
 
 # %% [markdown]
 # ### How big a model for your budget?
@@ -1095,8 +1097,8 @@ else:
     SIZING = choice.to_dict()
 
 # %% [markdown]
-# `helpers.nn.build_model` builds the model a configuration describes: notebook 02's `DecoderOnlyTransformer` here
-# (notebook 05's research variants, which a configuration may name, are built on top of it). The seed is set right
+# `helpers.nn.build_model` builds the model a configuration describes: here the package's `DecoderOnlyTransformer`,
+# notebook 02's model (notebook 05's research variants, which a configuration may name, are built on top of it). The seed is set right
 # before the model is built, as `helpers.pipeline.start_model` (the model stage of `python -m helpers train`) does,
 # so both start from the same weights whatever the data preparation and the measuring above drew from the random
 # generators.
@@ -1453,8 +1455,9 @@ if in_live_kernel():
 # %% [markdown]
 # Now train. `extra_config` records which data the run used (`DATA_INFO`, but for the split sizes): a
 # checkpoint made from other data (another file, or the same file split with another seed) is refused. If
-# this cell was interrupted, or Colab disconnected, run the notebook again (or this cell alone): the loop, unless
-# told otherwise (`resume_from=`), continues the checkpoint the run folder holds and says "Resuming from … at step …".
+# this cell was interrupted, or Colab disconnected, run the notebook again (or this cell alone): the loop continues
+# the checkpoint the run folder holds and says "Resuming from … at step …". (`train_loop`'s `run_options` may carry
+# `resume_from=`, a checkpoint path or None for a fresh start; left out, it is the folder's checkpoint, if any.)
 
 # %%
 EXTRA = {"data": {k: v for k, v in DATA_INFO.items() if k != "pairs"}}

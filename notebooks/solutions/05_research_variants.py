@@ -135,7 +135,7 @@ from helpers.evaluation import evaluate
 from helpers.hf import loading, tiny
 from helpers.nn import build_model, variants
 from helpers.nn.model import ModelConfig, SelfAttention, build_attention_mask
-from helpers.nn.variants import num_parameters
+from helpers.nn.variants import num_parameters  # counts any variant (helpers.nn.model's counts notebook 02's alone)
 from helpers.text import data, sources
 from helpers.training import config, pretrain
 
@@ -255,7 +255,7 @@ def verify_synthesizer(values, seed=0):
     computed from its own token alone."""
     *_, x, _, mask = synthesizer_case(seed)
     layer = synthesizer_layer(seed)
-    layer.keep_weights = True  # the layer keeps its last weights, as notebook 02's attention does
+    layer.keep_weights = True  # weights kept only when asked; then .last_weights is (B, nh, T, T)
     with torch.no_grad():
         layer(x, mask)
     theirs = layer.last_weights
@@ -272,7 +272,7 @@ small, layer, x = synthesizer_config(), synthesizer_layer(0), synthesizer_case(0
 dot = ModelConfig(**{**small.to_dict(), "attention": "dot"})
 print(
     f"parameters per attention layer: dot product {variants.num_variant_parameters(dot)['attention']:,}, "
-    f"synthesizer {variants.num_variant_parameters(small)['attention']:,} (B_i and b2 grow with the block length ℓ)"
+    f"synthesizer {variants.num_variant_parameters(small)['attention']:,} (w2 and b2 grow with the block length ℓ)"
 )
 
 # %% [markdown]
@@ -299,7 +299,7 @@ causal = build_attention_mask(9)  # (1, 1, 9, 9): no source, every position caus
 swapped = x.clone()
 swapped[:, [1, 3]] = x[:, [3, 1]]
 dot_layer = SelfAttention(dot).eval()
-dot_layer.keep_weights = True  # it keeps its last weights in .last_weights, as notebook 02's layer does
+dot_layer.keep_weights = True  # the fused kernel forms no weights: asked, the layer keeps them in .last_weights
 
 
 def dot_weights(z):
@@ -1741,7 +1741,8 @@ if best["label"] != "vanilla":
 #   not rare in training; it lost overall on the development set, and its code was deleted.
 #
 # Each one was measured with two seeds on the newer-sentence development set (the course's benchmark runs): Muon,
-# WSD and ReLU² won there, QK-norm, zero-initialised projections and the untied head lost or tied at our budget.
+# warm-up-stable-decay and ReLU² won there, QK-norm, zero-initialised projections and the untied head lost or tied
+# at our budget.
 # The cell below only shows what each model switch changes in a tiny model: its parameter count and how far its
 # first output moves from the default model's.
 
