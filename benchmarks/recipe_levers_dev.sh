@@ -5,7 +5,7 @@
 # half of the newer Tatoeba sentences. A step budget makes a run exactly reproducible whatever else the cores do, so
 # it can run beside other work (one thread, niced); its speed figures are then not speeds.
 #   bash benchmarks/recipe_levers_dev.sh NAME SEED [STEPS]     e.g. bash benchmarks/recipe_levers_dev.sh ls0 0
-#   python benchmarks/table_levers.py --runs runs/rscr --base base --dev-half   the table (paired bootstrap vs base)
+#   python benchmarks/table_levers.py --runs runs/rscr --base base    the table (paired bootstrap against base)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-../shared/data/tatoeba-fra-eng/fra.txt}

@@ -3,7 +3,8 @@ and sacreBLEU's paired bootstrap of each lever against the vanilla runs (both se
 
     python benchmarks/table_levers.py [--runs runs/scr] [--base vanilla] [--dev ../shared/data/tatoeba-newer-fr-en/dev.fr-en.tsv]
 
-A run folder is NAME-sSEED with eval_dev_greedy.json and its translations beside it (benchmarks/levers_dev.sh).
+A run folder is NAME-sSEED with eval_dev_greedy.json and its translations beside it (benchmarks/levers_dev.sh,
+benchmarks/recipe_levers_dev.sh: `--runs runs/rscr --base base`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def main(argv=None):
         if not m or not folder.is_dir() or not ev_path.is_file():
             continue
         ev = json.loads(ev_path.read_text())["evaluations"][0]
-        hyps = (folder / "eval_dev_greedy.dev.fr-en.hyp.txt").read_text(encoding="utf-8").split("\n")[: len(refs)]
+        hyp_file = next(folder.glob("eval_dev_greedy.*.hyp.txt"))  # named after the test set (a file or a name)
+        hyps = hyp_file.read_text(encoding="utf-8").split("\n")[: len(refs)]
         summary = json.loads((folder / "train_summary.json").read_text())
         runs[m.group(1)][int(m.group(2))] = {"bleu": ev["bleu"], "chrf": ev["chrf"], "hyps": hyps,
                                              "tok_s": summary["tokens_per_s"], "val": summary["val_loss"]}  # fmt: skip
@@ -52,7 +54,7 @@ def main(argv=None):
     base_hyps = [h for s in sorted(base) for h in base[s]["hyps"]]
     base_mean = sum(r["bleu"] for r in base.values()) / max(1, len(base))
     print(
-        "| lever | seeds | dev BLEU per seed | mean | Δ vs vanilla | p (paired bootstrap) | chrF mean | val loss | target tok/s (1 thread) |"
+        f"| lever | seeds | dev BLEU per seed | mean | Δ vs {args.base} | p (paired bootstrap) | chrF mean | val loss | target tok/s (1 thread) |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, seeds in sorted(runs.items(), key=lambda kv: kv[0] != args.base):
