@@ -21,6 +21,7 @@ declare -A ARGS=(
   [sqrt]="--cooldown-shape sqrt"
   [mlr1.5]="--muon-lr-scale 1.5"
   [mlr0.7]="--muon-lr-scale 0.7"
+  [mlr0.5]="--muon-lr-scale 0.5"
 )
 name=$1 seed=$2 steps=${3:-2000}
 [ -n "${ARGS[$name]+x}" ] || { echo "unknown lever $name: one of ${!ARGS[*]}" >&2; exit 2; }
