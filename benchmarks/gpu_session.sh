@@ -5,6 +5,7 @@
 #
 #   DATA=/path/with/fra.txt+dev.fr-en.tsv OUT=/where/results/go TRAIN_MINUTES=4 bash benchmarks/gpu_session.sh
 #   PARTS=extras bash benchmarks/gpu_session.sh     # one part only (main, extras), e.g. in a second call
+#   PARTS=run TRAIN_COMPILE=1 ...; PARTS=bench ...  # the parts of main: a timed run alone; eager against compiled
 #
 # Each step has its own time limit, so one that hangs costs its limit and not the rest. Results go to $OUT:
 # *.json from the benchmarks, eval-*.json from evaluate, train_summary.json, and session.log (everything printed).
@@ -19,7 +20,7 @@ PRESET=${PRESET:-t4}  # PRESET=tiny TRAIN_MINUTES=0.3 TRAIN_LIMIT=200: a dry run
 RUN=runs/gpu-$PRESET
 rm -rf runs/ft16 runs/ddp1 runs/tiny-marian  # a fresh run each time (train and finetune would resume old ones)
 PARTS=${PARTS:-main extras}
-if [[ " $PARTS " == *" main "* ]]; then rm -rf "$RUN"; fi
+if [[ " $PARTS " == *" main "* || " $PARTS " == *" run "* ]]; then rm -rf "$RUN"; fi
 PY=${PY:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TATOEBA_PATH="$DATA/fra.txt" TATOEBA_NEWER_DEV="$DATA/dev.fr-en.tsv" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -33,15 +34,22 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...: run one measurement, say how lon
   timeout "$limit" "$@"
   echo "=== $name: exit $? after $(($(date +%s) - t0))s"
 }
+run() {  # the t4 preset trained for TRAIN_MINUTES (TRAIN_COMPILE=1: the compiled step), scored on the newer sentences
+  step train "$TRAIN_LIMIT" $PY -m helpers train --preset "$PRESET" --precision fp16 --minutes "$TRAIN_MINUTES" \
+    --compile "${TRAIN_COMPILE:-0}" --data "$DATA/fra.txt" --out "$RUN"
+  cp "$RUN"/train_summary.json "$OUT/" 2>/dev/null
+  step evaluate-newer 90 $PY -m helpers evaluate --checkpoint "$RUN" --test tatoeba-newer-dev --beams 4 \
+    --json "$OUT/eval-newer.json"
+}
+bench() {  # the training step's throughput, eager ("ours") and compiled, on the same sampled sentences
+  step compiled "${COMPILE_LIMIT:-150}" $PY benchmarks/bench_train.py --data tatoeba --preset "$PRESET" --precision fp16 \
+    --steps 60 --compile --skip-naive --json "$OUT/bench_train_compiled.json"
+}
 main() {  # the matmul peaks, the throughput benchmark, the t4 run and its scores, then the compiled step
   step matmul 90 $PY benchmarks/bench_matmul.py
   step bench_train 120 $PY benchmarks/bench_train.py --data tatoeba --preset "$PRESET" --precision fp16 --steps 60 \
     --json "$OUT/bench_train.json"
-  step train "$TRAIN_LIMIT" $PY -m helpers train --preset "$PRESET" --precision fp16 --minutes "$TRAIN_MINUTES" \
-    --data "$DATA/fra.txt" --out "$RUN"
-  cp "$RUN"/train_summary.json "$OUT/" 2>/dev/null
-  step evaluate-newer 90 $PY -m helpers evaluate --checkpoint "$RUN" --test tatoeba-newer-dev --beams 4 \
-    --json "$OUT/eval-newer.json"
+  run
   step evaluate-own 120 $PY -m helpers evaluate --checkpoint "$RUN" --beams 4 --json "$OUT/eval-own.json"
   step activations 60 $PY benchmarks/probe_activations.py --checkpoint "$RUN" --precision fp16 \
     --json "$OUT/activations.json"
