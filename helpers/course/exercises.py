@@ -54,15 +54,22 @@ BADGE = notebooks.BADGE_TAG
 _QUESTION = re.compile(r"^\*\*Question\s+(?P<number>\d+\.\d+)(?:\s*\((?P<points>\d+)\s+points?\))?\.?\*\*")
 YOUR_ANSWER_PLACEHOLDER = "*Write your answer here: what you found, with the numbers from the cell below.*"
 _HIDDEN_HEADER = re.compile(r"^# %%\s*Exercise\s+(?P<number>\d+\.\d+)\b")
-STUDENT_NOTE = (
+_NOTE_EXERCISES = (
     '> **Student version.** Each exercise\'s code is replaced by `raise NotImplementedError("Exercise N.M: ...")`.\n'
     "> Write your code there, keep the signatures, and run the cell and the checks under it: an `assert` that\n"
     "> fails says what is wrong. *Run all* stops at the first exercise not yet done, with its number.\n"
     "> Grading: `python -m helpers grade NOTEBOOK` (the points are in each exercise's heading).\n"
+)
+_NOTE_QUESTIONS = (
     "> Each **Question** has a *Your answer* cell: write there, support it with numbers from the code cell under\n"
     "> it, and `helpers.course.report.export()` (the last cell) puts your answers into `reports/report.tex`.\n"
     "> Written answers earn the points in their question's first line, graded by hand with a rubric: say what you\n"
     "> found and why, with the numbers that show it."
+)
+STUDENT_NOTE = _NOTE_EXERCISES + _NOTE_QUESTIONS
+# a notebook of written questions only (an appendix): nothing raises, Run all runs it all
+QUESTIONS_ONLY_NOTE = (
+    "> **Student version.** This notebook has no exercises, only written questions.\n" + _NOTE_QUESTIONS
 )
 
 
@@ -312,7 +319,7 @@ def student_notebook(nb, *, keep_answers: bool = False):
             cell.source = strip_solutions(cell.source, ex, where=f"cell {index}")
     # under the title (the badge cell, when there is one, stays first)
     title = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and BADGE not in tags(c)), -1)
-    nb.cells.insert(title + 1, nbformat.v4.new_markdown_cell(STUDENT_NOTE))
+    nb.cells.insert(title + 1, nbformat.v4.new_markdown_cell(STUDENT_NOTE if exercises else QUESTIONS_ONLY_NOTE))
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -665,8 +672,8 @@ def grade(
     path = notebook_path(notebook)
     nb = read_notebook(path)
     exercises = find_exercises(nb, solved=False)
-    if not exercises:
-        raise ExerciseMarkupError(f"{path.name} has no exercises: nothing to grade.")
+    if not exercises and not find_questions(nb):  # an appendix may hold written questions only (notebook 07)
+        raise ExerciseMarkupError(f"{path.name} has no exercises and no written questions: nothing to grade.")
     extra = hidden_checks(hidden, path.stem)
     unknown = sorted(set(extra) - {ex.number for ex in exercises})
     if unknown:

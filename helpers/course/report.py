@@ -443,10 +443,13 @@ def points_table(sources: list[Path] | None = None) -> str:
     for py in sources or notebook_sources():
         nb = read_py(py)
         found, questions = find_exercises(nb), find_questions(nb)
-        listed = ", ".join(
-            f"{e.number} {re.sub(r'^[0-9]+[.] ', '', e.title)} ({e.points}{', full mode' if e.full_mode else ''})"
-            for e in found
-        )
+        listed = (
+            ", ".join(
+                f"{e.number} {re.sub(r'^[0-9]+[.] ', '', e.title)} ({e.points}{', full mode' if e.full_mode else ''})"
+                for e in found
+            )
+            or "none"
+        )  # an appendix may ask written questions only
         asked = ", ".join(f"{q.number} ({q.points})" for q in questions) or "none"
         auto, written = sum(e.points for e in found), sum(q.points for q in questions)
         rows.append(f"| {py.stem[:2]} | {auto} | {written} | {listed} | {asked} |")

@@ -1,6 +1,6 @@
 """Test sets that measure what a user meets, and the word facts every evaluation needs.
 
-A run has two test sets of its own (why one is not enough is notebook 03's Question 3.6), and takes public ones by
+A run has two test sets of its own (why one is not enough is notebook 07's Question 7.2), and takes public ones by
 name or path:
 
 * **new sentences** (``test_new.tsv``): whole groups held out *before* the split, chosen to resemble newly

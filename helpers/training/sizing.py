@@ -2,7 +2,7 @@
 
 The cpu preset measures the real training step of a few sizes for a few seconds each and picks one (the rule, its
 numbers and the runs behind them: the comment above ``CPU_SIZES``; why a size depends on the budget and the machine
-is notebook 03's Question 3.2).
+is notebook 07's Question 7.1, the size race).
 """
 
 from __future__ import annotations

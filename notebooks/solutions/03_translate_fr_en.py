@@ -40,15 +40,17 @@
 # - greedy and beam-search decoding with the key/value cache, and how to report BLEU and chrF so that
 #   someone else can reproduce them;
 # - why a score means little without a baseline, and why test sentences must never leak into training;
-# - why a random test split flatters a model, and how to build a test set of new sentences that does not.
+# - how to build a test set of new sentences, since a random split of the training file flatters a model (the
+#   appendix, notebook 07, measures by how much).
 #
-# **What you write** (17 points; each exercise's checks tell you what is wrong): the groups of pairs that
-# share a sentence, which keep the split leak-free (Exercise 3.1); a batch as tensors, with its padding, labels
-# and attention mask (3.2); the training step, with a gradient scaler (3.3); greedy decoding with the
+# **What you write** (17 points in five exercises; each exercise's checks tell you what is wrong): the groups of
+# pairs that share a sentence, which keep the split leak-free (Exercise 3.1); a batch as tensors, with its padding,
+# labels and attention mask (3.2); the training step, with a gradient scaler (3.3); greedy decoding with the
 # key/value cache, a batch at a time (3.4); BLEU by hand (3.5). From then on the notebook uses your code:
-# your groups check the split, your decoder produces the translations that are scored. Seven written questions
-# (3.1–3.7, 12 points, graded by hand) ask what the numbers of your run say; write your answers in the cells under
-# them.
+# your groups check the split, your decoder produces the translations that are scored. Four written questions
+# (3.1–3.4, 7 points, graded by hand) ask what the numbers of your run say; write your answers in the cells under
+# them. Notebook 07, an appendix for after this one, asks three more (the size race, why the test sets differ, a
+# sentence of your own).
 #
 # **How to run.** On Colab: *Runtime → Change runtime type → T4 GPU*, then *Runtime → Run all*. You
 # will be asked whether to mount Google Drive: say yes, and checkpoints survive a disconnect (running
@@ -65,8 +67,8 @@
 # where they come from). Our **new-sentence** set is held out of the training file to look like them (rarer
 # words, longer sentences; section 1 says how); the **in-distribution** set is a random split of the file. Section 6
 # prints your run's three scores beside a word-by-word dictionary's, and `benchmarks/RESULTS.md` records what the
-# `cpu` preset scored after 15 minutes on two CPU cores (a T4's figures are not yet measured there); Question 3.6
-# asks what makes the three differ. Quick mode's numbers are on synthetic sentences from a model of 31,000
+# `cpu` preset scored after 15 minutes on two CPU cores (a T4's figures are not yet measured there); notebook
+# 07 asks what makes the three differ. Quick mode's numbers are on synthetic sentences from a model of 31,000
 # parameters: they say only that the code learns.
 #
 # **The same pipeline from a terminal.** `python -m helpers train --data fra.txt --minutes 45 --preset t4
@@ -159,16 +161,14 @@ print(
 )
 
 # %%
-import json
 import math
+import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-from sacrebleu.metrics import CHRF
 
 from helpers import pipeline, run_folder
 from helpers.course import checks
@@ -178,7 +178,7 @@ from helpers.nn import build_model
 from helpers.nn.model import LayerCache, build_attention_mask, num_parameters
 from helpers.text import batches, corpus, data, encoding, testsets, tokenizer
 from helpers.text import sources as text_sources  # `sources` is the French of the test set, below
-from helpers.training import checkpoint, config, optim, train
+from helpers.training import checkpoint, config, optim, sizing, train
 
 cfg = config.preset_config(PRESET, minutes=TRAIN_MINUTES, steps=TRAIN_STEPS, seed=SEED)
 runtime.set_seed(SEED)
@@ -274,7 +274,7 @@ print(clean_report)
 # **Two test sets.** The usual test set is a random split of the file. Beside it we keep one built to look
 # like sentences people type later. Measured on some 6,000 Tatoeba sentences written *after* this file was
 # released, a quarter hold a French word that occurs nowhere in the file, and 7 % are longer than 15 words
-# (1 % in the file); a model scoring 41 BLEU on its random split scored 20 on them (Question 3.6 asks why a
+# (1 % in the file); a model scoring 41 BLEU on its random split scored 20 on them (notebook 07 asks why a
 # random split reads so much higher). So before the split, `split_pairs` holds out a **new-sentence set** (2 % of
 # the pairs, `helpers.text.testsets.NewSentenceDesign`) built to look like them, in three passes over the groups:
 #
@@ -413,10 +413,8 @@ def verify_sentence_groups(values, seed=0):
 verify_sentence_groups(probe_sentence_groups(sentence_groups, pairs))
 print("✓ pairs that share a sentence, directly or through a chain, are grouped together")
 
-# %% [markdown]
-# Your groups, and the split seen through them: every group must lie whole in one split.
-
 # %%
+# Your groups, and the split seen through them: every group must lie whole in one split.
 groups = sentence_groups(pairs)
 split_of = {pair: name for name in ("train", "valid", "test", "new") for pair in getattr(splits, name)}
 largest = max(groups, key=len)
@@ -480,22 +478,6 @@ for text in EXAMPLE:
     print(f"{text!r}: {len(tok.encode(text))} pieces\n   {tok.pieces(text)}")
 
 # %% [markdown]
-# **The same ids for the same sentence, however it was typed.** `tok.encode` normalises its input first
-# (with `normalise_text`, as cleaning did), so a sentence typed on a phone, with a curly apostrophe and a
-# narrow no-break space before `?`, gives the ids of its plain form. Sentencepiece alone would not: it would
-# spell the two unusual characters as bytes the model has hardly seen in training. Training, `translate` and
-# `evaluate` all go through `encode`.
-
-# %%
-typed = "Tu l\u2019as vu\u202f?"  # curly apostrophe (U+2019), narrow no-break space (U+202F)
-plain = tokenizer.normalise_text(typed)
-print(f"typed {typed!r} → normalised {plain!r}")
-print("sentencepiece alone:", tok.sp.encode(typed, out_type=str))
-print("tok.encode:         ", [tok.id_to_piece(i) for i in tok.encode(typed)])
-assert tok.encode(typed) == tok.encode(plain), "encode must normalise its input"
-print("✓ the same ids as the normalised sentence")
-
-# %% [markdown]
 # ### Encoding
 #
 # `helpers.text.encoding.encode_pairs` turns each pair into one sequence, `<bos> French <sep> English <eos>`, and
@@ -508,7 +490,7 @@ valid_examples, encode_valid = encoding.encode_pairs(tok, splits.valid[: cfg.val
 print("training:", encode_train, "\nvalidation:", encode_valid, sep="\n")
 
 # %% [markdown]
-# **Question: how many tokens does a pair take, and what does `max_len` cut off?** A model's cost grows
+# **How many tokens does a pair take, and what does `max_len` cut off?** A model's cost grows
 # with the sequence length (attention quadratically), so a preset's `max_len` is chosen to keep nearly
 # every Tatoeba pair. The histogram shows the held-out test pairs, all of them (a random sample of the
 # same sentences, nothing dropped). Quick mode's tokenizer spells many words letter by letter and its
@@ -877,220 +859,23 @@ print(data.format_data_summary(data.data_summary(reports)))
 # The decoder-only Transformer of notebook 02, from `helpers.nn.model` (built by `helpers.nn.build_model`), with a
 # prefix-LM mask (the French sees itself in both directions; the English sees the French and, causally, itself).
 # The preset sets its size: `tiny` for quick mode, `t4` for an hour on a T4, and on a CPU a size chosen for *your*
-# machine, which the next cells explain.
-
-# %% [markdown]
-# ### How big a model for your budget?
+# machine.
 #
-# Machines differ: a two-core CPU with bf16 instructions trains the same model several times faster than one
-# without them (`benchmarks/RESULTS.md` has the measured rates); the cells below measure yours. Question
-# 3.2 below asks which size wins in a fixed time on *your* machine, and why.
-#
-# Three sizes are each trained from scratch for the same short time, with the same data, seed and schedule
-# (a warm-up of 5 % of each run's steps, a stable phase, then the cool-down), and the validation loss is taken
-# along the way (`helpers.training.sizing.loss_against_time`). On a CPU they are three of the widths the `cpu`
-# preset may measure before it chooses (`sizing.ANCHOR_WIDTHS`). After a disconnect the curves are read back from
-# the run folder, but only if they were measured on the same hardware with the same sizes and seconds.
-
-# %%
-import sys
-
-from helpers.training import sizing
-
-SIZE_SECONDS = 6 if QUICK else 60  # training time per size
-if QUICK:
-    SIZE_SHAPES = [(1, 16), (2, 32), (2, 64)]  # (layers, width): around the tiny preset
-elif DEVICE.type == "cuda":
-    SIZE_SHAPES = [(4, 256), (6, 512), (8, 768)]  # around the t4 preset
-else:
-    SIZE_SHAPES = [(4, width) for width in sizing.ANCHOR_WIDTHS[:3]]
-SIZE_KEY = {"hardware": runtime.hardware_name(DEVICE), "shapes": SIZE_SHAPES, "seconds": SIZE_SECONDS, "preset": PRESET}
-curves_file = run_folder.RunFolder(RUN_DIR).curves
-size_curves = None if QUICK else sizing.read_curves(curves_file, SIZE_KEY)
-if size_curves is not None:
-    print("size curves measured earlier on this hardware, read from", curves_file)
-else:
-    size_curves = sizing.loss_against_time(
-        cfg, SIZE_SHAPES, train_examples, valid_batches[:4], tok.vocab_size, DEVICE, seconds=SIZE_SECONDS
-    )
-    sizing.write_curves(curves_file, SIZE_KEY, size_curves)
-for row in size_curves:
-    end = row["curve"][-1]
-    shape = sizing.sized(cfg, row["n_layer"], row["d_model"]).model_config(tok.vocab_size)
-    print(
-        f"{row['n_layer']} layers, width {row['d_model']:>3}: {row['parameters'] / 1e6:5.2f} M parameters, "
-        f"{row['tokens_per_s']:8,.0f} target tok/s, {row['steps']:>5} steps, validation loss {end['val_loss']:.3f} "
-        f"after {end['tokens'] / 1e3:,.0f}k tokens "
-        f"({end['tokens'] / sizing.non_embedding_parameters(shape):.2f} per non-embedding parameter)"
-    )
-
-# %%
-size_fig, (by_time, by_tokens) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-for row in size_curves:
-    label = f"{row['n_layer']} layers, width {row['d_model']} ({row['parameters'] / 1e6:.2f} M)"
-    xs_min = [p["minutes"] for p in row["curve"]]
-    xs_tok = [p["tokens"] / 1e6 for p in row["curve"]]
-    ys = [p["val_loss"] for p in row["curve"]]
-    (line,) = by_time.plot(xs_min, ys, "o-", label=label)
-    by_tokens.plot(xs_tok, ys, "o-", color=line.get_color(), label=label)
-by_time.set(
-    xlabel="minutes of training (evaluations included)",
-    ylabel="validation loss per target token",
-    title="Per minute: what the same time buys",
-)
-by_tokens.set(xlabel="target tokens seen (millions)", title="Per token: what each size learns from the same data")
-by_time.legend(fontsize=8)
-for ax in (by_time, by_tokens):
-    ax.grid(alpha=0.3)
-size_fig.suptitle(
-    f"Three model sizes, {SIZE_SECONDS:g} s each on {SIZE_KEY['hardware']}" + (", quick mode" if QUICK else "")
-)
-size_fig.tight_layout()
-save_figure(
-    size_fig,
-    "03_model_size_budget",
-    question="In a short budget, does a smaller or a larger model reach the lower validation loss, per minute and per token?",
-    caption=f"Validation loss of three model sizes trained from scratch for {SIZE_SECONDS:g} s each with the same data, "
-    f"seed and schedule, against minutes (left) and target tokens seen (right); {SIZE_KEY['hardware']}"
-    + (", quick mode." if QUICK else "."),
-    numbers={f"width {r['d_model']} final validation loss": r["curve"][-1]["val_loss"] for r in size_curves},
-)
-plt.show()
-
-# %% [markdown]
-# **Reading it.** Each run's learning rate decays to its floor at the end of its own seconds, so the *last*
-# point of each curve is what that budget buys; the earlier points are a model in mid-schedule. The cell below
-# reads both panels at one point each: every size's loss at the end of its minutes, and every size's loss at the
-# same number of target tokens seen (the most that every size reached, interpolated along each curve).
-
-
-# %%
-def size_curve_numbers(rows):
-    """Each size's validation loss at the end of the same minutes, and at the same number of target tokens seen
-    (the most that every size reached; losses interpolated along each curve): (final, at_common, common)."""
-
-    def name(row):
-        return f"width {row['d_model']} ({row['parameters'] / 1e6:.2f} M parameters)"
-
-    final = {name(r): r["curve"][-1]["val_loss"] for r in rows}
-    common = min(r["curve"][-1]["tokens"] for r in rows)
-    at_common = {
-        name(r): float(np.interp(common, [p["tokens"] for p in r["curve"]], [p["val_loss"] for p in r["curve"]]))
-        for r in rows
-    }
-    return final, at_common, common
-
-
-size_final, size_at_common, size_common = size_curve_numbers(size_curves)
-print(f"{'':<32} {'loss after the same minutes':>28} {f'loss at {size_common / 1e3:,.1f}k tokens seen':>30}")
-for size in size_final:
-    print(f"{size:<32} {size_final[size]:>28.3f} {size_at_common[size]:>30.3f}")
-
-# %% [markdown] tags=["question"]
-# **Question 3.2 (2 points).** In a short budget on this machine, does the smaller or the larger model reach the lower
-# validation loss, and does the answer change when you count tokens seen instead of minutes? Why does the
-# answer turn with the budget, and what does that say about choosing a model's size for a fixed time?
-
-# %% [markdown] tags=["your-answer"]
-# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
-
-# %%
-# Compute here what supports your answer: e.g. each size's final loss, steps and target tokens per parameter
-# (counted as the sizing rule below counts them: outside the token and position tables).
-for row in size_curves:
-    end = row["curve"][-1]
-    shape = sizing.sized(cfg, row["n_layer"], row["d_model"]).model_config(tok.vocab_size)
-    print(
-        f"width {row['d_model']:>3}: {row['steps']:>5} steps, validation loss {end['val_loss']:.3f}, "
-        f"{end['tokens'] / sizing.non_embedding_parameters(shape):.2f} target tokens per non-embedding parameter"
-    )
-
-# %% [markdown] tags=["answer"]
-# **Model answer.** In the same minutes a smaller model takes more, cheaper steps and sees more tokens; per token
-# seen, a larger model learns more, so at the same number of tokens its curve lies lower. Which wins after a fixed
-# time therefore depends on whether the larger model gets to see enough tokens for its size: in a short budget (or
-# on a slow machine) the smaller one usually ends ahead; give the larger one enough minutes and its better learning
-# per token wins. A few seconds on a tiny model in quick mode can go either way. Our 15-minute runs on Tatoeba
-# (`benchmarks/RESULTS.md`) put numbers on it, in target tokens per parameter outside the embeddings. On a two-core
-# CPU in fp32, width 256 saw only 0.5 and ended far behind (validation loss 1.43, against 1.25 for width 192 at 1.6
-# and 1.21 for width 128 at 4.9). On a two-core CPU with bf16 instructions the same minutes carry three times the
-# tokens: width 256 saw 2.1 (1.03) and width 192 4.9 (0.99). Too few tokens per parameter costs a lot. With today's
-# optimizer (Muon), which learns more from each token, about two is enough: on an Intel CPU with bf16 instructions
-# width 192 at 2.1 scored 2 BLEU above width 128 at 6.9. So a size is chosen for a budget *and* a machine, by the
-# tokens each size will see, which is the rule below.
-
-
-# %% tags=["answer"]
-def read_size_curves(rows, quick=QUICK):
-    """Two sentences from the size curves: which size ends lowest after the same minutes, and which is lowest at
-    the same number of target tokens seen (size_curve_numbers)."""
-
-    def ranking(losses):
-        best = min(losses, key=losses.get)
-        others = ", ".join(f"{k} {v:.3f}" for k, v in losses.items() if k != best)
-        return best, f"{best} is lowest ({losses[best]:.3f}; {others})"
-
-    final, at_common, common = size_curve_numbers(rows)
-    best_minute, per_minute = ranking(final)
-    best_token, per_token = ranking(at_common)
-    text = (
-        f"Per minute, at the end of the same time: {per_minute}. Per token, at {common / 1e3:,.1f}k target tokens "
-        f"seen: {per_token}. "
-        + (
-            "The same size leads both ways."
-            if best_minute == best_token
-            else "The lead changes with what we count: the budget decides."
-        )
-    )
-    return text + (QUICK_NOTE if quick else "")
-
-
-print(textwrap.fill(read_size_curves(size_curves), 110))
-
-# %% [markdown] tags=["answer", "rubric"]
-# **Rubric · Question 3.2 (2 points).**
-# - **2 points:** gives this run's numbers (which size ends lowest after the same minutes, which at the same
-#   tokens seen); explains the trade-off: in the same minutes a smaller model takes more, cheaper steps and sees
-#   more tokens, a larger one learns more per token, so the budget decides (with the machine's speed); concludes
-#   that a size is chosen by the target tokens per parameter it will see in the budget.
-# - **1 point:** reads the numbers right without the trade-off, or states the trade-off without this run's
-#   numbers.
-# - **0 points:** says the larger model is always better (or always worse), whatever the budget.
-#
-# *Key phrases:* "sees more tokens", "budget decides"
-
-# %% [markdown]
 # **The size of this run.** `python -m helpers train --preset cpu` (and this notebook on a CPU) measures the real
 # training step of a few of its candidate sizes (`sizing.CPU_SIZES`, widths 128 to 320) for a few seconds, largest
-# first, and picks one for this machine and this budget; the next cell prints its choice and the reason. Answer
-# Question 3.2 first, then hold your answer against that reason. A run that resumes keeps the size it started with; `--preset
-# cpu-fixed` turns the sizing off. On a GPU or in quick mode the preset's own size is kept, and the line below shows
-# what the sizing would pick among the three sizes above.
-
-# %% [markdown] tags=["answer"]
-# **Model answer, continued: the rule.** The sizing keeps the **largest size that will see at least 1.8 target
-# tokens per non-embedding parameter in the budget**; the count leaves out the token and position tables. The
-# threshold is our own, chosen on 15-minute runs on two machines with today's recipe (on BLEU on the newer-sentence
-# development set, never on a test set). The sizes are widths 128 to 320, neighbours at most 1.45x apart in
-# parameters, so a speed measured a little high or low moves the choice by one step at most; the speed of a width
-# between two measured ones is interpolated.
-
-# %% [markdown] tags=["answer"]
-# **Model answer, continued: why the rule looks like this.** Taking the largest size that qualifies means a slower
-# machine never gets a larger model. The count leaves out the token and position tables: what a larger vocabulary
-# costs per token (a wider output layer) is already in the measured speed, and counting its table as well would
-# shrink the model twice (8,000 pieces helped by 2 BLEU). On every machine measured with Muon, a threshold above 1.53
-# turns down the larger size that lost (width 256 at 1.53), and one of at most 2.1 keeps the size that won (width 192
-# at 2.1); 1.8 sits between. The compute-optimal scaling study of Hoffmann et al. (2022) found about 20 tokens per
-# parameter for large language models trained once over their data; our models are a thousand times smaller, count only target tokens and pass over the same pairs several
-# times, so their number does not carry over, only the trade-off does.
+# first, and picks one for this machine and this budget; the next cell prints its choice and the reason. A run that
+# resumes keeps the size it started with; `--preset cpu-fixed` turns the sizing off. On a GPU or in quick mode the
+# preset's own size is kept, and the cell shows what the sizing would pick among three sizes around it. Why a size
+# must be chosen for a budget *and* a machine is the first question of notebook 07, an appendix to this one:
+# three sizes race for the same minutes there.
 
 # %%
+SIZES_AROUND = [(1, 16), (2, 32), (2, 64)] if QUICK else [(4, 256), (6, 512), (8, 768)]  # (layers, width)
 if PRESET == "cpu":
     cfg, SIZING = sizing.size_for_run(cfg, train_examples, tok.vocab_size, RESUME_FROM, DEVICE, err=sys.stdout)
 else:
     choice = sizing.size_for_machine(
-        cfg, train_examples, tok.vocab_size, DEVICE, sizes=SIZE_SHAPES, probe_seconds=0.5 if QUICK else 3.0
+        cfg, train_examples, tok.vocab_size, DEVICE, sizes=SIZES_AROUND, probe_seconds=0.5 if QUICK else 3.0
     )
     print(choice.describe())
     print(f"(the {PRESET} preset keeps its own size: {cfg.n_layer} layers, width {cfg.d_model})")
@@ -1164,7 +949,10 @@ print(
 # With smoothing $\varepsilon$ the target is $1-\varepsilon$ on the right token plus $\varepsilon$ spread
 # uniformly over the vocabulary; the loss is then lowest at a *finite* confidence. The model becomes less
 # over-confident (Vaswani et al. used 0.1). The
-# validation loss and perplexity below are computed *without* smoothing (Question 3.4 asks why).
+# validation loss and perplexity below are computed *without* smoothing (Question 3.3 asks why).
+#
+# **Where is each loss lowest?** Below, the right token's logit is set a margin above all the others, and the
+# plain and the smoothed loss of that one position are printed for four margins.
 
 # %%
 margins_seen = {}
@@ -1181,12 +969,8 @@ print(
     f"the smoothed loss at {min(margins_seen, key=lambda m: margins_seen[m][1])}."
 )
 
-# %% [markdown]
-# Without smoothing a larger margin always lowers the loss; with it, the smoothed loss has a lowest point at
-# a finite margin, past which more confidence costs.
-
 # %% [markdown] tags=["question"]
-# **Question 3.3 (2 points).** With label smoothing ε over a vocabulary of V pieces, at which probability of the right
+# **Question 3.2 (2 points).** With label smoothing ε over a vocabulary of V pieces, at which probability of the right
 # token is the smoothed loss lowest, and at which margin (the right token's logit above all the others, the
 # others being equal)? Derive both in terms of ε and V, then check your margin numerically for this run's ε
 # and V with `train.loss_fn` in the cell below.
@@ -1223,7 +1007,7 @@ eps, V = cfg.label_smoothing, tok.vocab_size
 print(f"p* = {1 - eps + eps / V:.4f}, m* = log(1 + V(1 - ε)/ε) = {math.log(1 + V * (1 - eps) / eps):.2f}")
 
 # %% [markdown] tags=["answer", "rubric"]
-# **Rubric · Question 3.3 (2 points).**
+# **Rubric · Question 3.2 (2 points).**
 # - **2 points:** derives p* = 1 − ε + ε/V (the loss is a cross-entropy against the smoothed target, lowest at p =
 #   q by Gibbs' inequality, or by a derivative) and m* = log(p*/(ε/V)) = log(1 + V(1 − ε)/ε), which is log(1 + 9V)
 #   for ε = 0.1, and checks m* against the grid's minimum for this run's V.
@@ -1500,10 +1284,10 @@ else:
     plt.show()
 
 # %% [markdown] tags=["question"]
-# **Question 3.4 (2 points).** The run ends with a validation loss in nats per target token and its perplexity, $e$ to
+# **Question 3.3 (2 points).** The run ends with a validation loss in nats per target token and its perplexity, $e$ to
 # that loss. What does a perplexity mean as a number of choices, and how does this run's compare with a model
 # that guesses uniformly over the vocabulary? The training curve above is label-smoothed: what is the lowest
-# value a smoothed loss can reach (Question 3.3 helps), and why is the validation loss computed without
+# value a smoothed loss can reach (Question 3.2 helps), and why is the validation loss computed without
 # smoothing?
 
 # %% [markdown] tags=["your-answer"]
@@ -1519,7 +1303,7 @@ print(f"a uniform guess over {tok.vocab_size} pieces: loss {math.log(tok.vocab_s
 # chose uniformly among $e^{L}$ equally likely pieces: a loss of 1.21 nats (the `cpu` preset's width 128 after
 # 15 minutes on two fp32 cores, `benchmarks/RESULTS.md`) is a perplexity of 3.4, against the vocabulary size
 # (4,000 there, 8,000 in today's `cpu` preset, 400 in quick mode) for a uniform guess, whose loss is $\log V$. The smoothed loss cannot fall
-# below the entropy of its target $q$ (Question 3.3): $H(q) = -p^*\log p^* - (V-1)\frac{\varepsilon}{V}\log\frac{\varepsilon}{V}$
+# below the entropy of its target $q$ (Question 3.2): $H(q) = -p^*\log p^* - (V-1)\frac{\varepsilon}{V}\log\frac{\varepsilon}{V}$
 # with $p^* = 1-\varepsilon+\varepsilon/V$, about 1.15 nats for ε = 0.1 and V = 4,000 (the cell below computes it for
 # this run). So a smoothed training curve lying above the validation curve says nothing about over- or
 # under-fitting. The validation loss is computed without smoothing because it should measure one thing, the
@@ -1533,7 +1317,7 @@ floor = -(q_right * math.log(q_right) + (V - 1) * (eps / V) * math.log(eps / V))
 print(f"lowest possible smoothed loss for ε = {eps}, V = {V}: {floor:.3f} nats")
 
 # %% [markdown] tags=["answer", "rubric"]
-# **Rubric · Question 3.4 (2 points).**
+# **Rubric · Question 3.3 (2 points).**
 # - **2 points:** perplexity e^L is the number of equally likely pieces the model is as unsure among; compares
 #   this run's with V, the perplexity of a uniform guess; the smoothed loss cannot fall below the entropy of the
 #   smoothed target (about 1.15 nats for ε = 0.1 and V = 4,000; this run's value computed); the validation loss is
@@ -1626,35 +1410,6 @@ again = train_loop(
     progress=False,
 )
 print(f"still step {again.steps:,}")
-
-# %% [markdown]
-# ### On several GPUs
-#
-# A Kaggle notebook offers two T4s, a lab machine several GPUs. `torchrun --nproc_per_node N -m helpers train …`
-# starts the same command once per GPU (`helpers.training.distributed`). Every process builds the same batches
-# in the same order and keeps its own rows of each, so together they train on exactly the batch one GPU would;
-# `DistributedDataParallel` adds the processes' gradients after each backward pass, each weighted by its share of
-# the batch's English tokens, so the update is the one-GPU update (a test checks two CPU processes against one, to
-# 1e-4). What depends on the clock, when to stop and how long the schedule is, process 0 decides for all, so they
-# stop at the same step; only process 0 writes checkpoints, and a rerun after a disconnect resumes as before.
-# With N GPUs each step takes about 1/N of the time, so the same minutes hold N times the steps.
-#
-# The cell below runs it from the notebook when this machine has more than one GPU: in new processes (a notebook
-# that has used its GPU cannot hand it to forked copies of itself), into a run folder of its own. Elsewhere it
-# says why it is skipped, and what to type on a machine that has the GPUs.
-
-# %%
-from helpers.training import distributed
-
-N_GPUS, SKIP = distributed.several_gpus(QUICK)
-SEVERAL_DIR = RUN_DIR.parent / f"{RUN_DIR.name}-{max(N_GPUS, 2)}gpus"
-several_args = ["train", "--data", DATA, "--preset", PRESET, "--minutes", f"{TRAIN_MINUTES:g}", "--seed", str(SEED),
-                "--out", str(SEVERAL_DIR)]  # fmt: skip
-# prints the command to type; then runs it here (its progress prints below; rerun the cell to resume) or says why not
-if distributed.launch_or_say_why(N_GPUS, SKIP, several_args):
-    several = json.loads((SEVERAL_DIR / "train_summary.json").read_text())
-    print(f"{N_GPUS} GPUs: {several['steps']:,} steps at {several['tokens_per_s']:,.0f} target tokens/s in "
-          f"{several['minutes']:.1f} min; one GPU above: {result.steps:,} steps at {result.tokens_per_s:,.0f}")  # fmt: skip
 
 # %% [markdown]
 # ## 5. Translating
@@ -1992,7 +1747,7 @@ for name in TEST_SETS:
     print(against_baselines(name, ev["bleu"], ev["copy_baseline"]["bleu"], ev["word_baseline"]["bleu"]))
 
 # %% [markdown] tags=["question"]
-# **Question 3.5 (1 point).** Does beam search beat greedy decoding in this run, on which test set and by how
+# **Question 3.4 (1 point).** Does beam search beat greedy decoding in this run, on which test set and by how
 # much? Beam search finds translations that the model scores higher than greedy's: why may that not help a model
 # that is still weak?
 
@@ -2019,7 +1774,7 @@ for name, pairs_ in TEST_SETS.items():
 # difference can be zero or negative. Quick mode's differences are noise.
 
 # %% [markdown] tags=["answer", "rubric"]
-# **Rubric · Question 3.5 (1 point).**
+# **Rubric · Question 3.4 (1 point).**
 # - **1 point:** gives this run's difference on each test set, with its sign; beam search looks for the sequence
 #   of highest total (length-normalised) log-probability, which greedy can miss; for a weak model a more probable
 #   sequence is not a better translation (beams favour short or repetitive outputs), so the gain can be zero or
@@ -2036,8 +1791,7 @@ for name, pairs_ in TEST_SETS.items():
 # CPU the sizing may even pick a neighbouring width. Three 15-minute runs of the `cpu` preset on one two-core CPU
 # with bf16 instructions (`benchmarks/RESULTS.md`) scored 29.57, 29.36 and 28.33 BLEU (beam 4) on the
 # newer sentences, after 5,628, 6,426 and 5,262 steps: a spread of about 1.2 BLEU between runs of the same recipe.
-
-# %% [markdown]
+#
 # The check asks for more than a number: our translations must beat the copy baseline, and they must
 # beat *themselves* scored against the wrong references (each hypothesis paired with the next sentence's
 # reference). The second test catches translations that come back in another order than the sources, a
@@ -2205,10 +1959,8 @@ def verify_bleu_by_hand(values, seed=0):
 verify_bleu_by_hand(probe_bleu_by_hand(bleu_by_hand, greedy, references))
 print("✓ clipped n-gram precisions, brevity penalty and geometric mean: sacreBLEU's numbers")
 
-# %% [markdown]
-# Your BLEU of this run's greedy translations, and what it is made of, next to sacreBLEU's reported score:
-
 # %%
+# Your BLEU of this run's greedy translations, and what it is made of, next to sacreBLEU's reported score.
 for name, pairs_ in TEST_SETS.items():
     mine = bleu_by_hand(outputs[name, 1], [en for _, en in pairs_])
     print(
@@ -2229,295 +1981,6 @@ for row, row_beam in zip(rows, rows_beam):
     row["greedy"] = row.pop("ours")
     row[f"beam {BEAMS}"] = row_beam["ours"]
 print(evaluate.format_table(rows, width=48))
-
-# %% [markdown]
-# ### Where does the model look?
-#
-# **When the model writes an English word, which French pieces does it attend to?** Each panel shows one
-# short test sentence that the model translates correctly (its greedy output equals the reference; if no
-# short sentence does, the ones closest to their reference by sentence-level chrF). A row per English piece
-# the model wrote, a column per source position, the attention weight averaged over the heads of the last
-# layer. The rows do not sum to 1 here: the rest of each row's weight goes to the English written so far,
-# which is not shown. Read the row of a piece as the attention of the position that *produced* it (the
-# position before it). In quick mode the tiny model gets few sentences right and its attention means
-# little: the figure is there to run the code, and says so in its title.
-
-
-# %%
-def attention_panels(model, sentences, references, layer=-1, note=""):
-    dev = next(model.parameters()).device
-    fig, axes = plt.subplots(1, len(sentences), figsize=(3.25 * len(sentences), 3.9), squeeze=False)
-    for ax, fr, ref in zip(axes[0], sentences, references):
-        prompt = encoding.prompt_ids(tok, fr)
-        new = greedy_decode(model, [prompt], [translation.max_new_tokens_for(len(prompt), cfg.max_len)], tok.eos_id)[0]
-        ids = prompt + new + [tok.eos_id]
-        P = len(prompt)
-        maps = model.attention_maps(torch.tensor([ids], device=dev), torch.tensor([P], device=dev))
-        w = maps[layer][0].mean(0)[P - 1 : len(ids) - 1, :P].float().cpu().numpy()  # (written pieces, source positions)
-        ax.imshow(w, cmap="Blues", vmin=0, aspect="auto")
-        ax.set_xticks(range(P), [tok.id_to_piece(i) for i in prompt], rotation=90, fontsize=8)
-        ax.set_yticks(range(len(ids) - P), [tok.id_to_piece(i) for i in ids[P:]], fontsize=8)
-        out = tok.decode(new)
-        verdict = "✓ equals the reference" if out == ref else f"reference: “{ref}”"
-        ax.set_title(textwrap.fill(f"“{out}” ({verdict})", 42), fontsize=8)
-    title = (
-        f"Attention of each written English piece over the source (layer {layer % model.config.n_layer}, mean of heads)"
-    )
-    fig.suptitle(textwrap.fill(title, 80) + (f"\n{note}" if note else ""), fontsize=9)
-    fig.tight_layout()
-    return fig
-
-
-chrf = CHRF()  # sentence-level chrF, to rank the candidates
-short = [i for i, fr in enumerate(sources) if 3 <= len(fr.split()) <= 6] or list(range(len(sources)))
-ranked = sorted(
-    short,
-    key=lambda i: (greedy[i] == references[i], chrf.sentence_score(greedy[i], [references[i]]).score),
-    reverse=True,
-)
-picked = ranked[:2]
-n_right = sum(greedy[i] == references[i] for i in picked)
-note = "tiny model, quick mode: for the code path, not for interpretation" if QUICK else ""
-if not QUICK and n_right < len(picked):
-    note = f"{n_right} of {len(picked)} translated exactly; the others are the closest by sentence chrF"
-print(f"{sum(greedy[i] == references[i] for i in short):,} of {len(short):,} short test sentences translated exactly")
-fig = attention_panels(model, [sources[i] for i in picked], [references[i] for i in picked], note=note)
-save_figure(
-    fig,
-    "03_attention_heatmaps",
-    question="Where does the model look in the French while it writes each English piece?",
-    caption="Attention of each written English piece over the source pieces (last layer, mean over heads) for two "
-    "short test sentences, greedy decoding." + (f" {note}." if note else ""),
-    numbers={"exact translations among the short test sentences": sum(greedy[i] == references[i] for i in short)},
-)
-plt.show()
-
-# %% [markdown]
-# ### Which sentences are hard?
-#
-# **Does the score fall with the length of the source, and with a word the model never saw?** The left
-# panel gives BLEU per bucket of source length (in words) on each test set, with the number of sentences
-# under each bar; the right one, BLEU on the sentences with a word unseen in training and on the others.
-# Dashed lines: the word-by-word baseline on the whole set. Greedy decoding (`evaluate_pairs` computed these as `slices`):
-
-# %%
-fig, (ax_len, ax_unseen) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [3, 1.4]})
-colours = {NEWER: "tab:purple", data.NEW_SENTENCES: "tab:red", data.IN_DISTRIBUTION: "tab:blue"}
-width = 0.8 / len(TEST_SETS)
-for ax, kind in ((ax_len, "length"), (ax_unseen, "unseen_word")):
-    names = []
-    for name in TEST_SETS:
-        names += [r["slice"] for r in evaluations[name, 1]["slices"][kind] if r["slice"] not in names]
-    if kind == "length":
-        names.sort(key=lambda b: int(b.split("-")[0].rstrip("+")))
-    for k, name in enumerate(TEST_SETS):
-        ev = evaluations[name, 1]
-        got = {r["slice"]: r for r in ev["slices"][kind]}
-        x = np.arange(len(names)) + (k - (len(TEST_SETS) - 1) / 2) * width
-        bars = ax.bar(x, [got[b]["bleu"] if b in got else 0 for b in names], width, color=colours[name],
-                      label=name.split(" (")[0])  # fmt: skip
-        ax.bar_label(bars, [f"{got[b]['n']:,}" if b in got else "" for b in names], fontsize=6, padding=1)
-        if ev["word_baseline"]:
-            ax.axhline(ev["word_baseline"]["bleu"], color=colours[name], ls="--", lw=1)
-    ax.set_xticks(range(len(names)), [textwrap.fill(b, 14) for b in names], fontsize=8)
-    ax.set_ylabel("BLEU (greedy)")
-ax_len.set_xlabel("source length in words")
-ax_len.set_title("BLEU by source length (dashed: word-by-word baseline)", fontsize=9)
-ax_unseen.set_title("BLEU with / without an unseen word", fontsize=9)
-ax_len.legend(fontsize=8)
-fig.suptitle(f"Where the model fails: slices of the {len(TEST_SETS)} test sets ({PRESET} preset)" + (", quick mode" if QUICK else ""),
-             fontsize=10)  # fmt: skip
-fig.tight_layout()
-save_figure(
-    fig,
-    "03_slices",
-    question="Does the score fall with the length of the source, and with a word the model never saw?",
-    caption="BLEU (greedy) by source length in words (left) and with or without a word unseen in training (right), "
-    f"on {', '.join(n.split(' (')[0] for n in TEST_SETS)}; the number of sentences is above each bar, dashed lines "
-    "are the word-by-word baseline.",
-    numbers={f"BLEU, {name}": evaluations[name, 1]["bleu"] for name in TEST_SETS},
-)
-plt.show()
-
-# %% [markdown] tags=["question"]
-# **Question 3.6 (2 points).** Why does a random split of Tatoeba flatter a model, compared with the new-sentence set?
-# Support your answer with this run's numbers: how the two test sets differ (sentences with a word unseen in
-# training, long sentences) and BLEU on the slices of the figure above.
-
-# %% [markdown] tags=["your-answer"]
-# **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
-
-# %%
-# Compute here what supports your answer: the two test sets side by side, and BLEU on each slice.
-for key, name in (("new", data.NEW_SENTENCES), ("test", data.IN_DISTRIBUTION)):
-    t, ev = test_set_stats[key], evaluations[name, 1]
-    print(
-        f"{name}: {t['pairs']:,} pairs, {t['share_unseen_word']:.1%} with a word unseen in training, "
-        f"{t['share_long']:.1%} longer than 15 words; BLEU {ev['bleu']:.2f}"
-    )
-    for row in ev["slices"]["unseen_word"] + ev["slices"]["length"]:
-        print(f"   {row['slice']:>28}: {row['n']:>6,} sentences, BLEU {row['bleu']:.2f}")
-
-# %% [markdown] tags=["answer"]
-# **Model answer.** A random split draws its test sentences from the same file as the training ones, and
-# Tatoeba is full of near-variants: grouping keeps a test sentence and its reference out of training, but "Je
-# suis fatigué." (I'm tired.) can be in the test set while "Je suis très fatigué." (I'm very tired.) and "Tu es
-# fatigué ?" (Are you tired?) are in training. Its test sentences are also as short and as common as the
-# training ones. The new-sentence set is built to look
-# like what people type: a quarter of it holds a French word that never occurs in training (the model can only
-# spell it from pieces and guess), and 7 % is longer than 15 words (1 % of the file). Both cost BLEU: in our
-# 15-minute run of width 192 on two bf16 CPU cores, BLEU was 14.9 on new sentences with an unseen word against
-# 37.8 on the others, and 31.3 on the new-sentence set against 41.6 in-distribution (greedy,
-# `benchmarks/RESULTS.md`); a model scoring 41 on its random split scored 20 on Tatoeba sentences written after
-# the file was released (section 1). The random split measures how well the model knows the training
-# distribution; the new-sentence set is closer to what a user meets, so it is reported first. In quick mode both
-# sets come from one synthetic grammar, and their difference is noise.
-
-
-# %% tags=["answer"]
-def compare_test_sets(new_bleu, indist_bleu, quick=QUICK):
-    """The sentence that compares the two test sets (greedy BLEU), written from the two scores."""
-    if indist_bleu > new_bleu:
-        text = (
-            f"The in-distribution score is the higher ({indist_bleu:.2f} against {new_bleu:.2f} on new sentences), as "
-            "the design of the two sets predicts: random-split sentences resemble training sentences (often "
-            "paraphrases of them); the new-sentence set has rarer words and longer sentences, like what a user types."
-        )
-    elif new_bleu > indist_bleu:
-        text = (
-            f"The new-sentence score is the higher here ({new_bleu:.2f} against {indist_bleu:.2f} in-distribution), "
-            "against what the design of the two sets predicts (rarer words, longer sentences); look at the slices "
-            "before trusting either number."
-        )
-    else:
-        text = f"The two test sets score the same ({new_bleu:.2f} BLEU)."
-    return text + (QUICK_NOTE if quick else "")
-
-
-print(
-    textwrap.fill(
-        compare_test_sets(evaluations[data.NEW_SENTENCES, 1]["bleu"], evaluations[data.IN_DISTRIBUTION, 1]["bleu"]), 110
-    )
-)
-
-
-def the_gap(newer_bleu, held_out_bleu, indist_bleu, quick=QUICK):
-    """One sentence on the three scores of one model: how far the file's own held-out sets read above the
-    newer sentences, and why a split of the training file is easier."""
-    if newer_bleu is None:
-        return (
-            f"Held out of the training file: {held_out_bleu:.2f} (new-sentence split) and {indist_bleu:.2f} (random "
-            "split); the newer sentences were not available here, so the gap to what users type is not measured."
-        )
-    gap = held_out_bleu - newer_bleu
-    if gap > 0:
-        why = (
-            f"our held-out split reads {gap:.2f} BLEU above the newer sentences although both are new to the model: "
-            "its sentences were written and translated by the same few contributors, in the same style, and many are "
-            "near-paraphrases of training pairs (another subject, tense or name), while newer sentences were typed "
-            "later, by other people, about other things"
-        )
-    else:
-        why = (
-            f"our held-out split reads {-gap:.2f} BLEU below the newer sentences, against what a split of the "
-            "training file usually does (same translators, near-paraphrases of training pairs): look at the slices"
-        )
-    text = (
-        f"Newer sentences {newer_bleu:.2f}, our new-sentence split {held_out_bleu:.2f}, random split "
-        f"{indist_bleu:.2f} (greedy BLEU): {why}."
-    )
-    return text + (QUICK_NOTE if quick else "")
-
-
-newer_bleu = evaluations[NEWER, 1]["bleu"] if NEWER in TEST_SETS else None
-print(textwrap.fill(the_gap(newer_bleu, evaluations[data.NEW_SENTENCES, 1]["bleu"],
-                            evaluations[data.IN_DISTRIBUTION, 1]["bleu"]), 110))  # fmt: skip
-
-# %% [markdown] tags=["answer", "rubric"]
-# **Rubric · Question 3.6 (2 points).**
-# - **2 points:** a random split draws its test sentences from the training file: short, common, and full of near-
-#   variants and paraphrases of training sentences (grouping removes shared sentences, not a paraphrase), so it
-#   measures the training distribution; the new-sentence set holds words unseen in training and long sentences,
-#   which cost BLEU; supported by this run's shares and slice BLEUs.
-# - **1 point:** names one cause only (unseen words, length, or resemblance to training), or gives no numbers of
-#   this run.
-# - **0 points:** says the random split leaks test sentences into training (the grouping prevents that), or calls
-#   the difference chance.
-#
-# *Key phrases:* "paraphrase", "training distribution"
-
-# %% [markdown]
-# ### Your own sentences
-#
-# **What does the model make of a sentence you type, and why?** `explain_translation` (in
-# `helpers.evaluation.explain`; `python -m helpers translate --explain` at a terminal prints the same) translates
-# one sentence and takes it apart: the pieces the model read, the beam's candidates with their log-probabilities,
-# the words no training pair holds (in red under the map), whether the source was cut to the model's budget, and
-# the attention of every layer and head from each written piece to each source piece. Below, one fixed sentence is
-# drawn and saved for the report; in a live notebook the box under it translates whatever you type, with the layer
-# and head chosen from the drop-downs.
-
-# %%
-from helpers.course.plotting import text_box  # noqa: E402
-from helpers.evaluation.explain import draw_explanation, explain_translation  # noqa: E402
-
-MY_SENTENCE = TEST_SETS[data.NEW_SENTENCES][0][0] if QUICK else "Je ne sais pas si elle viendra demain matin."
-
-
-def show_explanation(text, layer=-1, head="mean"):
-    e = explain_translation(model, tok, text, beams=BEAMS, word_table=words)
-    print(e.to_text())
-    fig = draw_explanation(e, layer, head)
-    plt.show()
-    return e, fig
-
-
-explained, fig = show_explanation(MY_SENTENCE)
-save_figure(
-    fig,
-    "03_your_sentence",
-    question="What does the model make of one sentence, and where does it look while writing each piece?",
-    caption=f"“{MY_SENTENCE}” → “{explained.translation}”: attention of the last layer (mean of heads) from each "
-    f"written piece to each source piece; beam {BEAMS}, candidates and unseen words in the title."
-    + (QUICK_NOTE if QUICK else ""),
-    numbers={"candidates": len(explained.alternatives), "unseen words": len(explained.unseen)},
-)
-layers = list(range(cfg.n_layer - 1, -1, -1))
-box = text_box(show_explanation, MY_SENTENCE, layer=layers, head=["mean", *range(cfg.n_head)])  # live kernels only
-
-# %% [markdown] tags=["question"]
-# **Question 3.7 (1 point).** Find a sentence this model translates wrongly (the box above in a live notebook, or
-# `explain_translation` in the cell below). Say what is wrong, and from the attention map and the candidates why:
-# a source word it never saw, a piece it did not look at while writing, a better candidate that lost the beam.
-
-# %% [markdown] tags=["your-answer"]
-# **Your answer.** *Write your answer here: your sentence, its translation, and what the map shows.*
-
-# %%
-# Compute here what supports your answer: replace the sentence with yours.
-print(explain_translation(model, tok, MY_SENTENCE, beams=BEAMS, word_table=words).to_text())
-
-# %% [markdown] tags=["answer"]
-# **Model answer.** Wrong translations come in a few kinds, and the view tells them apart. A word no training pair
-# holds (red under the map) is spelt from pieces the model has seen elsewhere, and it writes the English word
-# those pieces most often went with, or copies it: "Il a acheté un ordinateur portable" may come out with
-# "portable" as "phone" (the pieces of "portable" went with "phone" in training). A written piece whose attention
-# row puts little weight on the source word it should translate (a pale column) shows the model writing from the
-# English so far instead: typical at the end of a long sentence, where the rows fade. And when the second candidate
-# is the right one with a score close to the first, the model knew it and the length penalty or one early piece
-# decided: the beam's log-probabilities show how close it was. In quick mode the tiny model translates little right,
-# and its attention means little.
-
-# %% [markdown] tags=["answer", "rubric"]
-# **Rubric · Question 3.7 (1 point).**
-# - **1 point:** a concrete wrong translation, what is wrong in it, and a cause read from the view: an unseen
-#   source word (in red), little weight on the word it should translate (a pale column, rows fade at the end of a
-#   long sentence), or a better candidate that lost the beam by a small margin.
-# - **0.5 points:** a concrete wrong translation of this model and what is wrong in it, with no cause read from the
-#   view (or a cause the view shows, for a sentence that is not wrong).
-# - **0 points:** no sentence of this model, or a cause the map and the candidates do not show.
-#
-# *Key phrases:* "pale column", "rows fade"
 
 # %% [markdown]
 # ## 7. The checkpoint is the model
@@ -2581,22 +2044,6 @@ print(f"{N_PARAMS / 1e6:.2f} M parameters | {result.seconds / 60:.1f} min on {re
 
 
 # %% [markdown]
-# ### The gap: one model, three test sets
-#
-# **How much does a test set held out of the training file flatter the model?** The same model's translations,
-# scored on sentences typed into Tatoeba after the file was made, on our own held-out new-sentence set, and on
-# the random split.
-
-# %%
-newer_bleu = evaluations[NEWER, 1]["bleu"] if NEWER in TEST_SETS else None
-held_out_bleu, indist_bleu = evaluations[data.NEW_SENTENCES, 1]["bleu"], evaluations[data.IN_DISTRIBUTION, 1]["bleu"]
-print(f"greedy BLEU: newer sentences {'not available here' if newer_bleu is None else f'{newer_bleu:.2f}'}, our "
-      f"new-sentence split {held_out_bleu:.2f}, random split {indist_bleu:.2f}")  # fmt: skip
-if newer_bleu is not None:
-    print(f"our new-sentence split minus newer sentences: {held_out_bleu - newer_bleu:+.2f}; random split minus newer "
-          f"sentences: {indist_bleu - newer_bleu:+.2f}")  # fmt: skip
-
-# %% [markdown]
 # ## What we did
 #
 # We turned French–English pairs into batches one visible step at a time, trained the Transformer of
@@ -2605,8 +2052,7 @@ if newer_bleu is not None:
 # run, and scored it on sentences it never saw with reproducible metrics: on a random split of the training
 # file and on new sentences, with two baselines and the slices that show where it fails. Notebook 04 compares it
 # with pretrained translation models on the same test sets.
-
-# %% [markdown]
+#
 # ## Export for your report
 #
 # One call gathers every figure so far (PDF and PNG), every metrics file, and a generated `index.md` with each

@@ -152,7 +152,6 @@ DRIVE = None if QUICK else colab.mount_drive(ask=True)  # notebook 03's run fold
 print(f"device {DEVICE}; fine-tuning budget (minutes) {MINUTES}" + (f", or {STEPS} steps" if QUICK else ""))
 
 # %%
-import json
 import re
 import tempfile
 import textwrap
@@ -161,8 +160,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from helpers import pipeline, run_folder
-from helpers.cli import train_command
+from helpers import run_folder, scratch_run
 from helpers.course.plotting import save_figure
 from helpers.evaluation import evaluate, translation
 from helpers.hf import finetune, loading, tiny
@@ -204,25 +202,9 @@ print(format_minutes(0.25), "|", format_minutes(2.54), "|", format_minutes(45.2)
 # ones notebook 03 recorded. Without it (notebook 03 not run yet), we use notebook 03's defaults, and say so.
 
 # %%
-places = [runtime.metrics_dir()] + [
-    base / "runs" / f"03_scratch-{preset}" for base in (DRIVE, runtime.repo_root()) if base for preset in ("t4", "cpu")
-]
-SCRATCH_METRICS = next((p / "03_scratch.json" for p in places if (p / "03_scratch.json").is_file()), None)
-scratch_record = json.loads(SCRATCH_METRICS.read_text()) if SCRATCH_METRICS else None
-if scratch_record is not None and scratch_record.get("quick", False) == QUICK:
-    data_info = scratch_record["data"]
-    DATA, LIMIT, COLUMNS = data_info["source"], data_info["limit"], data_info["columns"]
-    SEED = scratch_record["training"]["config"]["seed"]
-    if DATA != "builtin" and not Path(DATA).is_file():  # e.g. a Colab cache that did not survive
-        DATA = str(sources.find_local_tatoeba() or sources.fetch_tatoeba())
-    print(f"notebook 03's data: {DATA} (limit {LIMIT}, seed {SEED})")
-else:
-    scratch_record = None
-    DATA = "builtin" if QUICK else str(sources.find_local_tatoeba() or sources.fetch_tatoeba())
-    LIMIT, COLUMNS = (6000 if QUICK else None), None
-    print(
-        f"no notebook 03 record for this mode in {[str(p) for p in places]}: using {DATA} (limit {LIMIT}, seed {SEED})"
-    )
+found = scratch_run.find_scratch_data(QUICK, SEED, DRIVE)  # notebook 03's record, when one of this mode is there
+scratch_record, DATA, LIMIT, COLUMNS, SEED = found.record, found.data, found.limit, found.columns, found.seed
+print(found.note)
 
 stage = data.load_clean_split(DATA, COLUMNS, limit=LIMIT, seed=SEED)  # the data stage of `train` and `finetune`
 splits = stage.splits
@@ -268,24 +250,12 @@ for name, test in TEST_SETS.items():
 # (the `tiny` one in quick mode) briefly on the same pairs: its row in the table is then labelled as such.
 
 # %%
-scratch_dir = Path(scratch_record["model"]["checkpoint"]) if scratch_record else None
-if scratch_dir is not None and run_folder.RunFolder(scratch_dir).checkpoint.is_file():
-    scratch = pipeline.load_run(scratch_dir, device=DEVICE)
-    SCRATCH_NAME, OURS = "ours, scratch", "our model"
-    print(f"notebook 03's model: {scratch_dir}, step {scratch.step}")
-    SCRATCH_MINUTES, SCRATCH_TOKENS = scratch_record["training"]["minutes"], scratch_record["training"]["tokens"]
-else:
-    print(f"notebook 03's checkpoint is missing ({scratch_dir}): training a stand-in briefly, labelled as such")
-    stand_in = Path(tempfile.mkdtemp(prefix="04_scratch-"))
-    preset = "tiny" if QUICK else "cpu"
-    result = train_command(DATA, columns=tuple(COLUMNS) if COLUMNS else None, minutes=2.0 if QUICK else 5.0,
-                           steps=600 if QUICK else None, out=stand_in, preset=preset, seed=SEED, limit=LIMIT,
-                           progress=not QUICK)  # fmt: skip
-    scratch = pipeline.load_run(stand_in, device=DEVICE)
+scratch_found = scratch_run.find_scratch_model(found, DEVICE, QUICK, progress=not QUICK)  # or a stand-in, trained here
+scratch, SCRATCH_MINUTES, SCRATCH_TOKENS = scratch_found.run, scratch_found.minutes, scratch_found.tokens
+SCRATCH_NAME, OURS = ("ours, scratch", "our model")
+if scratch_found.stand_in:
     SCRATCH_NAME, OURS = "ours, scratch (stand-in)", "our stand-in model"
-    trained_for = format_minutes(result.seconds / 60)
-    print(f"a stand-in for notebook 03's model: {preset} preset, trained here for {trained_for}")
-    SCRATCH_MINUTES, SCRATCH_TOKENS = result.seconds / 60, result.tokens
+print(scratch_found.note)
 for name, path in run_folder.RunFolder(scratch.path).test_sets.items():  # what `train` wrote there, when it did
     if path.is_file():
         written = [tuple(line.split("\t")) for line in path.read_text().splitlines()]

@@ -61,6 +61,7 @@ NOTEBOOKS = {
     "01": "01_attention_math.ipynb",
     "02": "02_transformer_from_scratch.ipynb",
     "03": "03_translate_fr_en.ipynb",
+    "07": "07_translator_up_close.ipynb",  # notebook 03's model up close: the text box
 }
 EXERCISE_VERSIONS = {
     "02"
@@ -438,8 +439,14 @@ def test_notebook01_figures_once_and_a_slider_redraws(served, browser):
 
 
 @pytest.mark.browser
-def test_notebook03_figures_once_and_the_text_box_translates(served, browser):
-    p = Page(browser, served, "03")
+def test_notebook03_figures_once(served, browser):
+    _check_run(Page(browser, served, "03"), served["reports"] / "figures")
+
+
+@pytest.mark.browser
+def test_notebook07_figures_once_and_the_text_box_translates(served, browser):
+    """Notebook 07 finds notebook 03's model when 03 ran first in this session, else trains its stand-in."""
+    p = Page(browser, served, "07")
     drawn = _check_run(p, served["reports"] / "figures")
     i = next(i for i, src in enumerate(p.sources) if "text_box(" in src and "box = " in src)
     cell = p.cells().nth(i)

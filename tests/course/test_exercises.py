@@ -26,6 +26,8 @@ from tests.solved import per_notebook, reads_solved, solved
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = notebooks.notebook_sources()
 IDS = [p.stem[:2] for p in SOURCES]
+APPENDICES = {"07"}  # notebook 03's appendix asks written questions only
+WITH_EXERCISES = [p for p in SOURCES if p.stem[:2] not in APPENDICES]
 
 
 def _nb(*cells):
@@ -108,11 +110,32 @@ def test_strip_solutions_keeps_signature_docstring_and_indentation_and_names_the
 def test_every_notebook_has_exercises_with_points_and_every_solution_under_one():
     numbers = []
     for py in SOURCES:
-        found = exercises.find_exercises(notebooks.read_py(py))
-        assert found, f"{py.name} has no exercises"
-        assert all(e.number.split(".")[0] == str(int(py.stem[:2])) for e in found), f"{py.name}: numbered N.M"
+        nb = notebooks.read_py(py)
+        found, questions = exercises.find_exercises(nb), exercises.find_questions(nb)
+        assert bool(found) is (py.stem[:2] not in APPENDICES), f"{py.name}: exercises {[e.number for e in found]}"
+        assert found or questions, f"{py.name} has neither exercises nor written questions"
+        assert all(e.number.split(".")[0] == str(int(py.stem[:2])) for e in found + questions), f"{py.name}: N.M"
         numbers += [e.number for e in found]
     assert len(numbers) == len(set(numbers))
+
+
+def test_a_notebook_of_written_questions_only_grades_its_cells_and_one_with_nothing_is_refused(tmp_path):
+    question = (
+        ("md", "**Question 9.1 (3 points).** Why?", ["question"]),
+        ("md", f"**Your answer.** {exercises.YOUR_ANSWER_PLACEHOLDER}", ["your-answer"]),
+    )
+    py = tmp_path / "09_demo.ipynb"
+    nbformat.write(_nb(("code", "x = 2"), *question, ("code", "assert x == 2")), py)
+    result = exercises.grade(py, executor=exercises.InProcess(), reference=False)
+    assert (result.total, result.possible, result.written_possible, result.stopped) == (0, 0, 3, "")
+    nbformat.write(_nb(("code", "x = 2"), *question, ("code", "assert x == 3")), py)
+    assert "raised AssertionError" in exercises.grade(py, executor=exercises.InProcess(), reference=False).stopped
+    copy = exercises.student_notebook(nbformat.read(py, as_version=4))  # its note speaks of questions only
+    notes = [c.source for c in copy.cells if c.source.startswith("> **Student version.**")]
+    assert notes == [exercises.QUESTIONS_ONLY_NOTE] and "NotImplementedError" not in notes[0]
+    nbformat.write(_nb(("code", "x = 2")), py)
+    with pytest.raises(ExerciseMarkupError, match="no exercises and no written questions"):
+        exercises.grade(py, executor=exercises.InProcess(), reference=False)
 
 
 def test_the_readme_states_every_notebooks_exercises_and_points():
@@ -255,7 +278,7 @@ def test_a_solution_inside_an_answer_cell_is_refused():
 
 
 @pytest.mark.grading
-@pytest.mark.parametrize("py", SOURCES, ids=IDS)
+@pytest.mark.parametrize("py", WITH_EXERCISES, ids=[p.stem[:2] for p in WITH_EXERCISES])
 def test_a_student_copy_run_as_it_is_stops_at_its_first_stub(student, py):
     """Without the reference (reference=False) a copy runs as Run all does: it stops at the first stub."""
     result = exercises.grade(student / py.with_suffix(".ipynb").name, executor=exercises.InProcess(), reference=False)

@@ -15,7 +15,7 @@ from tests.course.test_exercises import SOLVED, _nb
 SOURCES = notebooks.notebook_sources()
 IDS = [p.stem[:2] for p in SOURCES]
 # the written share of each notebook, near the assignments' (one gives 14 written points of 30 to attention)
-WRITTEN_AT_LEAST = {"01": 14, "03": 6, "04": 4, "05": 8, "06": 4}
+WRITTEN_AT_LEAST = {"01": 14, "03": 6, "04": 4, "05": 8, "06": 4, "07": 5}
 
 RUBRIC = """**Rubric · Question 9.1 (3 points).**
 - **3 points:** the weights are bimodal, near v_a or near v_b, with the numbers.

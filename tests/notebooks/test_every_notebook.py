@@ -6,6 +6,7 @@ tests/test_notebookNN.py.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -375,3 +376,41 @@ def test_report_command_writes_the_zip_and_an_index_listing_every_figure_once(ca
     tex = (executed / "figures.tex").read_text()
     assert tex.count("\\begin{figure}") == len(names)
     assert report.latex_text("a_b 50% $\\sqrt{d_k}$") == "a\\_b 50\\% $\\sqrt{d_k}$"
+
+
+def names_only_answers_define(cells) -> set[str]:
+    """The names a code cell outside the model answers reads that only answer cells define: the student copy,
+    which drops the answer cells, would fail on them."""
+    in_answers, elsewhere, read_elsewhere = set(), set(), set()
+    for cell in cells:
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse(cell.source)
+        stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        stored |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        stored |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}  # a parameter is the cell's own name
+        if exercises.ANSWER in exercises.tags(cell):
+            in_answers |= stored
+        else:
+            elsewhere |= stored
+            read_elsewhere |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return (in_answers - elsewhere) & read_elsewhere
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=IDS)
+def test_no_cell_outside_the_model_answers_reads_a_name_only_they_define(py):
+    """The student copy drops the answer cells; it must still run."""
+    assert not names_only_answers_define(notebooks.read_py(py).cells)
+
+
+def test_the_answer_name_check_finds_a_cell_that_reads_an_answers_name():
+    planted = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("def read(rows):\n    return rows", metadata={"tags": [exercises.ANSWER]}),
+            nbformat.v4.new_code_cell("floor = 1.0", metadata={"tags": [exercises.ANSWER]}),
+            nbformat.v4.new_code_cell("print(read([floor]))"),
+        ]
+    )
+    assert names_only_answers_define(planted.cells) == {"read", "floor"}
+    planted.cells[1].metadata["tags"] = []  # defined outside the answers too: the copy still runs
+    assert names_only_answers_define(planted.cells) == {"read"}
