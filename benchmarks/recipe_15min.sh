@@ -3,6 +3,8 @@
 # with beam 4 on the development half of the newer Tatoeba sentences. One run at a time, nothing else on the cores.
 # Usage: bash benchmarks/recipe_15min.sh [bf16|fp32] [SEED ...]   (default: bf16, seeds 0 1 2); then
 #        python benchmarks/table_recipe.py runs/recipe
+# A lever at 15 minutes: EXTRA="--muon-lr-scale 0.7" TAG=mlr0.7 bash benchmarks/recipe_15min.sh bf16 0 1
+#        (runs/recipe/mlr0.7-bf16-seed0, ...; the train flags in EXTRA, the folder names prefixed by TAG)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-../shared/data/tatoeba-fra-eng/fra.txt}
@@ -19,10 +21,10 @@ case $precision in
 esac
 mkdir -p runs/recipe
 for seed in "${seeds[@]}"; do
-  out=runs/recipe/$precision-seed$seed
+  out=runs/recipe/${TAG:+$TAG-}$precision-seed$seed
   echo "=== $precision seed $seed: train ($(date -u +%H:%M:%S))"
   # shellcheck disable=SC2086
-  $PY -m helpers train --data "$DATA" --minutes "$MINUTES" --preset cpu --seed "$seed" --out "$out" $flag \
+  $PY -m helpers train --data "$DATA" --minutes "$MINUTES" --preset cpu --seed "$seed" --out "$out" $flag ${EXTRA:-} \
     > "$out.train.log" 2>&1 || { tail -n 20 "$out.train.log"; exit 1; }
   grep -E "^Sized|^Done" "$out.train.log" || true
   echo "=== $precision seed $seed: evaluate, beam 4, newer sentences ($(date -u +%H:%M:%S))"

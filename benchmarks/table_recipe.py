@@ -1,4 +1,5 @@
-"""The table of benchmarks/recipe_15min.sh: one row per run, then each precision's mean and spread over its seeds.
+"""The table of benchmarks/recipe_15min.sh: one row per run, then each group's mean and spread over its seeds (a group:
+the precision, with the TAG of a lever's runs before it).
 
 python benchmarks/table_recipe.py [runs/recipe]
 """
@@ -52,10 +53,10 @@ def main(argv=None) -> int:
             f"{r['chrf']:.2f} |"
         )
     print()
-    for precision in sorted({r["precision"] for r in table}):
-        bleu = [r["bleu"] for r in table if r["precision"] == precision]
+    for group in sorted({r["run"].rsplit("-seed", 1)[0] for r in table}):  # bf16, fp32, mlr0.7-bf16 (a TAG), ...
+        bleu = [r["bleu"] for r in table if r["run"].rsplit("-seed", 1)[0] == group]
         spread = f" ± {statistics.stdev(bleu):.2f} (sd), range {min(bleu):.2f}-{max(bleu):.2f}" if len(bleu) > 1 else ""
-        print(f"{precision}: mean BLEU {statistics.mean(bleu):.2f}{spread} over {len(bleu)} seed(s)")
+        print(f"{group}: mean BLEU {statistics.mean(bleu):.2f}{spread} over {len(bleu)} seed(s)")
     return 0
 
 
