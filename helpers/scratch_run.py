@@ -45,9 +45,9 @@ def find_scratch_data(quick: bool, seed: int, drive: Path | None = None) -> Scra
     """Notebook 03's data from its record when one of this mode (quick or full) is found, else notebook 03's
     defaults (the built-in corpus in quick mode, Tatoeba otherwise: a local copy, or downloaded)."""
     places = record_places(drive)
-    found = next((p / RECORD for p in places if (p / RECORD).is_file()), None)
-    record = json.loads(found.read_text()) if found else None
-    if record is not None and record.get("quick", False) == quick:
+    records = [json.loads((p / RECORD).read_text()) for p in places if (p / RECORD).is_file()]
+    record = next((r for r in records if r.get("quick", False) == quick), None)  # the first of this mode
+    if record is not None:
         info = record["data"]
         data = info["source"]
         if data != "builtin" and not Path(data).is_file():  # e.g. a Colab cache that did not survive
@@ -57,7 +57,7 @@ def find_scratch_data(quick: bool, seed: int, drive: Path | None = None) -> Scra
                            f"notebook 03's data: {data} (limit {info['limit']}, seed {seed})")  # fmt: skip
     data = "builtin" if quick else str(sources.find_local_tatoeba() or sources.fetch_tatoeba())
     limit = 6000 if quick else None
-    why = "of another mode" if record is not None else "none"
+    why = "only of another mode" if records else "none"
     return ScratchData(data, limit, None, seed, None,
                        f"no notebook 03 record for this mode ({why}) in {[str(p) for p in places]}: "
                        f"using {data} (limit {limit}, seed {seed})")  # fmt: skip

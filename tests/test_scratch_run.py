@@ -79,6 +79,8 @@ def test_on_colab_the_record_beside_the_checkpoint_in_drive_is_found(places, tra
     write(drive / "runs" / "03_scratch-cpu", record(trained, seed=4))
     assert scratch_run.find_scratch_data(quick=True, seed=0, drive=drive).seed == 4
     assert scratch_run.find_scratch_data(quick=True, seed=0).record is None  # without Drive it is not there
+    write(places, record(trained, quick=False, seed=5))  # a full run's record first in line: passed over
+    assert scratch_run.find_scratch_data(quick=True, seed=0, drive=drive).seed == 4
 
 
 def test_the_checkpoint_the_record_names_is_the_model(places, trained):

@@ -14,6 +14,7 @@ import torch
 
 from helpers.nn import build_model
 from helpers.nn.model import DecoderOnlyTransformer, ModelConfig
+from helpers.runtime import ConfigMismatchError
 
 
 def tiny_model(**kw) -> DecoderOnlyTransformer:
@@ -113,8 +114,11 @@ def test_a_checkpoint_of_the_earlier_format_loads_translates_and_resumes(name, t
         if (st := o.state.get(p)) and "exp_avg" in st and st["exp_avg"].shape != p.shape
     ]
     assert misplaced == [], "the optimiser's saved moments land on parameters of another shape"
-    # resume: the optimiser's state goes back onto the same parameters, in the same order, and two more steps run
-    result = train_command(
-        "builtin", steps=6, out=folder, preset="tiny", seed=3, overrides=switches, progress=False, dev_score=False
-    )
+    # today's defaults differ from the run's (Muon at 0.7 x lr since issue 51, at lr then): refused, naming the field
+    with pytest.raises(ConfigMismatchError, match="muon_lr_scale: 1.0 in the checkpoint, 0.7 now"):
+        train_command("builtin", steps=6, out=folder, preset="tiny", seed=3, overrides=switches, progress=False)
+    # resume with its own settings: the optimiser's state goes back onto the same parameters, in the same order,
+    # and two more steps run
+    result = train_command("builtin", steps=6, out=folder, preset="tiny", seed=3, overrides={**switches, "muon_lr_scale": 1.0},
+                           progress=False, dev_score=False)  # fmt: skip
     assert result.resumed_from == 4 and result.steps == 6
