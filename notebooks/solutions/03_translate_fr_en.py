@@ -68,7 +68,7 @@
 # words, longer sentences; section 1 says how); the **in-distribution** set is a random split of the file. Section 6
 # prints your run's three scores beside a word-by-word dictionary's, and `benchmarks/RESULTS.md` records what the
 # `cpu` preset scored after 15 minutes on two CPU cores (a T4's figures are not yet measured there); notebook
-# 07 asks what makes the three differ. Quick mode's numbers are on synthetic sentences from a model of 31,000
+# 07 asks why a split of the training file reads higher. Quick mode's numbers are on synthetic sentences from a model of 31,000
 # parameters: they say only that the code learns.
 #
 # **The same pipeline from a terminal.** `python -m helpers train --data fra.txt --minutes 45 --preset t4
@@ -2056,7 +2056,7 @@ print(f"{N_PARAMS / 1e6:.2f} M parameters | {result.seconds / 60:.1f} min on {re
 # notebook 02 on them within a time budget, with a modern recipe (Muon beside AdamW, warm-up, stable and
 # decay, label smoothing, clipping, mixed precision), checkpointed it so that a disconnect costs minutes rather than the
 # run, and scored it on sentences it never saw with reproducible metrics: on a random split of the training
-# file and on new sentences, with two baselines and the slices that show where it fails. Notebook 04 compares it
+# file and on new sentences, with two baselines (notebook 07 breaks the scores down by slice). Notebook 04 compares it
 # with pretrained translation models on the same test sets.
 #
 # ## Export for your report
