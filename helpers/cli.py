@@ -159,7 +159,7 @@ def _train(args) -> int:
 TRAIN_FLAGS = {"positions": "positional", "checkpoint_every": "checkpoint_every_steps"} | {
     f: f
     for f in "max_tokens precision attention bottleneck_dim pretrain pretrain_fraction parallel_pairs init_embeddings "
-    "optimizer schedule cooldown cooldown_shape lr muon_lr_scale label_smoothing qk_norm activation zero_init tie_weights vocab_size max_len dropout compile".split()
+    "optimizer schedule cooldown lr muon_lr_scale label_smoothing qk_norm activation zero_init tie_weights vocab_size max_len dropout compile".split()
 }
 _SWITCHES = ("qk_norm", "zero_init", "tie_weights", "compile")  # given as 0/1, kept as booleans
 
@@ -278,11 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--schedule", choices=["cosine", "wsd"], help="wsd (the default): warm-up, stable, linear cool-down; cosine"
     )
     s.add_argument("--cooldown", type=float, help="wsd: share of the run spent cooling down (default 0.45)")
-    s.add_argument(
-        "--cooldown-shape", choices=["linear", "sqrt"], help="wsd: the cool-down's shape (sqrt: 1 - sqrt(progress))"
-    )
     s.add_argument("--lr", type=float, help="peak learning rate")
-    s.add_argument("--muon-lr-scale", type=float, help="Muon's rate as a multiple of --lr (default 1.0)")
+    s.add_argument("--muon-lr-scale", type=float, help="Muon's rate as a multiple of --lr (default 0.7)")
     s.add_argument(
         "--label-smoothing",
         type=float,

@@ -20,7 +20,6 @@ from ..runtime import ConfigMismatchError
 ATTENTION_KERNELS = ("auto", "sdpa", "explicit")
 OPTIMIZERS = ("adamw", "muon")
 SCHEDULES = ("cosine", "wsd")
-COOLDOWN_SHAPES = ("linear", "sqrt")
 
 
 @dataclass
@@ -75,7 +74,6 @@ class TrainConfig:
     # cosine at 3,000 steps); or "cosine": warm-up, then half a cosine down
     schedule: str = "wsd"
     cooldown: float = 0.45  # wsd only: the share of the run spent cooling down (the speedrun record's 0.45)
-    cooldown_shape: str = "linear"  # wsd only: "linear", or "sqrt": 1 - sqrt(progress) (Hägele et al. 2024)
     weight_decay: float = 0.05
     beta1: float = 0.9
     beta2: float = 0.98
@@ -111,8 +109,6 @@ class TrainConfig:
             raise ValueError(f"optimizer={self.optimizer!r} is not known: use one of {OPTIMIZERS}.")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule={self.schedule!r} is not known: use one of {SCHEDULES}.")
-        if self.cooldown_shape not in COOLDOWN_SHAPES:
-            raise ValueError(f"cooldown_shape={self.cooldown_shape!r} is not known: use one of {COOLDOWN_SHAPES}.")
         if not self.muon_lr_scale > 0:
             raise ValueError(f"muon_lr_scale must be above 0, got {self.muon_lr_scale!r} (1.0: Muon at lr).")
         if not 0.0 < self.cooldown <= 1.0:
@@ -191,25 +187,33 @@ RESUMABLE_FIELDS = (
     "data.source",
 )
 
-# Levers deleted after they lost or tied on the development set (their code last existed in commit a224218): subword
-# regularisation, a moving average of the weights, joined pairs. Each with the value that meant "off", so that a
-# checkpoint written before still resumes when they were off in it (:func:`without_deleted_levers`).
-DELETED_LEVERS = {"subword_alpha": None, "ema_decay": None, "concat_pairs": 0.0}
+# Levers deleted after they lost or tied on the development set: subword regularisation, a moving average of the
+# weights, joined pairs, the 1 - sqrt(progress) cool-down. Each with the value a run had when it did not use it
+# (so that a checkpoint written before still resumes then: :func:`without_deleted_levers`) and a commit that still
+# has its code.
+DELETED_LEVERS = {
+    "subword_alpha": (None, "a224218"),
+    "ema_decay": (None, "a224218"),
+    "concat_pairs": (0.0, "a224218"),
+    "cooldown_shape": ("linear", "6ee5a87"),  # "sqrt" tied the straight line (RESULTS.md, issue 51, item 3)
+}
 
 
 def without_deleted_levers(saved: dict, where: str = "the checkpoint") -> dict:
     """A saved run configuration (``{"train": {...}, ...}``) without the deleted levers' fields, when they were off.
 
-    A run that had one switched on cannot be continued by this version: :class:`ConfigMismatchError` names it and
-    the commit that still has its code.
+    A run that used one cannot be continued by this version: :class:`ConfigMismatchError` names it and the commit
+    that still has its code.
     """
     train = dict(saved.get("train") or {})
-    used = {k: train[k] for k in DELETED_LEVERS if k in train and train[k] != DELETED_LEVERS[k]}
+    used = {k: train[k] for k, (off, _) in DELETED_LEVERS.items() if k in train and train[k] != off}
     if used:
+        commits = sorted({DELETED_LEVERS[k][1] for k in used})
         raise ConfigMismatchError(
-            f"The run in {where} was trained with {', '.join(f'{k}={v!r}' for k, v in used.items())}: a lever this "
-            "version no longer has (deleted after it lost on the development set; its code last existed in commit "
-            "a224218). Resume it with that commit's helpers, or start a fresh run in a new output folder."
+            f"The run in {where} was trained with {', '.join(f'{k}={v!r}' for k, v in used.items())}, which this "
+            "version no longer has (deleted after losing or tying on the development set; the code is in commit "
+            f"{' and '.join(commits)}). Resume it with that commit's helpers, or start a fresh run in a new output "
+            "folder."
         )
     for key in DELETED_LEVERS:
         train.pop(key, None)
@@ -218,7 +222,7 @@ def without_deleted_levers(saved: dict, where: str = "the checkpoint") -> dict:
 
 # Fields added after checkpoints were written, each with the value that does what runs did before it existed, so
 # that such a checkpoint still resumes when its run is continued with that value (:func:`with_added_fields`).
-ADDED_FIELDS = {"muon_lr_scale": 1.0, "cooldown_shape": "linear"}
+ADDED_FIELDS = {"muon_lr_scale": 1.0}
 
 
 def with_added_fields(saved: dict) -> dict:

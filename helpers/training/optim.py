@@ -256,8 +256,6 @@ def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
         if step < cool_from:
             return cfg.lr
         progress = min(1.0, (step - cool_from) / max(1.0, total_steps - cool_from))
-        if cfg.cooldown_shape == "sqrt":  # 1 - sqrt(progress): falls fast at first, then eases onto the floor
-            return floor + (cfg.lr - floor) * (1.0 - math.sqrt(progress))
         return cfg.lr + (floor - cfg.lr) * progress
     span = max(1, total_steps - cfg.warmup_steps)
     progress = min(1.0, (step - cfg.warmup_steps) / span)

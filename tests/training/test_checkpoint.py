@@ -205,40 +205,64 @@ def test_resume_with_a_different_config_is_refused_naming_the_field(tmp_path):
         T.train(model3, toy_batcher(), toy_valid(), cfg3, tmp_path, progress=False)
 
 
-def _as_written_before_the_levers_were_deleted(folder, ema=None, **levers):
-    """Rewrite a run's checkpoint as helpers wrote it while subword regularisation, the moving average of the
-    weights and joined pairs existed (up to commit a224218): their fields in the configuration (off unless given),
-    and an ``"ema"`` entry (None unless given)."""
+# the deleted levers' fields as each era's checkpoints held them, off: up to a224218 (subword regularisation, the
+# moving average of the weights, joined pairs) and eaae6aa to 6ee5a87 (the cool-down's shape)
+ERAS = {
+    "a224218": {"subword_alpha": None, "ema_decay": None, "concat_pairs": 0.0},
+    "6ee5a87": {"cooldown_shape": "linear"},
+}
+ERA_OF = {lever: era for era, fields in ERAS.items() for lever in fields}
+
+
+def _as_written_before_the_levers_were_deleted(folder, era, ema=None, **levers):
+    """Rewrite a run's checkpoint as helpers of ``era`` wrote it: that era's lever fields in the configuration (off
+    unless given), and, up to a224218, an ``"ema"`` entry (None unless given)."""
     raw = torch.load(folder / "checkpoint.pt", weights_only=True)
     config = json.loads(raw["config"])
-    config["train"].update({"subword_alpha": None, "ema_decay": None, "concat_pairs": 0.0, **levers})
-    raw["config"], raw["ema"] = json.dumps(config), ema
+    config["train"].update({**ERAS[era], **levers})
+    raw["config"] = json.dumps(config)
+    if era == "a224218":
+        raw["ema"] = ema
     runtime.atomic_torch_save(raw, folder / "checkpoint.pt")
     return raw
 
 
-def test_a_checkpoint_from_before_the_deleted_levers_resumes_when_they_were_off(tmp_path):
+@pytest.mark.parametrize("era", sorted(ERAS))
+def test_a_checkpoint_from_before_the_deleted_levers_resumes_when_they_were_off(tmp_path, era):
     # without without_deleted_levers the resume is refused: "train.ema_decay: None in the checkpoint, '<absent>' now"
     model, cfg = _tiny_model(steps=4)
     T.train(model, toy_batcher(), toy_valid(), cfg, tmp_path, progress=False)
-    _as_written_before_the_levers_were_deleted(tmp_path)
+    _as_written_before_the_levers_were_deleted(tmp_path, era)
     model2, cfg2 = _tiny_model(steps=6)
     result = T.train(model2, toy_batcher(), toy_valid(), cfg2, tmp_path, progress=False)
     assert result.resumed_from == 4 and result.steps == 6
     assert "ema" not in torch.load(tmp_path / "checkpoint.pt", weights_only=True)  # nothing writes it any more
 
 
-@pytest.mark.parametrize("lever", [{"subword_alpha": 0.5}, {"ema_decay": 0.998}, {"concat_pairs": 0.25}])
-def test_a_checkpoint_trained_with_a_deleted_lever_is_refused_naming_it_and_the_commit(tmp_path, lever):
+@pytest.mark.parametrize(
+    "lever, commit",
+    [
+        ({"subword_alpha": 0.5}, "a224218"),
+        ({"ema_decay": 0.998}, "a224218"),
+        ({"concat_pairs": 0.25}, "a224218"),
+        ({"cooldown_shape": "sqrt"}, "6ee5a87"),
+    ],
+)
+def test_a_checkpoint_trained_with_a_deleted_lever_is_refused_naming_it_and_the_commit(tmp_path, lever, commit):
     # a resume that dropped the lever silently would go on as another run than the one in the folder
     model, cfg = _tiny_model(steps=4)
     T.train(model, toy_batcher(), toy_valid(), cfg, tmp_path, progress=False)
-    _as_written_before_the_levers_were_deleted(tmp_path, **lever)
     [(name, value)] = lever.items()
+    _as_written_before_the_levers_were_deleted(tmp_path, ERA_OF[name], **lever)
     model2, cfg2 = _tiny_model(steps=6)
-    with pytest.raises(runtime.ConfigMismatchError, match=rf"{name}={value!r}: a lever .* commit a224218"):
+    with pytest.raises(
+        runtime.ConfigMismatchError, match=rf"{name}={value!r}, which this version .* commit {commit}\)"
+    ):
         T.train(model2, toy_batcher(), toy_valid(), cfg2, tmp_path, progress=False)
-    off = {"train": {"lr": 1.0, **C.DELETED_LEVERS}, "model": {"d_model": 8}}
+    off = {
+        "train": {"lr": 1.0, "subword_alpha": None, "ema_decay": None, "concat_pairs": 0.0, "cooldown_shape": "linear"},
+        "model": {"d_model": 8},
+    }
     assert C.without_deleted_levers(off) == {"train": {"lr": 1.0}, "model": {"d_model": 8}}
 
 
@@ -249,7 +273,9 @@ def test_a_translator_loads_the_moving_average_an_older_checkpoint_holds(tmp_pat
     plain = ck.load_checkpoint(tmp_path)
     assert ck.inference_weights(plain) is plain["model"]  # a checkpoint written now: the trained weights
     averaged = {k: v + 1.0 for k, v in plain["model"].items()}
-    _as_written_before_the_levers_were_deleted(tmp_path, ema={"weights": averaged, "n_averaged": 3}, ema_decay=0.9)
+    _as_written_before_the_levers_were_deleted(
+        tmp_path, "a224218", ema={"weights": averaged, "n_averaged": 3}, ema_decay=0.9
+    )
     old = ck.load_checkpoint(tmp_path)
     assert all(torch.equal(averaged[k], v) for k, v in ck.inference_weights(old).items())
 

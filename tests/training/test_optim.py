@@ -27,20 +27,6 @@ def test_wsd_holds_the_peak_then_cools_down_linearly_over_the_last_share():
     assert TrainConfig().schedule == "wsd" and TrainConfig().optimizer == "muon"  # the defaults notebook 03 teaches
 
 
-def test_the_square_root_cool_down_falls_faster_first_and_ends_on_the_same_floor():
-    # 1 - sqrt(progress): a quarter of the way down it has fallen half the distance (a linear line a quarter)
-    cfg = TrainConfig(lr=1.0, warmup_steps=10, min_lr_ratio=0.1, schedule="wsd", cooldown=0.4, cooldown_shape="sqrt")
-    linear = TrainConfig(lr=1.0, warmup_steps=10, min_lr_ratio=0.1, schedule="wsd", cooldown=0.4)
-    total = 100
-    assert lr_at(59, cfg, total) == 1.0 and lr_at(5, cfg, total) == pytest.approx(0.6)  # stable and warm-up as before
-    assert lr_at(70, cfg, total) == pytest.approx(0.1 + 0.9 * 0.5)  # progress 0.25: sqrt 0.5
-    assert lr_at(70, linear, total) == pytest.approx(1.0 - 0.9 * 0.25)
-    assert lr_at(100, cfg, total) == pytest.approx(0.1) and lr_at(150, cfg, total) == pytest.approx(0.1)
-    assert all(lr_at(s, cfg, total) <= lr_at(s, linear, total) + 1e-12 for s in range(total))  # below the line
-    with pytest.raises(ValueError, match="cooldown_shape='cubic' is not known"):
-        TrainConfig(cooldown_shape="cubic")
-
-
 def test_muon_takes_the_blocks_matrices_and_adamw_the_rest():
     # a split that gave Muon the embedding or the head (or a bias) would fail here: Muon is for hidden matrices
     model = tiny_model(tie_weights=False)
