@@ -185,9 +185,11 @@ def sdpa_backend(capability: tuple[int, int], head_size: int, dtype: torch.dtype
     from 5.0 (so a T4, 7.5), fp16, bf16 (8.0 on) or fp32, a mask allowed, rows of the head aligned to 16 bytes (head
     size divisible by 8 in fp16/bf16, by 4 in fp32). Otherwise "math": the attention written out, the whole
     (T, T) score matrix in memory. ``masked``: an explicit mask is passed, as in training, where the prefix-LM mask
-    (``<bos> French <sep>`` read both ways) goes to the kernel, so even an H100 trains with "efficient" and
-    "flash" serves masks-free causal calls only. The dispatcher's order is flash, then efficient, then math
-    (cuDNN attention, a newer option of PyTorch on Hopper, is left aside).
+    (``<bos> French <sep>`` read both ways) goes to the kernel, so an A100 trains with "efficient" and "flash"
+    serves masks-free causal calls only. Among these three the dispatcher's order is flash, then efficient, then
+    math. Not modelled: cuDNN's fused attention, which recent PyTorch tries first on Hopper (capability 9.x): on an
+    H200 with torch 2.11 the ``t4`` preset's masked training calls ran on it (a profile, benchmarks/RESULTS.md,
+    issue 51, item 7), so there "efficient" is the fallback; :meth:`Accelerator.describe` says so.
     """
     major, minor = capability
     if dtype not in (torch.float16, torch.bfloat16, torch.float32):
@@ -223,7 +225,8 @@ class Accelerator:
         dtype = torch.bfloat16 if self.bf16_native else torch.float16
         masked = sdpa_backend(self.capability, head_size, dtype, masked=True)
         causal = sdpa_backend(self.capability, head_size, dtype, masked=False)
-        return f"training (masked): {masked}, causal: {causal}"
+        hopper = " (PyTorch may run cuDNN's attention first on this GPU)" if self.capability[0] == 9 else ""
+        return f"training (masked): {masked}, causal: {causal}{hopper}"
 
     def describe(self) -> str:
         mem = f", {self.memory_gb:.1f} GB" if self.memory_gb else ""

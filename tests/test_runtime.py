@@ -141,6 +141,8 @@ def test_precision_and_attention_kernel_by_compute_capability(
     assert runtime.sdpa_backend(capability, 320, dtype, masked=False) == "efficient"  # too big for flash
     acc = runtime.Accelerator("cuda", "faked", 15.0, True, precision == "bf16", torch.__version__, capability)
     assert f"training (masked): {training_kernel}, causal: {causal_kernel}" in acc.describe()
+    # on Hopper the masked calls ran on cuDNN's attention (an H200 profile, torch 2.11): describe must not hide it
+    assert ("cuDNN" in acc.describe()) is (capability[0] == 9)
 
 
 def test_bf16_on_a_t4_would_get_no_fused_attention():
