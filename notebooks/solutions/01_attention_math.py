@@ -1870,8 +1870,7 @@ def check_construction(Q, K, V, tol=1e-4, X=X7, targets=(u_b, u_c), beta=BETA7):
 def check_routing(route_fn, seed=SEED):
     """route_fn(u_a, u_b, u_c, u_d) -> Q, K, V for the u's of the text, and for other norms of them (one drawn from
     `seed`): the projections must follow them."""
-    # 0.75 to 1.5: below 0.75 the scores' gap shrinks with the square of the factor, and even the model construction's
-    # softmax can leak more than tol * beta (a grading run drew such a factor once: 4.85e-04 against its tolerance)
+    # the drawn norm factor stays within 0.75 to 1.5 times the text's: the norms this check covers
     drawn = 0.75 + 0.75 * float(torch.rand(1, generator=torch.Generator().manual_seed(seed)))
     for factor in (1.0, 0.75, 1.5, drawn):
         check_construction(
