@@ -45,7 +45,7 @@ def find_scratch_data(quick: bool, seed: int, drive: Path | None = None) -> Scra
     """Notebook 03's data from its record when one of this mode (quick or full) is found, else notebook 03's
     defaults (the built-in corpus in quick mode, Tatoeba otherwise: a local copy, or downloaded)."""
     places = record_places(drive)
-    records = [json.loads((p / RECORD).read_text()) for p in places if (p / RECORD).is_file()]
+    records = [json.loads((p / RECORD).read_text(encoding="utf-8")) for p in places if (p / RECORD).is_file()]
     record = next((r for r in records if r.get("quick", False) == quick), None)  # the first of this mode
     if record is not None:
         info = record["data"]
@@ -96,7 +96,7 @@ def find_scratch_model(scratch: ScratchData, device, quick: bool, *, progress: b
                   minutes=2.0 if quick else 5.0, steps=600 if quick else None, out=stand_in, preset=preset,
                   seed=scratch.seed, limit=scratch.limit, progress=progress)  # fmt: skip
     run = pipeline.load_run(stand_in, device=device)
-    training = json.loads(RunFolder(stand_in).train_summary.read_text())
+    training = json.loads(RunFolder(stand_in).train_summary.read_text(encoding="utf-8"))
     return ScratchModel(run, True, training,
                         f"notebook 03's checkpoint is missing ({folder}): a stand-in, the {preset} preset trained "
                         f"here for {training['minutes']:.1f} min")  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 import subprocess
@@ -404,6 +405,49 @@ def test_the_encoding_filter_catches_a_planted_read_without_encoding(tmp_path):
         subprocess.run([sys.executable, "-X", "warn_default_encoding", "-c", fixed], capture_output=True).returncode
         == 0
     )
+
+
+# Calls the static reading below lets through, each with why: (file under helpers/, the call as ast.unparse spells it)
+TEXT_CALLS_WITHOUT_ENCODING = {
+    ("runtime.py", "os.open(folder, os.O_RDONLY)"): "a file descriptor for fsync, no text",
+    ("runtime.py", "open(tmp, mode, **{} if 'b' in mode else {'encoding': 'utf-8'})"): "encoding given unless binary",
+    ("text/sources.py", "archive.open(names[0])"): "a zip member: ZipFile.open returns bytes",
+}
+
+
+def text_calls_without_encoding(source: str) -> list[tuple[int, str]]:
+    """(line, call) for each read_text/write_text/open call in ``source`` without ``encoding=`` and not in binary mode."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = getattr(node.func, "attr", getattr(node.func, "id", None))
+        keywords = {k.arg for k in node.keywords}
+        if name not in ("read_text", "write_text", "open") or "encoding" in keywords:
+            continue
+        mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+        if name == "open" and isinstance(mode, ast.Constant) and "b" in str(mode.value):
+            continue
+        found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_every_text_file_call_in_helpers_names_its_encoding():
+    """The run above sees only the modules its tests reach (helpers/scratch_run.py read two JSON files without an
+    encoding and no test in the list ran them); this reads every module's source."""
+    missing = [
+        f"helpers/{rel}:{line}: {call}"
+        for path in sorted((ROOT / "helpers").rglob("*.py"))
+        for rel in [path.relative_to(ROOT / "helpers").as_posix()]
+        for line, call in text_calls_without_encoding(path.read_text(encoding="utf-8"))
+        if (rel, call) not in TEXT_CALLS_WITHOUT_ENCODING
+    ]
+    assert not missing, "add encoding='utf-8' (issue 49):\n" + "\n".join(missing)
+    # controls: what the reading must catch, and what it must let through
+    planted = "p.read_text()\np.write_text(s)\nopen(f)\nopen(f, 'w')\n"
+    assert [line for line, _ in text_calls_without_encoding(planted)] == [1, 2, 3, 4]
+    fine = "p.read_text(encoding='utf-8')\nopen(f, 'rb')\nopen(f, mode='wb')\np.write_text(s, encoding='utf-8')\n"
+    assert text_calls_without_encoding(fine) == []
 
 
 # ---------------------------------------------------------------------------------------------
