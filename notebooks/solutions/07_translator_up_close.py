@@ -574,8 +574,8 @@ if newer_bleu is not None:
 
 # %% [markdown] tags=["question"]
 # **Question 7.2 (2 points).** Why does a random split of Tatoeba flatter a model, compared with the new-sentence set?
-# Support your answer with this run's numbers: how the two test sets differ (sentences with a word unseen in
-# training, long sentences) and BLEU on the slices of the figure above.
+# Support your answer with this run's numbers: what differs between the two test sets, and which slices of the
+# figure above account for the gap.
 
 # %% [markdown] tags=["your-answer"]
 # **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
