@@ -416,37 +416,53 @@ TEXT_CALLS_WITHOUT_ENCODING = {
 
 
 def text_calls_without_encoding(source: str) -> list[tuple[int, str]]:
-    """(line, call) for each read_text/write_text/open call in ``source`` without ``encoding=`` and not in binary mode."""
+    """(line, call) for each call in ``source`` that opens text without ``encoding=``: read_text, write_text, open
+    (any object's, unless a string argument or ``mode=`` says binary) and a subprocess read as text (``text=True``
+    or ``universal_newlines=True``)."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.Call):
+        if not isinstance(node, ast.Call) or any(k.arg == "encoding" for k in node.keywords):
             continue
         name = getattr(node.func, "attr", getattr(node.func, "id", None))
-        keywords = {k.arg for k in node.keywords}
-        if name not in ("read_text", "write_text", "open") or "encoding" in keywords:
-            continue
-        mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
-        if name == "open" and isinstance(mode, ast.Constant) and "b" in str(mode.value):
-            continue
-        found.append((node.lineno, ast.unparse(node)))
-    return found
+        as_text = any(
+            k.arg in ("text", "universal_newlines") and isinstance(k.value, ast.Constant) and k.value.value is True
+            for k in node.keywords
+        )
+        modes = [a.value for a in node.args[:2] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        modes += [k.value.value for k in node.keywords if k.arg == "mode" and isinstance(k.value, ast.Constant)]
+        binary = any("b" in str(m) for m in modes)
+        if name in ("read_text", "write_text") or (name == "open" and not binary) or as_text:
+            found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
 
 
 def test_every_text_file_call_in_helpers_names_its_encoding():
     """The run above sees only the modules its tests reach (helpers/scratch_run.py read two JSON files without an
     encoding and no test in the list ran them); this reads every module's source."""
-    missing = [
-        f"helpers/{rel}:{line}: {call}"
+    found = {
+        (rel, call): line
         for path in sorted((ROOT / "helpers").rglob("*.py"))
         for rel in [path.relative_to(ROOT / "helpers").as_posix()]
         for line, call in text_calls_without_encoding(path.read_text(encoding="utf-8"))
+    }
+    missing = [
+        f"helpers/{rel}:{line}: {call}"
+        for (rel, call), line in found.items()
         if (rel, call) not in TEXT_CALLS_WITHOUT_ENCODING
     ]
     assert not missing, "add encoding='utf-8' (issue 49):\n" + "\n".join(missing)
+    stale = [key for key in TEXT_CALLS_WITHOUT_ENCODING if key not in found]
+    assert not stale, f"allowed calls no longer in helpers/ (remove them from TEXT_CALLS_WITHOUT_ENCODING): {stale}"
     # controls: what the reading must catch, and what it must let through
-    planted = "p.read_text()\np.write_text(s)\nopen(f)\nopen(f, 'w')\n"
-    assert [line for line, _ in text_calls_without_encoding(planted)] == [1, 2, 3, 4]
-    fine = "p.read_text(encoding='utf-8')\nopen(f, 'rb')\nopen(f, mode='wb')\np.write_text(s, encoding='utf-8')\n"
+    planted = (
+        "p.read_text()\np.write_text(s)\nopen(f)\nopen(f, 'w')\np.open()\nio.open(f, 'r')\njson.load(open(f))\n"
+        "subprocess.run(c, text=True)\nsubprocess.run(c, universal_newlines=True)\n"
+    )
+    assert [line for line, _ in text_calls_without_encoding(planted)] == list(range(1, 10))
+    fine = (
+        "p.read_text(encoding='utf-8')\nopen(f, 'rb')\nopen(f, mode='wb')\np.write_text(s, encoding='utf-8')\n"
+        "p.open('rb')\nsubprocess.run(c, text=True, encoding='utf-8')\nsubprocess.run(c, capture_output=True)\n"
+    )
     assert text_calls_without_encoding(fine) == []
 
 

@@ -92,7 +92,9 @@ def _grade_one(sub: Submission, out: Path, options: list[str], timeout: float | 
     if written.filled(sheet):
         command += ["--manual", str(sheet)]
     try:
-        done = subprocess.run([*command, *options], capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [*command, *options], capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return {"problem": f"grading took longer than {timeout:g} s"}
     (out / "logs" / f"{sub.key}.txt").write_text(done.stdout + done.stderr, encoding="utf-8")

@@ -425,6 +425,8 @@ def compile_pdf(tex: Path) -> Path | None:
             cwd=tex.parent,
             capture_output=True,
             text=True,
+            encoding="utf-8",
+            errors="replace",  # pdflatex writes bytes of the input's encoding
             timeout=300,
         )
         if done.returncode != 0:

@@ -87,7 +87,7 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
     for label, target in sources:
         print(f"Installing the course package from {label}: {target}", flush=True)
         pip = [sys.executable, "-m", "pip", "install", "-q", "--upgrade-strategy", "only-if-needed", *pip_args, target]
-        done = subprocess.run(pip, capture_output=True, text=True)
+        done = subprocess.run(pip, capture_output=True, text=True, encoding="utf-8", errors="replace")
         if done.returncode == 0:
             importlib.invalidate_caches()  # so that the import right after this finds the new package
             return label, before
@@ -1771,8 +1771,8 @@ check_cannot_reach_ub(c2_no_projection, variants)
 # Write the $Q, K, V$ of Question 1.7 (ii) as matrices acting on column vectors (`Q @ x` is a query);
 # in row form the weights are their transposes, $q_i^\top = x_i^\top Q^\top$, which is how the code below
 # passes them to `self_attend`. The check asks for $c_2 = u_b$ and $c_1 = u_b - u_c$ to within
-# $10^{-4}\beta$ at the text's $\beta$ and with every $u$ scaled by factors from 0.75 to 1.5 (the figure's slider
-# also reaches smaller norms, which the check does not ask for).
+# $10^{-4}\beta$ at the text's $\beta$ (6 here) and with all four $u$'s scaled by one factor between 0.75 and 1.5
+# (the figure's slider reaches norms outside that range, which the check does not ask for).
 
 
 # %%

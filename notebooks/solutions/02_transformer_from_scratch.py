@@ -69,7 +69,7 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
     for label, target in sources:
         print(f"Installing the course package from {label}: {target}", flush=True)
         pip = [sys.executable, "-m", "pip", "install", "-q", "--upgrade-strategy", "only-if-needed", *pip_args, target]
-        done = subprocess.run(pip, capture_output=True, text=True)
+        done = subprocess.run(pip, capture_output=True, text=True, encoding="utf-8", errors="replace")
         if done.returncode == 0:
             importlib.invalidate_caches()  # so that the import right after this finds the new package
             return label, before

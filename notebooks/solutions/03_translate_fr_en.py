@@ -115,7 +115,7 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
     for label, target in sources:
         print(f"Installing the course package from {label}: {target}", flush=True)
         pip = [sys.executable, "-m", "pip", "install", "-q", "--upgrade-strategy", "only-if-needed", *pip_args, target]
-        done = subprocess.run(pip, capture_output=True, text=True)
+        done = subprocess.run(pip, capture_output=True, text=True, encoding="utf-8", errors="replace")
         if done.returncode == 0:
             importlib.invalidate_caches()  # so that the import right after this finds the new package
             return label, before
@@ -274,9 +274,10 @@ print(clean_report)
 # **Two test sets.** The usual test set is a random split of the file. Beside it we keep one built to look
 # like sentences people type later. Measured on some 6,000 Tatoeba sentences written *after* this file was
 # released, a quarter hold a French word that occurs nowhere in the file, and 7 % are longer than 15 words
-# (1 % in the file); today's 15-minute model scores about 54 BLEU on its random split and 30 on them
-# (`benchmarks/RESULTS.md`; notebook 07 asks why a random split reads so much higher). So before the split, `split_pairs` holds out a **new-sentence set** (2 % of
-# the pairs, `helpers.text.testsets.NewSentenceDesign`) built to look like them, in three passes over the groups:
+# (1 % in the file); a 15-minute CPU model of this recipe scored about 54 BLEU on its random split and 30 on such
+# sentences (`benchmarks/RESULTS.md`, a run of 2026-11-25; notebook 07 asks why a random split reads so much
+# higher). So before the split, `split_pairs` holds out a **new-sentence set** (2 % of the pairs,
+# `helpers.text.testsets.NewSentenceDesign`) built to look like them, in three passes over the groups:
 #
 # 1. pick a *rare* French word (in at most 2 pairs of the file) and hold out **every** group that holds it,
 #    so the model never sees that word in training, until a quarter of the set is such sentences;
@@ -908,8 +909,9 @@ print(
 # then replaces that update by an approximately orthogonal one, with the same directions but every singular
 # value pushed close to 1 (five Newton–Schulz iterations), so every direction of the matrix moves at the same rate instead of the few directions with the largest gradients
 # taking nearly all of the step. Its updates are scaled to the size AdamW's would have, so one learning-rate
-# schedule serves both; Muon runs at 0.7 times the rate (`muon_lr_scale`: of the multiples tried on the development
-# set on a CPU, 0.5, 0.7, 1 and 1.5, 0.7 scored highest and 0.5 nearly as well; on a GPU's longer run, unmeasured). Everything else goes to **AdamW**: the token embeddings (also the output layer, tied to them),
+# schedule serves both; Muon runs at 0.7 times the rate (`muon_lr_scale`: of the multiples tried on a CPU against the
+# development half of the newer sentences (section 6), 0.5, 0.7, 1 and 1.5, 0.7 scored highest and 0.5 nearly as
+# well; the `t4` preset's GPU run has not been tried at other rates). Everything else goes to **AdamW**: the token embeddings (also the output layer, tied to them),
 # the position table, the LayerNorm gains and the biases. Gains and biases are vectors, which Muon cannot
 # orthogonalise; an embedding table is a lookup, not a layer that maps one space to another, and the speed
 # records keep it (and the output layer) with AdamW. Weight decay applies to the layers' weight matrices only (not
@@ -1793,9 +1795,9 @@ for name, pairs_ in TEST_SETS.items():
 # %% [markdown]
 # **How much does one run tell?** Your score is one draw. The seed picks the split, the first weights and the order
 # of the batches, and a time budget adds the machine's pace: the same 15 minutes are more or fewer steps, and on a
-# CPU the sizing may even pick a neighbouring width. Three 15-minute runs of the `cpu` preset on one two-core CPU
-# with bf16 instructions (`benchmarks/RESULTS.md`) scored 29.96, 30.08 and 29.36 BLEU (beam 4) on the
-# newer sentences, after 5,426, 5,603 and 5,271 steps: a spread of about 0.7 BLEU between runs of the same recipe
+# CPU the sizing may even pick a neighbouring width. Three 15-minute runs of the `cpu` preset (seeds 0, 1 and 2) on
+# one two-core CPU with bf16 instructions (`benchmarks/RESULTS.md`) scored 29.96, 30.08 and 29.36 BLEU (beam 4) on
+# the newer sentences, after 5,426, 5,603 and 5,271 steps: a spread of about 0.7 BLEU between runs of the same recipe
 # (the recipe before Muon's rate was tuned: 29.57, 29.36 and 28.33, a spread of 1.2). Those scores are on the half
 # of the newer sentences we chose the rate on, so they flatter the recipe a little; a set nobody chose on would read
 # somewhat lower.
