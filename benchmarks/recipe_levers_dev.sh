@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 51, item 3: the rates of today's recipe that were never swept, screened at a fixed step budget. Each row is
-# one switch of `train --preset cpu-fixed` (Muon + AdamW, warm-up-stable-decay, ReLU², 8,000 pieces, width 192) for a
-# fixed number of steps (default 2,000, about a third of a 15-minute bf16 run), then greedy BLEU on the development
+# Issue 51, item 3: the rates of today's recipe that were never swept, then a few levers beyond them (vocabulary, rotary
+# positions, depth), screened at a fixed step budget. Each row is one switch of `train --preset cpu-fixed` (Muon +
+# AdamW, warm-up-stable-decay, ReLU², 8,000 pieces, width 192) for a fixed number of steps (default 2,000, about a
+# third of a 15-minute bf16 run), then greedy BLEU on the development
 # half of the newer Tatoeba sentences. A step budget makes a run exactly reproducible whatever else the cores do, so
 # it can run beside other work (one thread, niced); its speed figures are then not speeds.
 #   bash benchmarks/recipe_levers_dev.sh NAME SEED [STEPS]     e.g. bash benchmarks/recipe_levers_dev.sh ls0 0
@@ -28,15 +29,33 @@ declare -A ARGS=(
   # is the first pass's lr1.4 (both rates 1.4e-3), run again: the same translations
   [adam3]="--lr 3e-3 --muon-lr-scale 0.4667"
   [adam1.4]="--lr 1.4e-3 --muon-lr-scale 1"
+  # beyond the rates (the fourth session of the sweep): a larger vocabulary, now that the output layer runs at the
+  # target positions alone (a fixed step budget favours it: fewer pieces per sentence, more sentences per step, so a
+  # win here must hold at 15 minutes), and rotary positions (not measured on the development set before)
+  [vocab12k]="--vocab-size 12000"
+  [vocab16k]="--vocab-size 16000"
+  [rotary]="--positions rotary"
+  # depth against width at about the same parameters outside the embeddings (4 x 192: 1.77 M): `train` has no shape
+  # switch, so these go through train_command's overrides (below)
+  [L6w160]="n_layer=6 d_model=160 n_head=4"
+  [L3w224]="n_layer=3 d_model=224 n_head=4"
 )
 name=$1 seed=$2 steps=${3:-2000}
 [ -n "${ARGS[$name]+x}" ] || { echo "unknown lever $name: one of ${!ARGS[*]}" >&2; exit 2; }
 mkdir -p runs/rscr
 out=runs/rscr/$name-s$seed
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-# shellcheck disable=SC2086
-$PY -m helpers train --data "$DATA" --preset cpu-fixed --seed "$seed" --steps "$steps" --out "$out" ${ARGS[$name]} \
-  >"$out.train.log" 2>&1
+if [[ $name =~ ^L[0-9]+w[0-9]+$ ]]; then  # a shape: field=value pairs for train_command's overrides
+  SHAPE="${ARGS[$name]}" DATA="$DATA" OUT="$out" SEED="$seed" STEPS="$steps" $PY -c "import os
+from helpers.commands import train_command
+shape = {k: int(v) for k, v in (kv.split('=') for kv in os.environ['SHAPE'].split())}
+train_command(data=os.environ['DATA'], steps=int(os.environ['STEPS']), out=os.environ['OUT'], preset='cpu-fixed',
+              seed=int(os.environ['SEED']), overrides=shape)" >"$out.train.log" 2>&1
+else
+  # shellcheck disable=SC2086
+  $PY -m helpers train --data "$DATA" --preset cpu-fixed --seed "$seed" --steps "$steps" --out "$out" ${ARGS[$name]} \
+    >"$out.train.log" 2>&1
+fi
 $PY -m helpers evaluate --checkpoint "$out" --beams 1 --test tatoeba-newer-dev --json "$out/eval_dev_greedy.json" \
   >"$out.eval.log" 2>&1
 grep -o 'BLEU = [0-9.]*' "$out.eval.log" | head -1
