@@ -6,8 +6,8 @@
 # A lever at 15 minutes: EXTRA="--muon-lr-scale 0.7" TAG=mlr0.7 bash benchmarks/recipe_15min.sh bf16 0 1
 #        (runs/recipe/mlr0.7-bf16-seed0, ...; the train flags in EXTRA, the folder names prefixed by TAG)
 # A width fixed instead of chosen (item 2: the rule's choice against its neighbours): WIDTH=192 bash
-#        benchmarks/recipe_15min.sh bf16 0 1 (runs/recipe/w192-bf16-seed0, ...; a shape field in train's overrides
-#        skips the probe; the heads are the grid's, sizing.CPU_SIZES; EXTRA is not taken with WIDTH)
+#        benchmarks/recipe_15min.sh bf16 0 1 (runs/recipe/w192-bf16-seed0, ...; benchmarks/train_shape.py: a shape
+#        field in train's overrides skips the probe; the heads are the grid's; EXTRA is not taken with WIDTH)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-../shared/data/tatoeba-fra-eng/fra.txt}
@@ -27,22 +27,14 @@ if [ -n "$WIDTH" ]; then
   [[ $WIDTH =~ ^[0-9]+$ && -z ${EXTRA:-} ]] || { echo "WIDTH must be a number, without EXTRA; got '$WIDTH'" >&2; exit 2; }
   TAG=${TAG:-w$WIDTH}
 fi
-# train at a fixed width: train_command with the width in its overrides (train's command line has no width switch)
-FIXED_WIDTH="import os
-from helpers.commands import train_command
-from helpers.training.sizing import CPU_SIZES
-w = int(os.environ['WIDTH'])
-shape = {'d_model': w, 'n_head': {d: h for _, d, h in CPU_SIZES}.get(w, 4)}
-precision = {'precision': 'fp32'} if os.environ['PRECISION'] == 'fp32' else {}
-train_command(data=os.environ['DATA'], minutes=float(os.environ['MINUTES']), out=os.environ['OUT'], preset='cpu',
-              seed=int(os.environ['SEED']), overrides={**shape, **precision})"
 mkdir -p runs/recipe
 for seed in "${seeds[@]}"; do
   out=runs/recipe/${TAG:+$TAG-}$precision-seed$seed
   echo "=== $precision seed $seed${WIDTH:+, width $WIDTH}: train ($(date -u +%H:%M:%S))"
   if [ -n "$WIDTH" ]; then
-    DATA="$DATA" OUT="$out" SEED="$seed" MINUTES="$MINUTES" PRECISION="$precision" WIDTH="$WIDTH" \
-      $PY -c "$FIXED_WIDTH" > "$out.train.log" 2>&1 || { tail -n 20 "$out.train.log"; exit 1; }
+    # shellcheck disable=SC2086
+    $PY benchmarks/train_shape.py --data "$DATA" --minutes "$MINUTES" --preset cpu --seed "$seed" --out "$out" \
+      --width "$WIDTH" $flag > "$out.train.log" 2>&1 || { tail -n 20 "$out.train.log"; exit 1; }
   else
     # shellcheck disable=SC2086
     $PY -m helpers train --data "$DATA" --minutes "$MINUTES" --preset cpu --seed "$seed" --out "$out" $flag ${EXTRA:-} \

@@ -36,7 +36,7 @@ declare -A ARGS=(
   [vocab16k]="--vocab-size 16000"
   [rotary]="--positions rotary"
   # depth against width at about the same parameters outside the embeddings (4 x 192: 1.77 M): `train` has no shape
-  # switch, so these go through train_command's overrides (below)
+  # switch, so these go through benchmarks/train_shape.py
   [L6w160]="n_layer=6 d_model=160 n_head=4"
   [L3w224]="n_layer=3 d_model=224 n_head=4"
 )
@@ -46,11 +46,9 @@ mkdir -p runs/rscr
 out=runs/rscr/$name-s$seed
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 if [[ $name =~ ^L[0-9]+w[0-9]+$ ]]; then  # a shape: field=value pairs for train_command's overrides
-  SHAPE="${ARGS[$name]}" DATA="$DATA" OUT="$out" SEED="$seed" STEPS="$steps" $PY -c "import os
-from helpers.commands import train_command
-shape = {k: int(v) for k, v in (kv.split('=') for kv in os.environ['SHAPE'].split())}
-train_command(data=os.environ['DATA'], steps=int(os.environ['STEPS']), out=os.environ['OUT'], preset='cpu-fixed',
-              seed=int(os.environ['SEED']), overrides=shape)" >"$out.train.log" 2>&1
+  # shellcheck disable=SC2086
+  $PY benchmarks/train_shape.py --data "$DATA" --preset cpu-fixed --seed "$seed" --steps "$steps" --out "$out" \
+    ${ARGS[$name]} >"$out.train.log" 2>&1
 else
   # shellcheck disable=SC2086
   $PY -m helpers train --data "$DATA" --preset cpu-fixed --seed "$seed" --steps "$steps" --out "$out" ${ARGS[$name]} \
