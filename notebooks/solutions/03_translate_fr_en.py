@@ -1798,9 +1798,8 @@ for name, pairs_ in TEST_SETS.items():
 # CPU the sizing may even pick a neighbouring width. Three 15-minute runs of the `cpu` preset (seeds 0, 1 and 2) on
 # one two-core CPU with bf16 instructions (`benchmarks/RESULTS.md`) scored 29.96, 30.08 and 29.36 BLEU (beam 4) on
 # the newer sentences, after 5,426, 5,603 and 5,271 steps: a spread of about 0.7 BLEU between runs of the same recipe
-# (the recipe before Muon's rate was tuned: 29.57, 29.36 and 28.33, a spread of 1.2). Those scores are on the half
-# of the newer sentences we chose the rate on, so they flatter the recipe a little; a set nobody chose on would read
-# somewhat lower.
+# (the recipe before Muon's rate was tuned: 29.57, 29.36 and 28.33, a spread of 1.2), all on the development half of
+# the newer sentences (section 6).
 #
 # The check asks for more than a number: our translations must beat the copy baseline, and they must
 # beat *themselves* scored against the wrong references (each hypothesis paired with the next sentence's
