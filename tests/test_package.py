@@ -474,6 +474,7 @@ LOCAL_IMPORTS = {  # (file under helpers/, module imported inside a function): w
     ("commands.py", "readline"): "optional: not on Windows",
     ("commands.py", ".hf.finetune"): "slow start-up: transformers, peft and datasets, 2.6 s",
     ("course/bootstrap.py", "importlib.metadata"): "ensure_course is copied verbatim into every notebook's first cell",
+    ("course/bootstrap.py", "importlib.util"): "ensure_course is copied verbatim into every notebook's first cell",
     ("course/bootstrap.py", "os"): "ensure_course is copied verbatim into every notebook's first cell",
     ("course/bootstrap.py", "subprocess"): "ensure_course is copied verbatim into every notebook's first cell",
     ("course/bootstrap.py", "sys"): "ensure_course is copied verbatim into every notebook's first cell",

@@ -18,6 +18,7 @@ import re
 def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
     """Install the course package unless it is here; return where it came from and what the runtime had before."""
     import importlib.metadata
+    import importlib.util
     import os
     import subprocess
     import sys
@@ -30,7 +31,9 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
         return "already installed", None
     kaggle = "KAGGLE_KERNEL_RUN_TYPE" in os.environ  # a Kaggle notebook: no Drive, and its internet may be off
     if not ("google.colab" in sys.modules or kaggle if install is None else install):
-        return "this checkout (not on Colab or Kaggle: install it once with pip install -e .)", None
+        if importlib.util.find_spec("helpers") is None:  # a checkout that this kernel's Python cannot import
+            raise CourseSetupError("This kernel can't import the course: pip install -e . in its folder, then restart.")
+        return "this checkout (not on Colab or Kaggle)", None
     # what the runtime had and had loaded, so that after_install can say what pip replaced (pip runs apart)
     before = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()}, set(sys.modules)
     sources, tried = [("the pinned release", pinned)], []

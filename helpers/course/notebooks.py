@@ -110,9 +110,8 @@ def first_cell_source() -> str:
     return "\n".join(
         [
             FORM_TITLE,  # Colab folds the code under this title; headless it is a comment
-            "# Set-up and parameters. On Colab this installs the course package at the release these notebooks",
-            "# belong to (from a copy in Drive first, if there is one) and what the runtime lacks, never torch; if it",
-            "# cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and steps.",
+            "# On Colab this installs the course package at these notebooks' release (from a copy in Drive first, if",
+            "# any) and what the runtime lacks, never torch, or says what to do. QUICK=1 shrinks sizes and steps.",
             f'COURSE = "{colab.COURSE_PIN}"',
             f'COURSE_IN_DRIVE = "{colab.DRIVE_COPY}"  # a folder or .zip of the repository',
             "",

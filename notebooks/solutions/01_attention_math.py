@@ -56,9 +56,8 @@
 
 # %% tags=["parameters"]
 # @title Set-up: install the course and check the runtime { display-mode: "form" }
-# Set-up and parameters. On Colab this installs the course package at the release these notebooks
-# belong to (from a copy in Drive first, if there is one) and what the runtime lacks, never torch; if it
-# cannot, it says what to do. QUICK=1 (the headless runner and the tests set it) shrinks sizes and steps.
+# On Colab this installs the course package at these notebooks' release (from a copy in Drive first, if
+# any) and what the runtime lacks, never torch, or says what to do. QUICK=1 shrinks sizes and steps.
 COURSE = "git+https://github.com/transformers-by-building/course@v0.3.0"
 COURSE_IN_DRIVE = "/content/drive/MyDrive/transformers-by-building/course"  # a folder or .zip of the repository
 
@@ -66,6 +65,7 @@ COURSE_IN_DRIVE = "/content/drive/MyDrive/transformers-by-building/course"  # a 
 def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
     """Install the course package unless it is here; return where it came from and what the runtime had before."""
     import importlib.metadata
+    import importlib.util
     import os
     import subprocess
     import sys
@@ -78,7 +78,9 @@ def ensure_course(pinned, drive_copy, version, *, install=None, pip_args=()):
         return "already installed", None
     kaggle = "KAGGLE_KERNEL_RUN_TYPE" in os.environ  # a Kaggle notebook: no Drive, and its internet may be off
     if not ("google.colab" in sys.modules or kaggle if install is None else install):
-        return "this checkout (not on Colab or Kaggle: install it once with pip install -e .)", None
+        if importlib.util.find_spec("helpers") is None:  # a checkout that this kernel's Python cannot import
+            raise CourseSetupError("This kernel can't import the course: pip install -e . in its folder, then restart.")
+        return "this checkout (not on Colab or Kaggle)", None
     # what the runtime had and had loaded, so that after_install can say what pip replaced (pip runs apart)
     before = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()}, set(sys.modules)
     sources, tried = [("the pinned release", pinned)], []
@@ -1915,17 +1917,14 @@ verify_routing(probe_routing(route_projections))
 # Let $\Pi$ be a permutation matrix, acting on the rows of $X \in \mathbb{R}^{T\times d}$, and
 # $\mathrm{Attn}(X) = \operatorname{softmax}\!\big(XW_q (XW_k)^\top/\sqrt{d_k}\big)\,XW_v$. Position
 # encodings $P \in \mathbb{R}^{T\times d}$ are attached to *slots*, not to tokens: the model sees $X + P$.
-# We use the sinusoidal encodings of Vaswani et al. (`helpers.nn.model.sinusoidal_table`, the table the
-# model of notebooks 02 and 03 uses); notebook 02 explains them properly.
+# Here $P$ is any fixed vector per slot, drawn at random; notebook 02 builds the table its model uses.
 
 # %%
-from helpers.nn.model import sinusoidal_table
-
 T8, D_MODEL8, D_K8 = 6, 16, 8
 g8 = rng(8)
 X8 = torch.randn(T8, D_MODEL8, generator=g8, dtype=DTYPE)  # (T, d_model)
 Wq8, Wk8, Wv8 = (torch.randn(D_MODEL8, D_K8, generator=g8, dtype=DTYPE) for _ in range(3))  # (d_model, d_k)
-P8 = sinusoidal_table(T8, D_MODEL8, dtype=DTYPE)  # (T, d_model)
+P8 = torch.randn(T8, D_MODEL8, generator=rng(80), dtype=DTYPE)  # (T, d_model): one fixed vector per slot
 
 
 def attn_plain(X):
@@ -1937,7 +1936,8 @@ def attn_with_positions(X):
 
 
 def shuffle_gaps(attn_fn, X, perms):
-    """max |Attn(X[perm]) - Attn(X)[perm]| for each permutation."""
+    """For each shuffle p: how far any input's output moved, following each input to its new slot."""
+    # row i of the shuffled run is input p[i]'s output; row p[i] of the plain run is the same input's
     return [(attn_fn(X[p]) - attn_fn(X)[p]).abs().max().item() for p in perms]
 
 
@@ -1975,8 +1975,8 @@ for name, fn in [("without positions", attn_plain), ("with positions", attn_with
 # $\Pi P \ne P$.
 
 # %% [markdown]
-# **The figure.** For 40 random shuffles of six inputs, the largest entry of
-# $|\mathrm{Attn}(\Pi X) - \Pi\,\mathrm{Attn}(X)|$ on a log scale, without and with sinusoidal positions.
+# **The figure.** Shuffle six inputs 40 times, follow each input to its new slot, and measure how far its
+# output vector moved: the largest move over the six, per shuffle, on a log scale, without and with positions.
 
 
 # %%
@@ -1984,11 +1984,11 @@ gaps_plain = shuffle_gaps(attn_plain, X8, perms8)
 gaps_pos = shuffle_gaps(attn_with_positions, X8, perms8)
 fig, ax = plt.subplots(figsize=(7, 3.8))
 ax.semilogy(gaps_plain, "o", ms=4, label="no positions")
-ax.semilogy(gaps_pos, "s", ms=4, label="sinusoidal positions added")
+ax.semilogy(gaps_pos, "s", ms=4, label="positions added")
 ax.set(
-    xlabel="random permutation $\\Pi$",
-    ylabel=r"$\max|\mathrm{Attn}(\Pi X) - \Pi\,\mathrm{Attn}(X)|$",
-    title=f"Shuffled inputs against shuffled outputs (T={T8})",
+    xlabel="random shuffle of the inputs",
+    ylabel="largest move of an input's output",
+    title=f"Each input's output before and after a shuffle (T={T8})",
 )
 ax.set_ylim(1e-18, 1e2)
 ax.legend()
@@ -1997,8 +1997,8 @@ save_figure(
     fig,
     "01_shuffled_inputs",
     question="Does self-attention know the order of its inputs?",
-    caption="Largest entry of |Attn(Pi X) - Pi Attn(X)| for 40 random permutations Pi of six inputs (log scale), "
-    "without positions and with sinusoidal positions added.",
+    caption="For 40 random shuffles of six inputs, the largest change of an input's output vector, each input "
+    "followed to its new slot (log scale), without positions and with a fixed vector per slot added.",
     numbers={"largest gap without positions": max(gaps_plain), "smallest gap with positions": min(gaps_pos)},
 )
 plt.show()
@@ -2042,7 +2042,7 @@ print(describe_equivariance(gaps_plain, gaps_pos))
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** *The figure.* Without positions every gap sits at float64 rounding ($\sim 10^{-16}$);
-# with sinusoidal positions every gap is of order one: the order of the inputs now changes the outputs.
+# with positions added every gap is of order one: the order of the inputs now changes the outputs.
 
 # %% [markdown] tags=["answer", "rubric"]
 # **Rubric · Question 1.8 (2 points).**

@@ -25,8 +25,9 @@ from tests.environments import clean_env
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "9.9.9"
-# the first cell a learner reads, in non-blank lines: 46 today, 69 when the whole installer was in it
-FIRST_CELL_MAX_LINES = 50
+# the first cell a learner reads, in non-blank lines: 51 today (3 of them the off-Colab install hint), 69 when the
+# whole installer was in it
+FIRST_CELL_MAX_LINES = 51
 
 
 def _git(cwd, *args):
@@ -198,6 +199,23 @@ def first_cell_problems(source: str) -> list[str]:
     if check < 0 or check > min(others, default=len(source)):
         problems.append("after_install is not called before the rest of the package is imported")
     return problems
+
+
+@pytest.mark.parametrize("site", [True, False])
+def test_off_colab_a_kernel_that_cannot_import_the_package_is_told_to_install_it(tmp_path, site):
+    """A learner's own Jupyter, off Colab, whose Python lacks the package: the first cell stops with the command to
+    run, before the import that would fail with a bare ModuleNotFoundError. ``python -S`` (no site-packages) from an
+    empty folder stands in for that kernel; the control, with site-packages, is this checkout's install."""
+    call = "ensure_course('git+file:///nonexistent/course@v1', '/nonexistent', '9.9.9', install=False)"
+    script = inspect.getsource(bootstrap.ensure_course) + f"\ntry:\n    print({call}[0])\n"
+    script += "except RuntimeError as err:\n    print('\\n'.join(err._render_traceback_()))\n"
+    flags = [] if site else ["-S"]
+    out = subprocess.run([sys.executable, *flags, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                         encoding="utf-8", check=True).stdout  # fmt: skip
+    if site:
+        assert out.startswith("this checkout"), out
+    else:
+        assert out.startswith("Course set-up failed.") and "pip install -e ." in out and "restart" in out, out
 
 
 def test_the_first_cell_reads_at_a_glance_and_still_fails_clearly():

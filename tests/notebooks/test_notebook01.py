@@ -304,6 +304,9 @@ def test_no_derivation_is_left_outside_the_answer_cells():
         r"1/\sqrt{d}",
         "s^\\ast",
         "tail event, not",
+        r"\Pi\,\mathrm{Attn}(X)",  # Question 1.8's relation: the figure measures it without writing it down
+        "Pi Attn(X)",
+        "sinusoidal_table",  # Exercise 2.1's table (the package's solution): not shown a notebook early
     ]:
         assert secret not in visible, f"{secret!r} is readable in the student copy"
 
