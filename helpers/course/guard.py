@@ -103,7 +103,7 @@ REFERENCES: dict[str, list[str]] = {
     "4.2": ["helpers.hf.translator.HFTranslator.collate"],
     "4.3": ["helpers.evaluation.evaluate.bootstrap_bleu_difference"],
     "5.1": ["helpers.nn.variants.SynthesizerAttention.forward"],
-    "5.2": ["helpers.nn.variants.read_mask", "helpers.nn.variants.latent_horizons"],
+    "5.2": ["helpers.nn.variants.read_mask", "helpers.nn.variants.latent_horizons", "helpers.nn.variants.latent_masks"],
     "5.3": ["helpers.nn.variants.rotary"],
     "5.4": ["helpers.nn.variants.alibi_slopes", "helpers.nn.variants.alibi_bias"],
     "5.5": ["helpers.training.pretrain.corrupt_span"],

@@ -255,6 +255,18 @@ class CrossBlock(nn.Module):
         return xq + self.ffn(self.ln2(xq))
 
 
+def latent_masks(horizons: torch.Tensor, T: int, prefix_len: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """The bottleneck's three masks for T positions and latents at ``horizons`` (:func:`latent_horizons`), each
+    (B or 1, 1, queries, keys): "down" (latents read positions), "middle" (latents read latents), "up" (positions
+    read latents)."""
+    pos = torch.arange(T, device=horizons.device)
+    return {
+        "down": read_mask(horizons, pos, prefix_len),
+        "middle": read_mask(horizons, horizons, prefix_len),
+        "up": read_mask(pos, horizons, prefix_len),
+    }
+
+
 class Bottleneck(nn.Module):
     """Down (T -> m latents), ``n_layer - 2`` self-attention blocks on the latents, up (m -> T positions).
 
@@ -274,12 +286,11 @@ class Bottleneck(nn.Module):
 
     def forward(self, x, prefix_len=None):
         B, T, C = x.shape
-        pos, lat = torch.arange(T, device=x.device), self.horizons
-        z = self.down(self.latents.expand(B, -1, -1), x, read_mask(lat, pos, prefix_len))  # (B, m, C)
-        mid = read_mask(lat, lat, prefix_len)  # (B, 1, m, m): causal over latents, open over source-only ones
+        masks = latent_masks(self.horizons, T, prefix_len)  # "middle": causal over latents, open over source-only ones
+        z = self.down(self.latents.expand(B, -1, -1), x, masks["down"])  # (B, m, C)
         for block in self.middle:
-            z = block(z, mid)
-        return self.up(x, z, read_mask(pos, lat, prefix_len))  # (B, T, C)
+            z = block(z, masks["middle"])
+        return self.up(x, z, masks["up"])  # (B, T, C)
 
 
 def num_variant_parameters(config) -> dict[str, int]:

@@ -21,7 +21,7 @@
 #
 # Attention fits in two lines of linear algebra, and the classic written questions about it
 # (is $\alpha$ a distribution? when does attention copy? how can one query average two values?
-# why several heads? why divide by $\sqrt{d_k}$?) have short answers on paper. Here you answer them,
+# why several heads? why rescale the scores, and by what?) have short answers on paper. Here you answer them,
 # and every answer meets an experiment: a few lines of code that measure it, and a figure for your
 # report. Your answers become code that checks hold to account.
 #
@@ -40,7 +40,7 @@
 # - what a single head does when a key's length varies, and what two heads change;
 # - what key, query and value projections buy you in self-attention;
 # - whether self-attention knows word order, and what adding positions changes;
-# - why scores are divided by $\sqrt{d_k}$.
+# - why the scores are rescaled before the softmax, and by what.
 #
 # The questions follow the written self-attention exercises of Stanford's CS224N.
 #
@@ -697,10 +697,7 @@ COPY_CASES = [(16, 0.5, 1.0, 0.0), (16, 0.5, 2.0, 4.0), (16, 0.5, 2.0, 12.0), (8
 
 
 def worst_copy_case(n, gap, spread):
-    """n unit keys with k_i . k_0 = 1 - gap for every i != 0, and v_i - v_0 = spread e_1 for every i != 0.
-
-    The keys and values the check holds your bound against (Needs 0 < gap <= 2).
-    """
+    """The n unit keys and the values the check holds your bound against (needs 0 < gap <= 2)."""
     K = torch.zeros(n, n, dtype=DTYPE)
     K[0, 0] = 1.0
     K[1:, 0] = 1 - gap
@@ -915,7 +912,7 @@ for n in [4, 64, 1024]:
 
 # %% tags=["check"]
 def worst_average_case(n, a=0, b=1):
-    """Orthonormal keys (the identity) and the values that make ||c - (v_a+v_b)/2|| largest: v_a = v_b = 1, the rest -1."""
+    """The keys and values the check holds your beta against, with max_i ||v_i|| = 1."""
     K = torch.eye(n, dtype=DTYPE)
     V = -torch.ones(n, 1, dtype=DTYPE)
     V[[a, b]] = 1.0
@@ -1797,8 +1794,8 @@ print("c1 coords:", [round(v, 4) + 0.0 for v in coords(c_proj[0]).tolist()], " t
 print("c2 coords:", [round(v, 4) + 0.0 for v in coords(c_proj[1]).tolist()], " target u_b = [0, 1, 0, 0]")
 
 # %% [markdown]
-# `self_attend` is `helpers.nn.attention.self_attention` (which defaults to the scaled scores of item 9;
-# here we pass `scale=1.0`). The check below holds them equal.
+# `self_attend` is `helpers.nn.attention.self_attention` (which rescales the scores unless told otherwise, by
+# item 9's factor; here we pass `scale=1.0`). The check below holds them equal.
 #
 # **The figure.** Left: the coordinates of $c_2$ in the basis $(u_a, u_b, u_c, u_d)$ for each way of
 # padding $x_2$ without projections, then with your $V, K, Q$, then the target; below the line, $c_1$
@@ -1915,12 +1912,14 @@ verify_routing(probe_routing(route_projections))
 # ## 8. Does self-attention know the order of its inputs?
 #
 # Let $\Pi$ be a permutation matrix, acting on the rows of $X \in \mathbb{R}^{T\times d}$, and
-# $\mathrm{Attn}(X) = \operatorname{softmax}\!\big(XW_q (XW_k)^\top/\sqrt{d_k}\big)\,XW_v$. Position
+# $\mathrm{Attn}(X) = \operatorname{softmax}\!\big(c\,XW_q (XW_k)^\top\big)\,XW_v$, with a fixed scale $c > 0$ (which one is
+# item 9's question; any will do here). Position
 # encodings $P \in \mathbb{R}^{T\times d}$ are attached to *slots*, not to tokens: the model sees $X + P$.
 # Here $P$ is any fixed vector per slot, drawn at random; notebook 02 builds the table its model uses.
 
 # %%
 T8, D_MODEL8, D_K8 = 6, 16, 8
+C8 = 0.3  # the fixed scale c of the scores
 g8 = rng(8)
 X8 = torch.randn(T8, D_MODEL8, generator=g8, dtype=DTYPE)  # (T, d_model)
 Wq8, Wk8, Wv8 = (torch.randn(D_MODEL8, D_K8, generator=g8, dtype=DTYPE) for _ in range(3))  # (d_model, d_k)
@@ -1928,20 +1927,21 @@ P8 = torch.randn(T8, D_MODEL8, generator=rng(80), dtype=DTYPE)  # (T, d_model): 
 
 
 def attn_plain(X):
-    return self_attend(X, Wq8, Wk8, Wv8, scale=1 / math.sqrt(D_K8))[0]
+    return self_attend(X, Wq8, Wk8, Wv8, scale=C8)[0]
 
 
 def attn_with_positions(X):
-    return self_attend(X + P8[: len(X)], Wq8, Wk8, Wv8, scale=1 / math.sqrt(D_K8))[0]
-
-
-def shuffle_gaps(attn_fn, X, perms):
-    """For each shuffle p: how far any input's output moved, following each input to its new slot."""
-    # row i of the shuffled run is input p[i]'s output; row p[i] of the plain run is the same input's
-    return [(attn_fn(X[p]) - attn_fn(X)[p]).abs().max().item() for p in perms]
+    return self_attend(X + P8[: len(X)], Wq8, Wk8, Wv8, scale=C8)[0]
 
 
 perms8 = [p for p in (torch.randperm(T8, generator=g8) for _ in range(60)) if not torch.equal(p, torch.arange(T8))][:40]
+
+
+def shuffle_gaps(attn_fn, X, perms):
+    """For each shuffle p: how far any input's output vector moved, each input followed to its new slot."""
+    return [(attn_fn(X[p]) - attn_fn(X)[p]).abs().max().item() for p in perms]
+
+
 vocab = {w: torch.randn(D_MODEL8, generator=g8, dtype=DTYPE) for w in ["the", "dog", "bit", "man"]}
 s1, s2 = "the dog bit the man".split(), "the man bit the dog".split()
 E1, E2 = torch.stack([vocab[w] for w in s1]), torch.stack([vocab[w] for w in s2])
@@ -2058,7 +2058,7 @@ print(describe_equivariance(gaps_plain, gaps_pos))
 # *Key phrases:* "permutation equivariant", "= \Pi\,\mathrm{Attn}(X)", "the outputs the same way", "\Pi P \ne P"
 
 # %% [markdown]
-# ## 9. Why scores are divided by $\sqrt{d_k}$
+# ## 9. How large are the scores, and what should they be multiplied by?
 #
 # Transformers rescale the scores $QK^\top$ before the softmax; by what, and why, is this item's question. Take $q, k \in \mathbb{R}^d$ with
 # independent entries of mean $0$, variance $\sigma_q^2$ for those of $q$ and $\sigma_k^2$ for those of $k$.
@@ -2277,8 +2277,8 @@ for ax in axes:
 fig.tight_layout()
 save_figure(
     fig,
-    "01_scaling_sqrt_dk",
-    question="Why are the scores divided by sqrt(d_k)?",
+    "01_score_scale",
+    question="How do the scores and the softmax's gradient behave as d grows, unscaled and rescaled?",
     caption="Random q and 16 keys in R^d, scores q.k unscaled and multiplied by the factor of Exercise 1.11: score "
     "variance (left), mean top weight (middle) and the median norm of the softmax Jacobian (right), against d.",
     numbers={
@@ -2353,7 +2353,7 @@ print(describe_scaling(DIMS, unscaled, scaled))
 # | 6 | can two heads fix it? | 1.9 `two_head_queries` | `check_averages`, `check_multi_head` |
 # | 7 | what do key, query and value projections buy? | 1.10 `route_projections` | `check_construction` |
 # | 8 | does self-attention know the order of its inputs? | | (the figure) |
-# | 9 | why divide the scores by $\sqrt{d_k}$? | 1.11 `score_variance`, `score_scale` | `check_score_variance_formula`, `check_unit_variance`, `check_scaling_keeps_gradients` |
+# | 9 | how large are the scores, and what should they be multiplied by? | 1.11 `score_variance`, `score_scale` | `check_score_variance_formula`, `check_unit_variance`, `check_scaling_keeps_gradients` |
 #
 # Later notebooks import attention from the package (`helpers.nn.attention`), held to your `attend` by a test.
 #

@@ -352,8 +352,7 @@ def reference_attention(q, k, v, mask):
     d_k, out, weights = len(q[0]), [], []
     for i, qi in enumerate(q):
         scores = [sum(a * b for a, b in zip(qi, kj)) / math.sqrt(d_k) if mask[i][j] else None for j, kj in enumerate(k)]
-        top = max(s for s in scores if s is not None)
-        e = [math.exp(s - top) if s is not None else 0.0 for s in scores]
+        e = [math.exp(s) if s is not None else 0.0 for s in scores]  # these scores are small: no overflow
         w_i = [x / sum(e) for x in e]
         weights.append(w_i)
         out.append([sum(w_i[j] * v[j][c] for j in range(len(v))) for c in range(len(v[0]))])
@@ -391,7 +390,7 @@ print("✓ attention matches a loop-by-loop reference")
 # %%
 g = torch.Generator().manual_seed(2)
 q4, k4, v4 = (torch.randn(2, 3, 6, 8, generator=g) for _ in range(3))  # (B, heads, T, d_k)
-m4 = torch.tril(torch.ones(6, 6, dtype=torch.bool))
+m4 = (torch.rand(6, 6, generator=g) > 0.4) | torch.eye(6, dtype=torch.bool)  # any mask; each query sees itself
 ours, _ = attention(q4, k4, v4, m4)
 fused = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=m4)
 print("largest difference:", (ours - fused).abs().max().item())
@@ -455,6 +454,11 @@ def drawn_weights(shapes, seed, scale=0.5):
     return {name: torch.randn(shape, generator=g) * scale for name, shape in shapes}
 
 
+def some_mask(T, seed):
+    """(T, T) bool drawn from `seed`: any pattern, each query seeing at least itself."""
+    return (torch.rand(T, T, generator=torch.Generator().manual_seed(seed + 2)) > 0.4) | torch.eye(T, dtype=torch.bool)
+
+
 def mha_weights(C, seed):
     shapes = [("qkv.weight", (3 * C, C)), ("qkv.bias", (3 * C,)), ("proj.weight", (C, C)), ("proj.bias", (C,))]
     return drawn_weights(shapes, seed)
@@ -467,7 +471,7 @@ def probe_multi_head(mha_cls, seed=3):
     layer.load_state_dict(mha_weights(C, seed))  # strict: the layer keeps the qkv and proj it was given
     x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(seed + 1))
     with torch.no_grad():
-        return layer(x, torch.tril(torch.ones(T, T, dtype=torch.bool)))
+        return layer(x, some_mask(T, seed))
 
 
 def multi_head_by_hand(x, weights, nh, mask):
@@ -486,7 +490,7 @@ def verify_multi_head(out, seed=3):
     """Rebuild the output head by head from the weights the probe loaded, with the loop reference for attention."""
     B, T, C, nh = 2, 4, 12, 3
     x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(seed + 1))
-    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    mask = some_mask(T, seed)
     assert tuple(out.shape) == (B, T, C), f"expected the output (B, T, C) = {(B, T, C)}, got {tuple(out.shape)}"
     for r in range(B):
         expected = multi_head_by_hand(x[r], mha_weights(C, seed), nh, mask)

@@ -442,9 +442,10 @@ def verify_bottleneck(values, seed=2):
     assert len(values["blocks"]) == len(bottleneck_cases(seed)), f"expected {len(bottleneck_cases(seed))} blocks"
     for k, ((m, ell, plen), mine) in enumerate(zip(bottleneck_cases(seed), values["blocks"])):
         assert isinstance(mine, dict) and set(mine) == {"down", "middle", "up"}, "return a dict: 'down', 'middle', 'up'"
-        lat, pos, plen = variants.latent_horizons(m, ell), torch.arange(ell), torch.tensor(plen)
-        for name, (q_h, k_h) in {"down": (lat, pos), "middle": (lat, lat), "up": (pos, lat)}.items():
-            want = torch.tensor(saved[name], dtype=torch.bool) if k == 0 else variants.read_mask(q_h, k_h, plen)
+        plen = torch.tensor(plen)
+        model_masks = variants.latent_masks(variants.latent_horizons(m, ell), ell, plen)  # what the model uses
+        for name in ("down", "middle", "up"):
+            want = torch.tensor(saved[name], dtype=torch.bool) if k == 0 else model_masks[name]
             got = mine[name]
             assert got.shape == want.shape, f"{name}: shape {tuple(got.shape)}, expected (B, 1, queries, keys) = {tuple(want.shape)}"  # fmt: skip
             assert torch.equal(got, want), f"{name} (m = {m}, ℓ = {ell}, P = {plen.tolist()}): not the model's mask"
@@ -704,8 +705,9 @@ plt.show()
 #
 # RoPE (Su et al., 2021) treats the *hs* channels of a query or key as *hs*/2 pairs, each a point in a plane,
 # and turns pair *i* at position *p* counter-clockwise by the angle $p\,\theta_i$, where the frequencies
-# $\theta_i$ fall geometrically from one radian per position for the first pair to nearly nothing for the last
-# (the docstring below fixes them exactly). Queries and keys are both turned, each by its own position, before
+# $\theta_i$ fall geometrically from one radian per position for the first pair to nearly nothing for the last:
+# they are the speeds $\omega_i$ of notebook 02's table (Exercise 2.1) for a table *hs* wide, with `base` as the
+# slow-down in place of 10000. Queries and keys are both turned, each by its own position, before
 # their dot product; the rotation of a point of the plane is yours to write.
 #
 # Which channels form a pair is a convention. The package pairs neighbours
@@ -718,7 +720,8 @@ plt.show()
 # %%
 def rope_half(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     """x (..., T, hs) with hs even, positions (T,) -> the same shape: channels i and i + hs/2 form pair i,
-    turned by the angle positions[t] * base ** (-2 i / hs). Works for queries (B, nh, T, hs) and keys alike."""
+    turned by the angle positions[t] * theta_i (Exercise 2.1's speeds for width hs, slow-down `base`). Works for
+    queries (B, nh, T, hs) and keys alike."""
     hs = x.size(-1)
     # BEGIN SOLUTION
     half = hs // 2
@@ -778,7 +781,7 @@ def verify_rope(values, seed=3):
     assert abs(other_distance) > 1e-4, "q·k must change with the distance: (5, 2) equals (5, 3)"
     saved = runtime.reference_outputs("05_rope_half.json")
     assert torch.allclose(values["turned"][0], torch.tensor(saved["expected"]), atol=1e-5), (
-        "not the package's rotation: pair i turns by position × base^(−2i/hs), counter-clockwise (the first channel "
+        "not the package's rotation: pair i turns by position × θ_i (Exercise 2.1's speeds), counter-clockwise (the first channel "
         "of a pair is the plane's first coordinate)"
     )
 

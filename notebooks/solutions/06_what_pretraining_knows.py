@@ -588,7 +588,7 @@ print(f"fine-tuning examples: {len(finetune_cases(3)[1])} questions and 200 labe
 # the four special tokens):
 #
 # - the kept beginning's length *n* is drawn uniformly from 4 to the longest allowed, 7/8 of the room (rounded
-#   down, at least 2) and no more than the biography (when that longest is under 4, *n* is the longest);
+#   down, at least 2) and no more than the biography (when that longest is under 4, *n* is drawn from the longest to the longest: still one draw);
 # - the span's length is drawn uniformly from 1 to half of *n* (rounded down, at least 1), never all *n* tokens;
 # - where it starts is drawn uniformly among the places where it fits.
 #
@@ -851,8 +851,7 @@ for name, acc in (("fine-tuned from scratch", TABLE["scratch"]),
 # no longer than this notebook's (fewer steps, another fine-tuning learning rate or warm-up are yours to choose).
 # In full mode the check runs your driver of Exercise 6.5 with them (or reads the table above when they are the
 # notebook's own) and asks that your pretrained model answer at least **35 %** of the held-out people, more than
-# Exercise 6.2's baseline can. A correct driver with the notebook's own settings gets there with room to spare;
-# changing them is allowed, not needed. Quick mode's tiny model cannot: the grader leaves this exercise
+# Exercise 6.2's baseline can. Quick mode's tiny model cannot: the grader leaves this exercise
 # out of a quick run (its points with it), and `python -m helpers grade --full` grades it.
 
 

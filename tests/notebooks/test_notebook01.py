@@ -35,7 +35,7 @@ FIGURES = [
     "01_multi_head_variance",
     "01_kqv_self_attention",
     "01_shuffled_inputs",
-    "01_scaling_sqrt_dk",
+    "01_score_scale",
 ]
 # the functions the student writes: none may exist in helpers/ under the same name
 STUDENT_FUNCTIONS = [
