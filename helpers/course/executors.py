@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from .. import runtime
+from . import sandbox
 from .guard import STUDENT_FILE, student_source
 from .notebooks import kernel_manager, quick_env
 from .plotting import HEADLESS
@@ -104,18 +105,40 @@ class Kernel:
     writes afterwards.
     """
 
-    def __init__(self, cwd: Path, timeout: int = 1800, *, quick: bool = True, memory_bytes: int | None = None):
+    def __init__(
+        self,
+        cwd: Path,
+        timeout: int = 1800,
+        *,
+        quick: bool = True,
+        memory_bytes: int | None = None,
+        denied: list[Path] | None = None,
+        reports: Path | None = None,
+        writable: list[Path] | None = None,
+    ):
         self.cwd, self.timeout, self.quick = Path(cwd), timeout, quick
         self.memory_bytes = memory_bytes if memory_bytes is not None else default_memory_limit()
         self.died = False  # the last cell killed the kernel, or ran past its limit: restart() before going on
+        # None: no sandbox; else the kernel runs confined (helpers.course.sandbox), these paths unreadable to it
+        self.denied = None if denied is None else [Path(d) for d in denied]
+        self.sandboxed = False  # whether the running kernel is confined (Landlock is there and was asked for)
+        self.reports = reports  # the kernel's REPORTS_DIR (the grader gives it one of its own); None: as it is set
+        # confined, the kernel writes beneath these (and /dev, the caches); its temporary folder is the first's tmp/
+        self.writable = [Path(w) for w in writable] if writable else [self.cwd]
 
     @contextlib.contextmanager
     def session(self):
-        env = runtime.environment_snapshot("QUICK", "REPORTS_DIR", HEADLESS)
+        env = runtime.environment_snapshot("QUICK", "REPORTS_DIR", HEADLESS, "TMPDIR")
         os.environ["QUICK"] = "1" if self.quick else "0"
         os.environ[HEADLESS] = "1"
+        if self.reports is not None:
+            os.environ["REPORTS_DIR"] = str(self.reports)
+        if self.denied is not None and sandbox.abi() > 0:  # confined: the kernel's temporary files stay in its folder
+            (tmp := self.writable[0] / "tmp").mkdir(parents=True, exist_ok=True)
+            os.environ["TMPDIR"] = str(tmp)
         os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
         become_subreaper()
+        dumpable = set_dumpable(False)  # no debugger attaches to the grader from the kernel, even unconfined
         self._before = descendants()
         try:
             self._start()
@@ -125,6 +148,8 @@ class Kernel:
                 self._stop()
             finally:
                 runtime.restore_environment(env)
+                if dumpable:
+                    set_dumpable(True)
 
     def _start(self) -> None:
         import nbclient  # optional ([dev] extra)
@@ -135,6 +160,12 @@ class Kernel:
             self._nb, timeout=self.timeout, kernel_name="python3", resources={"metadata": {"path": str(self.cwd)}}
         )
         self._client.km = kernel_manager(self._client)  # encrypted: no "running over TCP" warning
+        self.sandboxed = self.denied is not None and sandbox.abi() > 0
+        if self.sandboxed:  # the kernel confines itself before it starts: see helpers.course.sandbox
+            km, launch = self._client.km, self._client.km.format_kernel_cmd
+            km.format_kernel_cmd = lambda extra_arguments=None: sandbox.command(
+                launch(extra_arguments), self.denied, [*kernel_writable(self.writable), Path(km.connection_file)]
+            )
         self._context = self._client.setup_kernel()
         self._context.__enter__()
         self.died = False
@@ -176,6 +207,35 @@ class Kernel:
         except CellExecutionError as err:
             return CellError(err.ename, err.evalue, student_frames_of_traceback(str(err.traceback)))
         return None
+
+
+def kernel_writable(folders: list[Path]) -> list[Path]:
+    """Where a confined kernel may write: ``folders`` (the grader's: the kernel's working folder, its temporary
+    folder, the probes' values), /dev, the reports folder, and the caches and settings a notebook's libraries write
+    to; not the temporary folder of the machine, where a course checkout may lie."""
+    home, env = Path.home(), os.environ
+    paths = [*folders, Path("/dev"), runtime.reports_dir()]
+    paths += [
+        home / ".cache",
+        home / ".ipython",
+        home / ".local" / "share" / "jupyter",
+        home / ".config" / "matplotlib",
+    ]
+    paths += [
+        Path(env[k]) for k in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "HF_HOME", "TORCHINDUCTOR_CACHE_DIR") if env.get(k)
+    ]
+    return paths
+
+
+def set_dumpable(on: bool) -> bool:
+    """Linux: whether another process of this user may attach a debugger to this one, or read its memory (prctl
+    PR_SET_DUMPABLE). True if it was changed; False where the system has no such switch."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(4, int(on), 0, 0, 0) == 0  # PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        return False
 
 
 def default_memory_limit() -> int:

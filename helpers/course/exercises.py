@@ -34,7 +34,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import guard, notebooks, probes
+from .. import runtime
+from . import guard, notebooks, probes, sandbox
 from .executors import InProcess, Kernel  # how cells run: in this process, or in a kernel
 
 BEGIN, END, ONE_LINE = "# BEGIN SOLUTION", "# END SOLUTION", "# SOLUTION"
@@ -548,6 +549,17 @@ def notebook_number(path: str | Path) -> str | None:
     return stem if stem.isdigit() else None
 
 
+def kernel_denied(reference: str | Path | None, hidden: str | Path | None) -> list[Path]:
+    """What the graded kernel may not read (helpers.course.sandbox): the folder of the solved notebook it is graded
+    against, the hidden checks, and, in the course's checkout, its history (.git holds every solution), its tests
+    and the executed solved notebooks of ``run-notebooks``."""
+    paths = [Path(p).resolve().parent for p in [reference] if p] + [Path(h).resolve() for h in [hidden] if h]
+    root = runtime.repo_root()
+    if root is not None:
+        paths += [root / ".git", root / "tests", runtime.reports_dir() / "executed"]
+    return [p for p in dict.fromkeys(paths) if p.exists()]
+
+
 def reference_for(path: str | Path) -> Path | None:
     """The course's own solved source of the notebook at ``path`` (the same number: :func:`notebook_number`), or
     None. A student's copy renamed ``alice.ipynb`` still finds its reference by its exercises' numbers."""
@@ -731,8 +743,14 @@ def grade(
             plan += _exercise_steps(ex, nb, by_number[ex.number], ref_nb, ex, path.stem, extra, probing)
     if executor is None:  # a kernel of its own, in a working folder of its own, each cell under a time limit
         limit = cell_timeout or (notebooks.QUICK_CELL_TIMEOUT if quick else notebooks.FULL_CELL_TIMEOUT)
-        executor = Kernel(folder / "work", timeout=round(limit), quick=quick)
+        denied = kernel_denied(ref_path, hidden)
+        # a reports folder of its own: the notebook's export neither reads the instructor's runs nor writes into them
+        executor = Kernel(folder / "work", round(limit), quick=quick, denied=denied, reports=folder / "reports",
+                          writable=[folder])  # fmt: skip
         executor.cwd.mkdir()
+        if echo is not None and not sandbox.abi():
+            echo("note: no Landlock on this system, so the kernel is not confined: the student's code could read "
+                 f"{', '.join(str(d) for d in denied)} and change the course's files (grade on Linux 5.13 or later)")  # fmt: skip
     stopped, failing = "", None
     student_sources: dict[str, str] = {}  # label -> the student's own cell, to quote the line an error went through
     state: list[str] = []  # the sources that made the kernel's state, as the reference would have it

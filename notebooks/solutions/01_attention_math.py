@@ -1508,8 +1508,8 @@ print(f"stretched key a: tr Cov(c) = {total_variance(c_try):.3f}, mean c . v_a =
 # ### Exercise 1.9 · Two queries, two heads (1 point)
 #
 # Write the two queries of Question 1.6. The check asks that, with isotropic keys, the two heads
-# average, and compares $\operatorname{tr}\operatorname{Cov}(c)$ of your two heads with your single head's with
-# key $a$ stretched. The cell prints this run's numbers for your answer.
+# average, and that with key $a$ stretched your two heads' $\operatorname{tr}\operatorname{Cov}(c)$ is at least 5 times
+# smaller than your single head's. The cell prints this run's numbers for your answer.
 
 
 # %%

@@ -845,7 +845,8 @@ for shift in (0, 10, 100):
 # itself and $-m_h$ for the previous token. Each head has its own slope $m_h$, so some heads look far and some
 # near. The paper fixes the slopes by three facts, for any number of heads $n_h$:
 #
-# - they form a geometric sequence, largest first, and its **first term equals its ratio**;
+# - they form a geometric sequence, largest first;
+# - its **first term equals its ratio**;
 # - the **last** slope is always $2^{-8} = 1/256$ (for 8 heads: 1/2, 1/4, …, 1/256).
 #
 # Derive $m_h$ for any $n_h$ from these facts (for 12 heads the slopes are not powers of ½), then write the

@@ -1,0 +1,140 @@
+"""The graded kernel's sandbox: Linux's Landlock, which any process may apply to itself without privileges.
+
+The grader starts the student's kernel through this file (:func:`command`): it confines itself, then becomes the
+kernel (``execve`` keeps the confinement, and every process the kernel starts inherits it). Confined, the student's
+code
+
+* reads every file but those beneath the ``denied`` paths (the course's solved notebooks, the hidden checks): a
+  notebook cannot run the course's solutions from disk;
+* creates, writes, renames and removes only beneath the ``writable`` paths (the kernel's working folder and the
+  temporary folder, the reports folder, the caches): it cannot change the package or a file the grader reads after
+  the kernel is gone (a verify that imports a module late would otherwise run the student's edit);
+* cannot attach a debugger to the grader, or read its memory: a Landlock domain may not ptrace a process outside it.
+
+Listing folders and running programs stay free. Where Landlock is missing (not Linux, a kernel before 5.13 or built
+without it) :func:`abi` is 0, nothing is confined and the grader says so (``executors.Kernel``).
+
+Standard library only: the kernel runs this file as a script before anything of the package is imported.
+
+    python sandbox.py [--deny PATH]... [--write PATH]... -- KERNEL COMMAND...
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import sys
+from pathlib import Path
+
+# Landlock's syscalls (the same numbers on x86-64 and arm64) and access rights (linux/landlock.h)
+CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446
+CREATE_RULESET_VERSION = 1 << 0
+RULE_PATH_BENEATH = 1
+PR_SET_NO_NEW_PRIVS = 38
+READ_FILE = 1 << 2
+WRITE_FILE = 1 << 1
+MAKE = sum(1 << bit for bit in (4, 5, 6, 7, 8, 9, 10, 11, 12))  # remove dir/file; make char/dir/reg/sock/fifo/block/sym
+REFER = 1 << 13  # ABI 2: rename or link across folders (always handled from ABI 2 on)
+TRUNCATE = 1 << 14  # ABI 3
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1  # struct landlock_path_beneath_attr is packed
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def abi() -> int:
+    """This system's Landlock ABI version; 0 where there is none."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        version = _libc().syscall(CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
+    except (OSError, AttributeError):
+        return 0
+    return max(0, int(version))
+
+
+def write_rights(version: int) -> int:
+    return WRITE_FILE | MAKE | (REFER if version >= 2 else 0) | (TRUNCATE if version >= 3 else 0)
+
+
+def read_roots(denied: list[Path]) -> list[Path]:
+    """The paths beneath which reading stays allowed: everything but the ``denied`` paths. Landlock only grants, so
+    the grant is cut around them: each child of a folder on the way to a denied path that is neither denied nor on
+    the way to one (files among them too; links left out). ``[Path("/")]`` when nothing is denied."""
+    denied = [Path(p).resolve() for p in denied]
+    on_the_way = {a for d in denied for a in d.parents} | set(denied)
+    if not denied:
+        return [Path("/")]
+    roots = []
+    for folder in sorted({a for d in denied for a in d.parents}):
+        try:
+            children = sorted(folder.iterdir())
+        except OSError:
+            continue
+        # a link is left out: its target is reached by its own path (granting it here could reach a denied path)
+        roots += [c for c in children if c not in on_the_way and not c.is_symlink()]
+    return roots
+
+
+def confine(denied: list[Path], writable: list[Path]) -> int:
+    """Confine this process (and what it starts) as the module says; returns the ABI used, 0 when there is none
+    (then nothing is confined). Raises OSError if Landlock is there but refuses the rules."""
+    version = abi()
+    if version == 0:
+        return 0
+    libc, write = _libc(), write_rights(version)
+    handled = ctypes.c_uint64(READ_FILE | write)  # struct landlock_ruleset_attr's first field: all ABIs accept 8 bytes
+    ruleset = libc.syscall(CREATE_RULESET, ctypes.byref(handled), ctypes.c_size_t(8), ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
+    try:
+        rules = [(p, READ_FILE) for p in read_roots(denied)] + [(Path(p), write) for p in writable]
+        for path, rights in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # gone since it was listed, or never there (an optional cache folder)
+            try:
+                if not os.path.isdir(path):
+                    rights &= (
+                        READ_FILE | WRITE_FILE | (TRUNCATE if version >= 3 else 0)
+                    )  # a file takes file rights only
+                attr = _PathBeneath(rights, fd)
+                if libc.syscall(ADD_RULE, ruleset, ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(attr), 0) < 0:
+                    raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}: {os.strerror(ctypes.get_errno())}")
+            finally:
+                os.close(fd)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(RESTRICT_SELF, ruleset, 0) < 0:
+            raise OSError(ctypes.get_errno(), f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(ruleset)
+    return version
+
+
+def command(cmd: list[str], denied: list[Path], writable: list[Path]) -> list[str]:
+    """``cmd`` run confined: this file first, with the rules, then ``cmd`` in its place."""
+    rules = [a for p in denied for a in ("--deny", str(p))] + [a for p in writable for a in ("--write", str(p))]
+    return [sys.executable, str(Path(__file__).resolve()), *rules, "--", *cmd]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--deny", action="append", default=[], type=Path)
+    parser.add_argument("--write", action="append", default=[], type=Path)
+    parser.add_argument("cmd", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        parser.error("give the command to run after --")
+    confine(args.deny, args.write)
+    os.execv(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""helpers.course.sandbox: the graded kernel reads everything but the solutions, writes only where a notebook writes,
+and cannot reach into the grader. A student of 2026-11-27 (a helper attacking the grader) took full marks with every
+exercise a stub three ways the kernel allowed: the course's solved notebook read from disk and run, a line appended
+to a package module that the grader imported only after the kernel, and gdb attached to the grader. Each is tried
+here for real where this system has Landlock; the rules and the fallback are tested on any machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.course import executors, exercises, notebooks, sandbox
+from tests.course.test_grading_tricks import SOLVED, _copy
+
+ROOT = Path(__file__).resolve().parents[2]
+LANDLOCK = pytest.mark.skipif(sandbox.abi() == 0, reason="this system has no Landlock (Linux 5.13 or later)")
+PTRACE_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
+PARENT_MEMORY_OPENS = not PTRACE_SCOPE.exists() or PTRACE_SCOPE.read_text(encoding="utf-8").strip() == "0"
+
+
+def test_reading_is_granted_around_the_denied_paths_only(tmp_path):
+    (tmp_path / "course" / "notebooks" / "solutions").mkdir(parents=True)
+    (tmp_path / "course" / "notebooks" / "01.ipynb").write_text("{}", encoding="utf-8")
+    (tmp_path / "course" / "helpers").mkdir()
+    (tmp_path / "other").mkdir()
+    denied = tmp_path / "course" / "notebooks" / "solutions"
+    roots = sandbox.read_roots([denied])
+    for granted in [
+        tmp_path / "other",
+        tmp_path / "course" / "helpers",
+        tmp_path / "course" / "notebooks" / "01.ipynb",
+    ]:
+        assert granted.resolve() in roots, granted
+    for path in [denied, *denied.parents]:  # a grant on any of these would reach the solutions
+        assert path.resolve() not in roots, path
+    (tmp_path / "course" / "current").symlink_to(tmp_path / "course")  # as pytest's "pytest-current" link does
+    assert tmp_path / "course" / "current" not in sandbox.read_roots([denied]), "a link to an ancestor leaks all"
+    assert Path("/usr") in roots or not Path("/usr").exists()
+    assert sandbox.read_roots([]) == [Path("/")]
+
+
+def test_the_rights_grow_with_the_abi_and_a_file_rule_keeps_file_rights():
+    assert sandbox.write_rights(1) & sandbox.REFER == 0 and sandbox.write_rights(2) & sandbox.REFER
+    assert sandbox.write_rights(2) & sandbox.TRUNCATE == 0 and sandbox.write_rights(3) & sandbox.TRUNCATE
+    assert sandbox.write_rights(1) & sandbox.READ_FILE == 0, "writing never grants reading back what is denied"
+
+
+@pytest.mark.grading  # notebook 02 in a kernel up to Exercise 2.1
+def test_without_landlock_nothing_is_confined_and_the_grader_says_so(monkeypatch, tmp_path):
+    """The other branch, on any machine: no Landlock, so the kernel command is left as it is and the grader names
+    what the student's code could then read."""
+    monkeypatch.setattr(sandbox, "abi", lambda: 0)
+    assert sandbox.confine([tmp_path], [tmp_path]) == 0
+    kernel = executors.Kernel(tmp_path, denied=[tmp_path])
+    assert not kernel.sandboxed
+    said = []
+    copy = _copy(tmp_path)
+    exercises.grade(copy, reference=SOLVED, cell_timeout=120, stop_after="2.1", echo=said.append)
+    assert any(line.startswith("note: no Landlock") and "solutions" in line for line in said), said
+
+
+def test_the_kernel_may_not_read_the_course_s_solutions_history_or_tests():
+    denied = exercises.kernel_denied(SOLVED, None)
+    assert notebooks.solutions_dir().resolve() in denied
+    if (ROOT / ".git").exists():
+        assert ROOT / ".git" in denied and ROOT / "tests" in denied
+
+
+def _confined(script: str, denied: list[Path], writable: list[Path]) -> subprocess.CompletedProcess:
+    cmd = sandbox.command([sys.executable, "-c", script], denied, writable)
+    return subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", timeout=60)
+
+
+SCRIPT = """
+import os, sys
+def attempt(what, f):
+    try:
+        f()
+        print(what, "ok")
+    except PermissionError:
+        print(what, "denied")
+attempt("read secret", lambda: open(sys.argv[1]).read())
+attempt("read open", lambda: open(sys.argv[2]).read())
+attempt("write course", lambda: open(sys.argv[2], "a").close())
+attempt("write folder", lambda: open(os.path.join(sys.argv[3], "x.txt"), "w").write("x"))
+attempt("parent memory", lambda: open(f"/proc/{os.getppid()}/mem", "rb").close())
+"""
+
+
+@LANDLOCK
+def test_a_confined_process_reads_no_solution_writes_only_its_folder_and_cannot_reach_its_parent(tmp_path):
+    (tmp_path / "solutions").mkdir()
+    (secret := tmp_path / "solutions" / "01.py").write_text("the answer", encoding="utf-8")
+    (course := tmp_path / "helpers.py").write_text("x = 1\n", encoding="utf-8")
+    (folder := tmp_path / "work").mkdir()
+    args = [str(secret), str(course), str(folder)]
+    script = SCRIPT.replace("sys.argv[1]", repr(args[0])).replace("sys.argv[2]", repr(args[1]))
+    script = script.replace("sys.argv[3]", repr(args[2]))
+    confined = _confined(script, [tmp_path / "solutions"], [folder]).stdout.splitlines()
+    assert confined == ["read secret denied", "read open ok", "write course denied", "write folder ok",
+                        "parent memory denied"], confined  # fmt: skip
+    # the control: the same script unconfined reads the secret and writes the course's file
+    plain = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, encoding="utf-8").stdout
+    assert "read secret ok" in plain and "write course ok" in plain, plain
+    if PARENT_MEMORY_OPENS:  # no Yama rule against it: only the sandbox stopped it
+        assert "parent memory ok" in plain, plain
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_DUMPABLE is Linux's")
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root may read any process's memory")
+def test_an_undumpable_grader_s_memory_is_closed_to_its_children():
+    script = "import os\ntry:\n    open(f'/proc/{os.getppid()}/mem', 'rb').close(); print('ok')\nexcept OSError: print('denied')"
+    assert executors.set_dumpable(False)
+    try:
+        closed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, encoding="utf-8")
+    finally:
+        executors.set_dumpable(True)
+    assert closed.stdout.strip() == "denied"
+    if PARENT_MEMORY_OPENS:  # the control
+        opened = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, encoding="utf-8")
+        assert opened.stdout.strip() == "ok"
+
+
+@LANDLOCK
+@pytest.mark.grading  # notebook 02 in a kernel up to Exercise 2.2, twice (confined, then the control)
+def test_graded_a_solution_cannot_read_the_solved_notebook_or_change_the_package(tmp_path, monkeypatch):
+    reads = f"assert 'BEGIN SOLUTION' in open({str(SOLVED)!r}, encoding='utf-8').read()"
+    writes = f"open({str(ROOT / 'helpers' / 'nn' / 'attention.py')!r}, 'a').close()  # appends nothing"
+    copy = _copy(tmp_path, {"2.1": (reads, {}), "2.2": (writes, {})})
+    graded = exercises.grade(copy, reference=SOLVED, cell_timeout=120, stop_after="2.2")
+    for number in ["2.1", "2.2"]:
+        result = next(r for r in graded.results if r.number == number)
+        assert result.status == "failed" and "PermissionError" in result.message, graded.table()
+    # the control: unconfined, both lines run, and the stubs after them are what fails
+    monkeypatch.setattr(sandbox, "abi", lambda: 0)
+    plain = exercises.grade(copy, reference=SOLVED, cell_timeout=120, stop_after="2.2")
+    assert [plain.status_of(n) for n in ["2.1", "2.2"]] == ["not attempted"] * 2, plain.table()
+    assert os.access(ROOT / "helpers" / "nn" / "attention.py", os.R_OK)
