@@ -85,6 +85,7 @@ def _grade(args) -> int:
     if len(args.notebook) > 1 or Path(args.notebook[0]).is_dir():  # a class
         options = [*(["--hidden", args.hidden] if args.hidden else []), *(["--full"] if args.full else [])]
         options += ["--cell-timeout", str(args.cell_timeout)] if args.cell_timeout else []
+        options += ["--no-sandbox"] if args.no_sandbox else []
         book = gradebook.grade_class(args.notebook, args.out, expected=args.expected, jobs=args.jobs, options=options)
         print(f"wrote {book} and a feedback file per submission in {Path(args.out) / 'feedback'}")
         return 0
@@ -105,6 +106,7 @@ def _grade(args) -> int:
         echo=lambda line: print(" ", line, flush=True),
         quick=quick,
         cell_timeout=args.cell_timeout,
+        sandbox=not args.no_sandbox,
     )
     # written only now: the kernel, and every process it started, are gone
     result.written = manual
@@ -373,6 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden", default=None, help="a folder of hidden checks: NN_*.py, cut at '# %%%% Exercise N.M'")
     p.add_argument("--json", default=None, help="also write the result as JSON to this file")
     p.add_argument("--in-process", action="store_true", help="run the cells in this process instead of a kernel")
+    p.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run the kernel unconfined (by default, on Linux, it cannot read the solutions or change the course's "
+        "files); only if the confinement stops a notebook that should run, and say so to the course",
+    )
     p.add_argument(
         "--cell-timeout",
         type=float,

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import runtime
-from . import guard, notebooks, probes, sandbox
+from . import guard, notebooks, probes
+from . import sandbox as confinement
 from .executors import InProcess, Kernel  # how cells run: in this process, or in a kernel
 
 BEGIN, END, ONE_LINE = "# BEGIN SOLUTION", "# END SOLUTION", "# SOLUTION"
@@ -660,6 +661,7 @@ def grade(
     quick: bool = True,
     seed: int | None = None,
     cell_timeout: float | None = None,
+    sandbox: bool = True,
 ) -> Grade:
     """Run ``notebook`` (quick mode; ``quick=False``: the full run) and score its exercises; see the module's docstring.
 
@@ -675,6 +677,8 @@ def grade(
     to grade one exercise alone. ``echo`` (e.g. ``print``) is called with a line as each exercise ends.
     ``cell_timeout`` is the default kernel's limit per cell in seconds (quick mode 5 minutes, full 30): a cell past
     it, or one that kills the kernel, fails its exercise, and a fresh kernel rebuilds the reference's state.
+    ``sandbox``: the default kernel confines itself where Linux has Landlock (:mod:`helpers.course.sandbox`);
+    False runs it unconfined.
 
     With a reference, a pass is decided outside the kernel where the reference's checks have probes
     (:mod:`helpers.course.probes`): each probe runs in the kernel with this run's ``seed`` (fresh unless given) and
@@ -743,12 +747,12 @@ def grade(
             plan += _exercise_steps(ex, nb, by_number[ex.number], ref_nb, ex, path.stem, extra, probing)
     if executor is None:  # a kernel of its own, in a working folder of its own, each cell under a time limit
         limit = cell_timeout or (notebooks.QUICK_CELL_TIMEOUT if quick else notebooks.FULL_CELL_TIMEOUT)
-        denied = kernel_denied(ref_path, hidden)
+        denied = kernel_denied(ref_path, hidden) if sandbox else None
         # a reports folder of its own: the notebook's export neither reads the instructor's runs nor writes into them
         executor = Kernel(folder / "work", round(limit), quick=quick, denied=denied, reports=folder / "reports",
                           writable=[folder])  # fmt: skip
         executor.cwd.mkdir()
-        if echo is not None and not sandbox.abi():
+        if echo is not None and denied is not None and not confinement.abi():
             echo("note: no Landlock on this system, so the kernel is not confined: the student's code could read "
                  f"{', '.join(str(d) for d in denied)} and change the course's files (grade on Linux 5.13 or later)")  # fmt: skip
     stopped, failing = "", None

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.course import executors, exercises, notebooks, sandbox
+from helpers import cli
+from helpers.course import executors, exercises, gradebook, notebooks, sandbox
 from tests.course.test_grading_tricks import SOLVED, _copy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +128,7 @@ def test_an_undumpable_grader_s_memory_is_closed_to_its_children():
 
 @LANDLOCK
 @pytest.mark.grading  # notebook 02 in a kernel up to Exercise 2.2, twice (confined, then the control)
-def test_graded_a_solution_cannot_read_the_solved_notebook_or_change_the_package(tmp_path, monkeypatch):
+def test_graded_a_solution_cannot_read_the_solved_notebook_or_change_the_package(tmp_path):
     reads = f"assert 'BEGIN SOLUTION' in open({str(SOLVED)!r}, encoding='utf-8').read()"
     writes = f"open({str(ROOT / 'helpers' / 'nn' / 'attention.py')!r}, 'a').close()  # appends nothing"
     copy = _copy(tmp_path, {"2.1": (reads, {}), "2.2": (writes, {})})
@@ -135,8 +136,20 @@ def test_graded_a_solution_cannot_read_the_solved_notebook_or_change_the_package
     for number in ["2.1", "2.2"]:
         result = next(r for r in graded.results if r.number == number)
         assert result.status == "failed" and "PermissionError" in result.message, graded.table()
-    # the control: unconfined, both lines run, and the stubs after them are what fails
-    monkeypatch.setattr(sandbox, "abi", lambda: 0)
-    plain = exercises.grade(copy, reference=SOLVED, cell_timeout=120, stop_after="2.2")
+    # the control: unconfined (grade --no-sandbox), both lines run, and the stubs after them are what fails
+    plain = exercises.grade(copy, reference=SOLVED, cell_timeout=120, stop_after="2.2", sandbox=False)
     assert [plain.status_of(n) for n in ["2.1", "2.2"]] == ["not attempted"] * 2, plain.table()
     assert os.access(ROOT / "helpers" / "nn" / "attention.py", os.R_OK)
+
+
+def test_grade_no_sandbox_reaches_the_grader_and_a_class_s_graders(monkeypatch, tmp_path):
+    """``grade --no-sandbox``: the instructor's way out if the confinement stops a notebook that should run."""
+    seen = {}
+    monkeypatch.setattr(exercises, "grade", lambda *a, **k: seen.update(k) or (_ for _ in ()).throw(SystemExit(0)))
+    with pytest.raises(SystemExit):
+        cli.main(["grade", str(SOLVED), "--no-sandbox"])
+    assert seen["sandbox"] is False
+    monkeypatch.setattr(gradebook, "grade_class", lambda *a, **k: seen.update(options=k["options"]) or tmp_path)
+    (tmp_path / "a").mkdir()
+    cli.main(["grade", str(tmp_path / "a"), "--no-sandbox", "--out", str(tmp_path / "book")])
+    assert "--no-sandbox" in seen["options"]
