@@ -214,6 +214,8 @@ def kernel_writable(folders: list[Path]) -> list[Path]:
     folder, the probes' values), /dev, the reports folder, and the caches and settings a notebook's libraries write
     to; not the temporary folder of the machine, where a course checkout may lie."""
     home, env = Path.home(), os.environ
+    with contextlib.suppress(OSError):  # a rule needs the folder: one made later, confined, could not be written
+        (home / ".cache").mkdir(exist_ok=True)
     paths = [*folders, Path("/dev"), runtime.reports_dir()]
     paths += [
         home / ".cache",

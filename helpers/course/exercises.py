@@ -754,7 +754,7 @@ def grade(
         executor.cwd.mkdir()
         if echo is not None and denied is not None and not confinement.abi():
             echo("note: no Landlock on this system, so the kernel is not confined: the student's code could read "
-                 f"{', '.join(str(d) for d in denied)} and change the course's files (grade on Linux 5.13 or later)")  # fmt: skip
+                 f"{', '.join(str(d) for d in denied)} and change the course's files (grade on Linux 5.19 or later)")  # fmt: skip
     stopped, failing = "", None
     student_sources: dict[str, str] = {}  # label -> the student's own cell, to quote the line an error went through
     state: list[str] = []  # the sources that made the kernel's state, as the reference would have it

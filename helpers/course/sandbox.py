@@ -11,7 +11,7 @@ code
   the kernel is gone (a verify that imports a module late would otherwise run the student's edit);
 * cannot attach a debugger to the grader, or read its memory: a Landlock domain may not ptrace a process outside it.
 
-Listing folders and running programs stay free. Where Landlock is missing (not Linux, a kernel before 5.13 or built
+Listing folders and running programs stay free. Where Landlock is missing (not Linux, a kernel before 5.19 or built
 without it) :func:`abi` is 0, nothing is confined and the grader says so (``executors.Kernel``).
 
 Standard library only: the kernel runs this file as a script before anything of the package is imported.
@@ -48,15 +48,18 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
+MIN_ABI = 2  # ABI 1 (Linux 5.13-5.18) denies every rename or link across folders once confined: treated as none
+
+
 def abi() -> int:
-    """This system's Landlock ABI version; 0 where there is none."""
+    """This system's Landlock ABI version; 0 where there is none, or only ABI 1 (:data:`MIN_ABI`)."""
     if not sys.platform.startswith("linux"):
         return 0
     try:
         version = _libc().syscall(CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
     except (OSError, AttributeError):
         return 0
-    return max(0, int(version))
+    return int(version) if version >= MIN_ABI else 0
 
 
 def write_rights(version: int) -> int:

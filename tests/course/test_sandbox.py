@@ -18,7 +18,7 @@ from helpers.course import executors, exercises, gradebook, notebooks, sandbox
 from tests.course.test_grading_tricks import SOLVED, _copy
 
 ROOT = Path(__file__).resolve().parents[2]
-LANDLOCK = pytest.mark.skipif(sandbox.abi() == 0, reason="this system has no Landlock (Linux 5.13 or later)")
+LANDLOCK = pytest.mark.skipif(sandbox.abi() == 0, reason="this system has no Landlock (Linux 5.19 or later)")
 PTRACE_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
 PARENT_MEMORY_OPENS = not PTRACE_SCOPE.exists() or PTRACE_SCOPE.read_text(encoding="utf-8").strip() == "0"
 
@@ -48,6 +48,20 @@ def test_the_rights_grow_with_the_abi_and_a_file_rule_keeps_file_rights():
     assert sandbox.write_rights(1) & sandbox.REFER == 0 and sandbox.write_rights(2) & sandbox.REFER
     assert sandbox.write_rights(2) & sandbox.TRUNCATE == 0 and sandbox.write_rights(3) & sandbox.TRUNCATE
     assert sandbox.write_rights(1) & sandbox.READ_FILE == 0, "writing never grants reading back what is denied"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Landlock is Linux's")
+@pytest.mark.parametrize("version, used", [(-1, 0), (1, 0), (2, 2), (7, 7)])
+def test_landlock_abi_1_counts_as_none(monkeypatch, version, used):
+    """ABI 1 cannot allow a rename across folders once confined, so a kernel confined with it could not save as
+    notebooks do: confined from ABI 2 only (an error, -1, is none too)."""
+
+    class Libc:
+        def syscall(self, *args):
+            return version
+
+    monkeypatch.setattr(sandbox, "_libc", Libc)
+    assert sandbox.abi() == used
 
 
 @pytest.mark.grading  # notebook 02 in a kernel up to Exercise 2.1
