@@ -128,7 +128,7 @@ class Kernel:
 
     @contextlib.contextmanager
     def session(self):
-        env = runtime.environment_snapshot("QUICK", "REPORTS_DIR", HEADLESS, "TMPDIR")
+        env = runtime.environment_snapshot("QUICK", "REPORTS_DIR", HEADLESS, "TMPDIR", "IPYTHONDIR")
         os.environ["QUICK"] = "1" if self.quick else "0"
         os.environ[HEADLESS] = "1"
         if self.reports is not None:
@@ -136,6 +136,9 @@ class Kernel:
         if self.denied is not None and sandbox.abi() > 0:  # confined: the kernel's temporary files stay in its folder
             (tmp := self.writable[0] / "tmp").mkdir(parents=True, exist_ok=True)
             os.environ["TMPDIR"] = str(tmp)
+            # IPython's settings and history of its own: ~/.ipython holds every cell any kernel ran (solutions too)
+            (ipython := self.writable[0] / "ipython").mkdir(parents=True, exist_ok=True)
+            os.environ["IPYTHONDIR"] = str(ipython)
         os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
         become_subreaper()
         dumpable = set_dumpable(False)  # no debugger attaches to the grader from the kernel, even unconfined
@@ -164,7 +167,10 @@ class Kernel:
         if self.sandboxed:  # the kernel confines itself before it starts: see helpers.course.sandbox
             km, launch = self._client.km, self._client.km.format_kernel_cmd
             km.format_kernel_cmd = lambda extra_arguments=None: sandbox.command(
-                launch(extra_arguments), self.denied, [*kernel_writable(self.writable), Path(km.connection_file)]
+                [*launch(extra_arguments), "--HistoryManager.enabled=False"],  # no record of the reference's cells
+                self.denied,
+                [*kernel_writable(self.writable), Path(km.connection_file)],
+                [km.shell_port, km.iopub_port, km.stdin_port, km.control_port, km.hb_port],
             )
         self._context = self._client.setup_kernel()
         self._context.__enter__()
@@ -211,18 +217,13 @@ class Kernel:
 
 def kernel_writable(folders: list[Path]) -> list[Path]:
     """Where a confined kernel may write: ``folders`` (the grader's: the kernel's working folder, its temporary
-    folder, the probes' values), /dev, the reports folder, and the caches and settings a notebook's libraries write
-    to; not the temporary folder of the machine, where a course checkout may lie."""
+    folder and IPython's, the probes' values), /dev, the reports folder, and the caches a notebook's libraries write
+    to; not the temporary folder of the machine, where a course checkout may lie, nor ~/.ipython or Jupyter's
+    folders (a startup script or a kernelspec there would run in every later kernel)."""
     home, env = Path.home(), os.environ
     with contextlib.suppress(OSError):  # a rule needs the folder: one made later, confined, could not be written
         (home / ".cache").mkdir(exist_ok=True)
-    paths = [*folders, Path("/dev"), runtime.reports_dir()]
-    paths += [
-        home / ".cache",
-        home / ".ipython",
-        home / ".local" / "share" / "jupyter",
-        home / ".config" / "matplotlib",
-    ]
+    paths = [*folders, Path("/dev"), runtime.reports_dir(), home / ".cache"]
     paths += [
         Path(env[k]) for k in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "HF_HOME", "TORCHINDUCTOR_CACHE_DIR") if env.get(k)
     ]

@@ -552,9 +552,14 @@ def notebook_number(path: str | Path) -> str | None:
 
 def kernel_denied(reference: str | Path | None, hidden: str | Path | None) -> list[Path]:
     """What the graded kernel may not read (helpers.course.sandbox): the folder of the solved notebook it is graded
-    against, the hidden checks, and, in the course's checkout, its history (.git holds every solution), its tests
-    and the executed solved notebooks of ``run-notebooks``."""
+    against, the hidden checks, IPython's history and Jupyter's runtime folder, and, in the course's checkout, its
+    history (.git holds every solution), its tests and the executed solved notebooks of ``run-notebooks``."""
+    from jupyter_core.paths import jupyter_runtime_dir  # optional ([dev] extra)
+
     paths = [Path(p).resolve().parent for p in [reference] if p] + [Path(h).resolve() for h in [hidden] if h]
+    # IPython's history (every cell a kernel ran: solved notebooks too) and Jupyter's runtime folder (the connection
+    # files of other kernels, which would let code run outside the sandbox)
+    paths += [Path.home() / ".ipython", Path(jupyter_runtime_dir())]
     root = runtime.repo_root()
     if root is not None:
         paths += [root / ".git", root / "tests", runtime.reports_dir() / "executed"]

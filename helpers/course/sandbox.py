@@ -30,13 +30,19 @@ from pathlib import Path
 # Landlock's syscalls (the same numbers on x86-64 and arm64) and access rights (linux/landlock.h)
 CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446
 CREATE_RULESET_VERSION = 1 << 0
-RULE_PATH_BENEATH = 1
+RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
+BIND_TCP, CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4: TCP ports
+DOWNLOAD_PORTS = (443, 80)  # full mode downloads models; nothing else: not another kernel's ports on this machine
 PR_SET_NO_NEW_PRIVS = 38
 READ_FILE = 1 << 2
 WRITE_FILE = 1 << 1
 MAKE = sum(1 << bit for bit in (4, 5, 6, 7, 8, 9, 10, 11, 12))  # remove dir/file; make char/dir/reg/sock/fifo/block/sym
 REFER = 1 << 13  # ABI 2: rename or link across folders (always handled from ABI 2 on)
 TRUNCATE = 1 << 14  # ABI 3
+
+
+class _NetPort(ctypes.Structure):
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
 
 
 class _PathBeneath(ctypes.Structure):
@@ -85,19 +91,23 @@ def read_roots(denied: list[Path]) -> list[Path]:
     return roots
 
 
-def confine(denied: list[Path], writable: list[Path]) -> int:
+def confine(denied: list[Path], writable: list[Path], ports: list[int] | None = None) -> int:
     """Confine this process (and what it starts) as the module says; returns the ABI used, 0 when there is none
-    (then nothing is confined). Raises OSError if Landlock is there but refuses the rules."""
+    (then nothing is confined). ``writable`` paths are readable too (a kernel's connection file may lie in a denied
+    folder). ``ports``: from ABI 4 on, the only TCP ports it may listen on (a kernel's five), and it may connect to
+    :data:`DOWNLOAD_PORTS` only (not to another kernel of this user); None leaves the network alone. Raises OSError
+    if Landlock is there but refuses the rules."""
     version = abi()
     if version == 0:
         return 0
     libc, write = _libc(), write_rights(version)
-    handled = ctypes.c_uint64(READ_FILE | write)  # struct landlock_ruleset_attr's first field: all ABIs accept 8 bytes
-    ruleset = libc.syscall(CREATE_RULESET, ctypes.byref(handled), ctypes.c_size_t(8), ctypes.c_uint32(0))
+    net = ports is not None and version >= 4
+    handled = (ctypes.c_uint64 * 2)(READ_FILE | write, (BIND_TCP | CONNECT_TCP) if net else 0)  # landlock_ruleset_attr
+    ruleset = libc.syscall(CREATE_RULESET, handled, ctypes.c_size_t(16 if net else 8), ctypes.c_uint32(0))
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     try:
-        rules = [(p, READ_FILE) for p in read_roots(denied)] + [(Path(p), write) for p in writable]
+        rules = [(p, READ_FILE) for p in read_roots(denied)] + [(Path(p), write | READ_FILE) for p in writable]
         for path, rights in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -113,6 +123,11 @@ def confine(denied: list[Path], writable: list[Path]) -> int:
                     raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}: {os.strerror(ctypes.get_errno())}")
             finally:
                 os.close(fd)
+        grants = [(port, BIND_TCP) for port in ports or []] + [(port, CONNECT_TCP) for port in DOWNLOAD_PORTS]
+        for port, access in grants if net else []:
+            rule = _NetPort(access, port)
+            if libc.syscall(ADD_RULE, ruleset, ctypes.c_int(RULE_NET_PORT), ctypes.byref(rule), 0) < 0:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule port {port}: {os.strerror(ctypes.get_errno())}")
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(RESTRICT_SELF, ruleset, 0) < 0:
             raise OSError(ctypes.get_errno(), f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
     finally:
@@ -120,9 +135,10 @@ def confine(denied: list[Path], writable: list[Path]) -> int:
     return version
 
 
-def command(cmd: list[str], denied: list[Path], writable: list[Path]) -> list[str]:
+def command(cmd: list[str], denied: list[Path], writable: list[Path], ports: list[int] | None = None) -> list[str]:
     """``cmd`` run confined: this file first, with the rules, then ``cmd`` in its place."""
     rules = [a for p in denied for a in ("--deny", str(p))] + [a for p in writable for a in ("--write", str(p))]
+    rules += [a for port in ports or [] for a in ("--port", str(port))] if ports is not None else ["--no-net"]
     return [sys.executable, str(Path(__file__).resolve()), *rules, "--", *cmd]
 
 
@@ -130,12 +146,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--deny", action="append", default=[], type=Path)
     parser.add_argument("--write", action="append", default=[], type=Path)
+    parser.add_argument("--port", action="append", default=[], type=int, help="a TCP port it may listen on")
+    parser.add_argument("--no-net", action="store_true", help="leave the network alone")
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         parser.error("give the command to run after --")
-    confine(args.deny, args.write)
+    confine(args.deny, args.write, None if args.no_net else args.port)
     os.execv(cmd[0], cmd)
 
 

@@ -7,6 +7,7 @@ here for real where this system has Landlock; the rules and the fallback are tes
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -78,9 +79,11 @@ def test_without_landlock_nothing_is_confined_and_the_grader_says_so(monkeypatch
     assert any(line.startswith("note: no Landlock") and "solutions" in line for line in said), said
 
 
-def test_the_kernel_may_not_read_the_course_s_solutions_history_or_tests():
+def test_the_kernel_may_not_read_the_course_s_solutions_history_or_tests(monkeypatch, tmp_path):
+    monkeypatch.setattr(Path, "home", lambda: tmp_path)
+    (tmp_path / ".ipython").mkdir()  # every cell any kernel ran is in its history (a helper read the solutions there)
     denied = exercises.kernel_denied(SOLVED, None)
-    assert notebooks.solutions_dir().resolve() in denied
+    assert notebooks.solutions_dir().resolve() in denied and tmp_path / ".ipython" in denied
     if (ROOT / ".git").exists():
         assert ROOT / ".git" in denied and ROOT / "tests" in denied
 
@@ -167,3 +170,36 @@ def test_grade_no_sandbox_reaches_the_grader_and_a_class_s_graders(monkeypatch, 
     (tmp_path / "a").mkdir()
     cli.main(["grade", str(tmp_path / "a"), "--no-sandbox", "--out", str(tmp_path / "book")])
     assert "--no-sandbox" in seen["options"]
+
+
+@pytest.mark.skipif(sandbox.abi() < 4, reason="Landlock's TCP rules need ABI 4 (Linux 6.7)")
+def test_a_confined_process_cannot_connect_to_another_local_port():
+    """Another kernel of this user listens on local ports (its connection file says which, and its key): connected,
+    code would run outside the sandbox. Only the download ports are open to a confined kernel."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        script = f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port})); print('connected')\n"
+        script += "except PermissionError:\n    print('denied')"
+        confined = subprocess.run(sandbox.command([sys.executable, "-c", script], [], [], []), capture_output=True,
+                                  text=True, encoding="utf-8", timeout=60)  # fmt: skip
+        plain = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, encoding="utf-8")
+    assert confined.stdout.strip() == "denied" and plain.stdout.strip() == "connected", (confined, plain)
+
+
+@LANDLOCK
+@pytest.mark.grading  # one kernel, two cells
+def test_a_confined_kernel_keeps_no_history_and_has_an_ipython_folder_of_its_own(tmp_path):
+    """IPython records every cell a kernel runs; the grader runs the reference's solutions in the kernel, and a
+    helper's stubs read them back from ~/.ipython's history: the confined kernel keeps none, in a folder of its own."""
+    kernel = executors.Kernel(tmp_path / "work", timeout=120, denied=[tmp_path / "secret"], writable=[tmp_path])
+    kernel.cwd.mkdir()
+    with kernel.session():
+        assert kernel.sandboxed
+        assert kernel.run("assert not get_ipython().history_manager.enabled", "history") is None
+        check = f"import os\nassert os.environ['IPYTHONDIR'].startswith({str(tmp_path)!r}), os.environ['IPYTHONDIR']"
+        assert kernel.run(check, "ipython folder") is None
+    plain = executors.Kernel(tmp_path / "work", timeout=120)  # the control: unconfined, IPython records as usual
+    with plain.session():
+        assert plain.run("assert get_ipython().history_manager.enabled", "history") is None
