@@ -490,6 +490,10 @@ LOCAL_IMPORTS = {  # (file under helpers/, module imported inside a function): w
     ("course/plotting.py", "matplotlib.backends.backend_agg"): "slow start-up: pyplot 0.3 s",
     ("evaluation/explain.py", "matplotlib.pyplot"): "slow start-up: pyplot 0.3 s",
     ("course/executors.py", "nbclient"): "optional: the [dev] extra",
+    (
+        "course/exercises.py",
+        "jupyter_core.paths",
+    ): "optional: the [dev] extra (Jupyter's runtime folder, for the sandbox)",
     ("course/executors.py", "nbclient.exceptions"): "optional: the [dev] extra",
     ("course/executors.py", "nbformat"): "optional: the [dev] extra",
     ("course/notebooks.py", "nbclient"): "optional: the [dev] extra",

@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -128,17 +129,14 @@ class Kernel:
 
     @contextlib.contextmanager
     def session(self):
-        env = runtime.environment_snapshot("QUICK", "REPORTS_DIR", HEADLESS, "TMPDIR", "IPYTHONDIR")
+        env = runtime.environment_snapshot("QUICK", "REPORTS_DIR", HEADLESS, *KERNEL_FOLDERS)
         os.environ["QUICK"] = "1" if self.quick else "0"
         os.environ[HEADLESS] = "1"
         if self.reports is not None:
             os.environ["REPORTS_DIR"] = str(self.reports)
-        if self.denied is not None and sandbox.abi() > 0:  # confined: the kernel's temporary files stay in its folder
-            (tmp := self.writable[0] / "tmp").mkdir(parents=True, exist_ok=True)
-            os.environ["TMPDIR"] = str(tmp)
-            # IPython's settings and history of its own: ~/.ipython holds every cell any kernel ran (solutions too)
-            (ipython := self.writable[0] / "ipython").mkdir(parents=True, exist_ok=True)
-            os.environ["IPYTHONDIR"] = str(ipython)
+        if self.denied is not None and sandbox.abi() > 0:  # confined: the kernel's own folders, in the grade's
+            for variable, name in KERNEL_FOLDERS.items():
+                os.environ[variable] = str(self.writable[0] / name)
         os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
         become_subreaper()
         dumpable = set_dumpable(False)  # no debugger attaches to the grader from the kernel, even unconfined
@@ -163,6 +161,7 @@ class Kernel:
             self._nb, timeout=self.timeout, kernel_name="python3", resources={"metadata": {"path": str(self.cwd)}}
         )
         self._client.km = kernel_manager(self._client)  # encrypted: no "running over TCP" warning
+        self._fresh_folders()
         self.sandboxed = self.denied is not None and sandbox.abi() > 0
         if self.sandboxed:  # the kernel confines itself before it starts: see helpers.course.sandbox
             km, launch = self._client.km, self._client.km.format_kernel_cmd
@@ -171,6 +170,7 @@ class Kernel:
                 self.denied,
                 [*kernel_writable(self.writable), Path(km.connection_file)],
                 [km.shell_port, km.iopub_port, km.stdin_port, km.control_port, km.hb_port],
+                kernel_readable(),
             )
         self._context = self._client.setup_kernel()
         self._context.__enter__()
@@ -188,9 +188,18 @@ class Kernel:
             kill_descendants(self._before)
 
     def restart(self) -> None:
-        """A fresh kernel (the old one and everything it started killed); its namespace is empty."""
+        """A fresh kernel (the old one and everything it started killed); its namespace is empty, and, confined, its
+        working, temporary, IPython and cache folders too: the grader replays the reference's solutions in it, so
+        nothing the old kernel wrote (a startup script, a module named like torch in the working folder) may run."""
         self._stop()
         self._start()
+
+    def _fresh_folders(self) -> None:
+        if self.denied is None or sandbox.abi() == 0:
+            return
+        for folder in [self.cwd, *(Path(os.environ[v]) for v in KERNEL_FOLDERS)]:
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
 
     def run(self, source: str, label: str, *, student: bool = False) -> tuple[str, str] | None:
         import nbformat  # optional ([dev] extra)
@@ -215,19 +224,41 @@ class Kernel:
         return None
 
 
+# a confined kernel's folders of its own, made afresh at each start: its temporary files; IPython's settings and history
+# (~/.ipython holds every cell any kernel ran, solutions too, and its startup scripts run in every later kernel); the
+# caches (~/.cache outlives a grade: what one kernel saved there, the reference's cells, another would read)
+KERNEL_FOLDERS = {
+    "TMPDIR": "tmp",
+    "IPYTHONDIR": "ipython",
+    "XDG_CACHE_HOME": "cache",
+    "MPLCONFIGDIR": "matplotlib",
+    "HF_HOME": "huggingface",  # full mode downloads its models again, into the grade's folder
+    "TORCHINDUCTOR_CACHE_DIR": "inductor",
+}
+
+
 def kernel_writable(folders: list[Path]) -> list[Path]:
-    """Where a confined kernel may write: ``folders`` (the grader's: the kernel's working folder, its temporary
-    folder and IPython's, the probes' values), /dev, the reports folder, and the caches a notebook's libraries write
-    to; not the temporary folder of the machine, where a course checkout may lie, nor ~/.ipython or Jupyter's
-    folders (a startup script or a kernelspec there would run in every later kernel)."""
-    home, env = Path.home(), os.environ
-    with contextlib.suppress(OSError):  # a rule needs the folder: one made later, confined, could not be written
-        (home / ".cache").mkdir(exist_ok=True)
-    paths = [*folders, Path("/dev"), runtime.reports_dir(), home / ".cache"]
-    paths += [
-        Path(env[k]) for k in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "HF_HOME", "TORCHINDUCTOR_CACHE_DIR") if env.get(k)
-    ]
-    return paths
+    """Where a confined kernel may write: ``folders`` (the grader's: the kernel's working folder and its
+    :data:`KERNEL_FOLDERS`, the probes' values), /dev and the reports folder; not the machine's temporary folder,
+    where a course checkout may lie, nor anything that outlives the grade (~/.cache, ~/.ipython, Jupyter's folders)."""
+    return [*folders, Path("/dev"), runtime.reports_dir()]
+
+
+def kernel_readable() -> list[Path]:
+    """Where a confined kernel may read (the denied paths cut out): Python and its packages (this interpreter's
+    prefixes and import path), the system's folders, the course (its checkout: helpers/, data/, ...) and the data
+    beside it; not the rest of the disk, where other copies of the solutions may lie (another checkout, a test's
+    temporary copy, a download)."""
+    system = ["/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev", "/run"]
+    here = Path.cwd().resolve()  # on the import path of `python -m helpers`: where the instructor happens to be
+    imports = (p for p in sys.path if p and Path(p).resolve() != here)
+    python = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *imports}
+    course = [Path(__file__).resolve().parents[2]]  # the folder that holds helpers/: the checkout, or site-packages
+    root = runtime.repo_root()
+    if root is not None:
+        course += [root, root.parent / "shared" / "data"]
+    files = [os.environ[v] for v in ("TATOEBA_PATH",) if os.environ.get(v)]
+    return [Path(p) for p in [*system, *sorted(python), *course, *files]]
 
 
 def set_dumpable(on: bool) -> bool:

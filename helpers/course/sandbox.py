@@ -72,16 +72,19 @@ def write_rights(version: int) -> int:
     return WRITE_FILE | MAKE | (REFER if version >= 2 else 0) | (TRUNCATE if version >= 3 else 0)
 
 
-def read_roots(denied: list[Path]) -> list[Path]:
-    """The paths beneath which reading stays allowed: everything but the ``denied`` paths. Landlock only grants, so
-    the grant is cut around them: each child of a folder on the way to a denied path that is neither denied nor on
-    the way to one (files among them too; links left out). ``[Path("/")]`` when nothing is denied."""
+def read_roots(denied: list[Path], readable: list[Path] | None = None) -> list[Path]:
+    """The paths beneath which reading stays allowed: all of ``readable`` (default: everything) but the ``denied``
+    paths. Landlock only grants, so a grant that holds a denied path is cut around it: each child of a folder on the
+    way to the denied path that is neither denied nor on the way to one (files among them too; links left out)."""
     denied = [Path(p).resolve() for p in denied]
+    tops = [Path("/")] if readable is None else [Path(r).resolve() for r in readable]
+    tops = [t for t in tops if t.exists() and not any(t == d or d in t.parents for d in denied)]
+    whole = [t for t in tops if not any(t in d.parents for d in denied)]
+    cut = [t for t in tops if t not in whole]  # a denied path lies beneath: granted around it
+    denied = [d for d in denied if any(t in d.parents for t in cut)]
     on_the_way = {a for d in denied for a in d.parents} | set(denied)
-    if not denied:
-        return [Path("/")]
-    roots = []
-    for folder in sorted({a for d in denied for a in d.parents}):
+    roots = list(whole)
+    for folder in sorted({a for d in denied for a in d.parents if any(a == t or t in a.parents for t in cut)}):
         try:
             children = sorted(folder.iterdir())
         except OSError:
@@ -91,9 +94,12 @@ def read_roots(denied: list[Path]) -> list[Path]:
     return roots
 
 
-def confine(denied: list[Path], writable: list[Path], ports: list[int] | None = None) -> int:
+def confine(
+    denied: list[Path], writable: list[Path], ports: list[int] | None = None, readable: list[Path] | None = None
+) -> int:
     """Confine this process (and what it starts) as the module says; returns the ABI used, 0 when there is none
-    (then nothing is confined). ``writable`` paths are readable too (a kernel's connection file may lie in a denied
+    (then nothing is confined). ``readable``: where it may read (default everywhere), but the ``denied`` paths;
+    ``writable`` paths are readable too (a kernel's connection file may lie in a denied
     folder). ``ports``: from ABI 4 on, the only TCP ports it may listen on (a kernel's five), and it may connect to
     :data:`DOWNLOAD_PORTS` only (not to another kernel of this user); None leaves the network alone. Raises OSError
     if Landlock is there but refuses the rules."""
@@ -107,7 +113,9 @@ def confine(denied: list[Path], writable: list[Path], ports: list[int] | None = 
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     try:
-        rules = [(p, READ_FILE) for p in read_roots(denied)] + [(Path(p), write | READ_FILE) for p in writable]
+        rules = [(p, READ_FILE) for p in read_roots(denied, readable)] + [
+            (Path(p), write | READ_FILE) for p in writable
+        ]
         for path, rights in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -135,9 +143,16 @@ def confine(denied: list[Path], writable: list[Path], ports: list[int] | None = 
     return version
 
 
-def command(cmd: list[str], denied: list[Path], writable: list[Path], ports: list[int] | None = None) -> list[str]:
+def command(
+    cmd: list[str],
+    denied: list[Path],
+    writable: list[Path],
+    ports: list[int] | None = None,
+    readable: list[Path] | None = None,
+) -> list[str]:
     """``cmd`` run confined: this file first, with the rules, then ``cmd`` in its place."""
     rules = [a for p in denied for a in ("--deny", str(p))] + [a for p in writable for a in ("--write", str(p))]
+    rules += [a for p in readable for a in ("--read", str(p))] if readable is not None else []
     rules += [a for port in ports or [] for a in ("--port", str(port))] if ports is not None else ["--no-net"]
     return [sys.executable, str(Path(__file__).resolve()), *rules, "--", *cmd]
 
@@ -147,13 +162,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--deny", action="append", default=[], type=Path)
     parser.add_argument("--write", action="append", default=[], type=Path)
     parser.add_argument("--port", action="append", default=[], type=int, help="a TCP port it may listen on")
+    parser.add_argument("--read", action="append", default=None, type=Path, help="where it may read (default: all)")
     parser.add_argument("--no-net", action="store_true", help="leave the network alone")
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         parser.error("give the command to run after --")
-    confine(args.deny, args.write, None if args.no_net else args.port)
+    confine(args.deny, args.write, None if args.no_net else args.port, args.read)
     os.execv(cmd[0], cmd)
 
 

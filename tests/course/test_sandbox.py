@@ -43,6 +43,11 @@ def test_reading_is_granted_around_the_denied_paths_only(tmp_path):
     assert tmp_path / "course" / "current" not in sandbox.read_roots([denied]), "a link to an ancestor leaks all"
     assert Path("/usr") in roots or not Path("/usr").exists()
     assert sandbox.read_roots([]) == [Path("/")]
+    # an allow-list: only beneath what is readable, still cut around what is denied
+    inside = sandbox.read_roots([denied], [tmp_path / "course", tmp_path / "missing"])
+    assert (tmp_path / "other").resolve() not in inside and (tmp_path / "course" / "helpers").resolve() in inside
+    assert all(denied.resolve() != r and denied.resolve() not in r.parents for r in inside)
+    assert sandbox.read_roots([denied], [tmp_path / "other"]) == [(tmp_path / "other").resolve()]
 
 
 def test_the_rights_grow_with_the_abi_and_a_file_rule_keeps_file_rights():
@@ -119,6 +124,14 @@ def test_a_confined_process_reads_no_solution_writes_only_its_folder_and_cannot_
     script = SCRIPT.replace("sys.argv[1]", repr(args[0])).replace("sys.argv[2]", repr(args[1]))
     script = script.replace("sys.argv[3]", repr(args[2]))
     confined = _confined(script, [tmp_path / "solutions"], [folder]).stdout.splitlines()
+    # with an allow-list (the grader's), a copy of the solutions outside what is readable is out of reach too
+    (elsewhere := tmp_path / "elsewhere").mkdir()
+    (copy := elsewhere / "01.py").write_text("the answer", encoding="utf-8")
+    listed = sandbox.command([sys.executable, "-c", f"print(open({str(copy)!r}).read())"], [], [], None,
+                             [*executors.kernel_readable(), folder])  # fmt: skip
+    assert "PermissionError" in subprocess.run(listed, capture_output=True, text=True, encoding="utf-8").stderr
+    assert "the answer" in subprocess.run([sys.executable, "-c", f"print(open({str(copy)!r}).read())"],
+                                          capture_output=True, text=True, encoding="utf-8").stdout  # fmt: skip
     assert confined == ["read secret denied", "read open ok", "write course denied", "write folder ok",
                         "parent memory denied"], confined  # fmt: skip
     # the control: the same script unconfined reads the secret and writes the course's file
