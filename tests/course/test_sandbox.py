@@ -216,3 +216,25 @@ def test_a_confined_kernel_keeps_no_history_and_has_an_ipython_folder_of_its_own
     plain = executors.Kernel(tmp_path / "work", timeout=120)  # the control: unconfined, IPython records as usual
     with plain.session():
         assert plain.run("assert get_ipython().history_manager.enabled", "history") is None
+
+
+@LANDLOCK
+@pytest.mark.grading  # one kernel, restarted once
+def test_a_restarted_kernel_starts_from_folders_nothing_wrote_to(tmp_path):
+    """The grader replays the reference's solutions in a restarted kernel: a startup script in its IPython folder, or
+    a module named like one it imports in its working folder, had run there (a helper's 22/22). Both are gone."""
+    kernel = executors.Kernel(tmp_path / "work", timeout=120, denied=[tmp_path / "secret"], writable=[tmp_path])
+    kernel.cwd.mkdir()
+    plant = (
+        "import os, pathlib\n"
+        "startup = pathlib.Path(os.environ['IPYTHONDIR']) / 'profile_default' / 'startup'\n"
+        "startup.mkdir(parents=True, exist_ok=True)\n"
+        "(startup / '00.py').write_text('planted = True')\n"
+        "pathlib.Path('json.py').write_text('planted = True')\n"
+    )
+    with kernel.session():
+        assert kernel.run(plant, "plant") is None
+        assert kernel.run("assert (pathlib.Path(os.environ['IPYTHONDIR']) / 'profile_default').exists()", "x") is None
+        kernel.restart()
+        assert kernel.run("assert 'planted' not in globals()", "startup gone") is None
+        assert kernel.run("import os\nassert not os.path.exists('json.py') and os.listdir('.') == []", "cwd") is None
