@@ -413,6 +413,7 @@ TEXT_CALLS_WITHOUT_ENCODING = {
     ("runtime.py", "open(tmp, mode, **{} if 'b' in mode else {'encoding': 'utf-8'})"): "encoding given unless binary",
     ("text/sources.py", "archive.open(names[0])"): "a zip member: ZipFile.open returns bytes",
     ("course/sandbox.py", "os.open(path, os.O_PATH | os.O_CLOEXEC)"): "a path descriptor for a Landlock rule",
+    ("course/sandbox.py", "os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 384)"): "a descriptor to dup2",
 }
 
 

@@ -171,6 +171,7 @@ class Kernel:
                 [*kernel_writable(self.writable), Path(km.connection_file)],
                 [km.shell_port, km.iopub_port, km.stdin_port, km.control_port, km.hb_port],
                 kernel_readable(),
+                self.writable[0] / "kernel.log",  # not the grader's terminal or log: a student could print there
             )
         self._context = self._client.setup_kernel()
         self._context.__enter__()

@@ -149,10 +149,13 @@ def command(
     writable: list[Path],
     ports: list[int] | None = None,
     readable: list[Path] | None = None,
+    output: Path | None = None,
 ) -> list[str]:
-    """``cmd`` run confined: this file first, with the rules, then ``cmd`` in its place."""
+    """``cmd`` run confined: this file first, with the rules, then ``cmd`` in its place; ``output``: a file that
+    takes its standard output and error instead of the grader's (whose log it could otherwise write into)."""
     rules = [a for p in denied for a in ("--deny", str(p))] + [a for p in writable for a in ("--write", str(p))]
     rules += [a for p in readable for a in ("--read", str(p))] if readable is not None else []
+    rules += ["--output", str(output)] if output is not None else []
     rules += [a for port in ports or [] for a in ("--port", str(port))] if ports is not None else ["--no-net"]
     return [sys.executable, str(Path(__file__).resolve()), *rules, "--", *cmd]
 
@@ -164,11 +167,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", action="append", default=[], type=int, help="a TCP port it may listen on")
     parser.add_argument("--read", action="append", default=None, type=Path, help="where it may read (default: all)")
     parser.add_argument("--no-net", action="store_true", help="leave the network alone")
+    parser.add_argument("--output", type=Path, default=None, help="a file for its standard output and error")
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         parser.error("give the command to run after --")
+    if args.output is not None:  # before anything is confined: the file is the grader's choice
+        fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
     confine(args.deny, args.write, None if args.no_net else args.port, args.read)
     os.execv(cmd[0], cmd)
 

@@ -238,3 +238,17 @@ def test_a_restarted_kernel_starts_from_folders_nothing_wrote_to(tmp_path):
         kernel.restart()
         assert kernel.run("assert 'planted' not in globals()", "startup gone") is None
         assert kernel.run("import os\nassert not os.path.exists('json.py') and os.listdir('.') == []", "cwd") is None
+
+
+@LANDLOCK
+def test_a_confined_kernel_writes_its_output_to_its_own_file_not_the_grader_s(tmp_path):
+    """A kernel inherits the grader's standard output: a student printed "Total: 22/22 points" into the grade's log
+    that way (the JSON stayed right). Confined, the kernel's output goes to a file of its own."""
+    script = "import os\nos.write(1, b'Total: 22/22 points\\n')"
+    log = tmp_path / "kernel.log"
+    run = subprocess.run(sandbox.command([sys.executable, "-c", script], [], [tmp_path], None, None, log),
+                         capture_output=True, text=True, encoding="utf-8")  # fmt: skip
+    assert "Total" not in run.stdout and "Total: 22/22" in log.read_text(encoding="utf-8")
+    plain = subprocess.run(sandbox.command([sys.executable, "-c", script], [], [tmp_path]), capture_output=True,
+                           text=True, encoding="utf-8")  # fmt: skip
+    assert "Total: 22/22" in plain.stdout  # the control: without a file, the grader's output takes it
