@@ -122,7 +122,7 @@ class Kernel:
         self.died = False  # the last cell killed the kernel, or ran past its limit: restart() before going on
         # None: no sandbox; else the kernel runs confined (helpers.course.sandbox), these paths unreadable to it
         self.denied = None if denied is None else [Path(d) for d in denied]
-        self.sandboxed = False  # whether the running kernel is confined (Landlock is there and was asked for)
+        self.sandboxed = self.denied is not None and sandbox.abi() > 0  # confined: asked for, and Landlock is there
         self.reports = reports  # the kernel's REPORTS_DIR (the grader gives it one of its own); None: as it is set
         # confined, the kernel writes beneath these (and /dev, the caches); its temporary folder is the first's tmp/
         self.writable = [Path(w) for w in writable] if writable else [self.cwd]
@@ -134,7 +134,7 @@ class Kernel:
         os.environ[HEADLESS] = "1"
         if self.reports is not None:
             os.environ["REPORTS_DIR"] = str(self.reports)
-        if self.denied is not None and sandbox.abi() > 0:  # confined: the kernel's own folders, in the grade's
+        if self.sandboxed:  # the kernel's own folders, in the grade's
             for variable, name in KERNEL_FOLDERS.items():
                 os.environ[variable] = str(self.writable[0] / name)
         os.environ.setdefault("REPORTS_DIR", str(runtime.reports_dir().resolve()))
@@ -162,7 +162,6 @@ class Kernel:
         )
         self._client.km = kernel_manager(self._client)  # encrypted: no "running over TCP" warning
         self._fresh_folders()
-        self.sandboxed = self.denied is not None and sandbox.abi() > 0
         if self.sandboxed:  # the kernel confines itself before it starts: see helpers.course.sandbox
             km, launch = self._client.km, self._client.km.format_kernel_cmd
             km.format_kernel_cmd = lambda extra_arguments=None: sandbox.command(
@@ -196,7 +195,7 @@ class Kernel:
         self._start()
 
     def _fresh_folders(self) -> None:
-        if self.denied is None or sandbox.abi() == 0:
+        if not self.sandboxed:
             return
         for folder in [self.cwd, *(Path(os.environ[v]) for v in KERNEL_FOLDERS)]:
             shutil.rmtree(folder, ignore_errors=True)

@@ -36,7 +36,6 @@ from pathlib import Path
 
 from .. import runtime
 from . import guard, notebooks, probes
-from . import sandbox as confinement
 from .executors import InProcess, Kernel  # how cells run: in this process, or in a kernel
 
 BEGIN, END, ONE_LINE = "# BEGIN SOLUTION", "# END SOLUTION", "# SOLUTION"
@@ -757,7 +756,7 @@ def grade(
         executor = Kernel(folder / "work", round(limit), quick=quick, denied=denied, reports=folder / "reports",
                           writable=[folder])  # fmt: skip
         executor.cwd.mkdir()
-        if echo is not None and denied is not None and not confinement.abi():
+        if echo is not None and denied is not None and not executor.sandboxed:
             echo("note: no Landlock on this system, so the kernel is not confined: the student's code could read "
                  f"{', '.join(str(d) for d in denied)} and change the course's files (grade on Linux 5.19 or later)")  # fmt: skip
     stopped, failing = "", None
