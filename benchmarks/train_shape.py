@@ -6,7 +6,8 @@ skips the sizing probe. Shared by recipe_15min.sh (WIDTH=) and recipe_levers_dev
                                      [--precision fp32] [--width W] [FIELD=VALUE ...]
 
 ``--width W`` sets d_model with the head count of the sizing grid (``sizing.CPU_SIZES``; 4 heads off the grid);
-FIELD=VALUE pairs set integer fields of the preset (n_layer=6 d_model=160 n_head=4).
+FIELD=VALUE pairs set numeric fields of the preset (n_layer=6 d_model=160 n_head=4, or min_lr_ratio=0: the fields
+`train` has no switch for).
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ from helpers.commands import train_command  # noqa: E402
 from helpers.training.sizing import CPU_SIZES  # noqa: E402
 
 
+def _number(text: str) -> int | float:
+    """'6' -> 6, '0.1' -> 0.1: a field keeps its type (n_layer an int, weight_decay a float)."""
+    return int(text) if text.lstrip("-").isdigit() else float(text)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True)
@@ -32,9 +38,9 @@ def main(argv=None) -> int:
     p.add_argument("--preset", default="cpu")
     p.add_argument("--precision", default=None)
     p.add_argument("--width", type=int, default=None)
-    p.add_argument("fields", nargs="*", help="FIELD=VALUE, integer fields of the preset")
+    p.add_argument("fields", nargs="*", help="FIELD=VALUE, numeric fields of the preset")
     args = p.parse_args(argv)
-    overrides = {k: int(v) for k, v in (f.split("=", 1) for f in args.fields)}
+    overrides = {k: _number(v) for k, v in (f.split("=", 1) for f in args.fields)}
     if args.width is not None:
         overrides.update(d_model=args.width, n_head={d: h for _, d, h in CPU_SIZES}.get(args.width, 4))
     if args.precision:

@@ -46,6 +46,7 @@ SWEEP_FIELDS = (
     "pretrain",
     "parallel_pairs",
     "init_embeddings",
+    "name_swap",
 )
 
 

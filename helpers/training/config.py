@@ -16,6 +16,7 @@ import torch
 from ..nn.model import ModelConfig, config_from_dict
 from ..nn.variants import check_variant
 from ..runtime import ConfigMismatchError
+from ..text.names import check_share
 
 ATTENTION_KERNELS = ("auto", "sdpa", "explicit")
 OPTIMIZERS = ("adamw", "muon")
@@ -87,6 +88,9 @@ class TrainConfig:
     pretrain: str | None = None  # None | "span"
     pretrain_fraction: float = 0.3
     parallel_pairs: int | None = None  # None = every training pair; the tokenizer still sees them all
+    # the share of the training pairs sharing a name (Tom, Boston) that get a made-up one on both sides, so that the
+    # model learns to copy names it has not seen (helpers.text.names); 0: the text as it is
+    name_swap: float = 0.0
     # token embeddings started from a pretrained model's (hub name, folder or .gguf; helpers.hf.embedding_transfer)
     init_embeddings: str | None = None
     # budget: minutes (what the notebook uses) or steps (exactly reproducible); both = whichever ends first
@@ -133,6 +137,7 @@ class TrainConfig:
                 f"steps={self.steps} cannot be shared between pretraining and translation: use at least 2."
             )
         check_variant(self.model_config(self.vocab_size))  # a shape or variant that cannot work: refused now, not later
+        check_share(self.name_swap)
         if self.parallel_pairs is not None and (isinstance(self.parallel_pairs, bool) or self.parallel_pairs < 1):
             raise ValueError(
                 f"parallel_pairs must be a positive number of pairs or None (all), got {self.parallel_pairs!r}."
@@ -222,7 +227,7 @@ def without_deleted_levers(saved: dict, where: str = "the checkpoint") -> dict:
 
 # Fields added after checkpoints were written, each with the value that does what runs did before it existed, so
 # that such a checkpoint still resumes when its run is continued with that value (:func:`with_added_fields`).
-ADDED_FIELDS = {"muon_lr_scale": 1.0}
+ADDED_FIELDS = {"muon_lr_scale": 1.0, "name_swap": 0.0}
 
 
 def with_added_fields(saved: dict) -> dict:
