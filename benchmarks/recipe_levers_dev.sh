@@ -47,9 +47,10 @@ declare -A ARGS=(
   [wd0.2]="weight_decay=0.2"
   [warm50]="warmup_steps=50"
   [warm400]="warmup_steps=400"
-  # made-up names in half of the training pairs that share one (Tom, Boston), on both sides: the newer sentences name
-  # people the training file never does, and a model that saw only Tom copies 4 of 278 such names (helpers.text.names)
-  [names0.5]="--name-swap 0.5"
+  # made-up names in place of the names a pair's two sides share (Tom, Boston), `--name-swap 0.5` and `1` (rows
+  # names0.5, names1): the newer sentences name people the training file never does. They lost and were deleted:
+  # `git checkout 4eb61fb && bash benchmarks/recipe_levers_dev.sh names0.5 0` runs them (names1 was added after it:
+  # the same flag with 1)
   # depth against width at about the same parameters outside the embeddings (4 x 192: 1.77 M): `train` has no shape
   # switch, so these go through benchmarks/train_shape.py
   [L6w160]="n_layer=6 d_model=160 n_head=4"

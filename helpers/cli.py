@@ -161,8 +161,7 @@ def _train(args) -> int:
 TRAIN_FLAGS = {"positions": "positional", "checkpoint_every": "checkpoint_every_steps"} | {
     f: f
     for f in "max_tokens precision attention bottleneck_dim pretrain pretrain_fraction parallel_pairs init_embeddings "
-    "optimizer schedule cooldown lr muon_lr_scale label_smoothing qk_norm activation zero_init tie_weights vocab_size max_len dropout compile "
-    "name_swap".split()
+    "optimizer schedule cooldown lr muon_lr_scale label_smoothing qk_norm activation zero_init tie_weights vocab_size max_len dropout compile".split()
 }
 _SWITCHES = ("qk_norm", "zero_init", "tie_weights", "compile")  # given as 0/1, kept as booleans
 
@@ -271,11 +270,6 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--pretrain-fraction", type=float, help="share of the budget spent pretraining (default 0.3)")
     v.add_argument("--parallel-pairs", type=int, help="train translation on only this many pairs (all by default)")
     v.add_argument("--init-embeddings", help="start token embeddings from a pretrained model's (hub, folder, .gguf)")
-    v.add_argument(
-        "--name-swap",
-        type=float,
-        help="share of the training pairs that share a name (Tom, Boston) given a made-up one, to learn to copy names",
-    )
     s = p.add_argument_group("training levers (notebook 05; the GPT-2 speedrun's), sizes and the optimiser")
     s.add_argument(
         "--optimizer",

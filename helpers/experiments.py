@@ -46,7 +46,6 @@ SWEEP_FIELDS = (
     "pretrain",
     "parallel_pairs",
     "init_embeddings",
-    "name_swap",
 )
 
 

@@ -62,7 +62,6 @@ def train_batches(tokenizer, splits, cfg, seed: int = 0) -> tuple:
         parallel_pairs=cfg.parallel_pairs,
         seed=seed,
         static_step=static_step(cfg),
-        name_swap=cfg.name_swap,
     )
 
 

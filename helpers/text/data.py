@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -25,7 +25,6 @@ from .. import runtime
 from ..run_folder import IN_DISTRIBUTION, NEW_SENTENCES, RunFolder
 from .batches import BucketBatcher, StaticBucketBatcher
 from .encoding import encode_pairs, max_source_tokens
-from .names import NameSwapReport, swap_names
 from .sources import DataError, file_sha256, load_path
 from .testsets import NewSentenceDesign, NewSentenceReport, WordTable, describe_test_set, select_new_sentences
 from .tokenizer import Tokenizer, normalise_text, tokenizer_for
@@ -308,7 +307,6 @@ def batches_for(
     parallel_pairs: int | None = None,
     seed: int = 0,
     static_step: int | None = None,
-    name_swap: float = 0.0,
 ) -> tuple[BucketBatcher, list, dict]:
     """The training batcher (the first ``parallel_pairs`` training pairs, shuffled by ``seed``) and the validation
     batches (at most ``valid_sentences`` sentences), each batch at most ``max_tokens`` tokens, padding included,
@@ -316,12 +314,8 @@ def batches_for(
 
     ``static_step`` pads the training batches to a fixed set of shapes, lengths in multiples of that many tokens
     (:class:`helpers.text.batches.StaticBucketBatcher`), for a step compiled once per shape; ``None`` (the default)
-    buckets them with as little padding as possible. The validation batches are the same either way.
-
-    ``name_swap``: the share of the training pairs that share a name (Tom, Boston) given a made-up one instead, on
-    both sides (:func:`helpers.text.names.swap_names`; the validation pairs are left as they are). What it did is
-    the returned reports' ``"names"``."""
-    parallel, names = swap_names(parallel_subset(splits.train, parallel_pairs, seed), name_swap, seed)
+    buckets them with as little padding as possible. The validation batches are the same either way."""
+    parallel = parallel_subset(splits.train, parallel_pairs, seed)
     train_ex, enc_train = encode_pairs(tokenizer, parallel, max_len)
     valid_ex, enc_valid = encode_pairs(tokenizer, splits.valid[:valid_sentences], max_len)
     if static_step is not None:
@@ -329,7 +323,7 @@ def batches_for(
     else:
         batcher = BucketBatcher(train_ex, max_tokens=max_tokens, shuffle=True, seed=seed)
     valid_batches = list(BucketBatcher(valid_ex, max_tokens=max_tokens, shuffle=False)) if valid_ex else []
-    return batcher, valid_batches, {"encode_train": enc_train, "encode_valid": enc_valid, "names": names}
+    return batcher, valid_batches, {"encode_train": enc_train, "encode_valid": enc_valid}
 
 
 def prepare_data(
@@ -369,7 +363,6 @@ def prepare_data(
         parallel_pairs=cfg.parallel_pairs,
         seed=seed,
         static_step=static_step,
-        name_swap=cfg.name_swap,
     )
     words = WordTable.from_pairs(splits.train)
     info = data_info(data, splits, tokenizer, cfg, columns=columns, limit=limit)
@@ -451,8 +444,6 @@ def data_summary(reports: dict) -> dict:
         out["split"] = dict(reports["split"].sizes)
     if "test_sets" in reports:
         out["test_sets"] = reports["test_sets"]
-    if "names" in reports and reports["names"].swapped:  # the training text changed: say so
-        out["made_up_names"] = asdict(reports["names"])
     for name, rep in reports.items():
         if name.startswith("encode_"):
             out.setdefault("max_len", rep.max_len)
@@ -485,8 +476,6 @@ def format_data_summary(summary: dict) -> str:
         lines.append(
             f"  split: train {s['train']:,} | valid {s['valid']:,} | test {s['test']:,} | new sentences {s.get('new', 0):,}"
         )
-    if "made_up_names" in summary:
-        lines.append("  " + NameSwapReport(**summary["made_up_names"]).describe())
     # One budget, in the same words wherever it is printed: the model reads max_len tokens in all, and the
     # source budget is the share of them a French source may use (helpers.text.encoding.max_source_tokens).
     max_len = summary.get("max_len")

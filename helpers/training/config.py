@@ -16,7 +16,6 @@ import torch
 from ..nn.model import ModelConfig, config_from_dict
 from ..nn.variants import check_variant
 from ..runtime import ConfigMismatchError
-from ..text.names import check_share
 
 ATTENTION_KERNELS = ("auto", "sdpa", "explicit")
 OPTIMIZERS = ("adamw", "muon")
@@ -88,9 +87,6 @@ class TrainConfig:
     pretrain: str | None = None  # None | "span"
     pretrain_fraction: float = 0.3
     parallel_pairs: int | None = None  # None = every training pair; the tokenizer still sees them all
-    # the share of the training pairs sharing a name (Tom, Boston) that get a made-up one on both sides, so that the
-    # model learns to copy names it has not seen (helpers.text.names); 0: the text as it is
-    name_swap: float = 0.0
     # token embeddings started from a pretrained model's (hub name, folder or .gguf; helpers.hf.embedding_transfer)
     init_embeddings: str | None = None
     # budget: minutes (what the notebook uses) or steps (exactly reproducible); both = whichever ends first
@@ -137,7 +133,6 @@ class TrainConfig:
                 f"steps={self.steps} cannot be shared between pretraining and translation: use at least 2."
             )
         check_variant(self.model_config(self.vocab_size))  # a shape or variant that cannot work: refused now, not later
-        check_share(self.name_swap)
         if self.parallel_pairs is not None and (isinstance(self.parallel_pairs, bool) or self.parallel_pairs < 1):
             raise ValueError(
                 f"parallel_pairs must be a positive number of pairs or None (all), got {self.parallel_pairs!r}."
@@ -193,7 +188,7 @@ RESUMABLE_FIELDS = (
 )
 
 # Levers deleted after they lost or tied on the development set: subword regularisation, a moving average of the
-# weights, joined pairs, the 1 - sqrt(progress) cool-down. Each with the value a run had when it did not use it
+# weights, joined pairs, the 1 - sqrt(progress) cool-down, made-up names. Each with the value a run had when it did not use it
 # (so that a checkpoint written before still resumes then: :func:`without_deleted_levers`) and a commit that still
 # has its code.
 DELETED_LEVERS = {
@@ -201,6 +196,7 @@ DELETED_LEVERS = {
     "ema_decay": (None, "a224218"),
     "concat_pairs": (0.0, "a224218"),
     "cooldown_shape": ("linear", "6ee5a87"),  # "sqrt" tied the straight line (RESULTS.md, issue 51, item 3)
+    "name_swap": (0.0, "4eb61fb"),  # made-up names in place of shared ones lost (RESULTS.md, issue 51, ninth session)
 }
 
 
@@ -227,7 +223,7 @@ def without_deleted_levers(saved: dict, where: str = "the checkpoint") -> dict:
 
 # Fields added after checkpoints were written, each with the value that does what runs did before it existed, so
 # that such a checkpoint still resumes when its run is continued with that value (:func:`with_added_fields`).
-ADDED_FIELDS = {"muon_lr_scale": 1.0, "name_swap": 0.0}
+ADDED_FIELDS = {"muon_lr_scale": 1.0}
 
 
 def with_added_fields(saved: dict) -> dict:

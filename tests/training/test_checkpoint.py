@@ -206,10 +206,11 @@ def test_resume_with_a_different_config_is_refused_naming_the_field(tmp_path):
 
 
 # the deleted levers' fields as each era's checkpoints held them, off: up to a224218 (subword regularisation, the
-# moving average of the weights, joined pairs) and eaae6aa to 6ee5a87 (the cool-down's shape)
+# moving average of the weights, joined pairs), eaae6aa to 6ee5a87 (the cool-down's shape) and 4eb61fb (made-up names)
 ERAS = {
     "a224218": {"subword_alpha": None, "ema_decay": None, "concat_pairs": 0.0},
     "6ee5a87": {"cooldown_shape": "linear"},
+    "4eb61fb": {"name_swap": 0.0},
 }
 ERA_OF = {lever: era for era, fields in ERAS.items() for lever in fields}
 
@@ -246,6 +247,7 @@ def test_a_checkpoint_from_before_the_deleted_levers_resumes_when_they_were_off(
         ({"ema_decay": 0.998}, "a224218"),
         ({"concat_pairs": 0.25}, "a224218"),
         ({"cooldown_shape": "sqrt"}, "6ee5a87"),
+        ({"name_swap": 0.5}, "4eb61fb"),
     ],
 )
 def test_a_checkpoint_trained_with_a_deleted_lever_is_refused_naming_it_and_the_commit(tmp_path, lever, commit):
@@ -260,7 +262,14 @@ def test_a_checkpoint_trained_with_a_deleted_lever_is_refused_naming_it_and_the_
     ):
         T.train(model2, toy_batcher(), toy_valid(), cfg2, tmp_path, progress=False)
     off = {
-        "train": {"lr": 1.0, "subword_alpha": None, "ema_decay": None, "concat_pairs": 0.0, "cooldown_shape": "linear"},
+        "train": {
+            "lr": 1.0,
+            "subword_alpha": None,
+            "ema_decay": None,
+            "concat_pairs": 0.0,
+            "cooldown_shape": "linear",
+            "name_swap": 0.0,
+        },  # fmt: skip
         "model": {"d_model": 8},
     }
     assert C.without_deleted_levers(off) == {"train": {"lr": 1.0}, "model": {"d_model": 8}}

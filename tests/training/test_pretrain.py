@@ -119,7 +119,7 @@ def _train_parser() -> argparse.ArgumentParser:
 # differs from the tiny preset's); "minutes" is left out: it excludes "steps"
 SAMPLE = {
     "data": "builtin", "columns": "fr,en", "steps": "4", "preset": "tiny", "seed": "1", "max_tokens": "300",
-    "bottleneck_dim": "8", "pretrain_fraction": "0.5", "parallel_pairs": "100", "cooldown": "0.3", "lr": "0.002", "label_smoothing": "0.05", "muon_lr_scale": "1.5", "name_swap": "0.5",
+    "bottleneck_dim": "8", "pretrain_fraction": "0.5", "parallel_pairs": "100", "cooldown": "0.3", "lr": "0.002", "label_smoothing": "0.05", "muon_lr_scale": "1.5",
     "vocab_size": "500", "max_len": "40", "checkpoint_every": "2", "dropout": "0.05",
 }  # fmt: skip
 # qk_norm=1 with --attention synthesizer is refused (tests/nn/test_variants.py); 0 still has to arrive as an override
