@@ -35,12 +35,12 @@ declare -A ARGS=(
   [vocab12k]="--vocab-size 12000"
   [vocab16k]="--vocab-size 16000"
   [rotary]="--positions rotary"
-  # notebook 02's own fixed sinusoidal table instead of the learned one (ninth session): rotary's gain sat on the long
-  # sentences, whose late rows a learned table trains on few pairs; a fixed table needs no training and keeps the
-  # model notebook 02 builds (rotary would move Exercise 5.3 into notebook 02)
+  # notebook 02's own fixed sinusoidal table instead of the learned one (ninth session): would a table that needs no
+  # training reach rotary's gain on long sentences inside notebook 02's model? It tied, and not there (RESULTS.md)
   [sinusoidal]="--positions sinusoidal"
-  # the schedule's floor, the weight decay and the warm-up, never swept (ninth session): WSD usually cools down to zero, here to
-  # 5 % of the peak; AdamW's and Muon's decay 0.05. `train` has no switch for them: field=value through train_shape.py
+  # the schedule's floor, the weight decay and the warm-up, never swept (ninth session): WSD usually cools down to
+  # zero, here to 5 % of the peak; the decay (0.05) acts on Muon's matrices. `train` has no switch for them:
+  # field=value through train_shape.py
   [minlr0]="min_lr_ratio=0"
   [wd0]="weight_decay=0"
   [wd0.1]="weight_decay=0.1"

@@ -188,9 +188,9 @@ RESUMABLE_FIELDS = (
 )
 
 # Levers deleted after they lost or tied on the development set: subword regularisation, a moving average of the
-# weights, joined pairs, the 1 - sqrt(progress) cool-down, made-up names. Each with the value a run had when it did not use it
-# (so that a checkpoint written before still resumes then: :func:`without_deleted_levers`) and a commit that still
-# has its code.
+# weights, joined pairs, the 1 - sqrt(progress) cool-down, made-up names. Each with the value a run had when it did not
+# use it (so that a checkpoint written before still resumes then: :func:`without_deleted_levers`) and a commit that
+# still has its code.
 DELETED_LEVERS = {
     "subword_alpha": (None, "a224218"),
     "ema_decay": (None, "a224218"),

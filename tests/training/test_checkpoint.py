@@ -269,7 +269,7 @@ def test_a_checkpoint_trained_with_a_deleted_lever_is_refused_naming_it_and_the_
             "concat_pairs": 0.0,
             "cooldown_shape": "linear",
             "name_swap": 0.0,
-        },  # fmt: skip
+        },
         "model": {"d_model": 8},
     }
     assert C.without_deleted_levers(off) == {"train": {"lr": 1.0}, "model": {"d_model": 8}}
