@@ -257,7 +257,7 @@ def kernel_readable() -> list[Path]:
     root = runtime.repo_root()
     if root is not None:
         course += [root, root.parent / "shared" / "data"]
-    files = [os.environ[v] for v in ("TATOEBA_PATH",) if os.environ.get(v)]
+    files = [os.environ["TATOEBA_PATH"]] if os.environ.get("TATOEBA_PATH") else []
     return [Path(p) for p in [*system, *sorted(python), *course, *files]]
 
 

@@ -131,8 +131,8 @@ def confine(
                     raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}: {os.strerror(ctypes.get_errno())}")
             finally:
                 os.close(fd)
-        grants = [(port, BIND_TCP) for port in ports or []] + [(port, CONNECT_TCP) for port in DOWNLOAD_PORTS]
-        for port, access in grants if net else []:
+        grants = [(port, BIND_TCP) for port in ports] + [(port, CONNECT_TCP) for port in DOWNLOAD_PORTS] if net else []
+        for port, access in grants:
             rule = _NetPort(access, port)
             if libc.syscall(ADD_RULE, ruleset, ctypes.c_int(RULE_NET_PORT), ctypes.byref(rule), 0) < 0:
                 raise OSError(ctypes.get_errno(), f"landlock_add_rule port {port}: {os.strerror(ctypes.get_errno())}")
@@ -156,7 +156,7 @@ def command(
     rules = [a for p in denied for a in ("--deny", str(p))] + [a for p in writable for a in ("--write", str(p))]
     rules += [a for p in readable for a in ("--read", str(p))] if readable is not None else []
     rules += ["--output", str(output)] if output is not None else []
-    rules += [a for port in ports or [] for a in ("--port", str(port))] if ports is not None else ["--no-net"]
+    rules += [a for port in ports for a in ("--port", str(port))] if ports is not None else ["--no-net"]
     return [sys.executable, str(Path(__file__).resolve()), *rules, "--", *cmd]
 
 
