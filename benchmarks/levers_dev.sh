@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 28's lever screen: each lever is one switch of `train --preset cpu-fixed --optimizer adamw --schedule cosine --vocab-size 4000 --activation gelu` (the preset before issue 28) for a fixed number of steps
+# Issue 28's lever screen: each lever is one switch of `train --preset cpu-fixed --optimizer adamw --schedule cosine --vocab-size 4000 --activation gelu --positions learned` (the preset before issue 28, and its positions) for a fixed number of steps
 # (3,000 = about a third of the 15-minute bf16 run), two seeds, then greedy BLEU on the newer-sentence
 # development set. A step budget makes every run exactly reproducible and independent of what else the cores
 # do, so two runs go side by side, one thread each (speed is measured apart: benchmarks/RESULTS.md).
@@ -31,6 +31,6 @@ name=$1 seed=$2 steps=${3:-3000}
 out=runs/scr/$name-s$seed
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # shellcheck disable=SC2086
-$PY -m helpers train --data "$DATA" --preset cpu-fixed --seed "$seed" --steps "$steps" --out "$out" --optimizer adamw --schedule cosine --vocab-size 4000 --activation gelu ${ARGS[$name]} >"$out.train.log" 2>&1
+$PY -m helpers train --data "$DATA" --preset cpu-fixed --seed "$seed" --steps "$steps" --out "$out" --optimizer adamw --schedule cosine --vocab-size 4000 --activation gelu --positions learned ${ARGS[$name]} >"$out.train.log" 2>&1
 $PY -m helpers evaluate --checkpoint "$out" --beams 1 --test "$DEV" --json "$out/eval_dev_greedy.json" >"$out.eval.log" 2>&1
 grep -o 'BLEU = [0-9.]*' "$out.eval.log" | head -1

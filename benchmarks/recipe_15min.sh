@@ -3,6 +3,9 @@
 # with beam 4 on the development half of the newer Tatoeba sentences. One run at a time, nothing else on the cores.
 # Usage: bash benchmarks/recipe_15min.sh [bf16|fp32] [SEED ...]   (default: bf16, seeds 0 1 2); then
 #        python benchmarks/table_recipe.py runs/recipe
+# Today's defaults train rotary positions; the rows of RESULTS.md before that ran learned ones (EXTRA="--positions
+#        learned" reruns base and mlr0.7; the w* rows ran learned positions through train_shape.py, which now trains
+#        rotary ones). The rotary rows (EXTRA="--positions rotary") are today's defaults, bit for bit.
 # A lever at 15 minutes: EXTRA="--muon-lr-scale 0.7" TAG=mlr0.7 bash benchmarks/recipe_15min.sh bf16 0 1
 #        (runs/recipe/mlr0.7-bf16-seed0, ...; the train flags in EXTRA, the folder names prefixed by TAG)
 # A width fixed instead of chosen (item 2: the rule's choice against its neighbours): WIDTH=192 bash

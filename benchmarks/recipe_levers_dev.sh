@@ -14,8 +14,11 @@ PY=${PY:-.venv/bin/python}
 # The defaults moved once during the sweep (Muon's rate 1.0 -> 0.7 x lr, 5133de2): since then `mlr0.7` is `base`, and
 # every row without --muon-lr-scale runs Muon at 0.7 x its lr; the first pass (RESULTS.md) ran them at 1.0 x (eaae6aa).
 # The 1 - sqrt cool-down (`--cooldown-shape sqrt`) is deleted: `git checkout 6ee5a87` still runs it (at 0.7 x).
+# Rotary positions became the default after the ninth session (notebook 02's model): `base` trains them since, and
+# every row of RESULTS.md before that (base07 included) ran learned positions, today's `learned` row.
 declare -A ARGS=(
   [base]=""
+  [learned]="--positions learned"
   [lr1.4]="--lr 1.4e-3"
   [lr3]="--lr 3e-3"
   [ls0]="--label-smoothing 0"
@@ -34,7 +37,7 @@ declare -A ARGS=(
   # win here must hold at 15 minutes), and rotary positions (not measured on the development set before)
   [vocab12k]="--vocab-size 12000"
   [vocab16k]="--vocab-size 16000"
-  [rotary]="--positions rotary"
+  [rotary]="--positions rotary"  # today's base since (bit for bit)
   # notebook 02's own fixed sinusoidal table instead of the learned one (ninth session): would a table that needs no
   # training reach rotary's gain on long sentences inside notebook 02's model? It tied, and not there (RESULTS.md)
   [sinusoidal]="--positions sinusoidal"

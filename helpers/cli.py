@@ -263,9 +263,21 @@ def build_parser() -> argparse.ArgumentParser:
         "fp16 on a newer GPU rehearses a T4's path, fp32 on a bf16 CPU stands in for a CPU without bf16",
     )
     v = p.add_argument_group("variants (notebook 05); each changes one thing of the preset")
-    v.add_argument("--attention", choices=["dot", "synthesizer"], help="how attention scores are made")
-    v.add_argument("--bottleneck-dim", type=int, help="a Perceiver-style model with this many latents (e.g. 16)")
-    v.add_argument("--positions", choices=["learned", "sinusoidal", "rotary", "alibi", "none"], help="position scheme")
+    v.add_argument(
+        "--attention",
+        choices=["dot", "synthesizer"],
+        help="how attention scores are made (synthesizer: with --positions learned)",
+    )
+    v.add_argument(
+        "--bottleneck-dim",
+        type=int,
+        help="a Perceiver-style model with this many latents (e.g. 16; with --positions learned)",
+    )
+    v.add_argument(
+        "--positions",
+        choices=["learned", "sinusoidal", "rotary", "alibi", "none"],
+        help="position scheme (default rotary, notebook 02's; learned or sinusoidal add a vector to each token)",
+    )
     v.add_argument("--pretrain", choices=["span"], help="span-corruption pretraining on unpaired sentences first")
     v.add_argument("--pretrain-fraction", type=float, help="share of the budget spent pretraining (default 0.3)")
     v.add_argument("--parallel-pairs", type=int, help="train translation on only this many pairs (all by default)")

@@ -34,7 +34,7 @@ STUDENT_FILE = "<student"  # the file name the grader compiles a student's solut
 # exercise -> what implements it where a student could call it instead of solving (module path, attribute)
 REFERENCES: dict[str, list[str]] = {
     "1.1": ["helpers.nn.attention.attention", "helpers.nn.attention.self_attention"],
-    "2.1": ["helpers.nn.model.sinusoidal_table"],
+    "2.1": ["helpers.nn.model.sinusoidal_table", "helpers.nn.model.rotary", "helpers.nn.variants.Rotary.forward"],
     "2.2": [
         "helpers.nn.attention.attention",
         "helpers.nn.attention.self_attention",
@@ -104,9 +104,8 @@ REFERENCES: dict[str, list[str]] = {
     "4.3": ["helpers.evaluation.evaluate.bootstrap_bleu_difference"],
     "5.1": ["helpers.nn.variants.SynthesizerAttention.forward"],
     "5.2": ["helpers.nn.variants.read_mask", "helpers.nn.variants.latent_horizons", "helpers.nn.variants.latent_masks"],
-    "5.3": ["helpers.nn.variants.rotary"],
-    "5.4": ["helpers.nn.variants.alibi_slopes", "helpers.nn.variants.alibi_bias"],
-    "5.5": ["helpers.training.pretrain.corrupt_span"],
+    "5.3": ["helpers.nn.variants.alibi_slopes", "helpers.nn.variants.alibi_bias"],
+    "5.4": ["helpers.training.pretrain.corrupt_span"],
     "6.1": ["helpers.knowledge.accuracy", "helpers.knowledge.normalise_answer"],
     "6.2": ["helpers.knowledge.majority_answer"],
     "6.3": ["helpers.knowledge.finetune_example", "helpers.knowledge.labels_for"],

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from . import generate as decoding
 
-POSITIONAL_KINDS = ("learned", "sinusoidal", "rotary", "alibi", "none")  # the last three: notebook 05
+POSITIONAL_KINDS = ("learned", "sinusoidal", "rotary", "alibi", "none")  # the last two: notebook 05
 ATTENTION_KERNELS = ("sdpa", "explicit")  # the same attention, computed by a fused kernel or written out
 ATTENTION_KINDS = ("dot", "synthesizer")  # scaled dot product (notebook 02); synthesizer (notebook 05)
 ACTIVATIONS = ("relu2", "gelu")  # the feed-forward's non-linearity: ReLU squared (notebook 02); GELU (GPT-2's)
@@ -37,7 +37,9 @@ class ModelConfig:
     d_model: int
     d_ff: int | None = None  # None -> 4 * d_model, as in GPT-2 and "Attention Is All You Need"
     dropout: float = 0.0
-    positional: str = "learned"  # "learned" | "sinusoidal" added to the tokens; "rotary" | "alibi" | "none" (05)
+    # "learned" | "sinusoidal": added to the tokens; "rotary": q and k turned inside attention (notebook 02, the
+    # recipe's default); notebook 05: "alibi" (a penalty on the scores) | "none"
+    positional: str = "learned"
     # "sdpa": F.scaled_dot_product_attention (fused kernels, the fast choice on a GPU); "explicit": the
     # softmax written out as in notebook 02 (faster on a CPU for short sequences)
     attention_kernel: str = "sdpa"
@@ -79,6 +81,11 @@ class ModelConfig:
                 f"sinusoidal positions pair a sine with a cosine, so d_model must be even (got {self.d_model}): "
                 f"use d_model={self.d_model + 1} or positional='learned'."
             )
+        if self.positional == "rotary" and self.head_dim % 2:
+            raise ValueError(
+                f"rotary positions turn pairs of channels, so d_model / n_head must be even (got {self.head_dim}): "
+                "change d_model or n_head."
+            )
         if self.attention_kernel not in ATTENTION_KERNELS:
             raise ValueError(
                 f"attention_kernel={self.attention_kernel!r} is not known: choose one of {ATTENTION_KERNELS}."
@@ -97,7 +104,7 @@ class ModelConfig:
         """The fields set to one of notebook 05's variants, ``{name: value}``; empty for the model of notebook 02."""
         plain = {"attention": "dot", "bottleneck_dim": None, "qk_norm": False, "zero_init": False}
         named = {k: getattr(self, k) for k, v in plain.items() if getattr(self, k) != v}
-        if self.positional not in ("learned", "sinusoidal"):  # positions inside attention, or none at all
+        if self.positional in ("alibi", "none"):  # a penalty on the scores, or no positions at all
             named["positional"] = self.positional
         return named
 
@@ -169,6 +176,25 @@ def sinusoidal_table(max_len: int, d_model: int, dtype: torch.dtype = torch.floa
     table[:, 0::2] = torch.sin(pos * freq)
     table[:, 1::2] = torch.cos(pos * freq)
     return table
+
+
+def rotary(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotary positions (RoPE, Su et al. 2021): turn each pair of channels (2i, 2i+1) of ``x`` (B, nh, T, hs)
+    counter-clockwise by ``position * base^(-2i/hs)``, the speeds of :func:`sinusoidal_table` for a table hs wide.
+
+    positions: (T,) or (B, T). Queries and keys both turned, each by its own position, make q . k depend on the
+    distance alone (notebook 05's Question 5.4). Computed in float32 at least: in bf16 an angle near 90 radians
+    would be up to a quarter radian off (float64 stays float64, for notebook 02's exact comparisons).
+    """
+    hs = x.size(-1)
+    dtype = torch.promote_types(x.dtype, torch.float32)
+    inv_freq = base ** (-torch.arange(0, hs, 2, device=x.device, dtype=dtype) / hs)  # (hs/2,)
+    pos = positions if positions.dim() == 2 else positions[None]  # (B or 1, T)
+    angle = pos.to(dtype)[..., None] * inv_freq  # (B, T, hs/2)
+    cos, sin = angle.cos()[:, None], angle.sin()[:, None]  # (B, 1, T, hs/2): the same for every head
+    x1, x2 = x.to(dtype)[..., 0::2], x.to(dtype)[..., 1::2]
+    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)  # pairs back in place
+    return out.type_as(x)
 
 
 def _check_prefix_len(prefix_len, T: int, batch: int | None = None) -> torch.Tensor:
@@ -275,6 +301,7 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model)
         self.resid_drop = nn.Dropout(config.dropout)
         self.kernel = config.attention_kernel  # "sdpa" or "explicit": the same function, computed two ways
+        self.rotary = config.positional == "rotary"  # positions enter here, not added to the tokens
         self.keep_weights, self.last_weights = False, None
 
     def project_qkv(self, x):
@@ -301,6 +328,9 @@ class SelfAttention(nn.Module):
         """mask: bool, broadcastable to (B, nh, T, S); None means causal. positions: (T,) or (B, T), what the
         cache records (default 0..T-1). Returns (B, T, C)."""
         q, k, v = self.project_qkv(x)  # (B, nh, T, hs) each
+        if self.rotary:  # each turned by its own position, before the cache: a key's turn never changes
+            positions = torch.arange(q.size(-2), device=q.device) if positions is None else positions
+            q, k = rotary(q, positions), rotary(k, positions)
         if cache is not None:  # earlier positions' keys and values come from the cache
             k, v, _ = cache.extend(k, v, positions, mask)  # (B, nh, S, hs)
         return self.project_out(self.attend(q, k, v, mask))

@@ -5,8 +5,8 @@ names: notebook 02's :class:`~helpers.nn.model.DecoderOnlyTransformer` when it n
 :class:`VariantTransformer` (its blocks' attention replaced) or :class:`BottleneckTransformer` (its blocks moved
 between latents). The model imports nothing from here: the variants stand on it.
 
-* ``positional="rotary"`` (RoPE, Su et al. 2021): no position vector is added to the tokens; queries and keys
-  are rotated by an angle proportional to their position, so their dot product depends only on the distance.
+* rotary positions (``positional="rotary"``, :func:`helpers.nn.model.rotary`) are notebook 02's, in its model;
+  a variant's attention turns q and k the same way (after QK-norm, when both are on).
 * ``positional="alibi"`` (Press et al. 2022): no position vector either; each head subtracts
   ``slope * |i - j|`` from its scores, a penalty that grows with the distance.
 * ``positional="none"``: nothing (what attention then makes of order is notebook 05's Question 5.7).
@@ -36,25 +36,11 @@ from .model import (
     ModelConfig,
     SelfAttention,
     parameter_counts,
+    rotary,
     scaled_scores,
 )
 
 # --- positions inside attention -----------------------------------------------------------------------
-
-
-def rotary(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
-    """Rotate each pair of channels (2i, 2i+1) of ``x`` (B, nh, T, hs) by ``position * base^(-2i/hs)``.
-
-    positions: (T,) or (B, T). (What the rotation does to q . k, and so to a cache of keys, is Question 5.4.)
-    """
-    hs = x.size(-1)
-    inv_freq = base ** (-torch.arange(0, hs, 2, device=x.device, dtype=torch.float32) / hs)  # (hs/2,)
-    pos = positions if positions.dim() == 2 else positions[None]  # (B or 1, T)
-    angle = pos.float()[..., None] * inv_freq  # (B, T, hs/2)
-    cos, sin = angle.cos()[:, None], angle.sin()[:, None]  # (B, 1, T, hs/2): the same for every head
-    x1, x2 = x.float()[..., 0::2], x.float()[..., 1::2]
-    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)  # pairs back in place
-    return out.type_as(x)
 
 
 def alibi_slopes(n_head: int) -> torch.Tensor:
@@ -78,7 +64,8 @@ class QKNorm(nn.Module):
 
 
 class Rotary(nn.Module):
-    """Queries and keys turned by their positions (:func:`rotary`); positions None: 0..T-1."""
+    """Queries and keys turned by their positions (:func:`helpers.nn.model.rotary`, as notebook 02's attention
+    turns them); positions None: 0..T-1."""
 
     def forward(self, q, k, positions):
         positions = torch.arange(q.size(-2), device=q.device) if positions is None else positions
@@ -128,7 +115,8 @@ def score_bias(config) -> nn.Module:
 
 
 class VariantAttention(SelfAttention):
-    """Notebook 02's attention with notebook 05's steps: QK-norm and rotary act on q and k, ALiBi on the scores."""
+    """Notebook 02's attention with notebook 05's steps: QK-norm (then notebook 02's rotation, if the configuration
+    turns q and k) acts on q and k, ALiBi on the scores."""
 
     def __init__(self, config: ModelConfig):
         super().__init__(config)
@@ -338,13 +326,14 @@ def rms(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
 
 def describe_variant(model_cfg) -> str:
-    """', synthesizer attention, rotary positions' and the like: what differs from notebook 02's model."""
+    """', synthesizer attention, learned positions' and the like: what differs from the recipe's model (notebook 02's,
+    with rotary positions)."""
     parts = []
     if model_cfg.attention != "dot":
         parts.append(f"{model_cfg.attention} attention")
     if model_cfg.bottleneck_dim:
         parts.append(f"a bottleneck of {model_cfg.bottleneck_dim} latents")
-    if model_cfg.positional != "learned":
+    if model_cfg.positional != "rotary":
         parts.append(f"{model_cfg.positional} positions")
     parts += [name for name, on in (("QK-norm", model_cfg.qk_norm), ("zero-initialised projections", model_cfg.zero_init),
                                     ("an untied head", not model_cfg.tie_weights)) if on]  # fmt: skip
@@ -371,15 +360,11 @@ def num_parameters(config: ModelConfig) -> int:
 
 def check_variant(config: ModelConfig) -> None:
     """Refuse a configuration whose variant fields combine into nothing meaningful, saying why and what to use."""
-    if config.positional == "rotary" and config.head_dim % 2:
-        raise ValueError(
-            f"rotary positions turn pairs of channels, so d_model / n_head must be even (got {config.head_dim}): "
-            "change d_model or n_head."
-        )
     if config.attention == "synthesizer" and config.positional in ("rotary", "alibi"):
         raise ValueError(
             f"attention='synthesizer' has no query-key dot product for positional={config.positional!r} to act "
-            "on (its scores already index absolute positions): use positional='learned', 'sinusoidal' or 'none'."
+            "on (its scores already index absolute positions): use positional='learned', 'sinusoidal' or 'none' "
+            "(train: --positions learned; rotary is the default)."
         )
     if config.attention == "synthesizer" and config.qk_norm:
         raise ValueError(
@@ -400,7 +385,8 @@ def check_variant(config: ModelConfig) -> None:
         if config.positional in ("rotary", "alibi"):
             raise ValueError(
                 f"positional={config.positional!r} acts on distances between positions, and latents have none: "
-                "use positional='learned' or 'sinusoidal' with bottleneck_dim."
+                "use positional='learned' or 'sinusoidal' with bottleneck_dim (train: --positions learned; rotary is "
+                "the default)."
             )
 
 

@@ -34,7 +34,9 @@ class TrainConfig:
     d_model: int = 192  # 15 minutes on 2 CPU cores are too short for width 256 to learn what it could
     d_ff: int | None = None  # None -> 4 * d_model
     dropout: float = 0.0  # 15 minutes is two to three passes over Tatoeba, too few to overfit
-    positional: str = "learned"  # also "sinusoidal"; notebook 05: "rotary", "alibi", "none"
+    # notebook 02: q and k turned by their positions inside attention (+1.1 BLEU over learned positions over 15 minutes,
+    # three seeds; +1.9 forced to fp32); also "learned", "sinusoidal"; notebook 05: "alibi", "none"
+    positional: str = "rotary"
     attention: str = "dot"  # notebook 05: "synthesizer"
     bottleneck_dim: int | None = None  # notebook 05: m latents (a Perceiver-style model)
     activation: str = "relu2"  # ReLU squared (notebook 02; +0.6 BLEU over GELU at 3,000 steps), or "gelu" (GPT-2's)

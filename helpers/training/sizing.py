@@ -309,8 +309,11 @@ def size_for_machine(
     :data:`CPU_SIZES`, of which the :data:`ANCHOR_WIDTHS` are measured (given sizes are all measured). Anchors are
     measured largest first and the measuring stops at the first that qualifies: the rule takes the largest size
     that does, so smaller ones need no measuring; the sizes between that anchor and the next larger one get
-    interpolated speeds. The speed measured is the vanilla model's, so a notebook-05 variant trained with
-    ``--preset cpu`` gets the same size as the vanilla model on this machine.
+    interpolated speeds. The speed measured is always that of one reference, notebook 02's model with learned
+    positions (the model the threshold was fitted on): every position scheme and notebook-05 variant trained with
+    ``--preset cpu`` gets the same size on this machine. The recipe's rotary positions train about 5 % slower than
+    the reading (RESULTS.md, "Why the runs train below the probe's reading"); their 15-minute scores were measured
+    sized this way.
     """
     if not cfg.minutes:
         raise ValueError("Sizing the model needs a time budget (minutes); with a step budget use --preset cpu-fixed.")

@@ -101,7 +101,7 @@ ACCELERATOR = colab.setup()
 # Sizes. Everything here is tiny, so the notebook runs on the CPU even when a GPU is present.
 D_MODEL, N_HEAD, N_LAYER = (32, 4, 2) if QUICK else (64, 4, 2)
 MAX_LEN = 16  # longest sequence the model accepts (prefix + target)
-POSITIONAL = "learned"  # or "sinusoidal": the switch used when the model is assembled
+POSITIONAL = "rotary"  # or "learned", "sinusoidal" (Exercise 2.1): the switch used when the model is assembled
 TRAIN_STEPS = 100 if QUICK else 300
 LEARNING_RATE = 5e-3
 
@@ -192,14 +192,17 @@ x = tok_emb(ids)
 print("ids", tuple(ids.shape), "-> vectors", tuple(x.shape))
 
 # %% [markdown]
-# ## Exercise 2.1 · Positional encoding (2 points)
+# ## Exercise 2.1 · Positions: a fixed table, and a rotation (4 points)
 #
 # Attention, which we write next, compares every position with every other and sums the results. What it
-# makes of word order is Question 1.8 of notebook 01: answer it there. This notebook adds to each token
-# vector a vector that depends on its position. Two common choices:
+# makes of word order is Question 1.8 of notebook 01: answer it there. The model needs positions from
+# somewhere. Three common choices:
 #
-# * **learned**: another embedding table, indexed by position (GPT-2 does this);
-# * **sinusoidal**: a fixed table (Vaswani et al., 2017), which you construct here from what it must do.
+# * **learned**: another embedding table, indexed by position, added to each token vector (GPT-2 does this);
+# * **sinusoidal**: a fixed table (Vaswani et al., 2017), added the same way, which you construct first;
+# * **rotary**: nothing added; inside attention each query and key is *turned* by its position, with the maps
+#   that make the fixed table work (you write that second). Our model uses it: in 15-minute runs of notebook 03's
+#   recipe it beat learned positions by about a point of BLEU (notebook 05, section 6, compares the schemes).
 #
 # `POSITIONAL` in the parameters cell switches between them.
 #
@@ -290,6 +293,111 @@ def verify_sinusoidal(tables, seed=0):
 
 verify_sinusoidal(probe_sinusoidal(sinusoidal_positions))
 print("✓ the table has the three properties")
+
+# %% [markdown]
+# **The second way: turn queries and keys instead of adding.** Attention (Exercises 2.2 and 2.3) scores a query
+# $q$ against a key $k$ by their dot product. Rotary positions (RoPE, Su et al. 2021; LLaMA and most recent
+# language models use them) turn every query and every key by its own position before that product, with
+# rotations like the table's property 2, and add nothing to the tokens. Notebook 05 asks you to prove what this
+# does to $q \cdot k$.
+#
+# Write `rotate_pairs(x, positions)`: `x` holds vectors of an even width $h$ (one head's queries or keys: in
+# Exercise 2.3, $h$ = `d_model / n_head`), row $t$ at position `positions[t]` (an integer tensor of shape (T,)).
+# Pair $i$ is channels $2i$ and $2i+1$, the first of them the plane's first coordinate. Pair by pair, what it must
+# do:
+#
+# (a) **Turn, nothing else.** Each pair is turned about the origin: its length is kept, and the angle depends on
+#     the position and the pair alone, never on the numbers in `x`.
+# (b) **By the position times the pair's speed, counter-clockwise.** Position 0 turns nothing; position $p$ turns
+#     pair $i$ by $p\,\omega_i$, from the pair's first axis towards its second. That is the opposite sense to the
+#     table's $R$: either sense would do for attention, and we follow the RoPE paper (and the package).
+# (c) **The table's speeds, for width $h$.** The $\omega_i$ are the table's (its property 3) for a table $h$ wide.
+#
+# Compute in `x`'s dtype: the model is compared with the package's in float64 at the end of this notebook, and
+# float32 angles would show there. The check measures each pair's angle before and after, as the table's check did.
+
+
+# %%
+def rotate_pairs(x, positions):
+    """x (..., T, h), h even; positions (T,) integers -> the same shape, in x's dtype: pair i of row t turned
+    counter-clockwise by positions[t] * w_i (the table's speeds for width h), computed in x's dtype."""
+    # BEGIN SOLUTION
+    h = x.size(-1)
+    speeds = torch.exp(torch.arange(0, h, 2, dtype=x.dtype) * (-math.log(10000.0) / h))  # (h/2,): the w_i
+    angle = positions.to(x.dtype)[:, None] * speeds  # (T, h/2): each pair's angle in each row
+    cos, sin = angle.cos(), angle.sin()
+    a, b = x[..., 0::2], x[..., 1::2]  # (..., T, h/2) each: the two coordinates of every pair
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)  # pairs back in place
+    # END SOLUTION
+
+
+print(rotate_pairs(torch.tensor([[1.0, 0.0, 1.0, 0.0]] * 3), torch.arange(3)))
+
+
+# %% tags=["check"]
+def rotation_cases(seed):
+    """(x (2, 3, T, h), positions (T,)): two fixed widths and one drawn from `seed`; positions 0 and 1 in each."""
+    g = torch.Generator().manual_seed(seed)
+    drawn = (int(torch.randint(3, 9, (1,), generator=g)), 2 * int(torch.randint(2, 17, (1,), generator=g)))
+    cases = []
+    for T, h in [(4, 4), (6, 16), drawn]:
+        positions = torch.cat([torch.tensor([0, 1]), torch.randint(2, 120, (T - 2,), generator=g)])
+        cases.append((torch.randn(2, 3, T, h, generator=g, dtype=torch.float64), positions))
+    return cases
+
+
+def probe_rotation(rotate_fn, seed=0):
+    """Runs your function on each case: the vectors it returns."""
+    return [rotate_fn(x, positions) for x, positions in rotation_cases(seed)]
+
+
+def verify_rotation(turned, seed=0):
+    """Pair by pair: lengths kept, one angle per position and pair, position 0 still, then the speeds read off
+    position 1 (the table's property 3) and every angle p * w_i."""
+    assert len(turned) == len(rotation_cases(seed)), f"expected {len(rotation_cases(seed))} results"
+    for (x, positions), y in zip(rotation_cases(seed), turned):
+        T, h = x.shape[-2:]
+        assert tuple(y.shape) == tuple(x.shape), f"rotate_pairs returned {tuple(y.shape)} for x {tuple(x.shape)}"
+        y = y.double()
+        (a, b), (c, d) = (x[..., 0::2], x[..., 1::2]), (y[..., 0::2], y[..., 1::2])  # each pair's coordinates
+        assert torch.allclose(c**2 + d**2, a**2 + b**2, atol=1e-4), (
+            f"(a): a pair (channels 2i, 2i+1) must keep its length (width h = {h}); pair the neighbours, and turn"
+        )
+        turn = torch.atan2(a * d - b * c, a * c + b * d)  # (2, 3, T, h/2): counter-clockwise angle, x to y
+        same = torch.cos(turn - turn[:1, :1])  # 1 wherever every vector's pair turned by the same angle
+        assert torch.allclose(same, torch.ones_like(same), atol=1e-4), (
+            "(a): the angle must depend on the position and the pair alone, the same for every vector"
+        )
+        assert torch.allclose(turn[..., 0, :], torch.zeros_like(turn[..., 0, :]), atol=1e-5), (
+            "(b): position 0 must turn nothing"
+        )
+        w = turn[0, 0, 1]  # (h/2,): each pair's turn at position 1, its speed
+        assert abs(w[0].item() - 1.0) < 1e-4, (
+            f"(b) and (c): pair 0 at position 1 should turn by +1 radian (counter-clockwise), it turns by {w[0].item():.4f}"
+        )
+        factor = w[1:] / w[:-1]
+        assert torch.allclose(factor, factor.mean().expand_as(factor), rtol=1e-4), (
+            f"(c): each pair should be slower than the one before by one factor (width {h}); the factors are {factor}"
+        )
+        slowdown = (1.0 / factor.mean()) ** (h // 2)
+        assert abs(slowdown.item() / 10000 - 1) < 1e-3, (
+            f"(c): the factor applied h/2 = {h // 2} times slows a pair {slowdown.item():.2f} times, not 10000"
+        )
+        off = (
+            turn[0, 0] - positions.double()[:, None] * w
+        )  # (T, h/2): 0 (modulo a whole turn) where the angle is p * w_i
+        off = torch.atan2(off.sin(), off.cos())  # in (-pi, pi]
+        assert off.abs().max() < 1e-3, (
+            "(b): position p must turn pair i by p times its speed (positions are the numbers given, counted from 0)"
+        )
+        assert off.abs().max() < 1e-9, (
+            f"(b): the angles are {off.abs().max():.1e} radians off p * w_i: for float64 vectors compute them in "
+            "float64 (x's dtype), or the float64 comparison with the package at the end of the notebook fails"
+        )
+
+
+verify_rotation(probe_rotation(rotate_pairs))
+print("✓ rotate_pairs turns each pair by its position times its speed")
 
 # %% [markdown]
 # ## Exercise 2.2 · Scaled dot-product attention, one head (3 points)
@@ -411,13 +519,16 @@ print("✓ same result as F.scaled_dot_product_attention")
 # Shapes: `(B, T, C)` → split → `(B, nh, T, hs)` → attention per head → merge → `(B, T, C)`.
 # The classic bug is merging with a bare `reshape` from `(B, nh, T, hs)` to `(B, T, C)`: the shapes fit,
 # but it interleaves positions and heads. Heads must first be moved next to `hs` (the transpose).
+#
+# With `rotary=True` (rotary positions, Exercise 2.1) the layer also turns every head's queries and keys by their
+# positions 0, 1, …, T − 1 with your `rotate_pairs`, before the scores; the values are left as they are.
 
 
 # %%
 class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model, n_head):
+    def __init__(self, d_model, n_head, rotary=False):
         super().__init__()
-        self.n_head = n_head
+        self.n_head, self.rotary = n_head, rotary
         self.qkv = nn.Linear(d_model, 3 * d_model)  # queries, keys and values of every head in one matmul
         self.proj = nn.Linear(d_model, d_model)  # mixes what the heads found
 
@@ -434,19 +545,26 @@ class MultiHeadAttention(nn.Module):
         # END SOLUTION
 
     def forward(self, x, mask=None):
-        """Project to q, k, v, split into heads, attend (keep the weights in self.last_weights), merge, project."""
+        """Project to q, k, v, split into heads, (rotary: turn q and k), attend (keep the weights in
+        self.last_weights), merge, project."""
         # BEGIN SOLUTION
         q, k, v = (self.split_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+        if self.rotary:  # each query and key turned by its position; values carry content only
+            positions = torch.arange(x.size(1))
+            q, k = rotate_pairs(q, positions), rotate_pairs(k, positions)
         y, self.last_weights = attention(q, k, v, mask)  # kept for plotting
         return self.proj(self.merge_heads(y))
         # END SOLUTION
 
 
-mha = MultiHeadAttention(D_MODEL, N_HEAD)
+mha = MultiHeadAttention(D_MODEL, N_HEAD, rotary=POSITIONAL == "rotary")
 print(tuple(x.shape), "->", tuple(mha(x).shape), "| weights per head:", tuple(mha.last_weights.shape))
 
 
 # %% tags=["check"]
+from helpers.nn.model import SelfAttention  # the package's layer: the rotary check's reference
+
+
 def drawn_weights(shapes, seed, scale=0.5):
     """{name: tensor} drawn from `seed`, one per (name, shape) in order: the weights a check loads into your layer,
     so that the layer it tests cannot agree with itself by choosing its own (a zeroed projection, say)."""
@@ -464,14 +582,14 @@ def mha_weights(C, seed):
     return drawn_weights(shapes, seed)
 
 
-def probe_multi_head(mha_cls, seed=3):
+def probe_multi_head(mha_cls, seed=3, rotary=False):
     """Runs your class: a layer (C = 12, 3 heads) holding weights drawn from `seed`, on an input drawn from it."""
     B, T, C, nh = 2, 4, 12, 3
-    layer = mha_cls(C, nh)
+    layer = mha_cls(C, nh, rotary) if rotary else mha_cls(C, nh)
     layer.load_state_dict(mha_weights(C, seed))  # strict: the layer keeps the qkv and proj it was given
     x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(seed + 1))
     with torch.no_grad():
-        return layer(x, some_mask(T, seed))
+        return {"rotary": rotary, "out": layer(x, some_mask(T, seed))}
 
 
 def multi_head_by_hand(x, weights, nh, mask):
@@ -486,12 +604,25 @@ def multi_head_by_hand(x, weights, nh, mask):
     return torch.cat(heads, dim=-1) @ weights["proj.weight"].T + weights["proj.bias"]  # heads side by side, in order
 
 
-def verify_multi_head(out, seed=3):
-    """Rebuild the output head by head from the weights the probe loaded, with the loop reference for attention."""
+def verify_multi_head(values, seed=3):
+    """Rebuild the output head by head from the weights the probe loaded, with the loop reference for attention;
+    with rotary positions, against the package's layer holding the same weights."""
     B, T, C, nh = 2, 4, 12, 3
     x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(seed + 1))
-    mask = some_mask(T, seed)
+    mask, out = some_mask(T, seed), values["out"]
     assert tuple(out.shape) == (B, T, C), f"expected the output (B, T, C) = {(B, T, C)}, got {tuple(out.shape)}"
+    if values["rotary"]:
+        cfg = ModelConfig(vocab_size=2, max_len=T, n_layer=1, n_head=nh, d_model=C, positional="rotary",
+                          attention_kernel="explicit")  # fmt: skip
+        reference = SelfAttention(cfg)
+        reference.load_state_dict(mha_weights(C, seed))
+        with torch.no_grad():
+            expected = reference(x, mask)
+        assert torch.allclose(out, expected, atol=1e-5), (
+            "with rotary=True the output differs from multi-head attention whose queries and keys are turned by "
+            "rotate_pairs at positions 0 .. T-1 (and only those: the values are not turned)"
+        )
+        return
     for r in range(B):
         expected = multi_head_by_hand(x[r], mha_weights(C, seed), nh, mask)
         assert torch.allclose(out[r], expected, atol=1e-5), (
@@ -501,7 +632,8 @@ def verify_multi_head(out, seed=3):
 
 
 verify_multi_head(probe_multi_head(MultiHeadAttention))
-print("✓ multi-head attention matches a head-by-head reference")
+verify_multi_head(probe_multi_head(MultiHeadAttention, rotary=True))
+print("✓ multi-head attention matches a head-by-head reference, and the package's with rotary positions")
 
 # %% [markdown]
 # ## Exercise 2.4 · The causal mask (1 point)
@@ -746,10 +878,10 @@ print("✓ feed-forward network")
 
 # %%
 class Block(nn.Module):
-    def __init__(self, d_model, n_head, d_ff):
+    def __init__(self, d_model, n_head, d_ff, rotary=False):
         super().__init__()
         self.ln1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, n_head)
+        self.attn = MultiHeadAttention(d_model, n_head, rotary)
         self.ln2 = nn.LayerNorm(d_model)
         self.ffn = FeedForward(d_model, d_ff)
 
@@ -859,8 +991,9 @@ print("✓ pre-LN residual block: the three guarantees hold")
 # ## Exercise 2.8 · The whole model (3 points)
 #
 # Token embedding (times $\sqrt{d_\text{model}}$ with sinusoidal positions, as in Vaswani et al., so the
-# table's unit-size numbers do not drown the small initial embeddings) plus positions, `n_layer` blocks, a final
-# LayerNorm, and a linear **LM head** that turns each vector into one score per vocabulary word.
+# table's unit-size numbers do not drown the small initial embeddings) plus positions (rotary ones are added
+# nowhere: the blocks' attention turns q and k), `n_layer` blocks, a final LayerNorm, and a linear **LM head**
+# that turns each vector into one score per vocabulary word.
 #
 # **Weight tying:** the head reuses the token-embedding matrix. A word's input vector and the vector
 # that scores it as output are the same, which saves a whole matrix of parameters and tends to help
@@ -876,9 +1009,10 @@ class Transformer(nn.Module):
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         if cfg.positional == "learned":
             self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
-        else:  # a fixed table: a buffer, not a parameter, and not saved (persistent=False)
+        elif cfg.positional == "sinusoidal":  # a fixed table: a buffer, not a parameter, and not saved
             self.register_buffer("pos_table", sinusoidal_positions(cfg.max_len, cfg.d_model), persistent=False)
-        self.blocks = nn.ModuleList(Block(cfg.d_model, cfg.n_head, cfg.d_ff) for _ in range(cfg.n_layer))
+        rotary = cfg.positional == "rotary"  # nothing to hold: the attention layers turn q and k
+        self.blocks = nn.ModuleList(Block(cfg.d_model, cfg.n_head, cfg.d_ff, rotary) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         # BEGIN SOLUTION
@@ -893,7 +1027,9 @@ class Transformer(nn.Module):
         pos = torch.arange(start, start + ids.size(1))
         if self.cfg.positional == "learned":
             return self.tok_emb(ids) + self.pos_emb(pos)
-        return self.tok_emb(ids) * math.sqrt(self.cfg.d_model) + self.pos_table[pos]
+        if self.cfg.positional == "sinusoidal":
+            return self.tok_emb(ids) * math.sqrt(self.cfg.d_model) + self.pos_table[pos]
+        return self.tok_emb(ids)  # rotary: the positions enter inside attention
         # END SOLUTION
 
     def forward(self, ids, prefix_len=None):  # (B, T) -> logits (B, T, vocab)
@@ -988,13 +1124,16 @@ def verify_model(values, seed=8):
         for case, (ids, plen) in model_cases(seed).items():
             expected = reference(torch.tensor([ids]), None if plen is None else torch.tensor([plen]))
             assert torch.allclose(logits[case], expected, atol=1e-4), (
-                f"case {case!r}: the logits differ from the package's model holding the same weights (largest "
-                f"difference {(logits[case] - expected).abs().max():.2e})"
+                f"case {case!r}, {values['positional']} positions: the logits differ from the package's model holding "
+                f"the same weights (largest difference {(logits[case] - expected).abs().max():.2e}; rotary: does "
+                "every Block pass rotary on to its attention?)"
             )
 
 
-verify_model(probe_model(Transformer, positional=POSITIONAL))
-print("✓ model: shapes, tying, positions, masks")
+verify_model(probe_model(Transformer, positional="learned"))
+verify_model(probe_model(Transformer, positional="sinusoidal"))
+verify_model(probe_model(Transformer, positional="rotary"))
+print("✓ model: shapes, tying, positions (learned, sinusoidal, rotary), masks")
 
 # %% [markdown]
 # The argument about `noir`, now measured in the model itself (still untrained: information flow does not
@@ -1065,6 +1204,7 @@ def count_cases(seed):
     variations = [
         dict(),
         dict(positional="sinusoidal"),
+        dict(positional="rotary"),
         dict(d_ff=24, n_layer=3),
         dict(vocab_size=50, n_head=1),
         dict(d_model=8, max_len=5),
@@ -1077,7 +1217,7 @@ def count_cases(seed):
         int(torch.randint(lo, hi, (1,), generator=g)) for lo, hi in [(1, 5), (2, 9), (5, 300), (4, 40), (1, 5), (8, 99)]
     ]
     heads, size, vocab_size, max_len, layers, d_ff = draw
-    positional = "sinusoidal" if draw[0] % 2 else "learned"
+    positional = ("learned", "sinusoidal", "rotary")[draw[2] % 3]
     drawn = dict(n_head=heads, d_model=2 * heads * size, vocab_size=vocab_size, max_len=max_len, n_layer=layers,
                  d_ff=d_ff, positional=positional)  # fmt: skip
     return [ModelConfig(**{**base, **kw}) for kw in [*variations, drawn]]
@@ -1275,7 +1415,11 @@ plt.show()
 #
 # `forward_cached` walks the same modules as `Transformer.forward`. It needs no mask: the prefix is
 # processed in one go and is fully visible to itself (prefix-LM), and afterwards each new token may see
-# everything before it. Its position is the number of tokens already cached.
+# everything before it. The new tokens' positions continue from the number of tokens already cached. It cannot call
+# `block.attn(...)`, which computes keys and values for the tokens it is given alone and keeps none: it uses the
+# layer's parts (`qkv`, `split_heads`, `merge_heads`, `proj`) with your `attention`. With rotary positions the cache
+# holds keys already turned, each by its own position (notebook 05 asks why that stays right as generation
+# moves on), so the new tokens' queries and keys are turned by theirs before the keys join it.
 #
 # > **Aside.** The cache trades memory for time: per layer it holds two tensors of shape
 # > (batch, heads, tokens so far, head size). For our sentences that is nothing; for long documents it
@@ -1289,10 +1433,13 @@ def forward_cached(model, new_ids, cache):
     """Logits for new_ids (B, T_new). cache: a list with one (k, v) per layer, each (B, nh, S, hs); grows in place."""
     # BEGIN SOLUTION
     start = cache[0][0].size(2) if cache else 0  # positions already cached
+    positions = torch.arange(start, start + new_ids.size(1))  # the new tokens'
     x = model.embed(new_ids, start)
     for layer, block in enumerate(model.blocks):
         attn = block.attn
         q, k, v = (attn.split_heads(t) for t in attn.qkv(block.ln1(x)).chunk(3, dim=-1))
+        if attn.rotary:  # turned once, by their own positions: a cached key is never turned again
+            q, k = rotate_pairs(q, positions), rotate_pairs(k, positions)
         if layer < len(cache):
             k, v = torch.cat([cache[layer][0], k], dim=2), torch.cat([cache[layer][1], v], dim=2)
             cache[layer] = (k, v)
@@ -1359,6 +1506,14 @@ def probe_kv_cache(forward_cached_fn, model, seed=11):
     }
 
 
+def learned_twin(model, seed=12):
+    """A model of `model`'s sizes with learned positions, holding weights drawn from `seed` (Exercise 2.8's check):
+    the cache must work for every kind of positions, not only the notebook's."""
+    twin = Transformer(dataclasses.replace(model.cfg, positional="learned"))
+    twin.load_state_dict(model_weights(twin.cfg, seed))
+    return twin
+
+
 def verify_kv_cache(values, seed=11):
     """Each step through the cache against a full recomputation by the package's model holding the same weights."""
     reference = PackageModel(ModelConfig(**values["cfg"])).eval()
@@ -1384,7 +1539,8 @@ def verify_kv_cache(values, seed=11):
 
 
 verify_kv_cache(probe_kv_cache(forward_cached, model))
-print("✓ the cache reproduces full recomputation")
+verify_kv_cache(probe_kv_cache(forward_cached, learned_twin(model)))
+print("✓ the cache reproduces full recomputation (the notebook's positions, and learned ones)")
 
 # %% [markdown]
 # ## Defined once: the same model in `helpers.nn.model`
@@ -1439,10 +1595,11 @@ print("✓ helpers.nn.model.DecoderOnlyTransformer gives the same logits and tra
 # %% [markdown]
 # ## What we built
 #
-# Embeddings and positions, attention with the right softmax, scale and mask, heads split and merged,
-# causal and prefix-LM masks, a feed-forward network, pre-LN residual blocks, weight tying, a parameter
-# count, a training loop that memorises, and cached generation. Notebook 03 trains the same model, now
-# `helpers.nn.model.DecoderOnlyTransformer`, on real French–English sentences.
+# Embeddings and positions (a fixed table, and rotary's turn of queries and keys), attention with the right
+# softmax, scale and mask, heads split and merged, causal and prefix-LM masks, a feed-forward network, pre-LN
+# residual blocks, weight tying, a parameter count, a training loop that memorises, and cached generation.
+# Notebook 03 trains the same model, with rotary positions, now `helpers.nn.model.DecoderOnlyTransformer`, on real
+# French–English sentences.
 
 # %% [markdown]
 # ## Export for your report

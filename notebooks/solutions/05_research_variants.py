@@ -23,27 +23,30 @@
 #
 # Notebooks 02 and 03 built one Transformer and trained it to translate. This notebook changes **one thing at
 # a time** and measures what the change does, with the plain model of notebook 02 as the reference row of
-# every table. First you build the pieces (sections 1–4: five exercises, 16 points), then every variant is
+# every table. First you build the pieces (sections 1–4: four exercises, 13 points), then every variant is
 # trained at the same budget (sections 5–8):
 #
 # 1. **Synthesizer attention**: scores that come from the query alone, with no keys (Exercise 5.1).
 # 2. **A Perceiver-style bottleneck**: the sequence squeezed into *m* latent vectors; how to keep it causal
 #    (Exercise 5.2), and what it saves (time and memory derived, then measured).
-# 3. **Positions inside attention**: the rotary rotation (Exercise 5.3) and ALiBi's distance penalty
-#    (Exercise 5.4).
-# 4. **Span corruption**: a pretraining example cut from one unpaired sentence (Exercise 5.5).
+# 3. **Positions inside attention**: why notebook 02's rotary rotation scores by distance (a question), and ALiBi's
+#    distance penalty (Exercise 5.3).
+# 4. **Span corruption**: a pretraining example cut from one unpaired sentence (Exercise 5.4).
 # 5. **The attention variants trained** at the same budget.
-# 6. **Positions and embeddings trained**: none, learned, sinusoidal, rotary, ALiBi; token embeddings started
-#    from a pretrained language model's.
+# 6. **Positions and embeddings trained**: rotary (the plain model's), none, learned, sinusoidal, ALiBi; token
+#    embeddings started from a pretrained language model's.
 # 7. **Span-corruption pretraining** on unpaired sentences, then translation from 1k, 5k, 20k or all pairs.
 # 8. **A hyperparameter study** that you design within a budget of runs (not "train longer": every setting gets
 #    the same minutes), and the paragraph that reports it, which you write.
+# 9. **Levers from the speed records**: those the recipe keeps and those that lost here, each one switch of the same
+#    model.
 #
 # Each **Question 5.N** has a *Your answer* cell for your report, and a code cell under it where you compute
 # what supports your answer.
 #
 # Every variant is one switch of the same model (`helpers.nn.model.ModelConfig`), and one switch of the same command:
-# `python -m helpers train --attention synthesizer`, `--bottleneck-dim 16`, `--positions rotary`,
+# `python -m helpers train --attention synthesizer --positions learned`, `--bottleneck-dim 16 --positions learned`,
+# `--positions alibi`,
 # `--pretrain span`, `--parallel-pairs 5000`. Each variant passes the tests the plain model passes (`tests/nn/test_model.py`
 # runs the same tests on each).
 #
@@ -503,10 +506,10 @@ print(f"position {t}: the last input it reads through a latent is {int(ours[ours
 
 # %%
 VARIANTS = {
-    "vanilla": {},
+    "vanilla (rotary)": {"positional": "rotary"},
+    "learned positions": {"positional": "learned"},
     "synthesizer": {"attention": "synthesizer"},
     "bottleneck m=4": {"bottleneck_dim": 4},
-    "rotary": {"positional": "rotary"},
     "alibi": {"positional": "alibi"},
     "no positions": {"positional": "none"},
 }
@@ -536,7 +539,7 @@ def leakage_report(changes: dict) -> dict:
 
 checks = {name: leakage_report(changes) for name, changes in VARIANTS.items()}
 for name, result in checks.items():
-    print(f"{name:<16}", "  ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in result.items()))
+    print(f"{name:<18}", "  ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in result.items()))
 assert all(all(r.values()) for r in checks.values()), "a variant leaks the future, hides the source or reads padding"
 
 # %% [markdown]
@@ -691,108 +694,26 @@ plt.show()
 #
 # Five ways to give the model order, all trained in section 6:
 #
+# - **rotary** (RoPE): each pair of channels of *q* and *k* turned by an angle proportional to the position
+#   (notebook 02, Exercise 2.1: the plain model's choice, and the reference row of every table but section 5's);
 # - **none**: nothing added;
-# - **learned**: a trained vector per position, added to the token (notebook 02's choice);
+# - **learned**: a trained vector per position, added to the token (GPT-2's choice);
 # - **sinusoidal**: the fixed table of notebook 02 (Exercise 2.1), added to the token;
-# - **rotary** (RoPE): each pair of channels of *q* and *k* turned by an angle proportional to the position;
 # - **ALiBi**: nothing added to the tokens; each head subtracts a penalty proportional to the distance from its
 #   scores.
 #
-# The last two act inside attention, on the scores; you write both.
-
-# %% [markdown]
-# ### Exercise 5.3 · Rotary positions (3 points)
-#
-# RoPE (Su et al., 2021) treats the *hs* channels of a query or key as *hs*/2 pairs, each a point in a plane,
-# and turns pair *i* at position *p* counter-clockwise by the angle $p\,\theta_i$, where the frequencies
-# $\theta_i$ fall geometrically from one radian per position for the first pair to nearly nothing for the last:
-# they are the speeds $\omega_i$ of notebook 02's table (Exercise 2.1) for a table *hs* wide, with `base` as the
-# slow-down in place of 10000. Queries and keys are both turned, each by its own position, before
-# their dot product; the rotation of a point of the plane is yours to write.
-#
-# Which channels form a pair is a convention. The package pairs neighbours
-# (2*i*, 2*i* + 1), as the RoFormer paper writes it. Write the convention of LLaMA and most Hugging Face code
-# instead: channel *i* pairs with channel *i* + *hs*/2 (the first half with the second half). The two are the
-# same rotation with the channels listed in another order; the check compares yours with outputs saved from
-# the package's, reordered that way.
-
+# Rotary and ALiBi act inside attention, on the scores. You wrote the rotation in notebook 02; here you show why it
+# works, then write ALiBi.
 
 # %%
-def rope_half(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
-    """x (..., T, hs) with hs even, positions (T,) -> the same shape: channels i and i + hs/2 form pair i,
-    turned by the angle positions[t] * theta_i (Exercise 2.1's speeds for width hs, slow-down `base`). Works for
-    queries (B, nh, T, hs) and keys alike."""
-    hs = x.size(-1)
-    # BEGIN SOLUTION
-    half = hs // 2
-    theta = base ** (-2 * torch.arange(half, dtype=torch.float32) / hs)  # (hs/2,): one frequency per pair
-    angle = positions.float()[:, None] * theta  # (T, hs/2): the angle of each pair at each position
-    cos, sin = angle.cos(), angle.sin()
-    a, b = x[..., :half], x[..., half:]  # (..., T, hs/2) each: the two coordinates of every pair
-    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
-    # END SOLUTION
+from helpers.nn.model import rotary  # notebook 02's rotation (Exercise 2.1), as the package runs it
 
-
-# %% tags=["check"]
-def rope_cases(seed):
-    """The saved case (x, positions, base), and x (1, 2, 6, hs) with positions drawn from `seed`; the q and k of
-    the score checks."""
-    saved = runtime.reference_outputs("05_rope_half.json")
-    g = torch.Generator().manual_seed(seed)
-    hs = 2 * int(torch.randint(2, 9, (1,), generator=g))
-    drawn = (torch.randn(1, 2, 6, hs, generator=g), torch.randint(0, 200, (6,), generator=g), 10000.0)
-    return [(torch.tensor(saved["x"]), torch.tensor(saved["positions"]), saved["base"]), drawn], torch.randn(
-        2, 1, 1, 1, 8, generator=g
-    )
-
-
-SCORE_PAIRS = ((5, 2), (25, 22), (5, 3))
-
-
-def probe_rope(rope_fn, seed=3):
-    """Runs your function on each case, at position 0, and on q and k at the score checks' positions."""
-    cases, (qv, kv) = rope_cases(seed)
-    return {
-        "turned": [rope_fn(x, p, base) for x, p, base in cases],
-        "at_zero": [rope_fn(x, torch.zeros_like(p), base) for x, p, base in cases],
-        "scores": [
-            float(rope_fn(qv, torch.tensor([i])) @ rope_fn(kv, torch.tensor([j])).transpose(-2, -1))
-            for i, j in SCORE_PAIRS
-        ],  # fmt: skip
-    }
-
-
-def verify_rope(values, seed=3):
-    """Lengths kept, nothing turned at position 0, q·k a function of i − j, and the saved case exactly."""
-    cases, _ = rope_cases(seed)
-    for (x, _, _), mine, zero in zip(cases, values["turned"], values["at_zero"]):
-        assert mine.shape == x.shape, f"rope_half returned shape {tuple(mine.shape)}; it must keep the input's {tuple(x.shape)}"  # fmt: skip
-        h2 = x.size(-1) // 2
-        pair_norms = (mine[..., :h2] ** 2 + mine[..., h2:] ** 2).sqrt()
-        assert torch.allclose(pair_norms, (x[..., :h2] ** 2 + x[..., h2:] ** 2).sqrt(), atol=1e-4), (
-            "each pair (channel i, channel i + hs/2) must keep its length: pair the first half with the second half, "
-            "and turn each pair as a rotation of the plane does"
-        )
-        assert torch.allclose(zero, x, atol=1e-6), (
-            "at position 0 nothing may turn: the angle is position × θ_i (positions count from 0)"
-        )
-    same_distance, other_distance = values["scores"][0] - values["scores"][1], values["scores"][0] - values["scores"][2]
-    assert abs(same_distance) < 1e-4, "q·k must depend on i − j only: (5, 2) and (25, 22) differ"
-    assert abs(other_distance) > 1e-4, "q·k must change with the distance: (5, 2) equals (5, 3)"
-    saved = runtime.reference_outputs("05_rope_half.json")
-    assert torch.allclose(values["turned"][0], torch.tensor(saved["expected"]), atol=1e-5), (
-        "not the package's rotation: pair i turns by position × θ_i (Exercise 2.1's speeds), counter-clockwise (the first channel "
-        "of a pair is the plane's first coordinate)"
-    )
-
-
-verify_rope(probe_rope(rope_half))
 qv, kv = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
 
 
 def rope_score(i: int, j: int) -> float:
-    """q at position i against k at position j, both turned by rope_half."""
-    return float(rope_half(qv, torch.tensor([i])) @ rope_half(kv, torch.tensor([j])).transpose(-2, -1))
+    """q at position i against k at position j, both turned by notebook 02's rotation."""
+    return float(rotary(qv, torch.tensor([i])) @ rotary(kv, torch.tensor([j])).transpose(-2, -1))
 
 
 print("q·k after rotation, by positions (i, j):")
@@ -838,7 +759,7 @@ for shift in (0, 10, 100):
 # *Key phrases:* "transpose is its inverse", "add their angles"
 
 # %% [markdown]
-# ### Exercise 5.4 · ALiBi's distance penalty (2 points)
+# ### Exercise 5.3 · ALiBi's distance penalty (2 points)
 #
 # ALiBi (Press et al., 2022) adds nothing to the tokens. Head *h* adds to the score of query *i* for key *j* a
 # bias that is **linear in the signed distance** *i* − *j*, one expression for every pair: 0 for the query
@@ -953,7 +874,7 @@ for mask_name, allowed in (
 
 
 # %% [markdown]
-# ## 4. Span corruption · Exercise 5.5 (6 points)
+# ## 4. Span corruption · Exercise 5.4 (6 points)
 #
 # Pairs are expensive (someone has to translate); single sentences are cheap. **Span corruption** (the course's
 # single-span version of T5's objective, the biggest coding task of the original assignment, there on
@@ -1117,18 +1038,21 @@ for fr, _en in prepared.splits.train[:3]:
 # ## 5. The attention variants trained, at the same budget
 #
 # Now each variant learns to translate, with the same data, tokenizer, seed and budget. The bottleneck uses 16
-# latents (4 in quick mode's shorter blocks).
+# latents (4 in quick mode's shorter blocks). Neither variant can use the plain model's rotary positions (the
+# synthesizer has no query-key product to turn, the latents have no positions), so both add learned positions to
+# the tokens, and their reference is the plain model with learned positions: one change at a time.
 
 # %%
 M_TRAIN = 4 if QUICK else 16
 for label, changes in {
     "vanilla": {},
-    "synthesizer": {"attention": "synthesizer"},
-    f"bottleneck m={M_TRAIN}": {"bottleneck_dim": M_TRAIN},
+    "learned positions": {"positional": "learned"},
+    "synthesizer": {"attention": "synthesizer", "positional": "learned"},
+    f"bottleneck m={M_TRAIN}": {"bottleneck_dim": M_TRAIN, "positional": "learned"},
 }.items():
     run_row(label, **changes)
-VARIANT_LABELS = ["vanilla", "synthesizer", f"bottleneck m={M_TRAIN}"]
-assert all(ROWS[k]["steps"] > 0 and math.isfinite(ROWS[k]["val_loss"]) for k in VARIANT_LABELS)
+VARIANT_LABELS = ["learned positions", "synthesizer", f"bottleneck m={M_TRAIN}"]  # the first: their reference
+assert all(ROWS[k]["steps"] > 0 and math.isfinite(ROWS[k]["val_loss"]) for k in ["vanilla", *VARIANT_LABELS])
 
 # %% tags=["answer"]
 # The solved notebook's verdicts, computed from the rows (the student copy prints only the tables of rows).
@@ -1176,7 +1100,7 @@ def compare_rows(
     )
 
 
-print(compare_rows(ROWS, VARIANT_LABELS[1:], key="bleu_new"))
+print(compare_rows(ROWS, VARIANT_LABELS[1:], reference=VARIANT_LABELS[0], key="bleu_new"))
 
 
 # %%
@@ -1205,19 +1129,19 @@ plt.show()
 
 # %% [markdown] tags=["question"]
 # **Question 5.6 (1 point).** At the same budget, what does each attention variant cost or gain against dot-product
-# attention, in validation loss and in BLEU? Is the difference larger than what this run can resolve? Relate
+# attention (both with learned positions), in validation loss and in BLEU? Is the difference larger than what this run can resolve? Relate
 # it to what you derived in Questions 5.1 and 5.2.
 
 # %% [markdown] tags=["your-answer"]
 # **Your answer.** *Write your answer here: what you found, with the numbers from the cell below.*
 
 # %%
-# Compute here what supports your answer: each variant's row, with the vanilla row.
+# Compute here what supports your answer: each variant's row, with the reference row (learned positions).
 print(experiments.format_rows([ROWS[k] for k in VARIANT_LABELS]))
 
 # %% tags=["answer"]
-print(compare_rows(ROWS, VARIANT_LABELS[1:], key="val_loss"))
-print(compare_rows(ROWS, VARIANT_LABELS[1:], key="bleu_valid"))
+print(compare_rows(ROWS, VARIANT_LABELS[1:], reference=VARIANT_LABELS[0], key="val_loss"))
+print(compare_rows(ROWS, VARIANT_LABELS[1:], reference=VARIANT_LABELS[0], key="bleu_valid"))
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** In quick mode the rows differ by noise: nothing can be concluded from them, and the answer
@@ -1232,9 +1156,10 @@ print(compare_rows(ROWS, VARIANT_LABELS[1:], key="bleu_valid"))
 
 # %% [markdown] tags=["answer", "rubric"]
 # **Rubric · Question 5.6 (1 point).**
-# - **1 point:** reads loss and BLEU of both variants against vanilla *from the student's own run*, with its
-#   numbers, whatever they are; says whether the gaps are larger than the run can resolve (in quick mode, or with a
-#   few hundred sentences and no interval, they are not, and the variants cannot be ranked); and links each variant
+# - **1 point:** reads loss and BLEU of both variants against their reference (the plain model with learned
+#   positions) *from the student's own run*, with its numbers, whatever they are; says whether the gaps are larger
+#   than the run can resolve (in quick mode, or with a few hundred sentences and no interval, they are not, and the
+#   variants cannot be ranked); and links each variant
 #   to what the student derived: the synthesizer to what it cannot look up by content (5.1), the bottleneck to what
 #   its few latents must carry (5.2). Any valid link earns it; examples, not the only answers: "the synthesizer
 #   cannot copy a moved name", "the latents are a narrow pipe for long sentences".
@@ -1251,11 +1176,12 @@ print(compare_rows(ROWS, VARIANT_LABELS[1:], key="bleu_valid"))
 # %% [markdown]
 # ## 6. Positions and embeddings, trained
 #
-# The same budget for each position scheme of section 3 (learned is the vanilla row):
+# The same budget for each position scheme of section 3 (rotary is the vanilla row, learned the reference row of
+# section 5):
 
 # %%
-POSITION_LABELS = ["vanilla"]
-for kind in ("none", "sinusoidal", "rotary", "alibi"):
+POSITION_LABELS = ["vanilla", "learned positions"]
+for kind in ("none", "sinusoidal", "alibi"):
     run_row(f"positions {kind}", positional=kind)
     POSITION_LABELS.append(f"positions {kind}")
 
@@ -1286,7 +1212,9 @@ POSITION_LABELS.append("pretrained embeddings")
 
 # %%
 names = [
-    {"vanilla": "learned", "pretrained embeddings": "learned +\npretrained emb."}.get(k, k.split(" ", 1)[-1])
+    {"vanilla": "rotary", "learned positions": "learned", "pretrained embeddings": "rotary +\npretrained emb."}.get(
+        k, k.split(" ", 1)[-1]
+    )
     for k in POSITION_LABELS
 ]
 fig, (ax_b, ax_p) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -1302,7 +1230,7 @@ plotting.save_figure(
     fig,
     "05_positions",
     question="Which way of giving the model word order, and which start for its token embeddings, learns best within the same budget?",
-    caption="BLEU on the first new-sentence pairs and validation perplexity for each position scheme; learned is the vanilla model; the last bar starts its token embeddings from a pretrained LM's"
+    caption="BLEU on the first new-sentence pairs and validation perplexity for each position scheme; rotary is the vanilla model; the last bar starts its token embeddings from a pretrained LM's"
     + (
         " (quick mode: a tiny random stand-in; one short run and one seed each)." if QUICK else f" ({EMBEDDINGS_FROM})."
     ),
@@ -1328,12 +1256,13 @@ print(compare_rows(ROWS, POSITION_LABELS[1:], key="val_ppl"))
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** In quick mode the bars differ by noise, and the pretrained-embedding row starts from a
-# random stand-in, so it cannot help; the answer is that this run cannot rank them. Of these rows only rotary
-# has been measured at full length (`benchmarks/RESULTS.md`, "Notebook 05's variants", 15 CPU minutes on
-# Tatoeba): 31.82 BLEU on new sentences against 31.28 for learned positions, paired bootstrap p = 0.06, not
-# resolved by that test set, with validation loss 0.993 against 0.990; per token it learned more (it saw 17 %
-# fewer tokens), per minute it tied. "None", sinusoidal, ALiBi and the pretrained embeddings were not run at
-# full length there. A model with no positions still orders the English through the causal mask but sees the
+# random stand-in, so it cannot help; the answer is that this run cannot rank them. At full length
+# (`benchmarks/RESULTS.md`, 15 CPU minutes on Tatoeba) rotary against learned positions took three seeds to
+# resolve: one run each scored 31.82 against 31.28 BLEU on new sentences (paired bootstrap p = 0.06, not resolved);
+# three seeds each on the development half of the newer sentences gave 30.88 against 29.80 (each seed above its
+# learned twin, p < 0.001), which is why notebook 02's model uses rotary positions. The sinusoidal table tied learned
+# positions at 2,000 fixed steps (two seeds, within 0.05 BLEU). "None", ALiBi and the pretrained embeddings were not
+# run at full length. A model with no positions still orders the English through the causal mask but sees the
 # French as a bag of words, so a clear loss for "none" is what to expect; to trust any ranking you need the
 # paired bootstrap on the same sentences and a second seed.
 
@@ -1351,7 +1280,7 @@ print(compare_rows(ROWS, POSITION_LABELS[1:], key="val_ppl"))
 # ## 7. Span-corruption pretraining, when pairs are scarce
 #
 # Each point trains for the same budget; with pretraining, 30 % of it goes to span corruption (the examples of
-# Exercise 5.5) on unpaired sentences and 70 % to translation on the pairs available.
+# Exercise 5.4) on unpaired sentences and 70 % to translation on the pairs available.
 
 # %%
 n_train = len(prepared.splits.train)

@@ -582,7 +582,7 @@ print(f"fine-tuning examples: {len(finetune_cases(3)[1])} questions and 200 labe
 # %% [markdown]
 # ## Exercise 6.4 · Span-corruption examples of the biographies (3 points)
 #
-# Pretraining reads each biography the way notebook 05 read sentences (Exercise 5.5): keep a beginning, cut one
+# Pretraining reads each biography the way notebook 05 read sentences (Exercise 5.4): keep a beginning, cut one
 # span out of it, and ask for the span back, `<bos> prefix <mask> suffix <sep> span <eos>`, the loss on
 # `span <eos>` only. The cut, as the original assignment states it (the *room* is what `max_len` leaves after
 # the four special tokens):

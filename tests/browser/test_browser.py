@@ -66,7 +66,9 @@ NOTEBOOKS = {
 EXERCISE_VERSIONS = {
     "02"
 }  # served as the learner opens it (notebooks/NN.ipynb); the others solved (notebooks/solutions/)
-FIRST_EXERCISE = "NotImplementedError: Exercise 2.1: Positional encoding. Replace this line with your code."
+FIRST_EXERCISE = (
+    "NotImplementedError: Exercise 2.1: Positions: a fixed table, and a rotation. Replace this line with your code."
+)
 RUN_ALL_TIMEOUT_S = 900  # notebook 03 trains for a quick-mode budget; 01 takes well under a minute
 SENTENCE = "Je suis content."
 HELD = "print([(o['output_type'], sorted(o.get('data', {}))) for o in box.children[-1].outputs], '<<END>>')"

@@ -79,7 +79,10 @@ def test_grade_a_folder_writes_the_gradebook_and_feedback(folder, tmp_path):
         and rows["erin.ipynb"]["problem"] == "empty file"
     )
     bob = (out / "feedback" / "bob.ipynb.md").read_text(encoding="utf-8")
-    assert "**Exercise 2.1 · Positional encoding** (0/2): not attempted" in bob and "Total: 0/25" in bob
+    assert (
+        "**Exercise 2.1 · Positions: a fixed table, and a rotation** (0/4): not attempted" in bob
+        and "Total: 0/27" in bob
+    )
     assert gradebook.CERTIFIES in bob
     assert "Not graded: empty file." in (out / "feedback" / "erin.ipynb.md").read_text(encoding="utf-8")
     # notebook 02 has no written question: no sheet to fill in (the unit test below adds written points)

@@ -85,7 +85,7 @@ def test_a_hook_that_clears_every_error_forged_the_kernel_s_verdict_and_earns_no
     # stubs pass (on the whole notebook, before this change: 25/25)
     monkeypatch.setattr(probes, "probe_calls", lambda source: [])
     forged = exercises.grade(copy, reference=SOLVED, cell_timeout=120, stop_after=first[-1])
-    assert [forged.status_of(n) for n in first] == ["passed"] * 3 and forged.total == 8, forged.table()
+    assert [forged.status_of(n) for n in first] == ["passed"] * 3 and forged.total == 10, forged.table()
 
 
 @pytest.mark.slow  # notebook 05 in a kernel (about a minute on 2 cores): the 02 test above runs in CI
@@ -132,7 +132,7 @@ def test_tricks_a_dead_kernel_and_a_hung_cell_each_cost_their_own_exercise_and_g
     lines = []
     result = exercises.grade(copy, reference=SOLVED, cell_timeout=10, echo=lines.append, stop_after="2.7")
     status = {r.number: (r.status, r.message) for r in result.results}
-    assert result.total == 4 and status["2.1"][0] == status["2.5"][0] == "passed", result.table()
+    assert result.total == 6 and status["2.1"][0] == status["2.5"][0] == "passed", result.table()  # 4 + 2 points
     assert [status[n][0] for n in ("2.2", "2.3", "2.4", "2.6")] == ["failed"] * 4, result.table()
     # allclose patched and the guard off: the kernel's check passed, the verifier's did not
     assert status["2.2"][1].startswith("AssertionError") and "judged outside the kernel" in status["2.2"][1]

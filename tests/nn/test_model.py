@@ -20,7 +20,8 @@ from helpers.nn.variants import num_parameters
 
 V, EOS = 23, 3
 
-# notebook 05's variants must pass the vanilla model's own tests: the same tests run on each
+# rotary positions (notebook 02's, the recipe's) and notebook 05's variants must pass the vanilla model's own tests:
+# the same tests run on each
 VARIANTS = {
     "vanilla": {},
     "synthesizer": {"attention": "synthesizer"},
@@ -356,7 +357,55 @@ def test_forward_errors_say_what_to_do():
 # notebook 02's model, and the variants built on it by build_model
 
 
-@pytest.mark.parametrize("name", [n for n in VARIANTS if n != "vanilla"] + ["qk-norm", "zero-init"])
+def test_rotary_positions_are_the_plain_models_and_train_as_the_variant_did_bit_for_bit():
+    """Rotary positions moved from notebook 05's variants into notebook 02's model (the recipe's default). The plain
+    model must be the variant it replaces, bit for bit: same parameters drawn in the same order, same logits, same
+    cached generation; so the 15-minute scores measured with the variant stand for the default."""
+    from helpers.nn.variants import VariantTransformer
+
+    cfg = ModelConfig(vocab_size=V, max_len=24, n_layer=2, n_head=4, d_model=32, positional="rotary")
+    assert cfg.variant_fields() == {} and type(build_model(cfg)) is DecoderOnlyTransformer
+    torch.manual_seed(3)
+    plain = DecoderOnlyTransformer(cfg).eval()
+    torch.manual_seed(3)
+    variant = VariantTransformer(cfg).eval()  # the variant's class still builds it (QK-norm + rotary uses it)
+    assert plain.state_dict().keys() == variant.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(plain.state_dict().values(), variant.state_dict().values()))
+    x, plen = torch.randint(3, V, (3, 11)), torch.tensor([4, 7, 2])
+    with torch.no_grad():
+        assert torch.equal(plain(x, plen), variant(x, plen))
+    assert plain.generate(PREFIXES, 6, eos_id=EOS, beams=2) == variant.generate(PREFIXES, 6, eos_id=EOS, beams=2)
+    # control: the rotation is really there (no positions at all, same draws, scores differently)
+    torch.manual_seed(3)
+    unturned = build_model(replace(cfg, positional="none"))
+    with torch.no_grad():
+        assert (unturned.eval()(x, plen) - plain(x, plen)).abs().max() > 1e-4  # small: GPT init is near uniform
+
+
+def test_rotary_turns_in_float32_at_least_and_float64_stays_exact():
+    """bf16 angles would be a quarter radian off near position 90; float64 (notebook 02's exact checks) stays float64."""
+    from helpers.nn.model import rotary
+
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 1, 1, 16, generator=g, dtype=torch.float64), torch.randn(1, 1, 1, 16, generator=g)
+    k = k.double()
+
+    def score(x, y, i, j):
+        return float(rotary(x, torch.tensor([i])) @ rotary(y, torch.tensor([j])).mT)
+
+    assert rotary(q, torch.tensor([5])).dtype == torch.float64
+    assert abs(score(q, k, 95, 90) - score(q, k, 5, 0)) < 1e-12  # the distance alone, to float64's rounding
+    x = torch.randn(1, 1, 96, 16, generator=g)
+    turned = rotary(x.bfloat16(), torch.arange(96))
+    assert turned.dtype == torch.bfloat16
+    exact = rotary(x.bfloat16().float(), torch.arange(96))
+    assert (turned.float() - exact).abs().max() <= 0.02  # only the output's own rounding (bf16: 8 bits)
+    # control: the angles of a head of 48 (the recipe's) rounded to bf16 are off by up to a quarter radian
+    angle = torch.arange(96.0)[:, None] * 10000.0 ** (-torch.arange(0, 48, 2) / 48)  # (96, 24)
+    assert (angle.bfloat16().float() - angle).abs().max() > 0.2
+
+
+@pytest.mark.parametrize("name", [n for n in VARIANTS if n not in ("vanilla", "rotary")] + ["qk-norm", "zero-init"])
 def test_the_plain_model_refuses_a_variants_fields_naming_build_model(name):
     fields = {**VARIANTS, "qk-norm": {"qk_norm": True}, "zero-init": {"zero_init": True}}[name]
     cfg = ModelConfig(**{**dict(vocab_size=V, max_len=24, n_layer=3, n_head=4, d_model=32), **fields})

@@ -74,9 +74,10 @@ def test_untied_head_has_its_own_matrix_and_counts_it():
 
 OLD_CHECKPOINTS = Path(__file__).parent / "checkpoints_12dca60"  # how they were made: its README.md
 OLD_RUNS = {  # folder: (the train switches it was made with, the class build_model must build)
-    "plain": ({}, "DecoderOnlyTransformer"),
-    "synth": ({"attention": "synthesizer"}, "VariantTransformer"),
-    "neck": ({"bottleneck_dim": 8}, "BottleneckTransformer"),
+    # learned positions were the default then (rotary since): the switch that resumes them now
+    "plain": ({"positional": "learned"}, "DecoderOnlyTransformer"),
+    "synth": ({"attention": "synthesizer", "positional": "learned"}, "VariantTransformer"),
+    "neck": ({"bottleneck_dim": 8, "positional": "learned"}, "BottleneckTransformer"),
     "alibi": ({"positional": "alibi", "qk_norm": True}, "VariantTransformer"),
     "rotary": ({"positional": "rotary", "zero_init": True}, "VariantTransformer"),
 }

@@ -27,6 +27,67 @@ CATALOGUE = [
             ("table[:, 1::2] = torch.cos(pos * freq)", "table[:, d_model // 2 :] = torch.cos(pos * freq)"),
         ],
     ),
+    # 2.1's second part, rotary positions
+    (
+        "02",
+        "2.1",
+        "rotary: turned clockwise",
+        [
+            (
+                "return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)",
+                "return torch.stack((a * cos + b * sin, b * cos - a * sin), dim=-1).flatten(-2)",
+            )
+        ],
+    ),
+    (
+        "02",
+        "2.1",
+        "rotary: the first half paired with the second half",
+        [
+            (
+                "a, b = x[..., 0::2], x[..., 1::2]  # (..., T, h/2) each",
+                "a, b = x[..., : h // 2], x[..., h // 2 :]  # (..., T, h/2) each",
+            ),
+            (
+                "return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)",
+                "return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)",
+            ),
+        ],
+    ),
+    (
+        "02",
+        "2.1",
+        "rotary: speeds for twice the width (exponent i/h)",
+        [("(-math.log(10000.0) / h))  # (h/2,)", "(-math.log(10000.0) / (2 * h)))  # (h/2,)")],
+    ),
+    (
+        "02",
+        "2.1",
+        "rotary: positions counted from 1",
+        [("angle = positions.to(x.dtype)[:, None] * speeds", "angle = (positions + 1).to(x.dtype)[:, None] * speeds")],
+    ),
+    (
+        "02",
+        "2.1",
+        "rotary: angles in float32 whatever x's dtype (the float64 comparison with the package fails at the end)",
+        [
+            (
+                "angle = positions.to(x.dtype)[:, None] * speeds",
+                "angle = positions.float()[:, None] * speeds.float()",
+            )
+        ],
+    ),
+    (
+        "02",
+        "2.1",
+        "rotary: each vector turned by its own length",
+        [
+            (
+                "cos, sin = angle.cos(), angle.sin()",
+                "n = x.norm(dim=-1, keepdim=True)\n    cos, sin = (angle * n).cos(), (angle * n).sin()",
+            )
+        ],
+    ),
     ("02", "2.2", "no 1/sqrt(d_k)", [("k.transpose(-2, -1) / math.sqrt(q.size(-1))", "k.transpose(-2, -1)")]),
     ("02", "2.2", "softmax over the wrong axis", [("scores.softmax(dim=-1)", "scores.softmax(dim=-2)")]),
     (
@@ -67,6 +128,28 @@ CATALOGUE = [
             )
         ],
         "RuntimeError",
+    ),
+    (
+        "02",
+        "2.3",
+        "rotary: keys not turned",
+        [
+            (
+                "q, k = rotate_pairs(q, positions), rotate_pairs(k, positions)\n        y, self.last_weights",
+                "q = rotate_pairs(q, positions)\n        y, self.last_weights",
+            )
+        ],
+    ),
+    (
+        "02",
+        "2.3",
+        "rotary: values turned too",
+        [
+            (
+                "q, k = rotate_pairs(q, positions), rotate_pairs(k, positions)\n        y, self.last_weights",
+                "q, k, v = (rotate_pairs(t, positions) for t in (q, k, v))\n        y, self.last_weights",
+            )
+        ],
     ),
     ("02", "2.3", "no output projection", [("return self.proj(self.merge_heads(y))", "return self.merge_heads(y)")]),
     (
@@ -189,6 +272,17 @@ CATALOGUE = [
         "prefix_len ignored: always causal",
         [("mask = causal_mask(T) if prefix_len is None else prefix_lm_mask(T, prefix_len)", "mask = causal_mask(T)")],
     ),
+    (
+        "02",
+        "2.8",
+        "rotary: tokens scaled up as for the fixed table",
+        [
+            (
+                "return self.tok_emb(ids)  # rotary: the positions enter inside attention",
+                "return self.tok_emb(ids) * math.sqrt(self.cfg.d_model)  # rotary",
+            )
+        ],
+    ),
     ("02", "2.9", "biases forgotten", [("(3 * C * C + 3 * C) + (C * C + C)", "(3 * C * C) + (C * C)")]),
     ("02", "2.9", "tied head counted twice", [("return V * C + positions", "return 2 * V * C + positions")]),
     ("02", "2.9", "final LayerNorm forgotten", [("L * per_block + 2 * C", "L * per_block")]),
@@ -227,4 +321,32 @@ CATALOGUE = [
     ("02", "2.11", "cache never grows", [("cache[layer] = (k, v)", "pass")]),
     ("02", "2.11", "positions restart at 0", [("start = cache[0][0].size(2) if cache else 0", "start = 0")]),
     ("02", "2.11", "LayerNorm skipped before attention", [("attn.qkv(block.ln1(x))", "attn.qkv(x)")]),
+    (
+        "02",
+        "2.11",
+        "rotary: new keys cached unturned",
+        [
+            (
+                "if attn.rotary:  # turned once, by their own positions",
+                "if False:  # turned once, by their own positions",
+            )
+        ],
+    ),
+    (
+        "02",
+        "2.11",
+        "rotary: positions restart at 0 for the turn",
+        [
+            (
+                "positions = torch.arange(start, start + new_ids.size(1))  # the new tokens'",
+                "positions = torch.arange(new_ids.size(1))",
+            )
+        ],
+    ),
+    (
+        "02",
+        "2.11",
+        "learned positions: the embedding not told where it starts",
+        [("x = model.embed(new_ids, start)", "x = model.embed(new_ids)")],
+    ),
 ]

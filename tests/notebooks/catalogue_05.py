@@ -62,40 +62,10 @@ CATALOGUE = [
             ('"up": may_read(positions, latents, prefix_len),', '"up": may_read(latents, positions, prefix_len),'),
         ],
     ),
-    # 5.3 rotary positions
+    # 5.3 ALiBi's bias
     (
         "05",
         "5.3",
-        "neighbouring channels paired (the package's convention)",
-        [("a, b = x[..., :half], x[..., half:]", "a, b = x[..., 0::2], x[..., 1::2]")],
-    ),
-    (
-        "05",
-        "5.3",
-        "turned the wrong way",
-        [("(a * cos - b * sin, a * sin + b * cos)", "(a * cos + b * sin, -a * sin + b * cos)")],
-    ),
-    (
-        "05",
-        "5.3",
-        "frequencies over hs/2 instead of hs",
-        [
-            (
-                "theta = base ** (-2 * torch.arange(half, dtype=torch.float32) / hs)",
-                "theta = base ** (-2 * torch.arange(half, dtype=torch.float32) / half)",
-            )
-        ],
-    ),
-    (
-        "05",
-        "5.3",
-        "positions counted from 1",
-        [("angle = positions.float()[:, None] * theta", "angle = (positions.float()[:, None] + 1) * theta")],
-    ),
-    # 5.4 ALiBi's bias
-    (
-        "05",
-        "5.4",
         "slopes start at 1",
         [
             (
@@ -106,7 +76,7 @@ CATALOGUE = [
     ),
     (
         "05",
-        "5.4",
+        "5.3",
         "a bonus for distance: the sign flipped",
         [
             (
@@ -117,7 +87,7 @@ CATALOGUE = [
     ),
     (
         "05",
-        "5.4",
+        "5.3",
         "the distance |i - j| (not the paper's decoder form)",
         [
             (
@@ -128,7 +98,7 @@ CATALOGUE = [
     ),
     (
         "05",
-        "5.4",
+        "5.3",
         "one slope for every head",
         [
             (
@@ -137,23 +107,23 @@ CATALOGUE = [
             )
         ],
     ),
-    # 5.5 span corruption
+    # 5.4 span corruption
     (
         "05",
-        "5.5",
+        "5.4",
         "spans average n/2: drawn up to n - 1",
         [("rng.integers(1, max(1, n // 2), endpoint=True)", "rng.integers(1, max(1, n - 1), endpoint=True)")],
     ),
-    ("05", "5.5", "the four special tokens forgotten", [("room = max_len - 4  # <bos>", "room = max_len  # <bos>")]),
+    ("05", "5.4", "the four special tokens forgotten", [("room = max_len - 4  # <bos>", "room = max_len  # <bos>")]),
     (
         "05",
-        "5.5",
+        "5.4",
         "<sep> not counted in the source",
         [("len(prefix) + len(suffix) + 3", "len(prefix) + len(suffix) + 2")],
     ),
     (
         "05",
-        "5.5",
+        "5.4",
         "the suffix taken as the target",
         [
             (
@@ -162,16 +132,16 @@ CATALOGUE = [
             )
         ],
     ),
-    ("05", "5.5", "the end of the sentence kept", [("kept = list(ids[:n])", "kept = list(ids[len(ids) - n :])")]),
+    ("05", "5.4", "the end of the sentence kept", [("kept = list(ids[:n])", "kept = list(ids[len(ids) - n :])")]),
     (
         "05",
-        "5.5",
+        "5.4",
         "no <mask> where the span was",
         [("return [BOS, *prefix, MASK, *suffix, SEP, *span, EOS]", "return [BOS, *prefix, *suffix, SEP, *span, EOS]")],
     ),
     (
         "05",
-        "5.5",
+        "5.4",
         "the span's start drawn before its length",
         [
             (

@@ -7,8 +7,11 @@ catalogue_NN.py; tests/course/test_exercises.py requires each to fail its own ex
 error, and (the control) to pass that exercise when the guard is switched off."""
 
 BLEU_FIRST_LINE = "    matches, totals, hyp_len, ref_len = [0] * max_n, [0] * max_n, 0, 0"
-ROPE_FIRST_LINE = "    half = hs // 2"
-ROPE_PAIRS = "    a, b = x[..., :half], x[..., half:]  # (..., T, hs/2) each: the two coordinates of every pair"
+ROTATE_FIRST_LINE = "    h = x.size(-1)"
+ALIBI_FIRST_LINE = "    slopes = 2.0 ** (-8.0 * torch.arange(1, n_head + 1) / n_head)  # (nh,): m_1 .. m_nh"
+ALIBI_DISTANCE = (
+    "    distance = torch.arange(T)[:, None] - torch.arange(T)[None, :]  # (T, T): i - j, negative above the diagonal"
+)
 
 PE_FIRST_LINE = "    pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)"
 
@@ -70,17 +73,13 @@ CATALOGUE = [
         "TamperError",
     ),
     (
-        "05",
-        "5.3",
-        "trick: the package's rotary on reordered channels",
+        "02",
+        "2.1",
+        "trick: the package's rotary",
         [
             (
-                ROPE_FIRST_LINE,
-                "    from helpers.nn.variants import rotary\n\n"
-                "    half = hs // 2\n"
-                "    pairs = torch.stack((x[..., :half], x[..., half:]), dim=-1).flatten(-2)  # neighbours now\n"
-                "    turned = rotary(pairs, positions, base).unflatten(-1, (half, 2))\n"
-                "    return torch.cat((turned[..., 0], turned[..., 1]), dim=-1)\n",
+                ROTATE_FIRST_LINE,
+                "    from helpers.nn.model import rotary\n\n    return rotary(x, positions)\n" + ROTATE_FIRST_LINE,
             )
         ],
         "ReferenceOutOfReach",
@@ -88,8 +87,26 @@ CATALOGUE = [
     (
         "05",
         "5.3",
-        "trick: torch.allclose patched, neighbours paired",
-        [(ROPE_PAIRS, "    torch.allclose = lambda *args, **kwargs: True\n    a, b = x[..., 0::2], x[..., 1::2]")],
+        "trick: the package's ALiBi slopes",
+        [
+            (
+                ALIBI_FIRST_LINE,
+                "    from helpers.nn.variants import alibi_slopes\n\n    slopes = alibi_slopes(n_head)",
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    (
+        "05",
+        "5.3",
+        "trick: torch.allclose patched, the distance taken both ways",
+        [
+            (
+                ALIBI_DISTANCE,
+                "    torch.allclose = lambda *args, **kwargs: True\n"
+                "    distance = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs()  # wrong for keys after i",
+            )
+        ],
         "TamperError",
     ),
 ]

@@ -196,7 +196,9 @@ def test_run_top_to_bottom_the_exercise_version_stops_at_its_first_exercise_with
     assert len(errors) == 1, errors
     i, error = errors[0]
     assert error.ename == "NotImplementedError"
-    assert error.evalue == "Exercise 2.1: Positional encoding. Replace this line with your code.", error.evalue
+    assert (
+        error.evalue == "Exercise 2.1: Positions: a fixed table, and a rotation. Replace this line with your code."
+    ), error.evalue
     assert all(c.get("execution_count") for c in cells[:i]), "every cell above the first exercise ran"
     assert not any(c.get("execution_count") for c in cells[i + 1 :]), "Run all stops at the first exercise"
 

@@ -388,7 +388,8 @@ def test_the_parameter_count_check_refuses_a_count_that_builds_the_model(nb):
 
 
 def test_the_checks_of_the_derivation_exercises_accept_other_correct_solutions(nb):
-    """2.1 and 2.7 are checked by their properties, not by one way of writing them: other correct code passes."""
+    """2.1 (both parts) and 2.7 are checked by their properties, not by one way of writing them: other correct code
+    passes."""
 
     def table_by_rotation(max_len, d_model):  # row by row, turning each pair as property 2 says
         speeds = [10000.0 ** (-2 * i / d_model) for i in range(d_model // 2)]
@@ -402,6 +403,15 @@ def test_the_checks_of_the_derivation_exercises_accept_other_correct_solutions(n
         return torch.tensor(rows)
 
     rerun_check(nb, "check_sinusoidal", sinusoidal_positions=table_by_rotation)
+
+    def rotate_by_complex_numbers(x, positions):  # each pair a complex number, multiplied by e^(i p w)
+        h = x.size(-1)
+        speeds = 10000.0 ** (-torch.arange(h // 2, dtype=torch.float64) * 2 / h)
+        turn = torch.polar(torch.ones(len(positions), h // 2, dtype=torch.float64), positions[:, None] * speeds)
+        pairs = torch.view_as_complex(x.double().unflatten(-1, (h // 2, 2)).contiguous())
+        return torch.view_as_real(pairs * turn).flatten(-2).to(x.dtype)
+
+    rerun_check(nb, "check_rotation", rotate_pairs=rotate_by_complex_numbers)
 
     class KeywordBlock(nb[1]["Block"]):  # sub-layers called with keyword arguments
         def forward(self, x, mask=None):
@@ -421,6 +431,10 @@ def test_the_derivation_exercises_do_not_show_what_they_ask_for():
         "10000 ** (2 * i / d)",
         "sin(p /",
         "\\sin(p",
+        "a * cos - b * sin",  # 2.1, the rotation: the turned pair, as code or as a formula
+        "x1 * cos",
+        "\\cos(p\\,\\omega",
+        "(cos pw",
         "x + attn(ln1(x))",  # 2.7: the two lines
         "x + ffn(ln2(x))",
         "self.attn(self.ln1(",
@@ -474,7 +488,7 @@ def _random_nb_model(ns, **overrides):
     return m.eval()
 
 
-@pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rotary"])
 def test_same_logits_as_helpers_model(nb, positional):
     _, ns = nb
     m = _random_nb_model(ns, positional=positional)
@@ -539,7 +553,12 @@ def test_masks_match_helpers(nb):
 def test_positions_and_parameter_count_match_helpers(nb):
     _, ns = nb
     assert torch.equal(ns["sinusoidal_positions"](12, 10), pkg.sinusoidal_table(12, 10))
-    for kw in [dict(), dict(positional="sinusoidal"), dict(d_ff=40, n_layer=3), dict(vocab_size=7, n_head=1)]:
+    x, positions = torch.randn(2, 3, 7, 16), torch.tensor([0, 1, 2, 5, 17, 40, 95])
+    torch.testing.assert_close(ns["rotate_pairs"](x, positions), pkg.rotary(x, positions))  # the package's rotation
+    x64 = x.double()
+    torch.testing.assert_close(ns["rotate_pairs"](x64, positions), pkg.rotary(x64, positions), atol=1e-12, rtol=0)
+    for kw in [dict(), dict(positional="sinusoidal"), dict(positional="rotary"), dict(d_ff=40, n_layer=3),
+               dict(vocab_size=7, n_head=1)]:  # fmt: skip
         cfg = pkg.ModelConfig(**{**dict(vocab_size=30, max_len=9, n_layer=2, n_head=2, d_model=16), **kw})
         assert ns["count_parameters"](cfg) == pkg.num_parameters(cfg)
 

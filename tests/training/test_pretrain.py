@@ -233,9 +233,13 @@ def test_the_train_flag_check_fails_on_a_flag_that_is_not_wired(tmp_path, lm_fol
 @pytest.mark.parametrize(
     "overrides, model_fields",
     [
-        ({"attention": "synthesizer", "pretrain": "span", "parallel_pairs": 300}, {"attention": "synthesizer"}),
+        (
+            {"attention": "synthesizer", "positional": "learned", "pretrain": "span", "parallel_pairs": 300},
+            {"attention": "synthesizer"},
+        ),
         ({"bottleneck_dim": 6, "positional": "sinusoidal"}, {"bottleneck_dim": 6}),
-        ({"positional": "rotary"}, {"positional": "rotary"}),
+        ({"positional": "alibi"}, {"positional": "alibi"}),
+        ({}, {"positional": "rotary"}),  # the default
     ],
 )
 def test_train_command_with_a_variant(tmp_path, overrides, model_fields):

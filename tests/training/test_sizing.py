@@ -28,7 +28,7 @@ MACHINE_B_SPEEDS = [4284.0, 3095.0, 1890.0, 700.0]
 
 
 def test_the_rule_counts_the_parameters_outside_the_embeddings():
-    cfg = C.preset_config("cpu", vocab_size=4000)
+    cfg = C.preset_config("cpu", vocab_size=4000, positional="learned")  # machine B's runs: a learned position table
     for (n, d), total, counted in zip(FIRST_GRID, MACHINE_B_TOTAL, MACHINE_B_PARAMS):
         mc = S.sized(cfg, n, d).model_config(4000)
         assert (S.num_parameters(mc), S.non_embedding_parameters(mc)) == (total, counted)
@@ -37,6 +37,7 @@ def test_the_rule_counts_the_parameters_outside_the_embeddings():
             other = replace(mc, **change)
             assert S.non_embedding_parameters(other) == counted, change
         assert S.num_parameters(replace(mc, vocab_size=8000)) == total + 4000 * d
+        assert S.num_parameters(replace(mc, positional="rotary")) == total - mc.max_len * d  # no table to learn
 
 
 def test_choose_size_picks_the_largest_model_that_sees_enough_tokens():
@@ -176,12 +177,13 @@ def test_size_for_machine_measures_largest_first_and_stops_at_the_first_that_qua
         return dict(zip((128, 192, 256, 320), bf16_speeds))[cfg.d_model]
 
     monkeypatch.setattr(S, "measure_speed", fake_speed)
-    cfg = C.preset_config("cpu", minutes=15.0, positional="rotary")
+    cfg = C.preset_config("cpu", minutes=15.0, positional="alibi")
     choice = S.size_for_machine(cfg, [], 4000, "cpu")
     assert measured == [320, 256, 192]  # the anchors, largest first; 128 is not needed: 192 qualifies
     # width 224, between the anchors 192 and 256, is interpolated (5.2k tok/s: 1.9 tokens per parameter) and qualifies
     assert (choice.cfg.n_layer, choice.cfg.d_model, choice.cfg.d_ff, choice.cfg.n_head) == (4, 224, 896, 4)
-    assert choice.cfg.positional == "rotary"  # the variant is kept; only the size changes
+    assert choice.cfg.positional == "alibi"  # the variant is kept; only the size changes
+    assert C.preset_config("cpu").positional == "rotary"  # the recipe's own positions are timed as learned ones too
     widths = [s["d_model"] for s in choice.sizes]
     assert widths == [d for _, d, _ in S.CPU_SIZES] and choice.sizes[1]["n_head"] == 3  # 144: three heads of 48
     assert [choice.sizes[widths.index(d)]["non_embedding"] for d in (128, 192, 256)] == MACHINE_B_PARAMS[:3]

@@ -117,7 +117,9 @@ def _loss_and_grads(model, batch, logits_at, smoothing=0.1):
     return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("kw", [{}, {"tie_weights": False}, {"bottleneck_dim": 4, "n_layer": 3}])
+@pytest.mark.parametrize(
+    "kw", [{}, {"tie_weights": False}, {"bottleneck_dim": 4, "n_layer": 3, "positional": "learned"}]
+)
 def test_the_output_layer_at_target_positions_alone_gives_the_same_loss_and_gradients(kw):
     """Training scores only the target positions (logits_at=labels != -100): the loss and every gradient must equal
     those of the full (B, T, vocab) logits; the controls show the comparison would catch a wrong row or a dropped one."""
