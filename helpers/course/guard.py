@@ -34,7 +34,12 @@ STUDENT_FILE = "<student"  # the file name the grader compiles a student's solut
 # exercise -> what implements it where a student could call it instead of solving (module path, attribute)
 REFERENCES: dict[str, list[str]] = {
     "1.1": ["helpers.nn.attention.attention", "helpers.nn.attention.self_attention"],
-    "2.1": ["helpers.nn.model.sinusoidal_table", "helpers.nn.model.rotary", "helpers.nn.variants.Rotary.forward"],
+    "2.1": [
+        "helpers.nn.model.sinusoidal_table",
+        "helpers.nn.model.rotary",
+        "helpers.nn.model.SelfAttention.forward",  # turns q and k with rotary: reachable through a subclass
+        "helpers.nn.variants.Rotary.forward",
+    ],
     "2.2": [
         "helpers.nn.attention.attention",
         "helpers.nn.attention.self_attention",

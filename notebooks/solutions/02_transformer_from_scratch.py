@@ -336,25 +336,39 @@ print(rotate_pairs(torch.tensor([[1.0, 0.0, 1.0, 0.0]] * 3), torch.arange(3)))
 
 # %% tags=["check"]
 def rotation_cases(seed):
-    """(x (2, 3, T, h), positions (T,)): two fixed widths and one drawn from `seed`; positions 0 and 1 in each."""
+    """(x, positions): x (2, 3, T, h) at positions 0, 1 and drawn ones, for two fixed widths and one drawn from `seed`;
+    then the same widths further along, at s, s + 1, ... from a drawn s in the hundreds, as in decoding."""
     g = torch.Generator().manual_seed(seed)
     drawn = (int(torch.randint(3, 9, (1,), generator=g)), 2 * int(torch.randint(2, 17, (1,), generator=g)))
     cases = []
     for T, h in [(4, 4), (6, 16), drawn]:
         positions = torch.cat([torch.tensor([0, 1]), torch.randint(2, 120, (T - 2,), generator=g)])
         cases.append((torch.randn(2, 3, T, h, generator=g, dtype=torch.float64), positions))
+    for T, h in [(3, 4), (1, 16), (5, drawn[1])]:
+        start = int(torch.randint(120, 700, (1,), generator=g))
+        cases.append((torch.randn(1, 2, T, h, generator=g, dtype=torch.float64), torch.arange(start, start + T)))
     return cases
 
 
 def probe_rotation(rotate_fn, seed=0):
-    """Runs your function on each case: the vectors it returns."""
-    return [rotate_fn(x, positions) for x, positions in rotation_cases(seed)]
+    """Runs your function on each case: the vectors it returns, and whether it left the ones it was given alone."""
+    turned, kept = [], []
+    for x, positions in rotation_cases(seed):
+        given = x.clone()
+        turned.append(rotate_fn(given, positions))
+        kept.append(bool(torch.equal(given, x)))
+    return {"turned": turned, "kept": kept}
 
 
-def verify_rotation(turned, seed=0):
+def verify_rotation(values, seed=0):
     """Pair by pair: lengths kept, one angle per position and pair, position 0 still, then the speeds read off
-    position 1 (the table's property 3) and every angle p * w_i."""
+    position 1 (the table's property 3) and every angle p * w_i, near the start and further along."""
+    turned, speeds = values["turned"], {}
     assert len(turned) == len(rotation_cases(seed)), f"expected {len(rotation_cases(seed))} results"
+    assert all(values["kept"]), (
+        "rotate_pairs changed the vectors it was given: return new ones (in attention they are a view of the layer's "
+        "output, which autograd does not let you change in place)"
+    )
     for (x, positions), y in zip(rotation_cases(seed), turned):
         T, h = x.shape[-2:]
         assert tuple(y.shape) == tuple(x.shape), f"rotate_pairs returned {tuple(y.shape)} for x {tuple(x.shape)}"
@@ -368,10 +382,13 @@ def verify_rotation(turned, seed=0):
         assert torch.allclose(same, torch.ones_like(same), atol=1e-4), (
             "(a): the angle must depend on the position and the pair alone, the same for every vector"
         )
-        assert torch.allclose(turn[..., 0, :], torch.zeros_like(turn[..., 0, :]), atol=1e-5), (
-            "(b): position 0 must turn nothing"
-        )
-        w = turn[0, 0, 1]  # (h/2,): each pair's turn at position 1, its speed
+        if positions[0] > 0:  # further along: the speeds were read off this width's first case
+            w = speeds[h]
+        else:
+            w = speeds[h] = turn[0, 0, 1]  # (h/2,): each pair's turn at position 1, its speed
+            assert torch.allclose(turn[..., 0, :], torch.zeros_like(turn[..., 0, :]), atol=1e-5), (
+                "(b): position 0 must turn nothing"
+            )
         assert abs(w[0].item() - 1.0) < 1e-4, (
             f"(b) and (c): pair 0 at position 1 should turn by +1 radian (counter-clockwise), it turns by {w[0].item():.4f}"
         )
@@ -383,10 +400,9 @@ def verify_rotation(turned, seed=0):
         assert abs(slowdown.item() / 10000 - 1) < 1e-3, (
             f"(c): the factor applied h/2 = {h // 2} times slows a pair {slowdown.item():.2f} times, not 10000"
         )
-        off = (
-            turn[0, 0] - positions.double()[:, None] * w
-        )  # (T, h/2): 0 (modulo a whole turn) where the angle is p * w_i
-        off = torch.atan2(off.sin(), off.cos())  # in (-pi, pi]
+        # (T, h/2): how far each angle is from p * w_i, modulo a whole turn, in (-pi, pi]
+        off = turn[0, 0] - positions.double()[:, None] * w
+        off = torch.atan2(off.sin(), off.cos())
         assert off.abs().max() < 1e-3, (
             "(b): position p must turn pair i by p times its speed (positions are the numbers given, counted from 0)"
         )
@@ -584,7 +600,7 @@ def mha_weights(C, seed):
 
 def probe_multi_head(mha_cls, seed=3, rotary=False):
     """Runs your class: a layer (C = 12, 3 heads) holding weights drawn from `seed`, on an input drawn from it."""
-    B, T, C, nh = 2, 4, 12, 3
+    B, T, C, nh = 2, 5, 12, 3  # T is not the head size (4): positions taken from the wrong axis show
     layer = mha_cls(C, nh, rotary) if rotary else mha_cls(C, nh)
     layer.load_state_dict(mha_weights(C, seed))  # strict: the layer keeps the qkv and proj it was given
     x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(seed + 1))
@@ -607,7 +623,7 @@ def multi_head_by_hand(x, weights, nh, mask):
 def verify_multi_head(values, seed=3):
     """Rebuild the output head by head from the weights the probe loaded, with the loop reference for attention;
     with rotary positions, against the package's layer holding the same weights."""
-    B, T, C, nh = 2, 4, 12, 3
+    B, T, C, nh = 2, 5, 12, 3
     x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(seed + 1))
     mask, out = some_mask(T, seed), values["out"]
     assert tuple(out.shape) == (B, T, C), f"expected the output (B, T, C) = {(B, T, C)}, got {tuple(out.shape)}"
@@ -1479,6 +1495,8 @@ for fr, _ in PAIRS:
 # %% tags=["check"]
 import dataclasses
 
+from helpers.nn.model import LayerCache, build_attention_mask  # the package's cache and mask, for the reference
+
 
 def kv_case(vocab_size, specials, seed):
     """A prefix <bos> ... <sep> and a continuation ending in <eos>, drawn from `seed`."""
@@ -1493,17 +1511,15 @@ def probe_kv_cache(forward_cached_fn, model, seed=11):
     translations with and without the cache. Also the model's configuration and weights, for the reference."""
     specials = [PAD, BOS, SEP, EOS]
     prefix, continuation = kv_case(model.cfg.vocab_size, specials, seed)
+    # the model as it is before your function runs: the reference is rebuilt from this
+    values = {"cfg": dataclasses.asdict(model.cfg), "specials": specials}
+    values["weights"] = {name: t.clone() for name, t in model.state_dict().items()}
     cache = []
     with torch.no_grad():
         steps = [forward_cached_fn(model, torch.tensor([prefix]), cache)]
         steps += [forward_cached_fn(model, torch.tensor([[token]]), cache) for token in continuation]
-    return {
-        "cfg": dataclasses.asdict(model.cfg),
-        "weights": dict(model.state_dict()),
-        "specials": specials,
-        "steps": steps,
-        "greedy": [greedy_translate(model, prefix, 8), greedy_translate(model, prefix, 8, use_cache=False)],
-    }
+    values["greedy"] = [greedy_translate(model, prefix, 8), greedy_translate(model, prefix, 8, use_cache=False)]
+    return {**values, "steps": steps, "cache": [list(e) if isinstance(e, tuple | list) else [e] for e in cache]}
 
 
 def learned_twin(model, seed=12):
@@ -1531,7 +1547,23 @@ def verify_kv_cache(values, seed=11):
                 f"step {step}: cached logits drift from full recomputation (max diff "
                 f"{(steps[step + 1][0, -1] - full).abs().max():.2e})"
             )
+        # what the cache must hold at the end: every position's keys (turned, with rotary positions) and values
+        held = [LayerCache() for _ in reference.blocks]
+        x = reference.embed(torch.tensor([seq]), torch.arange(len(seq)))
+        for block, layer in zip(reference.blocks, held):
+            x = block(x, build_attention_mask(len(seq), torch.tensor([len(prefix)])), layer, torch.arange(len(seq)))
         expected = reference.generate([prefix], 8, eos_id=values["specials"][3])[0]
+    cache = values["cache"]
+    assert len(cache) == len(held), f"the cache holds {len(cache)} entries for {len(held)} layers: one (k, v) each"
+    for n, (entry, want) in enumerate(zip(cache, held)):
+        got = [tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__ for t in entry]
+        assert got == [tuple(want.k.shape), tuple(want.v.shape)], (
+            f"layer {n}'s cache entry is {got}: expected its keys and values, (1, nh, S, hs) each, S = {len(seq)}"
+        )
+        assert torch.allclose(entry[0], want.k, atol=1e-4) and torch.allclose(entry[1], want.v, atol=1e-4), (
+            f"layer {n}'s cache holds other keys or values than the model computes for those positions (with "
+            "rotary positions: each key turned once, by its own position)"
+        )
     cached, recomputed = values["greedy"]
     assert cached == recomputed == expected, (
         f"greedy translations differ: with the cache {cached}, without {recomputed}, the package's {expected}"

@@ -80,6 +80,28 @@ CATALOGUE = [
     (
         "02",
         "2.1",
+        "rotary: positions counted from the first one given (right only when it is 0)",
+        [
+            (
+                "angle = positions.to(x.dtype)[:, None] * speeds",
+                "angle = (positions - positions[0]).to(x.dtype)[:, None] * speeds",
+            )
+        ],
+    ),
+    (
+        "02",
+        "2.1",
+        "rotary: the vectors turned in place",
+        [
+            (
+                "    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)",
+                "    x.copy_(torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2))\n    return x",
+            )
+        ],
+    ),
+    (
+        "02",
+        "2.1",
         "rotary: each vector turned by its own length",
         [
             (
@@ -150,6 +172,13 @@ CATALOGUE = [
                 "q, k, v = (rotate_pairs(t, positions) for t in (q, k, v))\n        y, self.last_weights",
             )
         ],
+    ),
+    (
+        "02",
+        "2.3",
+        "rotary: positions counted along the head size, not the sequence",
+        [("positions = torch.arange(x.size(1))", "positions = torch.arange(x.size(-1) // self.n_head)")],
+        "RuntimeError",
     ),
     ("02", "2.3", "no output projection", [("return self.proj(self.merge_heads(y))", "return self.merge_heads(y)")]),
     (
@@ -348,5 +377,23 @@ CATALOGUE = [
         "2.11",
         "learned positions: the embedding not told where it starts",
         [("x = model.embed(new_ids, start)", "x = model.embed(new_ids)")],
+    ),
+    (
+        "02",
+        "2.11",
+        "rotary: keys cached unturned, the whole cache turned at every step (right logits, a cache of the wrong keys)",
+        [
+            (
+                "if attn.rotary:  # turned once, by their own positions: a cached key is never turned again\n"
+                "            q, k = rotate_pairs(q, positions), rotate_pairs(k, positions)",
+                "if attn.rotary:  # turned once, by their own positions: a cached key is never turned again\n"
+                "            q = rotate_pairs(q, positions)",
+            ),
+            (
+                "        y, _ = attention(q, k, v)",
+                "        if attn.rotary:\n            k = rotate_pairs(k, torch.arange(k.size(2)))\n"
+                "        y, _ = attention(q, k, v)",
+            ),
+        ],
     ),
 ]

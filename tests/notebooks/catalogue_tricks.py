@@ -85,6 +85,24 @@ CATALOGUE = [
         "ReferenceOutOfReach",
     ),
     (
+        "02",
+        "2.1",
+        "trick: the package's rotation through a subclass of its attention layer",
+        [
+            (
+                ROTATE_FIRST_LINE,
+                "    from helpers.nn.model import ModelConfig, SelfAttention\n\n"
+                "    class Grab(SelfAttention):  # the package's layer, its projections made the identity\n"
+                "        def project_qkv(self, x):\n            return x, x, x\n\n"
+                "        def attend(self, q, k, v, mask):\n            return q\n\n"
+                "        def project_out(self, y):\n            return y\n\n"
+                "    cfg = ModelConfig(vocab_size=2, max_len=1000, n_layer=1, n_head=1, d_model=x.size(-1), positional='rotary')\n"
+                "    return Grab(cfg)(x, positions=positions)\n" + ROTATE_FIRST_LINE,
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    (
         "05",
         "5.3",
         "trick: the package's ALiBi slopes",

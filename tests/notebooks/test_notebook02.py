@@ -8,6 +8,7 @@ count and greedy decoding are compared with helpers.nn.model.
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 
@@ -303,6 +304,19 @@ def make_buggy_caches(ns):
         start = cache[0][0].size(2) if cache else 0
         return run(model, new_ids, cache, start, prefix_causal=True)
 
+    def recomputes_caching_no_keys(model, new_ids, cache):  # right logits; the "cache" holds the ids
+        if not cache:
+            cache += [new_ids.size(1), new_ids]
+        else:
+            cache[1] = torch.cat([cache[1], new_ids], dim=1)
+        return model(cache[1], torch.tensor([cache[0]]))[:, -new_ids.size(1) :]
+
+    def zeroes_the_model(model, new_ids, cache):  # every logit equal: a reference built from the model agrees
+        with torch.no_grad():
+            for p in model.parameters():
+                p.zero_()
+        return model.lm_head(model.ln_f(model.embed(new_ids, 0)))
+
     return locals()
 
 
@@ -449,12 +463,20 @@ def test_the_derivation_exercises_do_not_show_what_they_ask_for():
 
 
 @pytest.mark.parametrize(
-    "bug", ["positions_restart_at_zero", "cache_never_grows", "off_by_one_position", "causal_prefix"]
+    "bug",
+    [
+        "positions_restart_at_zero",
+        "cache_never_grows",
+        "off_by_one_position",
+        "causal_prefix",
+        "recomputes_caching_no_keys",  # the last two passed before the check read the cache and kept the weights
+        "zeroes_the_model",
+    ],
 )
 def test_kv_cache_check_catches_drift(nb, bug):
     buggy = make_buggy_caches(nb[1])[bug]
-    with pytest.raises(AssertionError):
-        rerun_check(nb, "check_kv_cache", forward_cached=buggy)
+    with pytest.raises(AssertionError):  # on a copy: zeroes_the_model changes the model it is given
+        rerun_check(nb, "check_kv_cache", forward_cached=buggy, model=copy.deepcopy(nb[1]["model"]))
 
 
 def test_overfit_check_catches_a_model_that_does_not_learn(nb):
