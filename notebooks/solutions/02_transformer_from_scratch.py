@@ -360,6 +360,7 @@ def probe_rotation(rotate_fn, seed=0):
     return {"turned": turned, "kept": kept}
 
 
+# %% tags=["check"]
 def verify_rotation(values, seed=0):
     """Pair by pair: lengths kept, one angle per position and pair, position 0 still, then the speeds read off
     position 1 (the table's property 3) and every angle p * w_i, near the start and further along."""
@@ -1530,6 +1531,7 @@ def learned_twin(model, seed=12):
     return twin
 
 
+# %% tags=["check"]
 def verify_kv_cache(values, seed=11):
     """Each step through the cache against a full recomputation by the package's model holding the same weights."""
     reference = PackageModel(ModelConfig(**values["cfg"])).eval()
