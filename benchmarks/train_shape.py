@@ -6,8 +6,8 @@ skips the sizing probe. Shared by recipe_15min.sh (WIDTH=) and recipe_levers_dev
                                      [--precision fp32] [--width W] [FIELD=VALUE ...]
 
 ``--width W`` sets d_model with the head count of the sizing grid (``sizing.CPU_SIZES``; 4 heads off the grid);
-FIELD=VALUE pairs set numeric fields of the preset (n_layer=6 d_model=160 n_head=4, or min_lr_ratio=0: the fields
-`train` has no switch for).
+FIELD=VALUE pairs set fields of the preset (n_layer=6 d_model=160 n_head=4, or min_lr_ratio=0: the fields `train`
+has no switch for; positional=learned reruns a row measured before rotary positions became the default).
 """
 
 from __future__ import annotations
@@ -22,9 +22,15 @@ from helpers.commands import train_command  # noqa: E402
 from helpers.training.sizing import CPU_SIZES  # noqa: E402
 
 
-def _number(text: str) -> int | float:
-    """'6' -> 6, '0.1' -> 0.1: a field keeps its type (n_layer an int, weight_decay a float)."""
-    return int(text) if text.lstrip("-").isdigit() else float(text)
+def _number(text: str) -> int | float | str:
+    """'6' -> 6, '0.1' -> 0.1: a field keeps its type (n_layer an int, weight_decay a float); other text stays text
+    (positional=learned, to rerun a row measured before rotary positions became the default)."""
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def main(argv=None) -> int:
@@ -38,7 +44,7 @@ def main(argv=None) -> int:
     p.add_argument("--preset", default="cpu")
     p.add_argument("--precision", default=None)
     p.add_argument("--width", type=int, default=None)
-    p.add_argument("fields", nargs="*", help="FIELD=VALUE, numeric fields of the preset")
+    p.add_argument("fields", nargs="*", help="FIELD=VALUE, fields of the preset (numbers, or text such as learned)")
     args = p.parse_args(argv)
     overrides = {k: _number(v) for k, v in (f.split("=", 1) for f in args.fields)}
     if args.width is not None:

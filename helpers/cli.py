@@ -262,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: the preset's (auto: fp16 + gradient scaler on a T4, bf16 on newer GPUs, fp32 on CPU); "
         "fp16 on a newer GPU rehearses a T4's path, fp32 on a bf16 CPU stands in for a CPU without bf16",
     )
-    v = p.add_argument_group("variants (notebook 05); each changes one thing of the preset")
+    v = p.add_argument_group("positions, and the variants of notebook 05; each changes one thing of the preset")
     v.add_argument(
         "--attention",
         choices=["dot", "synthesizer"],

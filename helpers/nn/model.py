@@ -328,7 +328,12 @@ class SelfAttention(nn.Module):
         """mask: bool, broadcastable to (B, nh, T, S); None means causal. positions: (T,) or (B, T), what the
         cache records (default 0..T-1). Returns (B, T, C)."""
         q, k, v = self.project_qkv(x)  # (B, nh, T, hs) each
-        if self.rotary:  # each turned by its own position, before the cache: a key's turn never changes
+        if self.rotary:  # q and k turned by their own positions, before the cache
+            if positions is None and cache is not None and cache.k is not None:
+                raise ValueError(
+                    "a cached step after the first needs the new tokens' positions (positions=...): rotary positions "
+                    "turn q and k by them, and 0, 1, ... would be the first tokens' turns"
+                )
             positions = torch.arange(q.size(-2), device=q.device) if positions is None else positions
             q, k = rotary(q, positions), rotary(k, positions)
         if cache is not None:  # earlier positions' keys and values come from the cache

@@ -38,8 +38,9 @@ from .train import evaluate_loss, train
 # attention kernels want: four heads, three of 48 at width 144 (four of 36 would not do). Only the ANCHOR widths are
 # measured; the speed of a width between two anchors is interpolated (log speed linear in log width).
 #
-# The threshold, from 15-minute runs with today's recipe (Muon + warm-up-stable-decay), in the rule's own units (a
-# run's speed x the budget / non-embedding parameters), then BLEU on newer sentences:
+# The threshold, from 15-minute runs with the recipe (Muon + warm-up-stable-decay; learned positions then, as the
+# probe still times them), in the rule's own units (a run's speed x the budget / non-embedding parameters), then BLEU
+# on newer sentences:
 #   machine C (2-core Xeon, bf16), 4,000 pieces: width 256 at 1.53 (dev 26.61) lost to 192 at 3.57 (27.74)
 #   machine C, 8,000 pieces, ReLU^2: width 256 at 1.13 (dev 27.55) lost to 192 at 2.88 (29.75)
 #   an Intel Xeon with bf16 (issue 51's text, 2026-11-26; runs not in this repository), 8,000 pieces: width 128 at
@@ -324,8 +325,8 @@ def size_for_machine(
     plain = replace(cfg, attention="dot", bottleneck_dim=None, positional="learned", pretrain=None)
     candidates = [sized(plain, *size) for size in sizes]
     shapes = [c.model_config(vocab_size) for c in candidates]
-    params = [num_parameters(m) for m in shapes]
-    counted = [non_embedding_parameters(m) for m in shapes]  # what the rule counts
+    params = [num_parameters(sized(cfg, *size).model_config(vocab_size)) for size in sizes]  # what will train
+    counted = [non_embedding_parameters(m) for m in shapes]  # what the rule counts: the same for every position scheme
     measured: list[float | None] = [None] * len(sizes)
     speeds: list[float | None] = [None] * len(sizes)
     t0 = time.perf_counter()

@@ -313,8 +313,8 @@ print("✓ the table has the three properties")
 #     table's $R$: either sense would do for attention, and we follow the RoPE paper (and the package).
 # (c) **The table's speeds, for width $h$.** The $\omega_i$ are the table's (its property 3) for a table $h$ wide.
 #
-# Compute in `x`'s dtype: the model is compared with the package's in float64 at the end of this notebook, and
-# float32 angles would show there. The check measures each pair's angle before and after, as the table's check did.
+# Compute in `x`'s dtype (float32 in the model, float64 in the checks): the model is compared with the package's
+# in float64 at the end of this notebook, and float32 angles would show there. The check measures each pair's angle before and after, as the table's check did.
 
 
 # %%

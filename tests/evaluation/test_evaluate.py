@@ -359,6 +359,22 @@ def test_translate_command_writes_the_models_translation_of_each_line_in_order(r
     assert translate_command_problems(run_dir, run) == []
 
 
+def test_a_run_of_the_default_rotary_model_loads_and_translates_line_for_line(tmp_path):
+    """The fixture's run pins learned positions (the checks above need outputs that differ line by line); a run folder
+    of the default, rotary positions, must load as notebook 02's model and translate through the command too."""
+    from helpers.text.corpus import builtin_corpus
+
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{fr}\t{en}\n" for fr, en in builtin_corpus(300, seed=5, difficulty=1)), encoding="utf-8")
+    cli.train_command(str(data), None, None, 3, tmp_path / "run", "tiny", 0, progress=False)
+    run = pipeline.load_run(tmp_path / "run", device="cpu")
+    assert run.model.config.positional == "rotary" and type(run.model) is M.DecoderOnlyTransformer
+    stdin, stdout = io.StringIO("".join(line + "\n" for line in TRANSLATE_LINES)), io.StringIO()
+    n = cli.translate_command(tmp_path / "run", beams=1, stdin=stdin, stdout=stdout, stderr=io.StringIO())
+    assert n == len(TRANSLATE_LINES)
+    assert stdout.getvalue().split("\n")[:-1] == translation.translate(run.model, run.tokenizer, TRANSLATE_LINES)
+
+
 def _echo(translator, lines, **kw):
     return list(lines)
 
