@@ -287,6 +287,23 @@ def fused_attention(q, k, v, mask, dropout_p: float = 0.0):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=mask is None), None
 
 
+def turn_qk(q, k, positions, cache: LayerCache | None):
+    """Rotary positions inside attention: q and k turned by their positions (:func:`rotary`); None means 0..T-1."""
+    if positions is None:  # right for a first step only
+        if cache is not None and cache.k is not None:
+            raise ValueError(
+                "a cached step after the first needs the new tokens' positions (positions=...): rotary positions "
+                "turn q and k by them, and 0, 1, ... would be the first tokens' turns"
+            )
+        positions = torch.arange(q.size(-2), device=q.device)
+    return rotary(q, positions), rotary(k, positions)
+
+
+def keep_qk(q, k, positions, cache):
+    """Learned or sinusoidal positions: already added to the tokens, so q and k pass as they are."""
+    return q, k
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention: project to q, k, v, split into heads, attend, merge the heads, project.
 
@@ -301,7 +318,8 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model)
         self.resid_drop = nn.Dropout(config.dropout)
         self.kernel = config.attention_kernel  # "sdpa" or "explicit": the same function, computed two ways
-        self.rotary = config.positional == "rotary"  # positions enter here, not added to the tokens
+        # rotary positions enter here, chosen once: learned and sinusoidal ones were added to the tokens
+        self.turn = turn_qk if config.positional == "rotary" else keep_qk
         self.keep_weights, self.last_weights = False, None
 
     def project_qkv(self, x):
@@ -328,14 +346,7 @@ class SelfAttention(nn.Module):
         """mask: bool, broadcastable to (B, nh, T, S); None means causal. positions: (T,) or (B, T), what the
         cache records (default 0..T-1). Returns (B, T, C)."""
         q, k, v = self.project_qkv(x)  # (B, nh, T, hs) each
-        if self.rotary:  # q and k turned by their own positions, before the cache
-            if positions is None and cache is not None and cache.k is not None:
-                raise ValueError(
-                    "a cached step after the first needs the new tokens' positions (positions=...): rotary positions "
-                    "turn q and k by them, and 0, 1, ... would be the first tokens' turns"
-                )
-            positions = torch.arange(q.size(-2), device=q.device) if positions is None else positions
-            q, k = rotary(q, positions), rotary(k, positions)
+        q, k = self.turn(q, k, positions, cache)  # rotary: by their own positions, before the cache
         if cache is not None:  # earlier positions' keys and values come from the cache
             k, v, _ = cache.extend(k, v, positions, mask)  # (B, nh, S, hs)
         return self.project_out(self.attend(q, k, v, mask))
