@@ -36,8 +36,8 @@ from .model import (
     ModelConfig,
     SelfAttention,
     parameter_counts,
-    rotary,
     scaled_scores,
+    turn_qk,
 )
 
 # --- positions inside attention -----------------------------------------------------------------------
@@ -68,8 +68,7 @@ class Rotary(nn.Module):
     turns them); positions None: 0..T-1."""
 
     def forward(self, q, k, positions):
-        positions = torch.arange(q.size(-2), device=q.device) if positions is None else positions
-        return rotary(q, positions), rotary(k, positions)
+        return turn_qk(q, k, positions, None)
 
 
 class QueryKeySteps(nn.ModuleList):
