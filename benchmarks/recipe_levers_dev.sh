@@ -58,6 +58,12 @@ declare -A ARGS=(
   # switch, so these go through benchmarks/train_shape.py
   [L6w160]="n_layer=6 d_model=160 n_head=4"
   [L3w224]="n_layer=3 d_model=224 n_head=4"
+  # on rotary positions (the eleventh session): how many heads share width 192 (4 of 48 today; 3 of 64, 6 of 32),
+  # and the rotation's speeds (a base of 1,000 instead of RoPE's 10,000: of a head of 48's 24 pairs, about 11 turn
+  # less than half a radian over 60 positions at 10,000, 7 at 1,000)
+  [h3]="n_head=3"
+  [h6]="n_head=6"
+  [rope1k]="rotary_base=1000"
 )
 name=$1 seed=$2 steps=${3:-2000}
 [ -n "${ARGS[$name]+x}" ] || { echo "unknown lever $name: one of ${!ARGS[*]}" >&2; exit 2; }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
+from functools import partial
 
 import torch
 import torch.nn as nn
@@ -40,6 +41,7 @@ class ModelConfig:
     # "learned" | "sinusoidal": added to the tokens; "rotary": q and k turned inside attention (notebook 02, the
     # recipe's default); notebook 05: "alibi" (a penalty on the scores) | "none"
     positional: str = "learned"
+    rotary_base: float = 10000.0  # rotary only: pair i turns at base^(-2i/hs) radians per position (RoPE's 10,000)
     # "sdpa": F.scaled_dot_product_attention (fused kernels, the fast choice on a GPU); "explicit": the
     # softmax written out as in notebook 02 (faster on a CPU for short sequences)
     attention_kernel: str = "sdpa"
@@ -85,6 +87,13 @@ class ModelConfig:
             raise ValueError(
                 f"rotary positions turn pairs of channels, so d_model / n_head must be even (got {self.head_dim}): "
                 "change d_model or n_head."
+            )
+        if isinstance(self.rotary_base, bool) or not (
+            isinstance(self.rotary_base, (int, float)) and self.rotary_base > 1
+        ):
+            raise ValueError(
+                f"rotary_base must be a number above 1 (the slowest pair turns at base^(-(hs-2)/hs) per position), got "
+                f"{self.rotary_base!r}; RoPE's is 10000."
             )
         if self.attention_kernel not in ATTENTION_KERNELS:
             raise ValueError(
@@ -287,7 +296,7 @@ def fused_attention(q, k, v, mask, dropout_p: float = 0.0):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=mask is None), None
 
 
-def turn_qk(q, k, positions, cache: LayerCache | None):
+def turn_qk(q, k, positions, cache: LayerCache | None, base: float = 10000.0):
     """Rotary positions inside attention: q and k turned by their positions (:func:`rotary`); None means 0..T-1."""
     if positions is None:  # right for a first step only
         if cache is not None and cache.k is not None:
@@ -296,7 +305,7 @@ def turn_qk(q, k, positions, cache: LayerCache | None):
                 "turn q and k by them, and 0, 1, ... would be the first tokens' turns"
             )
         positions = torch.arange(q.size(-2), device=q.device)
-    return rotary(q, positions), rotary(k, positions)
+    return rotary(q, positions, base), rotary(k, positions, base)
 
 
 def keep_qk(q, k, positions, cache):
@@ -319,7 +328,7 @@ class SelfAttention(nn.Module):
         self.resid_drop = nn.Dropout(config.dropout)
         self.kernel = config.attention_kernel  # "sdpa" or "explicit": the same function, computed two ways
         # rotary positions enter here, chosen once: learned and sinusoidal ones were added to the tokens
-        self.turn = turn_qk if config.positional == "rotary" else keep_qk
+        self.turn = partial(turn_qk, base=config.rotary_base) if config.positional == "rotary" else keep_qk
         self.keep_weights, self.last_weights = False, None
 
     def project_qkv(self, x):

@@ -67,8 +67,12 @@ class Rotary(nn.Module):
     """Queries and keys turned by their positions (:func:`helpers.nn.model.rotary`, as notebook 02's attention
     turns them); positions None: 0..T-1."""
 
+    def __init__(self, base: float = 10000.0):
+        super().__init__()
+        self.base = base
+
     def forward(self, q, k, positions):
-        return turn_qk(q, k, positions, None)
+        return turn_qk(q, k, positions, None, self.base)
 
 
 class QueryKeySteps(nn.ModuleList):
@@ -82,7 +86,7 @@ class QueryKeySteps(nn.ModuleList):
 
 def query_key_steps(config) -> QueryKeySteps:
     """QK-norm first (it would undo nothing of a rotation, but keeps the order the runs were made with), then rotary."""
-    return QueryKeySteps([QKNorm()] * config.qk_norm + [Rotary()] * (config.positional == "rotary"))
+    return QueryKeySteps([QKNorm()] * config.qk_norm + [Rotary(config.rotary_base)] * (config.positional == "rotary"))
 
 
 class MaskAsIs(nn.Module):

@@ -37,6 +37,7 @@ class TrainConfig:
     # notebook 02: q and k turned by their positions inside attention (+1.1 BLEU over learned positions over 15 minutes,
     # three seeds; +1.9 forced to fp32); also "learned", "sinusoidal"; notebook 05: "alibi", "none"
     positional: str = "rotary"
+    rotary_base: float = 10000.0  # rotary only: the speeds' base (RoPE's); screened against 1,000 (RESULTS.md)
     attention: str = "dot"  # notebook 05: "synthesizer"
     bottleneck_dim: int | None = None  # notebook 05: m latents (a Perceiver-style model)
     activation: str = "relu2"  # ReLU squared (notebook 02; +0.6 BLEU over GELU at 3,000 steps), or "gelu" (GPT-2's)
@@ -154,6 +155,7 @@ class TrainConfig:
             d_ff=self.d_ff,
             dropout=self.dropout,
             positional=self.positional,
+            rotary_base=self.rotary_base,
             attention_kernel=kernel,
             attention=self.attention,
             bottleneck_dim=self.bottleneck_dim,

@@ -16,7 +16,7 @@ from helpers.nn.model import (
     build_attention_mask,
     sinusoidal_table,
 )
-from helpers.nn.variants import num_parameters
+from helpers.nn.variants import num_parameters, rms
 
 V, EOS = 23, 3
 
@@ -395,6 +395,31 @@ def test_the_rotation_is_the_one_the_15_minute_rotary_runs_trained_with():
     }
     for index, values in then.items():
         torch.testing.assert_close(out[index], torch.tensor(values), atol=2e-6, rtol=0)
+
+
+def test_the_rotary_base_sets_the_speeds_the_model_turns_by():
+    """rotary_base reaches every layer (notebook 02's model and a variant's), as rotary(..., base) turns; the default is
+    RoPE's 10,000, and a base that cannot give speeds below 1 radian per position is refused."""
+    from helpers.nn.model import rotary
+
+    torch.manual_seed(0)
+    x, plen = torch.randint(4, V, (2, 12)), torch.tensor([5, 7])
+    for fields in ({}, {"qk_norm": True}):  # the plain model, and a variant built on it
+        default = build_model(replace(make(positional="rotary").config, **fields)).eval()
+        slow = build_model(replace(default.config, rotary_base=1000.0)).eval()
+        slow.load_state_dict(default.state_dict())
+        assert default.config.rotary_base == 10000.0
+        q, k = torch.randn(2, 4, 12, 8), torch.randn(2, 4, 12, 8)
+        block = slow.blocks[0].attn
+        q_in = rms(q) if fields else q  # the variant: unit-RMS q and k first, then the rotation
+        turned = block.rotate(q, k, None)[0] if fields else block.turn(q, k, None, None)[0]
+        torch.testing.assert_close(turned, rotary(q_in, torch.arange(12), 1000.0))
+        assert (turned - rotary(q_in, torch.arange(12))).abs().max() > 1e-2  # control: RoPE's speeds turn otherwise
+        with torch.no_grad():  # control: the same weights turned at RoPE's speeds give other logits
+            assert (default(x, plen) - slow(x, plen)).abs().max() > 1e-4
+    for bad in (1.0, 0, True, "10000"):
+        with pytest.raises(ValueError, match="rotary_base must be a number above 1"):
+            replace(default.config, rotary_base=bad)
 
 
 def test_a_cached_rotary_step_without_its_positions_is_refused():
