@@ -88,12 +88,12 @@ class ModelConfig:
                 f"rotary positions turn pairs of channels, so d_model / n_head must be even (got {self.head_dim}): "
                 "change d_model or n_head."
             )
-        if isinstance(self.rotary_base, bool) or not (
-            isinstance(self.rotary_base, (int, float)) and self.rotary_base > 1
-        ):
+        base = self.rotary_base
+        if isinstance(base, bool) or not (isinstance(base, (int, float)) and 1 < base < math.inf):
             raise ValueError(
-                f"rotary_base must be a number above 1 (the slowest pair turns at base^(-(hs-2)/hs) per position), got "
-                f"{self.rotary_base!r}; RoPE's is 10000."
+                f"rotary_base must be a finite number above 1, got {base!r}: pair i turns base^(-2i/hs) radians per "
+                "position, so at 1 or below no pair turns slower than the first, and at infinity only the first "
+                "turns. RoPE's is 10000."
             )
         if self.attention_kernel not in ATTENTION_KERNELS:
             raise ValueError(

@@ -411,14 +411,15 @@ def test_the_rotary_base_sets_the_speeds_the_model_turns_by():
         assert default.config.rotary_base == 10000.0
         q, k = torch.randn(2, 4, 12, 8), torch.randn(2, 4, 12, 8)
         block = slow.blocks[0].attn
-        q_in = rms(q) if fields else q  # the variant: unit-RMS q and k first, then the rotation
-        turned = block.rotate(q, k, None)[0] if fields else block.turn(q, k, None, None)[0]
-        torch.testing.assert_close(turned, rotary(q_in, torch.arange(12), 1000.0))
-        assert (turned - rotary(q_in, torch.arange(12))).abs().max() > 1e-2  # control: RoPE's speeds turn otherwise
+        inputs = (rms(q), rms(k)) if fields else (q, k)  # the variant: unit-RMS q and k first, then the rotation
+        turned = block.rotate(q, k, None) if fields else block.turn(q, k, None, None)
+        for got, x_in in zip(turned, inputs):  # queries and keys alike
+            torch.testing.assert_close(got, rotary(x_in, torch.arange(12), 1000.0))
+            assert (got - rotary(x_in, torch.arange(12))).abs().max() > 1e-2  # control: RoPE's speeds turn otherwise
         with torch.no_grad():  # control: the same weights turned at RoPE's speeds give other logits
             assert (default(x, plen) - slow(x, plen)).abs().max() > 1e-4
-    for bad in (1.0, 0, True, "10000"):
-        with pytest.raises(ValueError, match="rotary_base must be a number above 1"):
+    for bad in (1.0, 0, True, "10000", float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="rotary_base must be a finite number above 1"):
             replace(default.config, rotary_base=bad)
 
 

@@ -87,6 +87,19 @@ CATALOGUE = [
     (
         "02",
         "2.1",
+        "trick: the package's turn of q and k, which calls its rotary from inside the package",
+        [
+            (
+                ROTATE_FIRST_LINE,
+                "    from helpers.nn.model import turn_qk\n\n    return turn_qk(x, x, positions, None)[0]\n"
+                + ROTATE_FIRST_LINE,
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    (
+        "02",
+        "2.1",
         "trick: the package's rotation through a subclass of its attention layer",
         [
             (

@@ -100,11 +100,19 @@ def test_every_presets_head_size_suits_the_memory_efficient_and_flash_kernels():
         replace(PRESETS["t4"], d_model=510, n_head=6)
 
 
+def test_the_rotary_base_reaches_the_model_config():
+    assert C.TrainConfig(rotary_base=1000.0).model_config(100).rotary_base == 1000.0
+    assert C.TrainConfig().model_config(100).rotary_base == 10000.0
+
+
 def test_a_field_added_later_reads_as_what_runs_did_before_it_existed():
-    assert C.with_added_fields({"train": {"lr": 0.002}})["train"] == {
-        "lr": 0.002,
-        "muon_lr_scale": 1.0,
+    filled = C.with_added_fields({"train": {"lr": 0.002}, "model": {"d_model": 8}, "data": {"seed": 0}})
+    assert filled == {
+        "train": {"lr": 0.002, "muon_lr_scale": 1.0, "rotary_base": 10000.0},
+        "model": {"d_model": 8, "rotary_base": 10000.0},  # RoPE's base, in the model's part too
+        "data": {"seed": 0},
     }
+    assert C.with_added_fields({"train": {"rotary_base": 1000}})["train"]["rotary_base"] == 1000  # kept as saved
     assert C.with_added_fields({"train": {"muon_lr_scale": 2.0}})["train"]["muon_lr_scale"] == 2.0  # kept as saved
     # each filled value is how the code behaved before the field, not today's default (Muon's multiple is 0.7 now):
     # an old run resumes with its own value and is refused under another (tests/nn/test_variants.py)
