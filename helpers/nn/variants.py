@@ -338,6 +338,8 @@ def describe_variant(model_cfg) -> str:
         parts.append(f"a bottleneck of {model_cfg.bottleneck_dim} latents")
     if model_cfg.positional != "rotary":
         parts.append(f"{model_cfg.positional} positions")
+    elif model_cfg.rotary_base != 10000:
+        parts.append(f"rotary base {model_cfg.rotary_base:g}")
     parts += [name for name, on in (("QK-norm", model_cfg.qk_norm), ("zero-initialised projections", model_cfg.zero_init),
                                     ("an untied head", not model_cfg.tie_weights)) if on]  # fmt: skip
     if model_cfg.activation != "relu2":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,14 @@ def test_a_checkpoint_of_the_earlier_format_loads_translates_and_resumes(name, t
     result = train_command("builtin", steps=6, out=folder, preset="tiny", seed=3, overrides={**switches, "muon_lr_scale": 1.0},
                            progress=False, dev_score=False)  # fmt: skip
     assert result.resumed_from == 4 and result.steps == 6
+
+
+def test_the_model_line_names_what_differs_from_the_recipes_model():
+    """train's "Model: ..." line (helpers.pipeline): nothing for the recipe's model, else each difference by name."""
+    from helpers.nn.variants import describe_variant
+
+    base = ModelConfig(vocab_size=50, max_len=24, n_layer=1, n_head=2, d_model=16, positional="rotary")
+    assert describe_variant(base) == ""
+    assert describe_variant(replace(base, rotary_base=1000.0)) == ", rotary base 1000"
+    assert describe_variant(replace(base, positional="learned", rotary_base=1000.0)) == ", learned positions"
+    assert describe_variant(replace(base, qk_norm=True)) == ", QK-norm"
