@@ -28,6 +28,7 @@ declare -A ARGS=(
   [mlr1.5]="--muon-lr-scale 1.5"
   [mlr0.7]="--muon-lr-scale 0.7"
   [mlr0.5]="--muon-lr-scale 0.5"
+  [mlr1]="--muon-lr-scale 1"  # the rate before 0.7 won on learned positions; on rotary ones again (eleventh session)
   # AdamW's rate (embeddings, head, norms, biases) moved with Muon's held at 1.4e-3 (today's 0.7 x 2e-3); adam1.4
   # is the first pass's lr1.4 (both rates 1.4e-3), run again: the same translations
   [adam3]="--lr 3e-3 --muon-lr-scale 0.4667"
