@@ -27,6 +27,7 @@ POSITIONAL_KINDS = ("learned", "sinusoidal", "rotary", "alibi", "none")  # the l
 ATTENTION_KERNELS = ("sdpa", "explicit")  # the same attention, computed by a fused kernel or written out
 ATTENTION_KINDS = ("dot", "synthesizer")  # scaled dot product (notebook 02); synthesizer (notebook 05)
 ACTIVATIONS = ("relu2", "gelu")  # the feed-forward's non-linearity: ReLU squared (notebook 02); GELU (GPT-2's)
+ROPE_BASE = 10000.0  # rotary positions: pair i of a head of hs turns ROPE_BASE^(-2i/hs) radians a position (Su et al.)
 
 
 @dataclass
@@ -41,7 +42,7 @@ class ModelConfig:
     # "learned" | "sinusoidal": added to the tokens; "rotary": q and k turned inside attention (notebook 02, the
     # recipe's default); notebook 05: "alibi" (a penalty on the scores) | "none"
     positional: str = "learned"
-    rotary_base: float = 10000.0  # rotary only: pair i turns at base^(-2i/hs) radians per position (RoPE's 10,000)
+    rotary_base: float = ROPE_BASE  # rotary only: pair i turns base^(-2i/hs) radians per position
     # "sdpa": F.scaled_dot_product_attention (fused kernels, the fast choice on a GPU); "explicit": the
     # softmax written out as in notebook 02 (faster on a CPU for short sequences)
     attention_kernel: str = "sdpa"
@@ -187,7 +188,7 @@ def sinusoidal_table(max_len: int, d_model: int, dtype: torch.dtype = torch.floa
     return table
 
 
-def rotary(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+def rotary(x: torch.Tensor, positions: torch.Tensor, base: float = ROPE_BASE) -> torch.Tensor:
     """Rotary positions (RoPE, Su et al. 2021): turn each pair of channels (2i, 2i+1) of ``x`` (B, nh, T, hs)
     counter-clockwise by ``position * base^(-2i/hs)``, the speeds of :func:`sinusoidal_table` for a table hs wide.
 
@@ -296,7 +297,7 @@ def fused_attention(q, k, v, mask, dropout_p: float = 0.0):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=mask is None), None
 
 
-def turn_qk(q, k, positions, cache: LayerCache | None, base: float = 10000.0):
+def turn_qk(q, k, positions, cache: LayerCache | None, base: float = ROPE_BASE):
     """Rotary positions inside attention: q and k turned by their positions (:func:`rotary`); None means 0..T-1."""
     if positions is None:  # right for a first step only
         if cache is not None and cache.k is not None:

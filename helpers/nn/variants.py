@@ -29,6 +29,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .model import (
+    ROPE_BASE,
     Block,
     DecoderOnlyTransformer,
     FeedForward,
@@ -67,7 +68,7 @@ class Rotary(nn.Module):
     """Queries and keys turned by their positions (:func:`helpers.nn.model.rotary`, as notebook 02's attention
     turns them); positions None: 0..T-1."""
 
-    def __init__(self, base: float = 10000.0):
+    def __init__(self, base: float = ROPE_BASE):
         super().__init__()
         self.base = base
 
@@ -338,7 +339,7 @@ def describe_variant(model_cfg) -> str:
         parts.append(f"a bottleneck of {model_cfg.bottleneck_dim} latents")
     if model_cfg.positional != "rotary":
         parts.append(f"{model_cfg.positional} positions")
-    elif model_cfg.rotary_base != 10000:
+    elif model_cfg.rotary_base != ROPE_BASE:
         parts.append(f"rotary base {model_cfg.rotary_base:g}")
     parts += [name for name, on in (("QK-norm", model_cfg.qk_norm), ("zero-initialised projections", model_cfg.zero_init),
                                     ("an untied head", not model_cfg.tie_weights)) if on]  # fmt: skip

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 
-from ..nn.model import ModelConfig, config_from_dict
+from ..nn.model import ROPE_BASE, ModelConfig, config_from_dict
 from ..nn.variants import check_variant
 from ..runtime import ConfigMismatchError
 
@@ -37,9 +37,7 @@ class TrainConfig:
     # notebook 02: q and k turned by their positions inside attention (+1.1 BLEU over learned positions over 15 minutes,
     # three seeds; +1.9 forced to fp32); also "learned", "sinusoidal"; notebook 05: "alibi", "none"
     positional: str = "rotary"
-    rotary_base: float = (
-        10000.0  # rotary only: the speeds' base (RoPE's); 1,000 tied on the development set (RESULTS.md)
-    )
+    rotary_base: float = ROPE_BASE  # rotary only: RoPE's 10,000; 1,000 tied on the development set (RESULTS.md)
     attention: str = "dot"  # notebook 05: "synthesizer"
     bottleneck_dim: int | None = None  # notebook 05: m latents (a Perceiver-style model)
     activation: str = "relu2"  # ReLU squared (notebook 02; +0.6 BLEU over GELU at 3,000 steps), or "gelu" (GPT-2's)
@@ -230,8 +228,8 @@ def without_deleted_levers(saved: dict, where: str = "the checkpoint") -> dict:
 # Fields added after checkpoints were written, each with the value that does what runs did before it existed, so
 # that such a checkpoint still resumes when its run is continued with that value (:func:`with_added_fields`).
 ADDED_FIELDS = {
-    "train": {"muon_lr_scale": 1.0, "rotary_base": 10000.0},
-    "model": {"rotary_base": 10000.0},  # RoPE's base, fixed in the code before the field
+    "train": {"muon_lr_scale": 1.0, "rotary_base": ROPE_BASE},
+    "model": {"rotary_base": ROPE_BASE},  # RoPE's base, fixed in the code before the field
 }
 
 
