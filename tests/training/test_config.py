@@ -97,7 +97,17 @@ def test_every_presets_head_size_suits_the_memory_efficient_and_flash_kernels():
     assert problems[1].startswith("cpu at width 240, 20 heads: head size 12")
     assert "above 256" in problems[2]
     with pytest.raises(ValueError, match="rotary positions turn pairs of channels"):
-        replace(PRESETS["t4"], d_model=510, n_head=6)
+        replace(PRESETS["t4"], d_model=510, n_head=6, positional="rotary")
+
+
+def test_the_t4_preset_builds_learned_positions_and_the_cpu_preset_rotary_ones():
+    """The GPU preset trains a position table (rotary positions lost 2.9 BLEU there on an H100, RESULTS.md); the
+    CPU preset turns q and k instead. Built through the presets' own path, shapes shrunk to build fast."""
+    small = {"n_layer": 1, "d_model": 32, "n_head": 2, "d_ff": 64}
+    t4 = build_model(C.preset_config("t4", **small).model_config(100))
+    cpu = build_model(C.preset_config("cpu", **small).model_config(100))
+    assert t4.config.positional == "learned" and hasattr(t4, "pos_emb")
+    assert cpu.config.positional == "rotary" and not hasattr(cpu, "pos_emb")
 
 
 def test_the_rotary_base_reaches_the_model_config():
