@@ -72,6 +72,10 @@ declare -A ARGS=(
   # the t4 preset (dropout 0.1) lost 2.9 BLEU with rotary positions against learned ones on an H100 (twelfth
   # session): does dropout cost rotary positions more than learned ones? (drop0.1 above is on rotary ones)
   [learned-drop0.1]="--positions learned --dropout 0.1"
+  # the t4 preset's rates on the cpu preset's shape (peak 1e-3, a 1,000-step warm-up, weight decay 0.1), rotary
+  # against learned positions: do the rates, rather than the size, turn rotary's sign?
+  [t4rates]="lr=0.001 warmup_steps=1000 weight_decay=0.1"
+  [t4rates-learned]="lr=0.001 warmup_steps=1000 weight_decay=0.1 positional=learned"
 )
 name=$1 seed=$2 steps=${3:-2000}
 [ -n "${ARGS[$name]+x}" ] || { echo "unknown lever $name: one of ${!ARGS[*]}" >&2; exit 2; }

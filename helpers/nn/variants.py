@@ -370,7 +370,7 @@ def check_variant(config: ModelConfig) -> None:
         raise ValueError(
             f"attention='synthesizer' has no query-key dot product for positional={config.positional!r} to act "
             "on (its scores already index absolute positions): use positional='learned', 'sinusoidal' or 'none' "
-            "(train: --positions learned; rotary is the default)."
+            "(train: --positions learned; rotary is the cpu preset's default)."
         )
     if config.attention == "synthesizer" and config.qk_norm:
         raise ValueError(
@@ -392,7 +392,7 @@ def check_variant(config: ModelConfig) -> None:
             raise ValueError(
                 f"positional={config.positional!r} acts on distances between positions, and latents have none: "
                 "use positional='learned' or 'sinusoidal' with bottleneck_dim (train: --positions learned; rotary is "
-                "the default)."
+                "the cpu preset's default)."
             )
 
 

@@ -35,7 +35,7 @@ class TrainConfig:
     d_ff: int | None = None  # None -> 4 * d_model
     dropout: float = 0.0  # 15 minutes is two to three passes over Tatoeba, too few to overfit
     # notebook 02: q and k turned by their positions inside attention (+1.1 BLEU over learned positions over 15 minutes,
-    # three seeds; +1.9 forced to fp32; the t4 preset keeps learned ones, below); also "learned", "sinusoidal";
+    # three seeds; +1.9 forced to fp32; the t4 preset trains learned ones, below); also "learned", "sinusoidal";
     # notebook 05: "alibi", "none"
     positional: str = "rotary"
     rotary_base: float = ROPE_BASE  # rotary only: RoPE's 10,000; 1,000 tied on the development set (RESULTS.md)

@@ -862,7 +862,8 @@ print(data.format_data_summary(data.data_summary(reports)))
 # The decoder-only Transformer of notebook 02, from `helpers.nn.model` (built by `helpers.nn.build_model`), with a
 # prefix-LM mask (the French sees itself in both directions; the English sees the French and, causally, itself).
 # The preset sets its size: `tiny` for quick mode, `t4` for an hour on a T4, and on a CPU a size chosen for *your*
-# machine.
+# machine. The `t4` preset trains notebook 02's learned position table instead of the rotation (on an H100 the
+# table scored higher, after 1,500 steps, one seed each: `benchmarks/RESULTS.md`); the others turn q and k.
 #
 # **The size of this run.** `python -m helpers train --preset cpu` (and this notebook on a CPU) measures the real
 # training step of a few of its candidate sizes (`sizing.CPU_SIZES`, widths 128 to 320) for a few seconds, largest
@@ -914,7 +915,7 @@ print(
 # schedule serves both; Muon runs at 0.7 times the rate (`muon_lr_scale`: of the multiples tried on a CPU against the
 # development half of the newer sentences (section 6), 0.5, 0.7, 1 and 1.5, 0.7 scored highest and 0.5 nearly as
 # well; the `t4` preset's GPU run has not been tried at other rates). Everything else goes to **AdamW**: the token embeddings (also the output layer, tied to them),
-# the position table if there is one (the `cpu` preset's rotary positions have none; the `t4` preset trains learned ones, which scored 2.9 BLEU higher on a GPU), the LayerNorm gains and the biases. Gains and biases are vectors, which Muon cannot
+# the position table if there is one (the `cpu` preset's rotary positions have none; the `t4` preset's learned ones are a table), the LayerNorm gains and the biases. Gains and biases are vectors, which Muon cannot
 # orthogonalise; an embedding table is a lookup, not a layer that maps one space to another, and the speed
 # records keep it (and the output layer) with AdamW. Weight decay applies to the layers' weight matrices only (not
 # to embeddings, norms or biases): decaying embeddings pulls rare tokens

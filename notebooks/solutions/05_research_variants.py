@@ -165,7 +165,9 @@ reference = runtime.reference_outputs  # outputs saved for the checks (data/refe
 
 # %%
 DATA = "builtin" if QUICK else str(sources.find_local_tatoeba() or sources.fetch_tatoeba(cache_dir=DRIVE))
-BASE = config.preset_config(PRESET, seed=SEED, **BUDGET)
+# Every row builds on notebook 02's model, rotary positions, on every preset: the `t4` preset's own default is a
+# learned table (notebook 03's GPU run), which would make section 6's "vanilla" row the same run as its "learned" one
+BASE = config.preset_config(PRESET, seed=SEED, positional="rotary", **BUDGET)
 prepared = data.prepare_data(DATA, BASE, None, seed=SEED, limit=DATA_LIMIT, progress=False)
 tok = prepared.tokenizer
 print(prepared.describe())

@@ -87,8 +87,8 @@ def test_every_presets_head_size_suits_the_memory_efficient_and_flash_kernels():
     from dataclasses import replace
 
     wrong = {
-        # learned positions: the recipe's rotary ones refuse an odd head size at once (below)
-        "t4 with 6 heads of 512": replace(PRESETS["t4"], d_model=510, n_head=6, positional="learned"),
+        # learned positions (the t4 preset's): rotary ones refuse an odd head size at once (below)
+        "t4 with 6 heads of 512": replace(PRESETS["t4"], d_model=510, n_head=6),
         "cpu at width 240, 20 heads": replace(PRESETS["cpu"], d_model=240, n_head=20),
         "t4 with one head": replace(PRESETS["t4"], n_head=1),
     }
