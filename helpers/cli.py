@@ -276,8 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument(
         "--positions",
         choices=["learned", "sinusoidal", "rotary", "alibi", "none"],
-        help="position scheme (default: the preset's, rotary, notebook 02's; learned for t4; learned or sinusoidal add a "
-        "vector to each token)",
+        help="position scheme (default: the preset's, rotary as in notebook 02, learned for t4; learned and sinusoidal "
+        "add a vector to each token)",
     )
     v.add_argument("--pretrain", choices=["span"], help="span-corruption pretraining on unpaired sentences first")
     v.add_argument("--pretrain-fraction", type=float, help="share of the budget spent pretraining (default 0.3)")

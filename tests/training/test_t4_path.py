@@ -196,12 +196,11 @@ def test_a_t4_run_from_before_learned_positions_resumes_with_positions_rotary(tm
     """The t4 preset trained rotary positions until the twelfth session (RESULTS.md). Such a run's folder is refused
     by today's preset, naming the field, and resumes with ``--positions rotary`` (the README says so)."""
     from helpers.commands import train_command
-    from helpers.training.checkpoint import ConfigMismatchError
 
     small = {"n_layer": 1, "d_model": 32, "n_head": 2, "d_ff": 64, "max_tokens": 128, "valid_sentences": 8}
     kw = dict(out=tmp_path / "t4", preset="t4", limit=400, progress=False, device="cpu", dev_score=False)
     train_command("builtin", steps=2, overrides={**small, "positional": "rotary"}, **kw)  # as before the change
-    with pytest.raises(ConfigMismatchError, match="positional: 'rotary' in the checkpoint, 'learned' now"):
+    with pytest.raises(runtime.ConfigMismatchError, match="positional: 'rotary' in the checkpoint, 'learned' now"):
         train_command("builtin", steps=3, overrides=small, **kw)
     result = train_command("builtin", steps=3, overrides={**small, "positional": "rotary"}, **kw)
     assert result.resumed_from == 2 and result.steps == 3
