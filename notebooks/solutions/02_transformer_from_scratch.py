@@ -101,7 +101,9 @@ ACCELERATOR = colab.setup()
 # Sizes. Everything here is tiny, so the notebook runs on the CPU even when a GPU is present.
 D_MODEL, N_HEAD, N_LAYER = (32, 4, 2) if QUICK else (64, 4, 2)
 MAX_LEN = 16  # longest sequence the model accepts (prefix + target)
-POSITIONAL = "rotary"  # or "learned", "sinusoidal" (Exercise 2.1): the switch used when the model is assembled
+POSITIONAL = (
+    "rotary"  # or "learned", "sinusoidal" (the table of Exercise 2.1): the switch used when the model is assembled
+)
 TRAIN_STEPS = 100 if QUICK else 300
 LEARNING_RATE = 5e-3
 
@@ -201,8 +203,8 @@ print("ids", tuple(ids.shape), "-> vectors", tuple(x.shape))
 # * **learned**: another embedding table, indexed by position, added to each token vector (GPT-2 does this);
 # * **sinusoidal**: a fixed table (Vaswani et al., 2017), added the same way, which you construct first;
 # * **rotary**: nothing added; inside attention each query and key is *turned* by its position, with the maps
-#   that make the fixed table work (you write that second). Our model uses it: in 15-minute runs of notebook 03's
-#   recipe it beat learned positions by about a point of BLEU (notebook 05, section 6, compares the schemes).
+#   that make the fixed table work (you write that second). Our model uses it (notebook 05, section 6, compares
+#   the schemes at the same budget).
 #
 # `POSITIONAL` in the parameters cell switches between them.
 #
@@ -1633,8 +1635,7 @@ print("✓ helpers.nn.model.DecoderOnlyTransformer gives the same logits and tra
 # softmax, scale and mask, heads split and merged, causal and prefix-LM masks, a feed-forward network, pre-LN
 # residual blocks, weight tying, a parameter count, a training loop that memorises, and cached generation.
 # Notebook 03 trains the same model, now `helpers.nn.model.DecoderOnlyTransformer`, on real French–English
-# sentences: with rotary positions on a CPU, and with a learned table on a GPU (its `t4` preset, where the table
-# scored higher in a first comparison).
+# sentences; each preset picks its kind of positions (notebook 03, section 2).
 
 # %% [markdown]
 # ## Export for your report

@@ -862,8 +862,8 @@ print(data.format_data_summary(data.data_summary(reports)))
 # The decoder-only Transformer of notebook 02, from `helpers.nn.model` (built by `helpers.nn.build_model`), with a
 # prefix-LM mask (the French sees itself in both directions; the English sees the French and, causally, itself).
 # The preset sets its size: `tiny` for quick mode, `t4` for an hour on a T4, and on a CPU a size chosen for *your*
-# machine. The `t4` preset trains notebook 02's learned position table instead of the rotation (on an H100 the
-# table scored higher, after 1,500 steps, one seed each: `benchmarks/RESULTS.md`); the others turn q and k.
+# machine. The `t4` preset trains notebook 02's learned position table instead of the rotation; the others turn q
+# and k (notebook 05 compares the schemes).
 #
 # **The size of this run.** `python -m helpers train --preset cpu` (and this notebook on a CPU) measures the real
 # training step of a few of its candidate sizes (`sizing.CPU_SIZES`, widths 128 to 320) for a few seconds, largest
@@ -1809,8 +1809,8 @@ for name, pairs_ in TEST_SETS.items():
 # CPU the sizing may even pick a neighbouring width. Three 15-minute runs of the `cpu` preset (seeds 0, 1 and 2) on
 # one two-core CPU with bf16 instructions (`benchmarks/RESULTS.md`) scored 31.33, 30.54 and 30.78 BLEU (beam 4) on
 # the newer sentences, after 5,326, 4,795 and 4,847 steps: a spread of about 0.8 BLEU between runs of the same recipe
-# (with learned positions instead of rotary ones: 29.96, 30.08 and 29.36; before Muon's rate was tuned: 29.57, 29.36
-# and 28.33, a spread of 1.2), all on the development half of the newer sentences (section 6).
+# (before Muon's rate was tuned: 29.57, 29.36 and 28.33, a spread of 1.2), all on the development half of the newer
+# sentences (section 6).
 #
 # The check asks for more than a number: our translations must beat the copy baseline, and they must
 # beat *themselves* scored against the wrong references (each hypothesis paired with the next sentence's

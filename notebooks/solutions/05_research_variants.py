@@ -167,7 +167,8 @@ reference = runtime.reference_outputs  # outputs saved for the checks (data/refe
 DATA = "builtin" if QUICK else str(sources.find_local_tatoeba() or sources.fetch_tatoeba(cache_dir=DRIVE))
 # Every row builds on notebook 02's model, rotary positions, on every preset: the `t4` preset's own default is a
 # learned table (notebook 03's GPU run), which would make section 6's "vanilla" row the same run as its "learned" one
-BASE = config.preset_config(PRESET, seed=SEED, positional="rotary", **BUDGET)
+BASE_SETTINGS = {"seed": SEED, "positional": "rotary", **BUDGET}
+BASE = config.preset_config(PRESET, **BASE_SETTINGS)
 prepared = data.prepare_data(DATA, BASE, None, seed=SEED, limit=DATA_LIMIT, progress=False)
 tok = prepared.tokenizer
 print(prepared.describe())
@@ -179,7 +180,7 @@ ROWS: dict[str, dict] = {}  # every row of every table, for 05_variants.json
 
 def run_row(label: str, **changes) -> dict:
     """Train BASE with `changes` for the same budget and score it (helpers.experiments.run_variant)."""
-    cfg = config.preset_config(PRESET, **{"seed": SEED, **BUDGET, **changes})  # a setting may change the seed
+    cfg = config.preset_config(PRESET, **{**BASE_SETTINGS, **changes})  # a setting may change the seed
     row = CACHE.run(
         label,
         {**FINGERPRINT, "changes": changes},
@@ -701,8 +702,8 @@ plt.show()
 # - **none**: nothing added;
 # - **learned**: a trained vector per position, added to the token (GPT-2's choice);
 # - **sinusoidal**: the fixed table of notebook 02 (Exercise 2.1), added to the token;
-# - **ALiBi**: nothing added to the tokens; each head subtracts a penalty proportional to the distance from its
-#   scores.
+# - **ALiBi**: nothing added to the tokens; each head adds to its scores a bias linear in the distance
+#   (Exercise 5.3).
 #
 # Rotary and ALiBi act inside attention, on the scores. You wrote the rotation in notebook 02; here you show why it
 # works, then write ALiBi.
