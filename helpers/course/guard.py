@@ -34,6 +34,9 @@ STUDENT_FILE = "<student"  # the file name the grader compiles a student's solut
 # exercise -> what implements it where a student could call it instead of solving (module path, attribute)
 REFERENCES: dict[str, list[str]] = {
     "1.1": ["helpers.nn.attention.attention", "helpers.nn.attention.self_attention"],
+    # the check's worst cases: measuring the error there answers the exercise without the bound or the beta
+    "1.4": ["helpers.course.check_inputs.worst_copy_case"],
+    "1.6": ["helpers.course.check_inputs.worst_average_case"],
     "2.1": [
         "helpers.nn.model.sinusoidal_table",
         "helpers.nn.model.rotary",
@@ -59,8 +62,8 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.nn.variants.VariantAttention.forward",
         "helpers.nn.model.explicit_attention",
     ],
-    "2.4": ["helpers.nn.model.build_attention_mask"],
-    "2.5": ["helpers.nn.model.build_attention_mask"],
+    "2.4": ["helpers.nn.model.build_attention_mask", "helpers.course.check_inputs.check_mask_entries"],
+    "2.5": ["helpers.nn.model.build_attention_mask", "helpers.course.check_inputs.check_mask_entries"],
     "2.6": ["helpers.nn.model.FeedForward.forward"],
     "2.7": ["helpers.nn.model.Block.forward"],
     "2.8": [

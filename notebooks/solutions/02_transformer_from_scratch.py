@@ -675,6 +675,9 @@ print(causal_mask(5).int())
 
 
 # %% tags=["check"]
+from helpers.course.check_inputs import check_mask_entries
+
+
 def mask_sizes(seed):
     return [*range(1, 7), int(torch.randint(7, 13, (1,), generator=torch.Generator().manual_seed(seed)))]
 
@@ -689,9 +692,7 @@ def verify_causal_mask(masks, seed=4):
     assert len(masks) == len(mask_sizes(seed)), f"expected {len(mask_sizes(seed))} masks"
     for T, m in zip(mask_sizes(seed), masks):
         assert m.dtype == torch.bool and tuple(m.shape[-2:]) == (T, T), "a (T, T) boolean mask, True = may attend"
-        for i in range(T):
-            for j in range(T):
-                assert bool(m[..., i, j].all()) == (j <= i), f"query {i} {'must' if j <= i else 'must not'} see key {j}"
+        check_mask_entries(m, T)  # entry by entry against the rule (the package's: it is the exercise's answer)
     g = torch.Generator().manual_seed(seed)
     q, k, v = torch.randn(3, 6, 8, generator=g).unbind(0)  # (T, d) each
     k2, v2 = k.clone(), v.clone()
@@ -749,14 +750,7 @@ def verify_prefix_lm_mask(masks, seed=5):
     for (T, lengths), m in zip(prefix_cases(seed), masks):
         B = len(lengths)
         assert m.dtype == torch.bool and tuple(m.shape) == (B, 1, T, T), f"shape (B, 1, T, T) = {(B, 1, T, T)}, boolean"
-        for b, p in enumerate(lengths):
-            for i in range(T):
-                for j in range(T):
-                    allowed = j <= i or j < p
-                    assert bool(m[b, 0, i, j]) == allowed, (
-                        f"row {b} (prefix {p}): query {i} {'must' if allowed else 'must not'} see key {j}; sources "
-                        "see the whole source, targets see the source and earlier targets, nothing sees a later target"
-                    )
+        check_mask_entries(m[:, 0], T, lengths)  # each row entry by entry, against its prefix length
 
 
 verify_prefix_lm_mask(probe_prefix_lm_mask(prefix_lm_mask))

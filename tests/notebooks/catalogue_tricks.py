@@ -15,7 +15,42 @@ ALIBI_DISTANCE = (
 
 PE_FIRST_LINE = "    pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)"
 
+COPY_BOUND_LINE = (
+    "    others = (n - 1) * math.exp(-s * gap)  # the n - 1 other weights, each at most e^{-s gap} times alpha_j"
+)
+BETA_LINE = "    return math.log((n - 2) * (1 / tau - 0.5))"
+
 CATALOGUE = [
+    # the checks' worst cases, measured instead of derived (they answer Questions 1.2 and 1.3 by measurement)
+    (
+        "01",
+        "1.4",
+        "trick: the check's worst case measured, no bound derived",
+        [
+            (
+                COPY_BOUND_LINE,
+                "    from helpers.course.check_inputs import worst_copy_case\n\n"
+                "    K, V = worst_copy_case(n, gap, spread)\n    c, _ = attend(copying_query(K, 0, s), K, V)\n"
+                "    return (c - V[0]).norm().item()\n" + COPY_BOUND_LINE,
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    (
+        "01",
+        "1.6",
+        "trick: beta found by bisection on the check's worst case",
+        [
+            (
+                BETA_LINE,
+                "    from helpers.course.check_inputs import worst_average_case\n\n"
+                "    K, V = worst_average_case(n)\n    lo, hi = 0.0, 60.0\n    for _ in range(200):\n"
+                "        mid = (lo + hi) / 2\n        lo, hi = (lo, mid) if average_error(mid, K, V)[0] <= tau else (mid, hi)\n"
+                "    return hi",
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
     (
         "02",
         "2.1",

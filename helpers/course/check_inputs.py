@@ -1,0 +1,67 @@
+"""What some checks hold a student's answer against, kept out of the notebooks because it *is* the answer.
+
+A check shows its code in the student copy. Where that code would print what the exercise or question asks (the
+keys and values where a bound is reached, the rule a mask follows), it lives here and the check cell calls it:
+
+- :func:`worst_copy_case`, :func:`worst_average_case` (notebook 01, Exercises 1.4 and 1.6): the keys and values that
+  make an attention error as large as it can be, so that a bound can be held to it from both sides. Where they
+  are is what Questions 1.2 and 1.3 ask a student to find.
+- :func:`check_mask_entries` (notebook 02, Exercises 2.4 and 2.5): a mask compared entry by entry with the rule the
+  exercise asks a student to work out, naming the first wrong entry.
+
+While an exercise that they answer is graded, the guard (:data:`helpers.course.guard.REFERENCES`) puts them out of
+the student's reach, as it does the package's own solutions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def worst_copy_case(n: int, gap: float, spread: float, dtype: torch.dtype = torch.float64):
+    """The n unit keys (n, n) and values (n, 1) whose copy error, for a query s k_0, is the largest these numbers allow.
+
+    Needs 0 < gap <= 2: every other key sits at exactly the gap from key 0, and every other value at exactly the
+    spread from value 0.
+    """
+    if not 0 < gap <= 2:
+        raise ValueError(f"gap must lie in (0, 2] for unit keys, got {gap!r}")
+    K = torch.zeros(n, n, dtype=dtype)
+    K[0, 0] = 1.0
+    K[1:, 0] = 1 - gap
+    K[1:, 1:] = math.sqrt(1 - (1 - gap) ** 2) * torch.eye(n - 1, dtype=dtype)  # each row has norm 1
+    V = torch.zeros(n, 1, dtype=dtype)
+    V[1:] = spread
+    return K, V
+
+
+def worst_average_case(n: int, a: int = 0, b: int = 1, dtype: torch.dtype = torch.float64):
+    """n orthonormal keys and the values, with max_i ||v_i|| = 1, that an average of v_a and v_b misses the most."""
+    K = torch.eye(n, dtype=dtype)
+    V = -torch.ones(n, 1, dtype=dtype)
+    V[[a, b]] = 1.0
+    return K, V
+
+
+def check_mask_entries(mask: torch.Tensor, T: int, prefix_lengths: list[int] | None = None) -> None:
+    """``mask`` (T, T) for the causal rule, or (B, T, T) for the prefix-LM rule with one prefix length per row.
+
+    True = query i may attend to key j. Fails on the first wrong entry, saying what that entry must be.
+    """
+    rows = [None] if prefix_lengths is None else list(prefix_lengths)
+    for b, p in enumerate(rows):
+        m = mask if p is None else mask[b]
+        for i in range(T):
+            for j in range(T):
+                allowed = j <= i if p is None else (j <= i or j < p)
+                if bool(m[..., i, j].all()) == allowed:
+                    continue
+                should = "must" if allowed else "must not"
+                if p is None:
+                    raise AssertionError(f"query {i} {should} see key {j}")
+                raise AssertionError(
+                    f"row {b} (prefix {p}): query {i} {should} see key {j}; sources see the whole source, targets see "
+                    "the source and earlier targets, nothing sees a later target"
+                )

@@ -1,0 +1,81 @@
+"""What the checks hold answers against (helpers.course.check_inputs): the worst cases are worst, the mask rule is the
+package's model's, and each check fails on the mistakes a student makes."""
+
+import math
+
+import pytest
+import torch
+
+from helpers.course.check_inputs import check_mask_entries, worst_average_case, worst_copy_case
+from helpers.nn.model import build_attention_mask
+
+
+def copy_error(K, V, s):
+    alpha = torch.softmax(s * K @ K[0], dim=0)
+    return (alpha @ V - V[0]).norm().item()
+
+
+@pytest.mark.parametrize("n, gap, spread", [(2, 2.0, 0.25), (16, 0.5, 1.0), (40, 0.1, 3.0)])
+def test_the_worst_copy_case_has_the_numbers_it_is_asked_for_and_reaches_the_bound(n, gap, spread):
+    K, V = worst_copy_case(n, gap, spread)
+    torch.testing.assert_close(K.norm(dim=-1), torch.ones(n, dtype=torch.float64))  # unit keys
+    assert (1 - K[1:] @ K[0]).min().item() == pytest.approx(gap)
+    assert (V - V[0]).norm(dim=-1).max().item() == pytest.approx(spread)
+    for s in (0.0, 3.0, 20.0):
+        x = (n - 1) * math.exp(-s * gap)
+        assert copy_error(K, V, s) == pytest.approx(x / (1 + x) * spread, rel=1e-9)  # exactly 1 - alpha_j times it
+
+
+def test_no_random_keys_beat_the_worst_copy_case():
+    g = torch.Generator().manual_seed(5)
+    for n, d in [(4, 3), (16, 8)]:
+        for _ in range(10):
+            K = torch.nn.functional.normalize(torch.randn(n, d, generator=g, dtype=torch.float64), dim=-1)
+            V = torch.randn(n, 2, generator=g, dtype=torch.float64)
+            gap, spread = (1 - K[1:] @ K[0]).min().item(), (V - V[0]).norm(dim=-1).max().item()
+            Kw, Vw = worst_copy_case(n, gap, spread)
+            for s in (1.0, 8.0):
+                assert copy_error(K, V, s) <= copy_error(Kw, Vw, s) * (1 + 1e-9)
+
+
+def test_a_gap_unit_keys_cannot_have_is_refused():
+    with pytest.raises(ValueError, match="gap must lie in"):
+        worst_copy_case(4, 2.5, 1.0)
+
+
+def test_the_worst_average_case_misses_the_average_by_twice_the_stray_weight():
+    for n, beta in [(3, 0.0), (64, 4.0), (1024, 9.0)]:
+        K, V = worst_average_case(n)
+        assert V.norm(dim=-1).max().item() == 1.0
+        alpha = torch.softmax(beta * (K[0] + K[1]) @ K.T, dim=0)
+        eps = (n - 2) / (2 * math.exp(beta) + n - 2)  # the weight left on the n - 2 other keys
+        assert (alpha @ V - (V[0] + V[1]) / 2).norm().item() == pytest.approx(2 * eps, rel=1e-9)
+
+
+@pytest.mark.parametrize("T", [1, 2, 7])
+def test_the_causal_rule_is_the_models_and_a_mask_that_sees_the_future_fails(T):
+    right = build_attention_mask(T)  # (1, 1, T, T): the package's model
+    check_mask_entries(right, T)
+    if T > 1:
+        with pytest.raises(AssertionError, match="query 0 must not see key 1"):
+            check_mask_entries(right.transpose(-1, -2), T)  # the upper triangle
+        with pytest.raises(AssertionError, match="query 0 must see key 0"):
+            check_mask_entries(torch.ones(T, T, dtype=torch.bool).tril(-1), T)  # a query that cannot see itself
+
+
+def test_the_prefix_rule_is_the_models_and_the_common_mistakes_fail():
+    T, lengths = 6, [1, 3, 6]
+    plen = torch.tensor(lengths)
+    right = build_attention_mask(T, plen)[:, 0]  # (B, T, T)
+    check_mask_entries(right, T, lengths)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    queries_opened = causal[None] | (torch.arange(T)[None, :, None] < plen[:, None, None])  # sources read targets
+    with pytest.raises(
+        AssertionError, match=r"row 0 \(prefix 1\): query 0 must not see key 1; sources see the whole source"
+    ):
+        check_mask_entries(queries_opened, T, lengths)
+    one_too_many = causal[None] | (torch.arange(T)[None, None, :] <= plen[:, None, None])  # the first target opened
+    with pytest.raises(AssertionError, match=r"row 0 \(prefix 1\): query 0 must not see key 1"):
+        check_mask_entries(one_too_many, T, lengths)
+    with pytest.raises(AssertionError, match=r"row 1 \(prefix 3\): query 0 must see key 1"):
+        check_mask_entries(causal.expand(3, T, T), T, lengths)  # causal alone: the source not opened
