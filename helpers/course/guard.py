@@ -62,8 +62,19 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.nn.variants.VariantAttention.forward",
         "helpers.nn.model.explicit_attention",
     ],
-    "2.4": ["helpers.nn.model.build_attention_mask", "helpers.course.check_inputs.check_mask_entries"],
-    "2.5": ["helpers.nn.model.build_attention_mask", "helpers.course.check_inputs.check_mask_entries"],
+    # notebook 05's read_mask with horizons = positions is the prefix-LM (or, without lengths, the causal) mask
+    "2.4": [
+        "helpers.nn.model.build_attention_mask",
+        "helpers.course.check_inputs.check_mask_entries",
+        "helpers.nn.variants.read_mask",
+        "helpers.nn.variants.latent_masks",
+    ],
+    "2.5": [
+        "helpers.nn.model.build_attention_mask",
+        "helpers.course.check_inputs.check_mask_entries",
+        "helpers.nn.variants.read_mask",
+        "helpers.nn.variants.latent_masks",
+    ],
     "2.6": ["helpers.nn.model.FeedForward.forward"],
     "2.7": ["helpers.nn.model.Block.forward"],
     "2.8": [
@@ -87,7 +98,12 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.nn.generate.CachedDecoder.step",
         "helpers.nn.model.SelfAttention.forward",
     ],
-    "3.2": ["helpers.text.batches.collate", "helpers.nn.model.build_attention_mask"],
+    "3.2": [
+        "helpers.text.batches.collate",
+        "helpers.nn.model.build_attention_mask",
+        "helpers.nn.variants.read_mask",
+        "helpers.nn.variants.latent_masks",
+    ],
     "3.3": ["helpers.training.train.train"],
     "3.4": [
         "helpers.nn.model.DecoderOnlyTransformer.generate",

@@ -910,6 +910,9 @@ print(tuple(Block(D_MODEL, N_HEAD, 4 * D_MODEL)(x, causal_mask(x.size(1))).shape
 
 
 # %% tags=["check"]
+from helpers.nn.model import build_attention_mask as package_mask  # the checks' causal mask, not 2.4's answer
+
+
 def block_weights(C, d_ff, seed):
     """The block's weights drawn from `seed`: LayerNorm scales near 1 and shifts near 0 but not equal to them, so a
     misplaced LayerNorm shows."""
@@ -945,7 +948,7 @@ def probe_block(block_cls, seed=7):
         return hook
 
     x, later = block_inputs(seed)
-    mask = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+    mask = package_mask(5)[0, 0]  # (5, 5): the package's causal mask
     hooks = [getattr(block, name).register_forward_hook(watch(name), with_kwargs=True) for name in ("attn", "ffn")]
     try:
         with torch.no_grad():
@@ -987,7 +990,7 @@ def verify_block(values, seed=7):
         ffn_in, layer_norm_by_hand(stream, w["ln2.weight"], w["ln2.bias"]), atol=1e-5
     ), "guarantee 2: what the feed-forward received is not the stream as it stood after attention, normalised by ln2"
     attn_w = {k.removeprefix("attn."): v for k, v in w.items() if k.startswith("attn.")}
-    causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+    causal = package_mask(5)[0, 0]
     for r in range(2):
         assert torch.allclose(attn_out[r], multi_head_by_hand(attn_in[r], attn_w, 2, causal), atol=1e-4), (
             "guarantee 3: what attention returned is not causal multi-head attention of what it received (is the mask "

@@ -20,7 +20,23 @@ COPY_BOUND_LINE = (
 )
 BETA_LINE = "    return math.log((n - 2) * (1 / tau - 0.5))"
 
+CAUSAL_LINE = "    return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T): True on and below the diagonal"
+
 CATALOGUE = [
+    # notebook 05's read_mask, with horizons = positions, is the causal mask (a twin of build_attention_mask)
+    (
+        "02",
+        "2.4",
+        "trick: notebook 05's read_mask at the positions themselves",
+        [
+            (
+                CAUSAL_LINE,
+                "    from helpers.nn.variants import read_mask\n\n"
+                "    pos = torch.arange(T)\n    return read_mask(pos, pos, None)[0, 0]",
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
     # the checks' worst cases, measured instead of derived (they answer Questions 1.2 and 1.3 by measurement)
     (
         "01",
