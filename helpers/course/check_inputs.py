@@ -1,13 +1,14 @@
-"""What some checks hold a student's answer against, kept out of the notebooks because it *is* the answer.
+"""What some checks hold a student's answer against, kept out of the notebooks because it is part of the answer.
 
-A check shows its code in the student copy. Where that code would print what the exercise or question asks (the
-keys and values where a bound is reached, the rule a mask follows), it lives here and the check cell calls it:
+A check shows its code in the student copy. Where that code would spell out what an exercise or a question asks
+(the keys and values where a bound is reached, the rule a mask follows), it lives here and the check cell calls it
+through the module (``check_inputs.worst_copy_case(...)``, so that the guard's stand-in is what every call meets):
 
-- :func:`worst_copy_case`, :func:`worst_average_case` (notebook 01, Exercises 1.4 and 1.6): the keys and values that
-  make an attention error as large as it can be, so that a bound can be held to it from both sides. Where they
-  are is what Questions 1.2 and 1.3 ask a student to find.
-- :func:`check_mask_entries` (notebook 02, Exercises 2.4 and 2.5): a mask compared entry by entry with the rule the
-  exercise asks a student to work out, naming the first wrong entry.
+- :func:`worst_copy_case`, :func:`worst_average_case` (notebook 01, Exercises 1.4 and 1.6): keys and values that
+  make an attention error as large as it can be, so that a bound can be held to it from both sides; where they lie
+  is part of Question 1.2's model answer and of what Question 1.3 asks;
+- :func:`check_mask_entries` (notebook 02, Exercises 2.4 and 2.5): a check rather than an input, kept here because
+  its rule is the exercises' answer: a mask compared entry by entry, the first wrong entry named.
 
 While an exercise that they answer is graded, the guard (:data:`helpers.course.guard.REFERENCES`) puts them out of
 the student's reach, as it does the package's own solutions.
@@ -21,13 +22,11 @@ import torch
 
 
 def worst_copy_case(n: int, gap: float, spread: float, dtype: torch.dtype = torch.float64):
-    """The n unit keys (n, n) and values (n, 1) whose copy error, for a query s k_0, is the largest these numbers allow.
-
-    Needs 0 < gap <= 2: every other key sits at exactly the gap from key 0, and every other value at exactly the
-    spread from value 0.
-    """
+    """The n unit keys (n, n) and values (n, 1) whose copy error, for a query s k_0, is the largest these numbers allow
+    (0 < gap <= 2)."""
     if not 0 < gap <= 2:
         raise ValueError(f"gap must lie in (0, 2] for unit keys, got {gap!r}")
+    # every other key at exactly the gap from key 0, every other value at exactly the spread from value 0
     K = torch.zeros(n, n, dtype=dtype)
     K[0, 0] = 1.0
     K[1:, 0] = 1 - gap
@@ -46,10 +45,13 @@ def worst_average_case(n: int, a: int = 0, b: int = 1, dtype: torch.dtype = torc
 
 
 def check_mask_entries(mask: torch.Tensor, T: int, prefix_lengths: list[int] | None = None) -> None:
-    """``mask`` (T, T) for the causal rule, or (B, T, T) for the prefix-LM rule with one prefix length per row.
+    """``mask`` (..., T, T) for the causal rule, or (B, ..., T, T) for the prefix-LM rule, one prefix length per row.
 
-    True = query i may attend to key j. Fails on the first wrong entry, saying what that entry must be.
+    True = query i may attend to key j; an entry counts as True when it is True along every leading dimension (a
+    (1, 1, T, T) mask is one (T, T) mask). Fails on the first wrong entry, saying what that entry must be.
     """
+    if prefix_lengths is not None and len(prefix_lengths) == 0:
+        raise ValueError("prefix_lengths is empty: give one prefix length per row of the mask, or None for causal")
     rows = [None] if prefix_lengths is None else list(prefix_lengths)
     for b, p in enumerate(rows):
         m = mask if p is None else mask[b]

@@ -691,9 +691,10 @@ save_then_explore(
 
 
 # %% tags=["check"]
-# worst_copy_case(n, gap, spread): the unit keys and the values whose copy error is the largest these numbers allow.
-# Where they lie is what Question 1.2 asks, so the check takes them from the package (out of your solution's reach).
-from helpers.course.check_inputs import worst_copy_case
+# check_inputs.worst_copy_case(n, gap, spread): the unit keys and the values whose copy error is the largest these
+# numbers allow. Where they lie is part of Question 1.2's model answer, so the check takes them from the package,
+# out of your solution's reach while it is graded.
+from helpers.course import check_inputs
 
 # (n, gap, spread, s): the cases the bound is held to
 COPY_CASES = [(16, 0.5, 1.0, 0.0), (16, 0.5, 2.0, 4.0), (16, 0.5, 2.0, 12.0), (8, 0.2, 0.5, 60.0), (64, 1.0, 3.0, 20.0),
@@ -715,7 +716,7 @@ def check_copying_bound(bound_fn, looser_than=2.0, seed=SEED):
     for n, gap, spread, s in copy_cases(seed):
         where = f"n={n}, gap={gap:g}, spread={spread:g}, s={s:g}"
         bound = float(bound_fn(n, gap, spread, s))
-        K, V = worst_copy_case(n, gap, spread)
+        K, V = check_inputs.worst_copy_case(n, gap, spread, dtype=DTYPE)
         c, _ = attend(copying_query(K, 0, s), K, V)
         worst = (c - V[0]).norm().item()
         assert bound >= worst * (1 - 1e-9), (
@@ -904,15 +905,16 @@ for n in [4, 64, 1024]:
 
 
 # %% tags=["check"]
-# worst_average_case(n): n orthonormal keys and the values (max_i ||v_i|| = 1) that the average of v_0 and v_1
-# misses the most. Where they lie is part of what Question 1.3 asks, so the check takes them from the package.
-from helpers.course.check_inputs import worst_average_case
+# check_inputs.worst_average_case(n): n orthonormal keys and the values (max_i ||v_i|| = 1) that the average of v_0
+# and v_1 misses the most. Which values reach the worst is part of what Question 1.3 asks, so the check takes them
+# from the package, out of your solution's reach while it is graded.
+from helpers.course import check_inputs  # noqa: F811 (each check cell imports what it uses)
 
 
 def check_beta_needed(beta_fn, rel_tol=1e-6, seed=SEED):
     """At beta_fn(n, tau) the worst-case error must be tau: larger means beta is too small, smaller that it wastes."""
     for n in (3, 4, 64, 1024, int(torch.randint(5, 500, (1,), generator=torch.Generator().manual_seed(seed)))):
-        K, V = worst_average_case(n)
+        K, V = check_inputs.worst_average_case(n, dtype=DTYPE)
         for tau in (0.1, 1e-3, 1e-6):
             beta = float(beta_fn(n, tau))
             err = average_error(beta, K, V)[0]
@@ -958,7 +960,7 @@ AVG_NS = [4, 16, 64, 256]
 
 def smallest_beta_measured(n, tau, iters=60):
     """Bisection on the worst-case values: the smallest beta whose measured error is <= tau max||v||."""
-    K, V = worst_average_case(n)
+    K, V = check_inputs.worst_average_case(n, dtype=DTYPE)
     lo, hi = 0.0, 60.0
     for _ in range(iters):
         mid = (lo + hi) / 2
@@ -970,7 +972,7 @@ def plot_average(log10_tau=-3.0):
     tau = 10.0**log10_tau
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
     for n in AVG_NS:
-        K, V = worst_average_case(n)
+        K, V = check_inputs.worst_average_case(n, dtype=DTYPE)
         (line,) = ax1.semilogy(AVG_BETAS, [average_error(b_, K, V)[0] for b_ in AVG_BETAS], label=f"n={n}")
         ax1.axvline(beta_needed(n, tau), ls=":", c=line.get_color())
     ax1.axhline(tau, ls="--", c="gray", label=rf"$\tau$ = {tau:g}")

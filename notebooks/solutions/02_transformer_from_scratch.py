@@ -675,7 +675,7 @@ print(causal_mask(5).int())
 
 
 # %% tags=["check"]
-from helpers.course.check_inputs import check_mask_entries
+from helpers.course import check_inputs  # the rule a mask must follow is the exercise's answer: kept in the package
 
 
 def mask_sizes(seed):
@@ -692,7 +692,7 @@ def verify_causal_mask(masks, seed=4):
     assert len(masks) == len(mask_sizes(seed)), f"expected {len(mask_sizes(seed))} masks"
     for T, m in zip(mask_sizes(seed), masks):
         assert m.dtype == torch.bool and tuple(m.shape[-2:]) == (T, T), "a (T, T) boolean mask, True = may attend"
-        check_mask_entries(m, T)  # entry by entry against the rule (the package's: it is the exercise's answer)
+        check_inputs.check_mask_entries(m, T)  # entry by entry, the first wrong one named
     g = torch.Generator().manual_seed(seed)
     q, k, v = torch.randn(3, 6, 8, generator=g).unbind(0)  # (T, d) each
     k2, v2 = k.clone(), v.clone()
@@ -750,7 +750,7 @@ def verify_prefix_lm_mask(masks, seed=5):
     for (T, lengths), m in zip(prefix_cases(seed), masks):
         B = len(lengths)
         assert m.dtype == torch.bool and tuple(m.shape) == (B, 1, T, T), f"shape (B, 1, T, T) = {(B, 1, T, T)}, boolean"
-        check_mask_entries(m[:, 0], T, lengths)  # each row entry by entry, against its prefix length
+        check_inputs.check_mask_entries(m[:, 0], T, lengths)  # each row entry by entry, against its prefix length
 
 
 verify_prefix_lm_mask(probe_prefix_lm_mask(prefix_lm_mask))
@@ -910,7 +910,7 @@ print(tuple(Block(D_MODEL, N_HEAD, 4 * D_MODEL)(x, causal_mask(x.size(1))).shape
 
 
 # %% tags=["check"]
-from helpers.nn.model import build_attention_mask as package_mask  # the checks' causal mask, not 2.4's answer
+from helpers.nn.model import build_attention_mask as package_mask  # the checks' causal mask, not spelt out here
 
 
 def block_weights(C, d_ff, seed):

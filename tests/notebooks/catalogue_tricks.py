@@ -20,6 +20,7 @@ COPY_BOUND_LINE = (
 )
 BETA_LINE = "    return math.log((n - 2) * (1 / tau - 0.5))"
 
+PREFIX_LINE = "    in_prefix = torch.arange(T)[None, :] < prefix_len[:, None]  # (B, T): which keys are source tokens"
 CAUSAL_LINE = "    return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T): True on and below the diagonal"
 
 CATALOGUE = [
@@ -33,6 +34,19 @@ CATALOGUE = [
                 CAUSAL_LINE,
                 "    from helpers.nn.variants import read_mask\n\n"
                 "    pos = torch.arange(T)\n    return read_mask(pos, pos, None)[0, 0]",
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    (
+        "02",
+        "2.5",
+        "trick: notebook 05's read_mask with the prefix lengths",
+        [
+            (
+                PREFIX_LINE,
+                "    from helpers.nn.variants import read_mask\n\n"
+                "    pos = torch.arange(T)\n    return read_mask(pos, pos, prefix_len)\n" + PREFIX_LINE,
             )
         ],
         "ReferenceOutOfReach",

@@ -307,8 +307,24 @@ def test_no_derivation_is_left_outside_the_answer_cells():
         r"\Pi\,\mathrm{Attn}(X)",  # Question 1.8's relation: the figure measures it without writing it down
         "Pi Attn(X)",
         "sinusoidal_table",  # Exercise 2.1's table (the package's solution): not shown a notebook early
+        "K[1:, 0] = 1 - gap",  # the checks' worst cases (where Question 1.2's bound is reached, Question 1.3's values)
+        "V[[a, b]] = 1.0",
+        "def worst_copy_case",
+        "def worst_average_case",
     ]:
         assert secret not in visible, f"{secret!r} is readable in the student copy"
+
+
+def test_question_1_8s_relation_is_measured_only_after_the_question():
+    """shuffle_gaps follows each input to its new slot, Attn(X[p]) against Attn(X)[p]: that is the relation Question
+    1.8 asks for, so the student copy may hold it only after the question (the figure under it measures it)."""
+    cells = [c.source for c in exercises.student_notebook(_solved()).cells]
+    asked = next(i for i, text in enumerate(cells) if "**Question 1.8" in text)
+    measured = [i for i, text in enumerate(cells) if "attn_fn(X)[p]" in text]
+    assert measured, "the figure's measurement is gone: the search has no target"
+    assert min(measured) > asked, (
+        f"cell {min(measured)} measures Attn(PX) = P Attn(X) before Question 1.8 (cell {asked})"
+    )
 
 
 def test_student_functions_are_not_in_helpers():
@@ -556,7 +572,7 @@ def test_copying_bound_check_accepts_a_tighter_valid_bound(ns):
 
 def test_the_worst_copy_case_is_the_worst(ns):
     """No random keys and values with the same n, gap and spread beat the check's worst case: its lower side is fair."""
-    attend, worst_case = ns["attend"], ns["worst_copy_case"]
+    attend, worst_case = ns["attend"], ns["check_inputs"].worst_copy_case
     g = torch.Generator().manual_seed(11)
     for n, d in [(4, 3), (16, 16), (32, 8)]:
         for _ in range(5):
@@ -661,7 +677,7 @@ def test_model_answer_of_question_1_3_matches_the_measurement(ns):
         exact = eps * (V[2:].mean(0) - m).norm().item()
         assert err == pytest.approx(exact, rel=1e-9, abs=1e-14)
         assert err <= 2 * eps * V.norm(dim=-1).max().item()
-        K_w, V_w = ns["worst_average_case"](n)
+        K_w, V_w = ns["check_inputs"].worst_average_case(n)
         assert ns["average_error"](beta, K_w, V_w)[0] == pytest.approx(2 * eps, rel=1e-9)  # the bound is reached
 
 

@@ -462,6 +462,17 @@ def test_the_derivation_exercises_do_not_show_what_they_ask_for():
     assert "Exercise 2.1" in text and "Exercise 2.7" in text and "Exercise 2.9" in text  # the search has its target
 
 
+def test_the_mask_exercises_answers_are_not_spelt_out_by_any_check():
+    """2.4 and 2.5 ask which keys each query may see: no check cell (2.4's, 2.5's, 2.7's) writes the rule as code; the
+    solved notebook does, in the solutions, so the search has its target."""
+    rules = ["torch.tril(", ".tril()", "j <= i", "j < p", "<= i or"]
+    solved = "\n".join(cell.source for cell in read_py(NOTEBOOK).cells)
+    assert "torch.tril(" in solved
+    copy = "\n".join(cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells)
+    found = [r for r in rules if r in copy]
+    assert not found, f"the student copy of notebook 02 spells the mask rule: {found}"
+
+
 @pytest.mark.parametrize(
     "bug",
     [
