@@ -51,6 +51,27 @@ CATALOGUE = [
         ],
         "ReferenceOutOfReach",
     ),
+    # the mask check as an oracle: it names the first wrong entry, so flipping entries until it is quiet builds the mask
+    (
+        "02",
+        "2.5",
+        "trick: the mask check's messages searched until it is quiet",
+        [
+            (
+                PREFIX_LINE,
+                "    import re\n\n    from helpers.course import check_inputs\n\n"
+                "    m = torch.zeros(len(prefix_len), T, T, dtype=torch.bool)\n"
+                "    for _ in range(m.numel() + 1):\n"
+                "        try:\n"
+                "            check_inputs.check_mask_entries(m, T, prefix_len.tolist())\n"
+                "            return m[:, None]\n"
+                "        except AssertionError as wrong:\n"
+                "            b, i, j = map(int, re.search(r'row (\\d+) .*?query (\\d+) .*?key (\\d+)', str(wrong)).groups())\n"
+                "            m[b, i, j] = ~m[b, i, j]\n" + PREFIX_LINE,
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
     # the checks' worst cases, measured instead of derived (they answer Questions 1.2 and 1.3 by measurement)
     (
         "01",
