@@ -76,6 +76,8 @@ declare -A ARGS=(
   # against learned positions: do the rates, rather than the size, turn rotary's sign?
   [t4rates]="lr=0.001 warmup_steps=1000 weight_decay=0.1"
   [t4rates-learned]="lr=0.001 warmup_steps=1000 weight_decay=0.1 positional=learned"
+  # the tokenizer: sentencepiece BPE instead of the unigram model, at the same 8,000 pieces (thirteenth session: lost)
+  [bpe]="tokenizer_type=bpe"
 )
 name=$1 seed=$2 steps=${3:-2000}
 [ -n "${ARGS[$name]+x}" ] || { echo "unknown lever $name: one of ${!ARGS[*]}" >&2; exit 2; }
