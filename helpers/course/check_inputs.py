@@ -44,26 +44,37 @@ def worst_average_case(n: int, a: int = 0, b: int = 1, dtype: torch.dtype = torc
     return K, V
 
 
-def check_mask_entries(mask: torch.Tensor, T: int, prefix_lengths: list[int] | None = None) -> None:
-    """``mask`` (..., T, T) for the causal rule, or (B, ..., T, T) for the prefix-LM rule, one prefix length per row.
+def check_mask_entries(
+    mask: torch.Tensor, T: int, prefix_lengths: list[int] | None = None, lengths: list[int] | None = None
+) -> None:
+    """``mask`` (..., T, T) for the causal rule, or (B, ..., T, T) for the prefix-LM rule, one prefix length per row;
+    ``lengths`` (prefix-LM only): each row's real tokens, the keys after them padding that nothing may read.
 
     True = query i may attend to key j; an entry counts as True when it is True along every leading dimension (a
     (1, 1, T, T) mask is one (T, T) mask). Fails on the first wrong entry, saying what that entry must be.
     """
     if prefix_lengths is not None and len(prefix_lengths) == 0:
         raise ValueError("prefix_lengths is empty: give one prefix length per row of the mask, or None for causal")
+    if lengths is not None and (prefix_lengths is None or len(lengths) != len(prefix_lengths)):
+        raise ValueError("lengths needs prefix_lengths, one of each per row of the mask")
     rows = [None] if prefix_lengths is None else list(prefix_lengths)
     for b, p in enumerate(rows):
         m = mask if p is None else mask[b]
+        n = T if lengths is None else lengths[b]
         for i in range(T):
             for j in range(T):
-                allowed = j <= i if p is None else (j <= i or j < p)
+                allowed = (j <= i if p is None else (j <= i or j < p)) and j < n
                 if bool(m[..., i, j].all()) == allowed:
                     continue
                 should = "must" if allowed else "must not"
                 if p is None:
                     raise AssertionError(f"query {i} {should} see key {j}")
+                if j >= n:
+                    raise AssertionError(
+                        f"row {b} (length {n}, prefix {p}): query {i} must not see key {j}: it is padding"
+                    )
+                length = "" if lengths is None else f"length {n}, "
                 raise AssertionError(
-                    f"row {b} (prefix {p}): query {i} {should} see key {j}; sources see the whole source, targets see "
-                    "the source and earlier targets, nothing sees a later target"
+                    f"row {b} ({length}prefix {p}): query {i} {should} see key {j}; sources see the whole source, "
+                    "targets see the source and earlier targets, nothing sees a later target"
                 )

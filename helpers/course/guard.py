@@ -101,6 +101,7 @@ REFERENCES: dict[str, list[str]] = {
     "3.2": [
         "helpers.text.batches.collate",
         "helpers.nn.model.build_attention_mask",
+        "helpers.course.check_inputs.check_mask_entries",
         "helpers.nn.variants.read_mask",
         "helpers.nn.variants.latent_masks",
     ],

@@ -1212,7 +1212,7 @@ print(
 # rounding level): the cell above checks it at every angle.
 
 # %% [markdown]
-# ## 5. The drawback of a single head
+# ## 5. One head, keys that are not exact
 #
 # Keys are rarely exact. Let the means $\mu_1,\dots,\mu_n$ be orthonormal and draw
 # $k_i \sim \mathcal{N}(\mu_i, \alpha I)$ with a vanishingly small $\alpha$ (here $\alpha$ is a
@@ -1450,7 +1450,7 @@ check_single_head_swings(c_single)
 # *Key phrases:* "bimodal", "near v_a", "coin flip", "\sigma\big(\beta(\gamma - 1)\big)"
 
 # %% [markdown]
-# ## 6. The benefit of two heads
+# ## 6. Two heads
 #
 # Split the job between two heads over the same keys and values: head 1 with query $q_1$, head 2 with
 # $q_2$, and $c = \tfrac12(c_1 + c_2)$. `two_heads` computes that for any two queries.
@@ -1568,7 +1568,7 @@ def plot_multi_head(beta=BETA, log10_alpha=LOG10_ALPHA):
 save_then_explore(
     plot_multi_head,
     "01_multi_head_variance",
-    question="Do two heads fix what one head cannot?",
+    question="With key a stretched, how do one head and two heads compare?",
     caption="One head against the two heads of Exercise 1.9 with key a stretched: the coefficient of v_a in c "
     "(left), where c lands (middle) and the total variance of c over key draws (right, log scale).",
     beta=(1.0, 20.0, 0.5, BETA),

@@ -197,8 +197,8 @@ print("ids", tuple(ids.shape), "-> vectors", tuple(x.shape))
 # ## Exercise 2.1 · Positions: a fixed table, and a rotation (4 points)
 #
 # Attention, which we write next, compares every position with every other and sums the results. What it
-# makes of word order is Question 1.8 of notebook 01: answer it there. The model needs positions from
-# somewhere. Three common choices:
+# makes of word order is Question 1.8 of notebook 01: answer it there. Models that give it positions use one of
+# three common choices:
 #
 # * **learned**: another embedding table, indexed by position, added to each token vector (GPT-2 does this);
 # * **sinusoidal**: a fixed table (Vaswani et al., 2017), added the same way, which you construct first;
@@ -716,8 +716,6 @@ print("✓ causal mask")
 # positions causally. Work out from that which keys each query may see.
 #
 # It depends on each row's `prefix_len`, so it has shape `(B, 1, T, T)`; the 1 broadcasts over heads.
-# Note what is indexed by `prefix_len`: the **keys**. (Opening up the *queries* in the prefix instead
-# would let source positions read the target, which leaks the answer.)
 
 
 # %%
@@ -758,8 +756,9 @@ print("✓ prefix-LM mask")
 
 # %% [markdown]
 # **Which positions can each position see?** On the left the plain causal mask, on the right the
-# prefix-LM mask, for our first sentence (rows are queries, columns keys; dark = may attend).
-# The prefix-LM mask opens the top-left source block in both directions and nothing else.
+# prefix-LM mask, for our first sentence (rows are queries, columns keys; dark = may attend). What
+# `prefix_len` opens is a set of *keys*, the source's: opening the source's *queries* instead would let source
+# positions read the target, which leaks the answer.
 
 # %%
 seq, plen = encode_pair(*PAIRS[0])

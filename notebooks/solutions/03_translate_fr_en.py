@@ -667,7 +667,7 @@ print(f"validation: {len(valid_batches)} batches of {len(valid_examples):,} pair
 #   English or `<eos>`, and −100 everywhere else (the French, the padding);
 # - `"prefix_len"`, (B,) long: each example's `prefix_len`;
 # - `"attention"`, (B, T, T) bool: True where position i of row b may read position j, which is so when j
-#   holds a real token of row b (not padding) and j is in the row's prefix or not after i.
+#   is a real token of row b (not padding) that Exercise 2.5's prefix-LM mask lets position i read.
 #
 # *Hints.* `torch.full` makes the padded rectangles. In each row the first scored position is the `<sep>` and
 # the last is the one before `<eos>`. `torch.arange(T)` compared with itself, with each row's length and with
@@ -703,6 +703,9 @@ def batch_tensors(examples, pad_id=tokenizer.PAD_ID):
 
 
 # %% tags=["check"]
+from helpers.course import check_inputs  # the mask's rule is Exercise 2.5's answer: kept in the package
+
+
 def batch_rows(seed):
     """(ids, prefix_len) of each row: three written by hand (<bos>=1 ... <sep>=2 ... <eos>=3), then two to six
     drawn from `seed` (one to eight French and English ids each)."""
@@ -740,16 +743,9 @@ def batch_by_rule(rows, ids, labels, att, pad_id):
                 f"row {b} (ids {r}, prefix_len {P}) position {t}: label {int(labels[b, t])}, expected {want}. Labels "
                 "are the next token, and -100 wherever the next token is French or padding"
             )
-        for i in range(T):
-            for j in range(T):
-                want = j < L and (j < P or j <= i)
-                why = (
-                    "padding" if j >= L else "in the prefix" if j < P else "before or at i" if j <= i else "the future"
-                )
-                assert bool(att[b, i, j]) == want, (
-                    f"row {b} (length {L}, prefix_len {P}): position {i} {'may not' if want else 'may'} read position "
-                    f"{j} ({why}), your mask says the opposite"
-                )
+    # every entry of the mask against Exercise 2.5's rule with the padding keys hidden (the rule is 2.5's answer:
+    # the package holds it)
+    check_inputs.check_mask_entries(att, T, [P for _, P in rows], [len(r) for r, _ in rows])
 
 
 # %% tags=["check"]
@@ -957,8 +953,8 @@ print(
 # **Label smoothing** (`loss_fn(..., label_smoothing=0.1)`). Cross-entropy against a one-hot target is
 # lowest when the model puts probability 1 on the right token, so it keeps pushing that logit up forever.
 # With smoothing $\varepsilon$ the target is $1-\varepsilon$ on the right token plus $\varepsilon$ spread
-# uniformly over the vocabulary; the loss is then lowest at a *finite* confidence. The model becomes less
-# over-confident (Vaswani et al. used 0.1). The
+# uniformly over the vocabulary; where the loss is then lowest is Question 3.2's to find. Vaswani et al. used 0.1
+# against over-confidence. The
 # validation loss and perplexity below are computed *without* smoothing (Question 3.3 asks why).
 #
 # **Where is each loss lowest?** Below, the right token's logit is set a margin above all the others, and the

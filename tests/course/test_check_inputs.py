@@ -73,3 +73,18 @@ def test_the_prefix_rule_is_the_models_and_the_common_mistakes_fail():
         check_mask_entries(one_too_many, T, lengths)
     with pytest.raises(AssertionError, match=r"row 1 \(prefix 3\): query 0 must see key 1"):
         check_mask_entries(causal.expand(3, T, T), T, lengths)  # causal alone: the source not opened
+
+
+def test_padding_keys_are_hidden_when_lengths_are_given():
+    T, lengths, prefixes = 5, [5, 3], [2, 2]
+    plen = torch.tensor(prefixes)
+    right = build_attention_mask(T, plen)[:, 0] & (
+        torch.arange(T)[None, None, :] < torch.tensor(lengths)[:, None, None]
+    )
+    check_mask_entries(right, T, prefixes, lengths)
+    with pytest.raises(
+        AssertionError, match=r"row 1 \(length 3, prefix 2\): query 3 must not see key 3: it is padding"
+    ):
+        check_mask_entries(build_attention_mask(T, plen)[:, 0], T, prefixes, lengths)  # the padding left readable
+    with pytest.raises(ValueError, match="lengths needs prefix_lengths"):
+        check_mask_entries(right, T, None, lengths)

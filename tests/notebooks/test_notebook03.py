@@ -992,3 +992,14 @@ def test_the_questions_are_3_1_to_3_4():
 
     numbers = [q.number for q in exercises.find_questions(NB.read_py(NOTEBOOK))]
     assert numbers == QUESTIONS
+
+
+def test_exercise_3_2_does_not_spell_exercise_2_5s_mask_rule():
+    """3.2's mask is 2.5's with the padding hidden: its text names 2.5, and its check takes the rule from the package,
+    so a student who reads notebook 03 first does not find 2.5's answer (the solution itself is stubbed)."""
+    from helpers.course.notebooks import read_py
+
+    copy = "\n".join(cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells)
+    found = [r for r in ("j < P or j <= i", "j <= i", "not after i", "j < P") if r in copy]
+    assert not found, f"the student copy of notebook 03 spells the prefix-LM rule: {found}"
+    assert "Exercise 2.5's prefix-LM mask" in copy  # the text the exercise now gives instead
