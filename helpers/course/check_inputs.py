@@ -7,8 +7,11 @@ through the module (``check_inputs.worst_copy_case(...)``, so that the guard's s
 - :func:`worst_copy_case`, :func:`worst_average_case` (notebook 01, Exercises 1.4 and 1.6): keys and values that
   make an attention error as large as it can be, so that a bound can be held to it from both sides; where they lie
   is part of Question 1.2's model answer and of what Question 1.3 asks;
-- :func:`check_mask_entries` (notebook 02, Exercises 2.4 and 2.5): a check rather than an input, kept here because
-  its rule is the exercises' answer: a mask compared entry by entry, the first wrong entry named.
+- :func:`check_mask_entries` (notebook 02, Exercises 2.4 and 2.5, and notebook 03's 3.2 with padding): a check
+  rather than an input, kept here because its rule is the exercises' answer: a mask compared entry by entry, the
+  first wrong entry named;
+- :func:`drawn_answer_sets` (notebook 06, Exercise 6.1): answers written the ways a grader's table shows, whose
+  making spells out the rule the exercise asks a student to infer from the table.
 
 While an exercise that they answer is graded, the guard (:data:`helpers.course.guard.REFERENCES`) puts them out of
 the student's reach, as it does the package's own solutions.
@@ -17,6 +20,7 @@ the student's reach, as it does the package's own solutions.
 from __future__ import annotations
 
 import math
+import random
 
 import torch
 
@@ -78,3 +82,17 @@ def check_mask_entries(
                     f"row {b} ({length}prefix {p}): query {i} {should} see key {j}; sources see the whole source, "
                     "targets see the source and earlier targets, nothing sees a later target"
                 )
+
+
+def drawn_answer_sets(seed: int, places: list[str], n_sets: int = 300) -> list[tuple[list[str], list[str]]]:
+    """(predictions, answers) sets drawn from ``seed``: each answer a place of ``places``, each prediction that place
+    written one of the ways the grader's table of Exercise 6.1 shows."""
+    draw, sets = random.Random(seed), []
+    for _ in range(n_sets):
+        answers = draw.choices(places, k=draw.randint(1, 6))
+        made = []
+        for a in answers:
+            a = draw.choice([a, a.upper(), a.lower(), a.replace(" ", "   "), a + draw.choice(".!?,;"), a[:-1], a + "s"])
+            made.append(draw.choice(["", " ", '"', "("]) + a + draw.choice(["", " ", '"', ")", ". "]))
+        sets.append((made, answers))
+    return sets

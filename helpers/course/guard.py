@@ -133,7 +133,11 @@ REFERENCES: dict[str, list[str]] = {
     "5.2": ["helpers.nn.variants.read_mask", "helpers.nn.variants.latent_horizons", "helpers.nn.variants.latent_masks"],
     "5.3": ["helpers.nn.variants.alibi_slopes", "helpers.nn.variants.alibi_bias"],
     "5.4": ["helpers.training.pretrain.corrupt_span"],
-    "6.1": ["helpers.knowledge.accuracy", "helpers.knowledge.normalise_answer"],
+    "6.1": [
+        "helpers.knowledge.accuracy",
+        "helpers.knowledge.normalise_answer",
+        "helpers.course.check_inputs.drawn_answer_sets",
+    ],
     "6.2": ["helpers.knowledge.majority_answer"],
     "6.3": ["helpers.knowledge.finetune_example", "helpers.knowledge.labels_for"],
     "6.4": [

@@ -240,6 +240,9 @@ def exact_match_accuracy(predictions: list[str], answers: list[str]) -> float:
 
 
 # %% tags=["check"]
+from helpers.course import check_inputs
+
+
 # The graded answers above, one at a time; then the reference cases saved with the course
 # (data/reference/06_exact_match.json); then many answers made the same way, against the grader's rule.
 def marked_answers():
@@ -251,17 +254,9 @@ def marked_answers():
 
 
 def drawn_answer_sets(seed, n_sets=300):
-    """(predictions, answers) sets made the way the table's answers are (case, spaces, punctuation at the ends, a
-    letter lost or added), drawn from `seed`."""
-    draw, sets = random.Random(seed), []
-    for _ in range(n_sets):
-        answers = draw.choices(knowledge.PLACES, k=draw.randint(1, 6))
-        made = []
-        for a in answers:
-            a = draw.choice([a, a.upper(), a.lower(), a.replace(" ", "   "), a + draw.choice(".!?,;"), a[:-1], a + "s"])
-            made.append(draw.choice(["", " ", '"', "("]) + a + draw.choice(["", " ", '"', ")", ". "]))
-        sets.append((made, answers))
-    return sets
+    """(predictions, answers) sets made the way the table's answers are, drawn from `seed` (how they are made is what
+    the exercise asks you to work out, so the package makes them)."""
+    return check_inputs.drawn_answer_sets(seed, knowledge.PLACES, n_sets)
 
 
 def plain_number(x):

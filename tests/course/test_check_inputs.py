@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from helpers.course.check_inputs import check_mask_entries, worst_average_case, worst_copy_case
+from helpers.course.check_inputs import check_mask_entries, drawn_answer_sets, worst_average_case, worst_copy_case
 from helpers.nn.model import build_attention_mask
 
 
@@ -88,3 +88,22 @@ def test_padding_keys_are_hidden_when_lengths_are_given():
         check_mask_entries(build_attention_mask(T, plen)[:, 0], T, prefixes, lengths)  # the padding left readable
     with pytest.raises(ValueError, match="lengths needs prefix_lengths"):
         check_mask_entries(right, T, None, lengths)
+
+
+def test_the_drawn_answers_are_the_places_written_the_tables_ways_with_both_marks():
+    """Each drawn prediction counts as its place under the course's rule, or has lost or gained a last letter (which
+    does not count): both kinds occur, so a rule that accepts too much or too little meets its counter-example."""
+    from helpers.knowledge import PLACES, normalise_answer
+
+    sets = drawn_answer_sets(3, PLACES, n_sets=50)
+    assert sets == drawn_answer_sets(3, PLACES, n_sets=50) and sets != drawn_answer_sets(4, PLACES, n_sets=50)
+    right = wrong = 0
+    for made, answers in sets:
+        for prediction, place in zip(made, answers, strict=True):
+            if normalise_answer(prediction) == normalise_answer(place):
+                right += 1
+            else:
+                wrong += 1
+                written = normalise_answer(prediction)
+                assert written in (normalise_answer(place)[:-1], normalise_answer(place) + "s"), (prediction, place)
+    assert right > 0 and wrong > 0

@@ -166,3 +166,21 @@ def test_the_threshold_exercise_is_marked_full_mode_and_the_solved_quick_run_lef
     assert [(e.number, e.points) for e in found if e.full_mode] == [("6.6", 3)]
     assert "check_final_run" not in nb, "the quick grade of the solved notebook left the exercise out"
     assert final["FACTS_NEEDED"] == 0.35 and final["final_settings"](1, 2) == (1, 2)
+
+
+def test_exercise_6_1s_rule_is_not_spelt_by_how_the_check_makes_answers():
+    """6.1 asks for the rule behind a grader's table; the check's answers are made by the package, so the student copy
+    neither lists the ways of writing a place nor shows the code that writes them (the solved notebook's solution
+    holds the rule itself, so the search has its target there)."""
+    from helpers.course import exercises
+    from helpers.course.notebooks import read_py
+
+    solved = "\n".join(cell.source for cell in read_py(NOTEBOOK).cells)
+    assert "casefold()" in solved
+    copy = "\n".join(cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells)
+    found = [
+        s
+        for s in ("a letter lost or added", 'a + "s"', "a.upper()", "casefold()", "punctuation at the ends")
+        if s in copy
+    ]
+    assert not found, f"the student copy of notebook 06 spells 6.1's rule: {found}"
