@@ -1336,8 +1336,10 @@ def verify_word_vectors(values, seed=0):
         assert rows.mean(0).abs().max() < 1e-3 * std and math.isclose(rows.std().item(), std, rel_tol=1e-3), (
             f"the written rows, taken together: mean {rows.mean().item():.2e}, std {rows.std().item():.4f} (want 0 and {std})"
         )
-        assert torch.allclose(table, want.tok_emb.weight.detach(), rtol=0, atol=1e-7), (
-            f"the written rows differ from the reference table (std {std})"
+        # rtol 1e-3: the standard deviation with n or with n - 1 in the denominator (the text names neither) differ
+        # by about 1 / (2n), some 1e-4 here; a per-vector scale or a missed centring is off by far more
+        assert torch.allclose(table, want.tok_emb.weight.detach(), rtol=1e-3, atol=1e-7), (
+            f"the written rows differ from the reference table (std {std}) by more than their scale's rounding"
         )
 
 

@@ -184,3 +184,22 @@ def test_exercise_6_1s_rule_is_not_spelt_by_how_the_check_makes_answers():
         if s in copy
     ]
     assert not found, f"the student copy of notebook 06 spells 6.1's rule: {found}"
+
+
+def test_exercise_6_7_accepts_either_standard_deviation(nb):
+    """The text asks for rows that, taken together, have std ``std`` without naming the estimator: one with n in the
+    denominator passes as the package's (n - 1) does; scaling each vector on its own (the catalogue) still fails."""
+    def with_population_std(model, tok, wv, std=0.02):
+        ids = [
+            i
+            for i in range(tok.vocab_size)
+            if i > tok.unk_id and not tok.id_to_piece(i).startswith("<0x") and str(i) in wv
+        ]
+        X = torch.stack([torch.from_numpy(wv[str(i)].copy()) for i in ids])
+        X = X - X.mean(0)
+        X = X * (std / X.std(correction=0))
+        with torch.no_grad():
+            model.tok_emb.weight[ids] = X.to(model.tok_emb.weight.dtype)
+        return len(ids)
+
+    nb["verify_word_vectors"](nb["probe_word_vectors"](with_population_std))
