@@ -189,6 +189,7 @@ def test_exercise_6_1s_rule_is_not_spelt_by_how_the_check_makes_answers():
 def test_exercise_6_7_accepts_either_standard_deviation(nb):
     """The text asks for rows that, taken together, have std ``std`` without naming the estimator: one with n in the
     denominator passes as the package's (n - 1) does; scaling each vector on its own (the catalogue) still fails."""
+
     def with_population_std(model, tok, wv, std=0.02):
         ids = [
             i
