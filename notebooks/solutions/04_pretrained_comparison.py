@@ -479,8 +479,9 @@ def pad_batch(examples: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
 
 # %% tags=["check"]
 def planted_examples():
-    """Two examples by hand, where <eos> (id 2) also pads."""
-    return [{"input_ids": [5, 6, 7, 2], "labels": [-100, -100, 7, 2]}, {"input_ids": [5, 8, 2], "labels": [-100, 8, 2]}]
+    """Two examples by hand, where <eos> (id 2) also pads. Their labels are made up (a collator carries whatever labels
+    it is given; which positions hold what is Exercise 4.1's question); the last one is 2, the <eos> label."""
+    return [{"input_ids": [5, 6, 7, 2], "labels": [40, 41, 42, 2]}, {"input_ids": [5, 8, 2], "labels": [43, 44, 2]}]
 
 
 def batch_examples(seed):
@@ -521,7 +522,7 @@ def verify_batch(values, seed=0):
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]], (
         f"attention_mask {batch['attention_mask'].tolist()}: 1 on the example's own tokens (its <eos> too), 0 on pads"
     )
-    assert batch["labels"].tolist() == [[-100, -100, 7, 2], [-100, 8, 2, -100]], (
+    assert batch["labels"].tolist() == [[40, 41, 42, 2], [43, 44, 2, -100]], (
         f"labels {batch['labels'].tolist()}: the example's own labels (its <eos> label 2 kept, although 2 also pads), "
         "then -100 on the padding"
     )

@@ -524,3 +524,15 @@ def test_your_sentence_is_translated_by_every_model_side_by_side(nb):
     rows = ns["mine"]
     assert [r["model"] for r in rows] == list(ns["ROWS_OF"]) and all(r["seconds"] > 0 for r in rows)
     assert all(isinstance(r["translation"], str) for r in rows) and ns["box"] is None
+
+
+def test_exercise_4_2s_check_does_not_show_4_1s_label_layout():
+    """4.1 asks which positions of an example hold -100 and what the others hold; 4.2's check plants examples by hand,
+    with made-up labels, so the student copy shows no labelled example of our format (the old planted ones did)."""
+    from helpers.course import exercises
+    from helpers.course.notebooks import read_py
+
+    copy = "\n".join(cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells)
+    assert "def planted_examples" in copy  # the search has its target
+    found = [s for s in ("[-100, -100, 7, 2]", "[-100, 8, 2]", "[-100, 8, 2, -100]") if s in copy]
+    assert not found, f"the student copy of notebook 04 shows a labelled example of 4.1's format: {found}"
