@@ -67,6 +67,8 @@ def check_mask_entries(
         n = T if lengths is None else lengths[b]
         for i in range(T):
             for j in range(T):
+                # written out, not helpers.nn.model's build_attention_mask: course machinery imports only the ground
+                # (tests/course/test_check_inputs.py holds the two to the same mask)
                 allowed = (j <= i if p is None else (j <= i or j < p)) and j < n
                 if bool(m[..., i, j].all()) == allowed:
                     continue
