@@ -7,6 +7,11 @@ through the module (``check_inputs.worst_copy_case(...)``, so that the guard's s
 - :func:`worst_copy_case`, :func:`worst_average_case` (notebook 01, Exercises 1.4 and 1.6): keys and values that
   make an attention error as large as it can be, so that a bound can be held to it from both sides; where they lie
   is part of Question 1.2's model answer and of what Question 1.3 asks;
+- :func:`attention_by_loops` (notebook 02, Exercises 2.2, 2.3 and 2.7): attention one query at a time in plain
+  Python, whose scale is Question 1.9's answer;
+- :func:`check_block_stream` (notebook 02, Exercise 2.7): a check, kept here because its two comparisons are the
+  pre-LN block itself: what the block returns and what each sub-layer reads, against its input and what its
+  sub-layers returned;
 - :func:`check_mask_entries` (notebook 02, Exercises 2.4 and 2.5, and notebook 03's 3.2 with padding): a check
   rather than an input, kept here because its rule is the exercises' answer: a mask compared entry by entry, the
   first wrong entry named;
@@ -46,6 +51,42 @@ def worst_average_case(n: int, a: int = 0, b: int = 1, dtype: torch.dtype = torc
     V = -torch.ones(n, 1, dtype=dtype)
     V[[a, b]] = 1.0
     return K, V
+
+
+def attention_by_loops(q, k, v, mask):
+    """Attention in plain Python, one query at a time: q, k, v are lists of vectors (lists of floats), mask[i][j] a
+    bool (True = query i may read key j). Returns (outputs, weights) as lists."""
+    d_k, out, weights = len(q[0]), [], []
+    for i, qi in enumerate(q):
+        scores = [sum(a * b for a, b in zip(qi, kj)) / math.sqrt(d_k) if mask[i][j] else None for j, kj in enumerate(k)]
+        top = max(s for s in scores if s is not None)
+        e = [math.exp(s - top) if s is not None else 0.0 for s in scores]
+        w_i = [x / sum(e) for x in e]
+        weights.append(w_i)
+        out.append([sum(w_i[j] * v[j][c] for j in range(len(v))) for c in range(len(v[0]))])
+    return out, weights
+
+
+def layer_norm_by_hand(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm over the last dimension, with the biased variance nn.LayerNorm uses."""
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def check_block_stream(x, out, attn_in, attn_out, ffn_in, ffn_out, ln1, ln2, atol: float = 1e-5) -> None:
+    """Guarantees 1 and 2 of Exercise 2.7 on one call of a block: ``x`` what entered it, ``out`` what it returned,
+    ``attn_in``/``attn_out`` and ``ffn_in``/``ffn_out`` what its sub-layers received and returned, ``ln1``/``ln2``
+    each LayerNorm's (weight, bias). Fails on the first guarantee broken, naming it."""
+    if not torch.allclose(out, x + attn_out + ffn_out, atol=atol):
+        raise AssertionError("guarantee 1: the block's output is not its input plus what the two sub-layers returned")
+    if attn_in is None or not torch.allclose(attn_in, layer_norm_by_hand(x, *ln1), atol=atol):
+        raise AssertionError("guarantee 2: what attention received is not the stream as it entered, normalised by ln1")
+    if ffn_in is None or not torch.allclose(ffn_in, layer_norm_by_hand(x + attn_out, *ln2), atol=atol):
+        raise AssertionError(
+            "guarantee 2: what the feed-forward received is not the stream as it stood after attention, normalised by "
+            "ln2"
+        )
 
 
 def check_mask_entries(

@@ -54,6 +54,7 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.nn.model.SelfAttention.attend",
         "helpers.nn.variants.VariantAttention.forward",
         "torch.nn.functional.scaled_dot_product_attention",  # the identity as values gives the weights
+        "helpers.course.check_inputs.attention_by_loops",  # the check's reference, in plain Python
     ],
     "2.3": [
         "helpers.nn.model.SelfAttention.forward",
@@ -76,7 +77,7 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.nn.variants.latent_masks",
     ],
     "2.6": ["helpers.nn.model.FeedForward.forward"],
-    "2.7": ["helpers.nn.model.Block.forward"],
+    "2.7": ["helpers.nn.model.Block.forward", "helpers.course.check_inputs.check_block_stream"],
     "2.8": [
         "helpers.nn.model.DecoderOnlyTransformer.forward",
         "helpers.nn.model.DecoderOnlyTransformer.embed",

@@ -294,7 +294,7 @@ def check_categorical(attend_fn, scales=SCALES, m=5, n=8, d=16, repeats=20, seed
 
 
 check_categorical(attend)
-print(f"check_categorical passed at {len(SCALES)} scales from 1e-12 to 1e12: weights finite, >= 0, rows summing to 1.")
+print(f"check_categorical passed at {len(SCALES)} scales from 1e-12 to 1e12.")
 
 # %% [markdown]
 # **The figure.** The query's scale $s$ multiplies every score. Left: one query's weights at three
@@ -304,9 +304,10 @@ print(f"check_categorical passed at {len(SCALES)} scales from 1e-12 to 1e12: wei
 
 # %%
 def mean_entropy(scales, n=8, d=16):
-    """Mean entropy (nats) of the weights of random queries (scores of order 1 at scale 1) at each scale."""
+    """Mean entropy (nats) of the weights of random unit queries at each scale."""
     g = rng(1)
-    qs = torch.randn(N_TRIALS, 1, d, generator=g, dtype=DTYPE) / math.sqrt(d)  # (R, 1, d)
+    qs = torch.randn(N_TRIALS, 1, d, generator=g, dtype=DTYPE)
+    qs = qs / qs.norm(dim=-1, keepdim=True)  # (R, 1, d): unit queries, so the scale s alone sets their length
     Ks = torch.randn(N_TRIALS, n, d, generator=g, dtype=DTYPE)  # (R, n, d)
     return [-torch.special.xlogy(a, a).sum(-1).mean().item() for a in (attend(s * qs, Ks, Ks)[1] for s in scales)]
 
@@ -316,7 +317,8 @@ ENTROPY_SCALES = torch.logspace(-2, 2, N_SWEEP).tolist()
 
 def plot_categorical(n=8, d=16):
     g = rng(1)
-    q = torch.randn(d, generator=g, dtype=DTYPE) / math.sqrt(d)  # scores of order 1 at scale 1
+    q = torch.randn(d, generator=g, dtype=DTYPE)
+    q = q / q.norm()  # a unit query: the scale s is its length
     K = torch.randn(n, d, generator=g, dtype=DTYPE)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
     width = 0.27
@@ -2349,9 +2351,8 @@ print(describe_scaling(DIMS, unscaled, scaled))
 #
 # Later notebooks import attention from the package (`helpers.nn.attention`), held to your `attend` by a test.
 #
-# **Next, notebook 02** assembles these pieces into a Transformer: several heads side by side (item 6),
-# scaled scores (item 9), positional encodings (item 8), and projections that decide
-# what each token asks for and offers (item 7).
+# **Next, notebook 02** assembles a Transformer from attention. As you build it, find where each of your nine
+# answers shows up in its design, and where none does.
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** The nine answers in one table:

@@ -421,15 +421,17 @@ example = lm_example(lm.tokenizer, *splits.train[0])  # one pair of our own in S
 print("✓ ids and labels as the package builds them; the loss is on what the model writes at translation time")
 
 # %% [markdown]
-# One training pair in SmolLM2's format, token by token, and the positions the loss scores.
+# One training pair of your `lm_example` in SmolLM2's format, token by token: each input piece, and the label your
+# function put beside it (a piece, or -100).
 
 # %%
-n_prompt = example["labels"].count(-100)
 pieces = lm.tokenizer.convert_ids_to_tokens(example["input_ids"])
-n_scored = sum(label != -100 for label in example["labels"][1:])  # the model shifts the labels by one
-print(f"{len(pieces)} tokens; {n_scored} positions in the loss:")
-print("  prompt:", " ".join(pieces[:n_prompt]))
-print("  target:", " ".join(pieces[n_prompt:]))
+label_pieces = [
+    repr(lm.tokenizer.convert_ids_to_tokens(label)) if label >= 0 else "-100" for label in example["labels"]
+]
+print(f"{len(pieces)} input ids, {len(label_pieces)} labels")
+for t, (piece, label) in enumerate(zip(pieces, label_pieces)):
+    print(f"{t:>3}  {piece!r:<16} {label}")
 
 # %% [markdown]
 # ### Exercise 4.2 · A batch whose padding the loss never sees (2 points)

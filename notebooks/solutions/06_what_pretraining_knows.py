@@ -166,7 +166,7 @@ print(
 
 # %% [markdown]
 # **How skewed are the birthplaces?** The shares of the most common towns among the fine-tuning people and
-# among the held-out people, beside the Zipf law they were drawn from.
+# among the held-out people. (What the law they were drawn from predicts is Question 6.1's to work out.)
 
 # %%
 TOP = 10
@@ -175,12 +175,10 @@ share = {
     who: [Counter(p.born for p in people)[t] / len(people) for t in towns]
     for who, people in (("fine-tuning people", DATA.finetune), ("held-out people", DATA.test))
 }
-law = knowledge.place_weights(skew=KCFG.skew)[:TOP]
 fig, ax = plt.subplots(figsize=(9, 3.8))
 x = torch.arange(TOP).float()
 ax.bar(x - 0.2, share["fine-tuning people"], width=0.4, label="fine-tuning people")
 ax.bar(x + 0.2, share["held-out people"], width=0.4, label="held-out people")
-ax.plot(x, law, "k.--", label="Zipf law (weight 1/rank)")
 ax.set_xticks(x.tolist(), towns, rotation=30, ha="right")
 ax.set_ylabel("share of people born there")
 ax.set_title(f"Birthplaces of {len(DATA.people)} invented people: the {TOP} most common of 32 towns")
@@ -190,7 +188,7 @@ plotting.save_figure(
     fig,
     "06_birthplaces",
     question="How skewed are the birthplaces, and is the most common one the same for the fine-tuning and the held-out people?",
-    caption=f"Share of each of the {TOP} most common towns among the {len(DATA.finetune)} fine-tuning and the {len(DATA.test)} held-out people, with the Zipf law they were drawn from.",
+    caption=f"Share of each of the {TOP} most common towns (by the Zipf law's ranks) among the {len(DATA.finetune)} fine-tuning and the {len(DATA.test)} held-out people.",
     numbers={"finetune_top_share": share["fine-tuning people"][0], "held_out_top_share": share["held-out people"][0]},
 )  # fmt: skip
 plt.show()
@@ -839,59 +837,6 @@ for name, acc in (("fine-tuned from scratch", TABLE["scratch"]),
     print(f"{name:<48} {acc:6.1%}  (± {2 * knowledge.standard_error(acc, len(DATA.test)):.1%})")
 
 # %% [markdown]
-# ## Exercise 6.6 · Your final run, held to a threshold (3 points, full mode)
-#
-# The points so far are for pieces that work; these are for a model that actually reaches the facts. Choose the
-# settings of your final run in `final_settings`: the same people, split and seed, a model no larger and budgets
-# no longer than this notebook's (fewer steps, another fine-tuning learning rate or warm-up are yours to choose).
-# In full mode the check runs your driver of Exercise 6.5 with them (or reads the table above when they are the
-# notebook's own) and asks that your pretrained model answer at least **35 %** of the held-out people, more than
-# Exercise 6.2's baseline can. Quick mode's tiny model cannot: the grader leaves this exercise
-# out of a quick run (its points with it), and `python -m helpers grade --full` grades it.
-
-
-# %%
-def final_settings(kcfg, model_cfg):
-    """(kcfg, model_cfg) of your final run: the notebook's KCFG and KMODEL, changed as you choose within the rules
-    above (helpers.knowledge.KnowledgeConfig and helpers.training.config.TrainConfig are dataclasses: use replace)."""
-    # BEGIN SOLUTION
-    return kcfg, model_cfg  # the notebook's own settings reach about 60 % (benchmarks/RESULTS.md)
-    # END SOLUTION
-
-
-# %% tags=["check"]
-FACTS_NEEDED = 0.35  # what a final run must reach, in full mode
-
-
-def check_final_run(settings_fn, threshold=FACTS_NEEDED, base=(KCFG, KMODEL), table=None):
-    """Within the rules, and at least ``threshold`` of the held-out people answered by the pretrained model."""
-    (kcfg0, model0), (kcfg, model_cfg) = base, settings_fn(*base)
-    same = ("n_people", "n_test", "seed", "skew", "vocab_size")
-    changed = [k for k in same if getattr(kcfg, k) != getattr(kcfg0, k)]
-    assert not changed, f"the people, their split and the tokenizer stay the notebook's: {changed} changed"
-    assert kcfg.pretrain_steps <= kcfg0.pretrain_steps and kcfg.finetune_steps <= kcfg0.finetune_steps, (
-        f"budgets no longer than the notebook's: {kcfg.pretrain_steps} pretraining and {kcfg.finetune_steps} "
-        f"fine-tuning steps asked, {kcfg0.pretrain_steps} and {kcfg0.finetune_steps} allowed"
-    )
-    sizes = ("d_model", "n_layer", "d_ff", "n_head", "max_len", "max_tokens")  # max_tokens: the tokens of a step
-    larger = [k for k in sizes if (getattr(model_cfg, k) or 0) > (getattr(model0, k) or 0)]
-    assert not larger, f"a model no larger than the notebook's: {larger} grew"
-    if table is None:
-        table = TABLE if (kcfg, model_cfg) == (kcfg0, model0) else knowledge_table(DATA, TOK, kcfg, model_cfg, DEVICE)
-    reached = table["pretrained"]
-    assert reached >= threshold, (
-        f"your pretrained model answered {reached:.1%} of the {len(DATA.test)} held-out people; {threshold:.0%} is "
-        "needed: look at the curves of this section before changing the settings"
-    )
-    return reached
-
-
-if QUICK:
-    print("Quick mode: Exercise 6.6 is graded in full mode only (its threshold needs the full run); nothing checked.")
-else:
-    print(f"your final run: {check_final_run(final_settings):.1%} of the held-out people (needed: {FACTS_NEEDED:.0%})")
-
-# %% [markdown]
 # ## More of the same run: how much reading, and in which words
 #
 # The package's `helpers.knowledge.run_knowledge` runs the same experiment and more: it keeps snapshots of the
@@ -998,6 +943,59 @@ for kind in ("scratch", "pretrained"):
 # - **0 points:** the model from scratch "knows" some held-out birthplaces, or the gap is read from quick mode.
 #
 # *Key phrases:* "how to ask", "whoever is asked"
+
+# %% [markdown]
+# ## Exercise 6.6 · Your final run, held to a threshold (3 points, full mode)
+#
+# The points so far are for pieces that work; these are for a model that actually reaches the facts. Choose the
+# settings of your final run in `final_settings`: the same people, split and seed, a model no larger and budgets
+# no longer than this notebook's (fewer steps, another fine-tuning learning rate or warm-up are yours to choose).
+# In full mode the check runs your driver of Exercise 6.5 with them (or reads the table above when they are the
+# notebook's own) and asks that your pretrained model answer at least **35 %** of the held-out people, more than
+# Exercise 6.2's baseline can. Quick mode's tiny model cannot: the grader leaves this exercise
+# out of a quick run (its points with it), and `python -m helpers grade --full` grades it.
+
+
+# %%
+def final_settings(kcfg, model_cfg):
+    """(kcfg, model_cfg) of your final run: the notebook's KCFG and KMODEL, changed as you choose within the rules
+    above (helpers.knowledge.KnowledgeConfig and helpers.training.config.TrainConfig are dataclasses: use replace)."""
+    # BEGIN SOLUTION
+    return kcfg, model_cfg  # the notebook's own settings reach about 60 % (benchmarks/RESULTS.md)
+    # END SOLUTION
+
+
+# %% tags=["check"]
+FACTS_NEEDED = 0.35  # what a final run must reach, in full mode
+
+
+def check_final_run(settings_fn, threshold=FACTS_NEEDED, base=(KCFG, KMODEL), table=None):
+    """Within the rules, and at least ``threshold`` of the held-out people answered by the pretrained model."""
+    (kcfg0, model0), (kcfg, model_cfg) = base, settings_fn(*base)
+    same = ("n_people", "n_test", "seed", "skew", "vocab_size")
+    changed = [k for k in same if getattr(kcfg, k) != getattr(kcfg0, k)]
+    assert not changed, f"the people, their split and the tokenizer stay the notebook's: {changed} changed"
+    assert kcfg.pretrain_steps <= kcfg0.pretrain_steps and kcfg.finetune_steps <= kcfg0.finetune_steps, (
+        f"budgets no longer than the notebook's: {kcfg.pretrain_steps} pretraining and {kcfg.finetune_steps} "
+        f"fine-tuning steps asked, {kcfg0.pretrain_steps} and {kcfg0.finetune_steps} allowed"
+    )
+    sizes = ("d_model", "n_layer", "d_ff", "n_head", "max_len", "max_tokens")  # max_tokens: the tokens of a step
+    larger = [k for k in sizes if (getattr(model_cfg, k) or 0) > (getattr(model0, k) or 0)]
+    assert not larger, f"a model no larger than the notebook's: {larger} grew"
+    if table is None:
+        table = TABLE if (kcfg, model_cfg) == (kcfg0, model0) else knowledge_table(DATA, TOK, kcfg, model_cfg, DEVICE)
+    reached = table["pretrained"]
+    assert reached >= threshold, (
+        f"your pretrained model answered {reached:.1%} of the {len(DATA.test)} held-out people; {threshold:.0%} is "
+        "needed: look at the curves of this section before changing the settings"
+    )
+    return reached
+
+
+if QUICK:
+    print("Quick mode: Exercise 6.6 is graded in full mode only (its threshold needs the full run); nothing checked.")
+else:
+    print(f"your final run: {check_final_run(final_settings):.1%} of the held-out people (needed: {FACTS_NEEDED:.0%})")
 
 # %% [markdown] tags=["question"]
 # **Question 6.3 (2 points).** What has to happen in pretraining before fine-tuning can use it? Use the accuracy along

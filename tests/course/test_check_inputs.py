@@ -7,7 +7,15 @@ import math
 import pytest
 import torch
 
-from helpers.course.check_inputs import check_mask_entries, drawn_answer_sets, worst_average_case, worst_copy_case
+from helpers.course.check_inputs import (
+    attention_by_loops,
+    check_block_stream,
+    check_mask_entries,
+    drawn_answer_sets,
+    worst_average_case,
+    worst_copy_case,
+)
+from helpers.nn.attention import attention
 from helpers.nn.model import build_attention_mask
 
 
@@ -107,3 +115,64 @@ def test_the_drawn_answers_are_the_places_written_the_tables_ways_with_both_mark
                 written = normalise_answer(prediction)
                 assert written in (normalise_answer(place)[:-1], normalise_answer(place) + "s"), (prediction, place)
     assert right > 0 and wrong > 0
+
+
+def test_the_loop_reference_is_the_packages_scaled_attention_and_not_the_unscaled_one():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(5, 4, generator=g, dtype=torch.float64) * 3 for _ in range(3))
+    mask = (torch.rand(5, 5, generator=g) > 0.4) | torch.eye(5, dtype=torch.bool)
+    out, weights = (
+        torch.tensor(x, dtype=torch.float64)
+        for x in attention_by_loops(q.tolist(), k.tolist(), v.tolist(), mask.tolist())
+    )
+    want_out, want_weights = attention(q, k, v, scale=1 / math.sqrt(4), mask=mask)
+    torch.testing.assert_close(weights, want_weights)
+    torch.testing.assert_close(out, want_out)
+    _, unscaled = attention(q, k, v, scale=1.0, mask=mask)
+    assert not torch.allclose(weights, unscaled, atol=1e-3)  # the scale is there to be missed
+    big = [[300.0, 0.0], [0.0, 300.0]]  # scores of 45,000: the loop subtracts each row's largest, no overflow
+    assert attention_by_loops(big, big, [[1.0], [2.0]], [[True, True], [True, True]])[0] == [[1.0], [2.0]]
+
+
+def _block_run(arrangement, seed=0):
+    """A (2, 5, 8) input through one block of the given arrangement, and what each sub-layer received and returned."""
+    g = torch.Generator().manual_seed(seed)
+    C = 8
+    ln1, ln2 = torch.nn.LayerNorm(C), torch.nn.LayerNorm(C)
+    for ln in (ln1, ln2):
+        ln.weight.data = 0.5 + torch.rand(C, generator=g)
+        ln.bias.data = torch.rand(C, generator=g) - 0.5
+    A, W = torch.randn(C, C, generator=g), torch.randn(C, C, generator=g)
+    x = torch.randn(2, 5, C, generator=g) * 3 + 1
+    seen = {}
+
+    def attn(h):
+        seen["attn"] = (h, torch.tanh(h @ A))
+        return seen["attn"][1]
+
+    def ffn(h):
+        seen["ffn"] = (h, torch.relu(h @ W))
+        return seen["ffn"][1]
+
+    if arrangement == "pre-LN":
+        h = x + attn(ln1(x))
+        out = h + ffn(ln2(h))
+    elif arrangement == "post-LN":  # the 2017 original: the stream itself normalised
+        h = ln1(x + attn(x))
+        out = ln2(h + ffn(h))
+    elif arrangement == "parallel":  # the feed-forward reads the stream before attention added to it
+        out = x + attn(ln1(x)) + ffn(ln2(x))
+    elif arrangement == "norms swapped":
+        h = x + attn(ln2(x))
+        out = h + ffn(ln1(h))
+    with torch.no_grad():
+        lns = [(ln.weight.detach(), ln.bias.detach()) for ln in (ln1, ln2)]
+        return (x, out.detach(), *(t.detach() for t in seen["attn"]), *(t.detach() for t in seen["ffn"]), *lns)
+
+
+def test_the_block_stream_check_passes_pre_ln_and_names_the_guarantee_each_other_arrangement_breaks():
+    check_block_stream(*_block_run("pre-LN"))
+    for arrangement, broken in [("post-LN", "guarantee 1"), ("parallel", "stream as it stood after attention"),
+                                ("norms swapped", "normalised by ln1")]:  # fmt: skip
+        with pytest.raises(AssertionError, match=broken):
+            check_block_stream(*_block_run(arrangement))

@@ -564,6 +564,31 @@ def test_each_wrong_answer_fails_its_own_exercise_and_no_other(number, exercise,
     assert result.results[[r.number for r in result.results].index(exercise)].message.startswith(error), result.table()
 
 
+# Right answers written another way than the solution, in what an exercise's text leaves to the student: each must
+# pass, so that a check holding an answer to the reference run number for number holds it to the task, not to the
+# solution's incidental choices.
+OTHER_RIGHT_ANSWERS = [
+    ("06", "6.5", "the pretrained model trained first", [('for name in ("scratch", "pretrained"):\n        model = knowledge.new_model', 'for name in ("pretrained", "scratch"):\n        model = knowledge.new_model')]),
+    ("06", "6.5", "fine-tuning examples made by a function of the epoch", [("knowledge.ExampleBatcher(questions, max_tokens, seed=seed)", "knowledge.ExampleBatcher(lambda epoch: questions, max_tokens, seed=seed)")]),
+]  # fmt: skip
+
+
+@pytest.mark.grading
+@pytest.mark.parametrize(
+    "number, exercise, name, replacements",
+    per_notebook(
+        OTHER_RIGHT_ANSWERS, number_of=lambda entry: entry[0], ids=[f"{e[1]}-{e[2]}" for e in OTHER_RIGHT_ANSWERS]
+    ),
+)
+def test_a_right_answer_written_another_way_passes(number, exercise, name, replacements, tmp_path):
+    source = notebooks.notebook_sources([number])[0].read_text()
+    for old, new in replacements:
+        assert source.count(old) == 1, f"{old!r} should occur once"
+        source = source.replace(old, new)
+    result = _grade_alone(number, exercise, source, tmp_path)
+    assert result.status_of(exercise) == "passed", f"{name}\n{result.table()}"
+
+
 @pytest.mark.grading
 @reads_solved("02")
 def test_the_no_other_half_fails_when_the_grader_does_not_restore_the_reference(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ ALIBI_DISTANCE = (
     "    distance = torch.arange(T)[:, None] - torch.arange(T)[None, :]  # (T, T): i - j, negative above the diagonal"
 )
 
+ATTENTION_FIRST_LINE = "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T, S)"
 PE_FIRST_LINE = "    pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)"
 
 COPY_BOUND_LINE = (
@@ -68,6 +69,28 @@ CATALOGUE = [
                 "        except AssertionError as wrong:\n"
                 "            b, i, j = map(int, re.search(r'row (\\d+) .*?query (\\d+) .*?key (\\d+)', str(wrong)).groups())\n"
                 "            m[b, i, j] = ~m[b, i, j]\n" + PREFIX_LINE,
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    # the check's reference attention, loop by loop: its scale is Question 1.9's answer, so it is out of reach
+    (
+        "02",
+        "2.2",
+        "trick: the check's loop-by-loop reference called on every slice",
+        [
+            (
+                ATTENTION_FIRST_LINE,
+                "    from helpers.course import check_inputs\n\n"
+                "    T, S, lead = q.shape[-2], k.shape[-2], q.shape[:-2]\n"
+                "    m = torch.ones(T, S, dtype=torch.bool) if mask is None else mask\n"
+                "    m = m.expand(*lead, T, S).reshape(-1, T, S)\n"
+                "    flat = [t.reshape(-1, *t.shape[-2:]) for t in (q, k, v)]\n"
+                "    done = [check_inputs.attention_by_loops(a.tolist(), b.tolist(), c.tolist(), d.tolist())\n"
+                "            for a, b, c, d in zip(*flat, m)]\n"
+                "    out = torch.tensor([o for o, _ in done], dtype=q.dtype).reshape(*lead, T, v.shape[-1])\n"
+                "    return out, torch.tensor([w for _, w in done], dtype=q.dtype).reshape(*lead, T, S)\n"
+                + ATTENTION_FIRST_LINE,
             )
         ],
         "ReferenceOutOfReach",

@@ -327,6 +327,25 @@ def test_question_1_8s_relation_is_measured_only_after_the_question():
     )
 
 
+def test_nothing_before_question_1_9_scales_by_its_answer_and_the_summary_states_no_conclusion():
+    """Question 1.9 asks by what the scores must be multiplied: no cell before it divides a query by sqrt(d) (the old
+    entropy figure did, "scores of order 1 at scale 1"). The closing summary asks where the nine answers show up in
+    notebook 02; the old one said (several heads, positional encodings, scaled scores), which is what Questions 1.6,
+    1.8 and 1.9 ask."""
+    cells = [c.source for c in exercises.student_notebook(_solved()).cells]
+    asked = next(i for i, text in enumerate(cells) if "**Question 1.9" in text)
+    early = "\n".join(cells[:asked])
+    assert "def mean_entropy" in early  # the search has its target
+    scaled = re.search(r"/\s*math\.sqrt\(\s*d\s*\)|order 1 at scale|\\sqrt\{?d\b", early)
+    assert not scaled, f"a cell before Question 1.9 writes its factor: {scaled.group(0)!r}"
+    summary = next(text for text in cells if "**Next, notebook 02**" in text)
+    next_part = summary[summary.index("**Next, notebook 02**") :]
+    told = [w for w in ("several heads", "heads side by side", "positional", "scaled scores") if w in next_part]
+    assert not told, f"the summary says what notebook 02 brings, answering the questions: {told}"
+    check = next(text for text in cells if "check_categorical passed" in text)
+    assert "summing to 1" not in check, "Question 1.1's check prints the property the question asks to prove"
+
+
 def test_student_functions_are_not_in_helpers():
     package = "\n".join(p.read_text() for p in (ROOT / "helpers").glob("*.py"))
     for name in STUDENT_FUNCTIONS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -471,6 +472,25 @@ def test_the_mask_exercises_answers_are_not_spelt_out_by_any_check():
     copy = "\n".join(cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells)
     found = [r for r in rules if r in copy]
     assert not found, f"the student copy of notebook 02 spells the mask rule: {found}"
+
+
+def test_no_cell_of_the_copy_writes_question_1_9s_factor_or_the_pre_ln_stream():
+    """Question 1.9 (notebook 01) asks by what the scores must be multiplied: 2.2's text names the question and its
+    check's reference attention takes the scale from the package. 2.7 asks for the pre-LN block: its check compares
+    the residual stream through the package too. The old copy wrote both (the formula with sqrt(d_k), the reference
+    loop's `/ math.sqrt(d_k)`, `x + attn_out + ffn_out`, `stream = x + attn_out`)."""
+    copy = "\n".join(cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells)
+    assert "check_inputs.attention_by_loops" in copy and "check_inputs.check_block_stream" in copy  # the targets
+    told = [
+        r"\\sqrt\{d_k\}",  # LaTeX
+        r"/\s*math\.sqrt\(\s*(d_k|q\.size\(-1\)|q\.shape\[-1\])\s*\)",  # code
+        r"\*\*\s*-?0\.5",
+        r"x\s*\+\s*attn_out\s*\+\s*ffn_out",
+        r"stream\s*=\s*x\s*\+\s*attn_out",
+        r"layer_norm_by_hand\(\s*stream",
+    ]
+    found = [m.group(0) for pattern in told for m in [re.search(pattern, copy)] if m]
+    assert not found, f"the student copy of notebook 02 tells: {found}"
 
 
 @pytest.mark.parametrize(

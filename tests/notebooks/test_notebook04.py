@@ -536,3 +536,16 @@ def test_exercise_4_2s_check_does_not_show_4_1s_label_layout():
     assert "def planted_examples" in copy  # the search has its target
     found = [s for s in ("[-100, -100, 7, 2]", "[-100, 8, 2]", "[-100, 8, 2, -100]") if s in copy]
     assert not found, f"the student copy of notebook 04 shows a labelled example of 4.1's format: {found}"
+
+
+def test_the_table_under_exercise_4_1_shows_the_students_labels_without_saying_where_the_minus_100_go():
+    """4.1 asks which positions hold -100 and what the others hold: the cell under its check prints the student's own
+    labels beside the pieces. The old one cut the prompt at labels.count(-100) and said "the model shifts the labels
+    by one" (the layout 4.1 asks for)."""
+    from helpers.course import exercises
+    from helpers.course.notebooks import read_py
+
+    copy = "\n".join(cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells)
+    assert "label_pieces" in copy  # the search has its target
+    found = [s for s in ("count(-100)", "shifts the labels by one", 'example["labels"][1:]') if s in copy]
+    assert not found, f"the student copy of notebook 04 tells 4.1's layout: {found}"

@@ -186,6 +186,23 @@ def test_exercise_6_1s_rule_is_not_spelt_by_how_the_check_makes_answers():
     assert not found, f"the student copy of notebook 06 spells 6.1's rule: {found}"
 
 
+def test_nothing_before_a_question_answers_it_the_zipf_share_and_the_threshold():
+    """Question 6.1 asks what accuracy the most-common-town baseline should reach under the Zipf law: no cell before
+    it plots or computes the law's weights (the old birthplace figure drew them, the top one 1/H_32). Question 6.2
+    asks whether pretraining lets the model reach facts it only read: Exercise 6.6, whose threshold (35 %, above the
+    baseline) says yes, comes after it (it came before)."""
+    from helpers.course import exercises
+    from helpers.course.notebooks import read_py
+
+    cells = [cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells]
+    first = lambda marker: next(i for i, text in enumerate(cells) if marker in text)  # noqa: E731
+    q61, q62, ex66 = first("**Question 6.1"), first("**Question 6.2"), first("## Exercise 6.6")
+    assert first("06_birthplaces") < q61  # the figure is still there, before the question
+    early = [i for i, text in enumerate(cells[:q61]) if "place_weights" in text or "Zipf law (weight" in text]
+    assert not early, f"cells {early} show the Zipf law's weights before Question 6.1"
+    assert ex66 > q62, f"Exercise 6.6's threshold (cell {ex66}) comes before Question 6.2 (cell {q62})"
+
+
 def test_exercise_6_7_accepts_either_standard_deviation(nb):
     """The text asks for rows that, taken together, have std ``std`` without naming the estimator: one with n in the
     denominator passes as the package's (n - 1) does; scaling each vector on its own (the catalogue) still fails."""
