@@ -129,7 +129,8 @@ def check_mask_entries(
 
 def drawn_answer_sets(seed: int, places: list[str], n_sets: int = 300) -> list[tuple[list[str], list[str]]]:
     """(predictions, answers) sets drawn from ``seed``: each answer a place of ``places``, each prediction that place
-    written one of the ways the grader's table of Exercise 6.1 shows."""
+    written one of the ways the grader's table of Exercise 6.1 shows (every mark drawn here, around a place or at its
+    end, is in a row of that table: tests/notebooks/test_notebook06.py)."""
     draw, sets = random.Random(seed), []
     for _ in range(n_sets):
         answers = draw.choices(places, k=draw.randint(1, 6))

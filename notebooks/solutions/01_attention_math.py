@@ -391,8 +391,8 @@ print(describe_entropy(entropies, n=8))
 # `naive_softmax` below is the textbook formula, written literally. Write `stable_softmax`, which gives
 # the same weights but stays finite for any scores, using what you found in Question 1.1. It works on
 # the last axis of a tensor of any shape (a batch of rows of scores), and each row may sit at its own
-# level (one row near $1000$, the next near $-1000$). The check compares it with weights computed by
-# hand on such scores, and with `torch.softmax` on random ones. Section 9 then uses your softmax.
+# level (one row near $1000$, the next near $-1000$). The check compares it with the weights the formula
+# gives in exact arithmetic on such scores, and with `torch.softmax` on random ones. Section 9 then uses your softmax.
 
 
 # %%
@@ -417,21 +417,38 @@ def stable_softmax(scores):
 
 
 # %% tags=["check"]
+import decimal  # noqa: E402 (the check's exact arithmetic)
+
+
 def names_used(code) -> set:
     """Every global and attribute name a function's code (and the functions defined inside it) uses."""
     return set(code.co_names).union(*(names_used(c) for c in code.co_consts if hasattr(c, "co_names")))
 
 
+def exact_weights(rows):
+    """The textbook formula itself, exp then divide, in 40-digit decimal arithmetic (its exponents reach far beyond
+    float64's, so e^1000 is an ordinary number there), each weight then rounded to the nearest float."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = 40
+        weights = []
+        for row in rows:
+            e = [decimal.Decimal(s).exp() for s in row]
+            weights.append([float(x / sum(e)) for x in e])
+    return weights
+
+
+# %% tags=["check"]
 def check_stable_softmax(softmax_fn, seed=SEED):
-    """Weights computed by hand on scores near +-1000 (where exp overflows), and torch.softmax on random scores."""
-    e1, e2 = math.exp(-1), math.exp(-2)
-    z2, z3 = 1 + e1, 1 + e1 + e2
-    by_hand = {  # name: (scores, the weights worked out on paper)
-        "(1000, 999, 998)": ([[1000.0, 999.0, 998.0]], [[1 / z3, e1 / z3, e2 / z3]]),
-        "(1000, -1000)": ([[1000.0, -1000.0]], [[1.0, 0.0]]),  # e^-2000 underflows to exactly 0
-        "(-1000, -1001)": ([[-1000.0, -1001.0]], [[1 / z2, e1 / z2]]),
-        "two rows, one near 1000 and one near -1000": ([[1000.0, 999.0], [-1000.0, -1001.0]], [[1 / z2, e1 / z2]] * 2),
-        "four equal scores": ([[3.0, 3.0, 3.0, 3.0]], [[0.25, 0.25, 0.25, 0.25]]),
+    """Exact weights on scores near +-1000 (where float64's exp overflows), and torch.softmax on random scores."""
+    by_hand = {  # name: (scores, the weights the formula gives in exact arithmetic)
+        name: (scores, exact_weights(scores))
+        for name, scores in {
+            "(1000, 999, 998)": [[1000.0, 999.0, 998.0]],
+            "(1000, -1000)": [[1000.0, -1000.0]],
+            "(-1000, -1001)": [[-1000.0, -1001.0]],
+            "two rows, one near 1000 and one near -1000": [[1000.0, 999.0], [-1000.0, -1001.0]],
+            "four equal scores": [[3.0, 3.0, 3.0, 3.0]],
+        }.items()
     }
     for name, (scores, expected) in by_hand.items():
         alpha = softmax_fn(torch.tensor(scores, dtype=DTYPE))
@@ -445,7 +462,7 @@ def check_stable_softmax(softmax_fn, seed=SEED):
             rtol=1e-12,
             atol=1e-12,
             msg=lambda m, name=name, alpha=alpha: (
-                f"scores {name}: weights {alpha.tolist()} differ from the hand-computed ones. {m}"
+                f"scores {name}: weights {alpha.tolist()} differ from the exact ones. {m}"
             ),
         )
     g = torch.Generator().manual_seed(seed)
@@ -1964,14 +1981,16 @@ for name, fn in [("without positions", attn_plain), ("with positions", attn_with
 # $\Pi P \ne P$.
 
 # %% [markdown]
-# **The figure.** Shuffle six inputs 40 times, follow each input to its new slot, and measure how far its
-# output vector moved: the largest move over the six, per shuffle, on a log scale, without and with positions.
+# **The figure.** Shuffle six inputs 40 times. For each output vector of the shuffled inputs, find the nearest
+# output vector of the inputs as they were, wherever it sits; per shuffle, the largest of those six distances, on
+# a log scale, without and with positions. (An exact zero is drawn at the bottom of the axis.)
 
 
 # %%
 def shuffle_gaps(attn_fn, X, perms):
-    """For each shuffle p: how far any input's output vector moved, each input followed to its new slot."""
-    return [(attn_fn(X[p]) - attn_fn(X)[p]).abs().max().item() for p in perms]
+    """For each shuffle p: the largest distance from an output of the shuffled inputs to its nearest output of the
+    inputs as they were (in any slot)."""
+    return [max(torch.cdist(attn_fn(X[p]), attn_fn(X)).min(dim=1).values.max().item(), 1e-18) for p in perms]
 
 
 gaps_plain = shuffle_gaps(attn_plain, X8, perms8)
@@ -1981,8 +2000,8 @@ ax.semilogy(gaps_plain, "o", ms=4, label="no positions")
 ax.semilogy(gaps_pos, "s", ms=4, label="positions added")
 ax.set(
     xlabel="random shuffle of the inputs",
-    ylabel="largest move of an input's output",
-    title=f"Each input's output before and after a shuffle (T={T8})",
+    ylabel="largest distance to the nearest\noutput before the shuffle",
+    title=f"Outputs after a shuffle against the outputs before it (T={T8})",
 )
 ax.set_ylim(1e-18, 1e2)
 ax.legend()
@@ -1991,8 +2010,9 @@ save_figure(
     fig,
     "01_shuffled_inputs",
     question="Does self-attention know the order of its inputs?",
-    caption="For 40 random shuffles of six inputs, the largest change of an input's output vector, each input "
-    "followed to its new slot (log scale), without positions and with a fixed vector per slot added.",
+    caption="For 40 random shuffles of six inputs, the largest distance from an output vector of the shuffled "
+    "inputs to the nearest output vector of the unshuffled ones, in any slot (log scale; an exact zero at 1e-18), "
+    "without positions and with a fixed vector per slot added.",
     numbers={"largest gap without positions": max(gaps_plain), "smallest gap with positions": min(gaps_pos)},
 )
 plt.show()
@@ -2005,7 +2025,7 @@ print(
 # %% tags=["answer"]
 # The solved notebook's checks and sentences for Question 1.8 (the student copy prints only the gaps above).
 def check_equivariant(attn_fn, X=X8, perms=perms8):
-    worst = max(shuffle_gaps(attn_fn, X, perms))
+    worst = max((attn_fn(X[p]) - attn_fn(X)[p]).abs().max().item() for p in perms)  # each input to its new slot
     assert worst < 1e-10, f"Attn(PX) differs from P Attn(X) by {worst:.2e}: not permutation equivariant"
 
 

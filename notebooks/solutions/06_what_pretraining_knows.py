@@ -205,6 +205,9 @@ plt.show()
 # | `DUNMERE` | Dunmere | yes |
 # | `·dunmere.·` | Dunmere | yes |
 # | `"Kelby!"` | Kelby | yes |
+# | `(Lorne)` | Lorne | yes |
+# | `Hollin?` | Hollin | yes |
+# | `Ostrava,;·` | Ostrava | yes |
 # | `Kestrel···Bay` | Kestrel Bay | yes |
 # | `kestrel·bay` | Kestrel Bay | yes |
 # | `Kestrel-Bay` | Kestrel Bay | no |
@@ -246,6 +249,7 @@ from helpers.course import check_inputs
 def marked_answers():
     """The table above: (the model's answer, the birthplace, 1 if the grader marked it right, else 0)."""
     return [("Dunmere", "Dunmere", 1), ("DUNMERE", "Dunmere", 1), (" dunmere. ", "Dunmere", 1), ('"Kelby!"', "Kelby", 1),
+            ("(Lorne)", "Lorne", 1), ("Hollin?", "Hollin", 1), ("Ostrava,; ", "Ostrava", 1),
             ("Kestrel   Bay", "Kestrel Bay", 1), ("kestrel bay", "Kestrel Bay", 1), ("Kestrel-Bay", "Kestrel Bay", 0),
             ("Dunmere Ostrava", "Dunmere", 0), ("born in Kelby", "Kelby", 0), ("Dunmereby", "Dunmere", 0),
             ("Kestrel", "Kestrel Bay", 0), ("", "Dunmere", 0)]  # fmt: skip
@@ -1335,7 +1339,7 @@ def verify_word_vectors(values, seed=0):
             f"the written rows, taken together: mean {rows.mean().item():.2e}, std {rows.std().item():.4f} (want 0 and {std})"
         )
         # rtol 1e-3: the standard deviation with n or with n - 1 in the denominator (the text names neither) differ
-        # by about 1 / (2n), some 1e-4 here; a per-vector scale or a missed centring is off by far more
+        # by about 1 / (2n), some 1e-4 here
         assert torch.allclose(table, want.tok_emb.weight.detach(), rtol=1e-3, atol=1e-7), (
             f"the written rows differ from the reference table (std {std}) by more than their scale's rounding"
         )

@@ -311,20 +311,24 @@ def test_no_derivation_is_left_outside_the_answer_cells():
         "V[[a, b]] = 1.0",
         "def worst_copy_case",
         "def worst_average_case",
+        "1 + e1 + e2",  # Exercise 1.2's check wrote its expected weights as the shifted softmax (the design it asks)
+        "e1 / z3",
+        "underflows to exactly 0",
     ]:
         assert secret not in visible, f"{secret!r} is readable in the student copy"
 
 
-def test_question_1_8s_relation_is_measured_only_after_the_question():
-    """shuffle_gaps follows each input to its new slot, Attn(X[p]) against Attn(X)[p]: that is the relation Question
-    1.8 asks for, so the student copy may hold it only after the question (the figure under it measures it)."""
+def test_question_1_8s_relation_is_not_measured_in_the_copy_and_the_figure_comes_after_the_question():
+    """Attn(X[p]) against Attn(X)[p], each input followed to its new slot, is the relation Question 1.8 asks for: the
+    student copy never writes it (the old copies did, before the question and then under it); the figure under the
+    question measures the distance to the nearest unshuffled output, in any slot, which assumes no answer."""
     cells = [c.source for c in exercises.student_notebook(_solved()).cells]
     asked = next(i for i, text in enumerate(cells) if "**Question 1.8" in text)
-    measured = [i for i, text in enumerate(cells) if "attn_fn(X)[p]" in text]
+    relation = [i for i, text in enumerate(cells) if re.search(r"attn_fn\(X\)\[p\]|\(X\)\[perm", text)]
+    assert not relation, f"cells {relation} follow each input to its new slot: Question 1.8's relation"
+    measured = [i for i, text in enumerate(cells) if "torch.cdist(attn_fn(X[p]), attn_fn(X))" in text]
     assert measured, "the figure's measurement is gone: the search has no target"
-    assert min(measured) > asked, (
-        f"cell {min(measured)} measures Attn(PX) = P Attn(X) before Question 1.8 (cell {asked})"
-    )
+    assert min(measured) > asked, f"cell {min(measured)} measures the shuffles before Question 1.8 (cell {asked})"
 
 
 def test_nothing_before_question_1_9_scales_by_its_answer_and_the_summary_states_no_conclusion():
@@ -470,7 +474,7 @@ def test_notebook_stable_softmax_is_torch_softmax_even_with_masked_and_huge_scor
         (
             "normalised over the first axis",
             lambda s: torch.exp(s - s.amax(0, True)) / torch.exp(s - s.amax(0, True)).sum(0, True),
-            "hand-computed",
+            "the exact ones",
         ),
         ("torch.softmax called", lambda s: torch.softmax(s, dim=-1), "calls"),
         ("logsumexp called", lambda s: torch.exp(s - torch.logsumexp(s, dim=-1, keepdim=True)), "calls"),

@@ -203,6 +203,33 @@ def test_nothing_before_a_question_answers_it_the_zipf_share_and_the_threshold()
     assert ex66 > q62, f"Exercise 6.6's threshold (cell {ex66}) comes before Question 6.2 (cell {q62})"
 
 
+def test_every_mark_the_checks_answers_carry_is_in_a_row_the_grader_marked_right():
+    """6.1's text is its only evidence for the rule: every character the check's drawn answers put before or after a
+    place must appear there in a row the table marks right, or a rule inferred from the table fails on answers it
+    never saw (the old table showed . ! " and spaces; the drawn answers also carry ? , ; and brackets)."""
+    import re
+    import string
+
+    from helpers.course import exercises
+    from helpers.course.check_inputs import drawn_answer_sets
+    from helpers.course.notebooks import read_py
+    from helpers.knowledge import PLACES
+
+    copy = "\n".join(cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells)
+    rows = re.findall(r"^\| `([^`]*)` \| ([^|]+?) \| yes \|$", copy, flags=re.M)
+    assert len(rows) >= 5, "the table of Exercise 6.1 is not where the search looks"
+
+    def ends(answer):  # the characters around the letters, spaces included
+        answer = answer.replace("·", " ")
+        core = re.search(r"[A-Za-z].*[A-Za-z]", answer)
+        return set(answer[: core.start()] + answer[core.end() :]) if core else set()
+
+    shown = set().union(*(ends(answer) for answer, _ in rows))
+    drawn = set().union(*(ends(p) for made, _ in drawn_answer_sets(0, list(PLACES), 300) for p in made))
+    assert drawn <= set(string.punctuation + " ") and len(drawn) >= 8  # the search has its target
+    assert drawn <= shown, f"the check's answers carry {sorted(drawn - shown)} at their ends, no row of the table does"
+
+
 def test_exercise_6_7_accepts_either_standard_deviation(nb):
     """The text asks for rows that, taken together, have std ``std`` without naming the estimator: one with n in the
     denominator passes as the package's (n - 1) does; scaling each vector on its own (the catalogue) still fails."""
