@@ -297,10 +297,11 @@ for name, path in run_folder.RunFolder(scratch.path).test_sets.items():  # what 
 #   shifted its labels by hand (Exercise 3.2); decide which positions hold -100 here, and what the others hold.
 #
 # The check builds pairs with a character-level tokenizer (one id per character), then, with a tiny LM of its own,
-# computes the loss the model takes from your labels and compares it with the cross-entropy of the English and the
+# asks that your ids begin with what translation gives that model (`lm.prompt_ids(fr)`), computes the loss the
+# model takes from your labels and compares it with the cross-entropy of the English and the
 # `<eos>` computed by hand from the logits, and compares your examples with
 # `helpers.hf.translator.HFTranslator.encode_pair`, the package's version, on 50 pairs. The cell under it prints
-# how many positions the loss scores.
+# your labels beside the pieces.
 
 
 # %%
@@ -399,8 +400,13 @@ def verify_format(values, seed=0):
         assert len(by_hand["labels"]) == len(want_ids), (
             f"with one id per character, {(fr, en)!r} has {len(want_ids)} input ids and {len(by_hand['labels'])} labels"
         )
-    example, n_given = values["pairs"][0], len(lm.prompt_ids(pairs[0][0]))  # what the model is given to translate
+    example, given = values["pairs"][0], lm.prompt_ids(pairs[0][0])  # what the model is given to translate
     assert isinstance(example, dict), f"return {{'input_ids': [...], 'labels': [...]}}, not {example}"
+    n_given, k = len(given), first_difference(example["input_ids"], given)
+    assert example["input_ids"][:n_given] == given, (
+        f"the input_ids of {pairs[0]!r} do not begin with the {n_given} ids the model is given when it translates "
+        f"(lm.prompt_ids(fr)): they differ from position {k} on. Where does the prompt end, and how is it cut into ids?"
+    )
     with torch.no_grad():
         lm.model.eval()
         ids = torch.tensor([example["input_ids"]])

@@ -160,6 +160,23 @@ def test_format_check_fails_on_labels_the_model_shifts_twice(nb):
     exec(compile(check.source, "<notebook 04 format check>", "exec"), dict(ns))  # the control: the solution passes
 
 
+def test_a_prompt_tokenized_in_pieces_is_named_as_such(nb):
+    """A student who tokenizes "French: ", the sentence and "\\nEnglish:" one by one (a reading the text leaves open
+    until the check; found by a student read, 2026-11-28): the check says the ids do not begin with what the model is
+    given when it translates, not the loss message about shifted labels it gave before."""
+    cells, ns = nb
+    env = _run_with(
+        cells,
+        ns,
+        "def lm_example(",
+        'ids("French: " + fr + "\\nEnglish:")',
+        'ids("French: ") + ids(fr) + ids("\\nEnglish:")',
+    )
+    check = _cell(cells, FORMAT_CHECK)
+    with pytest.raises(AssertionError, match="do not begin with the .* ids the model is given when it translates"):
+        exec(compile(check.source, "<notebook 04 format check>", "exec"), env)
+
+
 def test_the_format_and_batch_checks_cannot_be_passed_by_calling_the_package(nb):
     """Solutions that only call helpers (HFTranslator.encode_pair, .collate) fail: the checks use a character
     tokenizer and a pad id the package objects were never given."""
