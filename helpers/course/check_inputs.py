@@ -4,6 +4,8 @@ A check shows its code in the student copy. Where that code would spell out what
 (the keys and values where a bound is reached, the rule a mask follows), it lives here and the check cell calls it
 through the module (``check_inputs.worst_copy_case(...)``, so that the guard's stand-in is what every call meets):
 
+- :func:`exact_softmax` (notebook 01, Exercise 1.2): softmax weights by the textbook formula in exact decimal
+  arithmetic, where e^1000 is an ordinary number (a check that wrote them out in floats wrote the stable softmax);
 - :func:`worst_copy_case`, :func:`worst_average_case` (notebook 01, Exercises 1.4 and 1.6): keys and values that
   make an attention error as large as it can be, so that a bound can be held to it from both sides; where they lie
   is part of Question 1.2's model answer and of what Question 1.3 asks;
@@ -24,10 +26,23 @@ the student's reach, as it does the package's own solutions.
 
 from __future__ import annotations
 
+import decimal
 import math
 import random
 
 import torch
+
+
+def exact_softmax(rows: list[list[float]], digits: int = 40) -> list[list[float]]:
+    """Each row's softmax by the textbook formula, exp then divide, in ``digits``-digit decimal arithmetic (its
+    exponents reach far beyond float64's), each weight then rounded to the nearest float."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = digits
+        weights = []
+        for row in rows:
+            e = [decimal.Decimal(s).exp() for s in row]
+            weights.append([float(x / sum(e)) for x in e])
+    return weights
 
 
 def worst_copy_case(n: int, gap: float, spread: float, dtype: torch.dtype = torch.float64):

@@ -7,9 +7,10 @@ solving anything (both were tried on Exercise 2.1): calling the package's implem
 (``builtins.abs = lambda x: 0.0``). While the grader runs an exercise (its solution cells, then its checks):
 
 - each package function that implements the exercise (:data:`REFERENCES`) is replaced by a stand-in that raises
-  :class:`ReferenceOutOfReach` when it is called *directly from the student's code* (a frame compiled from one
-  of the student's cells, whose file name starts with :data:`STUDENT_FILE`); the checks, the notebook's own cells
-  and the package's other functions still reach it;
+  :class:`ReferenceOutOfReach` when it is called *from the student's code* (a frame compiled from one of the
+  student's cells, whose file name starts with :data:`STUDENT_FILE`), directly or through a library or a function
+  of the notebook's own cells (a check's); the checks, the notebook's own cells and the package's other functions
+  still reach it;
 - the functions and classes of Python's builtins, ``math``, ``operator``, ``random``, ``torch`` (with
   ``torch.Tensor``, ``torch.nn.functional``, ``torch.testing``), ``numpy`` and every loaded ``helpers`` module
   are noted before the exercise starts and compared after each of its cells: one replaced, added or deleted is
@@ -34,6 +35,7 @@ STUDENT_FILE = "<student"  # the file name the grader compiles a student's solut
 # exercise -> what implements it where a student could call it instead of solving (module path, attribute)
 REFERENCES: dict[str, list[str]] = {
     "1.1": ["helpers.nn.attention.attention", "helpers.nn.attention.self_attention"],
+    "1.2": ["helpers.course.check_inputs.exact_softmax"],  # the check's exact weights: a softmax of any scores
     # the check's worst cases: measuring the error there answers the exercise without the bound or the beta
     "1.4": ["helpers.course.check_inputs.worst_copy_case"],
     "1.6": ["helpers.course.check_inputs.worst_average_case"],
@@ -154,7 +156,9 @@ REFERENCES: dict[str, list[str]] = {
     ],
 }
 
-_WATCHED_MODULES = ("builtins", "math", "operator", "random", "torch", "torch.nn.functional", "torch.testing", "numpy")
+_WATCHED_MODULES = (
+    "builtins", "math", "decimal", "operator", "random", "torch", "torch.nn.functional", "torch.testing", "numpy"
+)  # fmt: skip
 _IGNORED_NAMES = {"_", "__", "___", "input", "raw_input"}  # what an interactive prompt (ipykernel) rebinds per cell
 _MISSING = object()
 _HELPERS_DIR = str(Path(__file__).resolve().parents[1])
@@ -186,16 +190,17 @@ def _library_dirs() -> tuple[str, ...]:
 
 
 def _called_from_student(frame) -> bool:
-    """Whether the code that called is the student's: library frames (torch's ``Module.__call__``, sacreBLEU's
-    wrappers) are looked through; the first frame of anything else (a student's cell, a check, the package) decides."""
-    libraries = _library_dirs()
+    """Whether the code that called is the student's. Library frames (torch's ``Module.__call__``, sacreBLEU's
+    wrappers) and the notebook's own cells (a check's functions) are looked through: a student's function that calls a
+    check's function that calls the reference is the student calling it. The first frame of the student's cell or of
+    the package decides (the package's model calls its own attention while a check runs it for the student)."""
     while frame is not None:
         name = frame.f_code.co_filename
         if name.startswith(STUDENT_FILE):
             return True
-        if not name.startswith(libraries) or name.startswith(_HELPERS_DIR):
+        if name.startswith(_HELPERS_DIR):
             return False
-        frame = frame.f_back
+        frame = frame.f_back  # a library's frame, or a notebook cell's: look through
     return False
 
 

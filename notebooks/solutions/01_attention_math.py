@@ -417,31 +417,19 @@ def stable_softmax(scores):
 
 
 # %% tags=["check"]
-import decimal  # noqa: E402 (the check's exact arithmetic)
-
-
 def names_used(code) -> set:
     """Every global and attribute name a function's code (and the functions defined inside it) uses."""
     return set(code.co_names).union(*(names_used(c) for c in code.co_consts if hasattr(c, "co_names")))
 
 
-def exact_weights(rows):
-    """The textbook formula itself, exp then divide, in 40-digit decimal arithmetic (its exponents reach far beyond
-    float64's, so e^1000 is an ordinary number there), each weight then rounded to the nearest float."""
-    with decimal.localcontext() as ctx:
-        ctx.prec = 40
-        weights = []
-        for row in rows:
-            e = [decimal.Decimal(s).exp() for s in row]
-            weights.append([float(x / sum(e)) for x in e])
-    return weights
-
-
 # %% tags=["check"]
+from helpers.course import check_inputs  # noqa: E402 (the exact weights: kept in the package, out of reach for 1.2)
+
+
 def check_stable_softmax(softmax_fn, seed=SEED):
     """Exact weights on scores near +-1000 (where float64's exp overflows), and torch.softmax on random scores."""
-    by_hand = {  # name: (scores, the weights the formula gives in exact arithmetic)
-        name: (scores, exact_weights(scores))
+    by_hand = {  # name: (scores, the weights the textbook formula gives in exact decimal arithmetic, as floats)
+        name: (scores, check_inputs.exact_softmax(scores))
         for name, scores in {
             "(1000, 999, 998)": [[1000.0, 999.0, 998.0]],
             "(1000, -1000)": [[1000.0, -1000.0]],
@@ -713,7 +701,6 @@ save_then_explore(
 # check_inputs.worst_copy_case(n, gap, spread): the unit keys and the values whose copy error is the largest these
 # numbers allow. Where they lie is part of Question 1.2's model answer, so the check takes them from the package,
 # out of your solution's reach while it is graded.
-from helpers.course import check_inputs
 
 # (n, gap, spread, s): the cases the bound is held to
 COPY_CASES = [(16, 0.5, 1.0, 0.0), (16, 0.5, 2.0, 4.0), (16, 0.5, 2.0, 12.0), (8, 0.2, 0.5, 60.0), (64, 1.0, 3.0, 20.0),
@@ -1990,14 +1977,15 @@ for name, fn in [("without positions", attn_plain), ("with positions", attn_with
 def shuffle_gaps(attn_fn, X, perms):
     """For each shuffle p: the largest distance from an output of the shuffled inputs to its nearest output of the
     inputs as they were (in any slot)."""
-    return [max(torch.cdist(attn_fn(X[p]), attn_fn(X)).min(dim=1).values.max().item(), 1e-18) for p in perms]
+    # cdist: (T, T), row i = output i after the shuffle against every output before it
+    return [torch.cdist(attn_fn(X[p]), attn_fn(X)).min(dim=1).values.max().item() for p in perms]
 
 
 gaps_plain = shuffle_gaps(attn_plain, X8, perms8)
 gaps_pos = shuffle_gaps(attn_with_positions, X8, perms8)
 fig, ax = plt.subplots(figsize=(7, 3.8))
-ax.semilogy(gaps_plain, "o", ms=4, label="no positions")
-ax.semilogy(gaps_pos, "s", ms=4, label="positions added")
+ax.semilogy([max(g, 1e-18) for g in gaps_plain], "o", ms=4, label="no positions")  # an exact 0 drawn at 1e-18
+ax.semilogy([max(g, 1e-18) for g in gaps_pos], "s", ms=4, label="positions added")
 ax.set(
     xlabel="random shuffle of the inputs",
     ylabel="largest distance to the nearest\noutput before the shuffle",
@@ -2042,10 +2030,10 @@ def describe_equivariance(gaps_plain, gaps_pos, rounding=1e-10):
     """Two sentences from the measured gaps (they flip if the numbers do)."""
     worst, least = max(gaps_plain), min(gaps_pos)
     if worst < rounding:
-        plain = "at rounding level: shuffling the inputs shuffles the outputs the same way"
+        plain = "at rounding level: every output after a shuffle is an output from before it, in some slot"
     else:
-        plain = "above rounding level: some shuffle changes the outputs beyond shuffling them"
-    pos = "every shuffle changes the outputs" if least > rounding else "some shuffle still only shuffles the outputs"
+        plain = "above rounding level: some shuffle makes an output that was not there before"
+    pos = "every shuffle makes new outputs" if least > rounding else "some shuffle still only rearranges the outputs"
     return (
         f"Without positions the largest gap over {len(gaps_plain)} shuffles is {worst:.1e}, {plain}. "
         f"With positions the smallest is {least:.1e}: {pos}."
@@ -2372,7 +2360,7 @@ print(describe_scaling(DIMS, unscaled, scaled))
 # Later notebooks import attention from the package (`helpers.nn.attention`), held to your `attend` by a test.
 #
 # **Next, notebook 02** assembles a Transformer from attention. As you build it, find where each of your nine
-# answers shows up in its design, and where none does.
+# answers shows up in its design, and which of its design choices none of them explains.
 
 # %% [markdown] tags=["answer"]
 # **Model answer.** The nine answers in one table:

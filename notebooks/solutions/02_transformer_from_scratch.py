@@ -459,6 +459,11 @@ print("weights\n", w, "\noutput\n", out)
 
 
 # %% tags=["check"]
+# the reference: check_inputs.attention_by_loops, plain Python one query at a time (its scale is Question 1.9's
+# answer, so the package holds it)
+from helpers.course import check_inputs
+
+
 def attention_inputs(seed):
     """q, k, v (B, T, d_k) and a boolean mask (B, T, T) drawn from `seed`; every query may see at least itself."""
     g = torch.Generator().manual_seed(seed)
@@ -474,15 +479,6 @@ def probe_attention(attention_fn, seed=1):
     return {"out": out, "weights": weights}
 
 
-from helpers.course import check_inputs  # the reference's scale is Question 1.9's answer: kept in the package
-
-
-def reference_attention(q, k, v, mask):
-    """Plain Python, one query at a time (check_inputs.attention_by_loops): q, k, v are lists of vectors, mask[i][j]
-    a bool. Returns (outputs, weights) as lists."""
-    return check_inputs.attention_by_loops(q, k, v, mask)
-
-
 def verify_attention(values, seed=1):
     """The output and weights against the loop-by-loop reference, on the same inputs."""
     q, k, v, mask = attention_inputs(seed)
@@ -494,7 +490,7 @@ def verify_attention(values, seed=1):
         "each query's weights over the keys should sum to 1"
     )
     for b in range(B):
-        ref_out, ref_w = reference_attention(q[b].tolist(), k[b].tolist(), v[b].tolist(), mask[b].tolist())
+        ref_out, ref_w = check_inputs.attention_by_loops(q[b].tolist(), k[b].tolist(), v[b].tolist(), mask[b].tolist())
         assert torch.allclose(weights[b], torch.tensor(ref_w), atol=1e-5), (
             "weights differ from the loop-by-loop reference"
         )
@@ -608,6 +604,10 @@ def probe_multi_head(mha_cls, seed=3, rotary=False):
         return {"rotary": rotary, "out": layer(x, some_mask(T, seed))}
 
 
+# %% tags=["check"]
+from helpers.course import check_inputs  # noqa: F811 (each check cell imports what it uses: the loop reference)
+
+
 def multi_head_by_hand(x, weights, nh, mask):
     """(T, C) -> (T, C), head by head with the loop reference: each head attends on its own slice of q, k, v."""
     C = x.size(-1)
@@ -616,7 +616,9 @@ def multi_head_by_hand(x, weights, nh, mask):
     for h in range(nh):
         cols = [part * C + h * hs + i for part in range(3) for i in range(hs)]
         qh, kh, vh = (x @ W[cols].T + b[cols]).split(hs, dim=-1)
-        heads.append(torch.tensor(reference_attention(qh.tolist(), kh.tolist(), vh.tolist(), mask.tolist())[0]))
+        heads.append(
+            torch.tensor(check_inputs.attention_by_loops(qh.tolist(), kh.tolist(), vh.tolist(), mask.tolist())[0])
+        )
     return torch.cat(heads, dim=-1) @ weights["proj.weight"].T + weights["proj.bias"]  # heads side by side, in order
 
 

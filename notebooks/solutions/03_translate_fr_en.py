@@ -1900,7 +1900,7 @@ def bleu_hand_cases():
             [100 * 2 / 7, 100 * 2 / 7, 1.0, 7, 6],
             "clipping (Papineni et al.'s example)",
         ),
-        # "the cat" against six tokens: every 1- and 2-gram matches, and the brevity penalty is all that is left
+        # "the cat" against six tokens: every 1- and 2-gram matches, but bp = exp(1 - 6/2)
         (
             ["the cat"],
             ["the cat is on the mat"],

@@ -42,6 +42,26 @@ def test_the_reference_raises_for_the_students_code_and_answers_everyone_else(gu
         namespace["Wrap"]()(4)
 
 
+def test_a_checks_function_that_calls_the_reference_is_out_of_reach_for_the_student_and_not_for_the_check(guarded):
+    """A check cell's function wrapping the reference (notebook 02's check once wrapped its loop reference so) must
+    not be a way round the guard: called from the student's code it raises; called by the check, it answers. The
+    package's own frames still decide (its model calls its attention when a check runs the model for the student)."""
+    check_cell = {}
+    exec(compile("def reference(n, d):\n    return sinusoidal_table(n, d)\n", "<check cell>", "exec"), check_cell)
+    check_cell["sinusoidal_table"] = M.sinusoidal_table
+    namespace = {"reference": check_cell["reference"]}
+    _as_student("def mine(n, d):\n    return reference(n, d)", namespace)
+    with pytest.raises(guard.ReferenceOutOfReach, match="Exercise 9.1"):
+        namespace["mine"](4, 6)
+    assert check_cell["reference"](4, 6).shape == (4, 6)  # the check itself
+    _as_student(
+        "from helpers.nn import model\ndef through_the_package(cfg):\n    return model.DecoderOnlyTransformer(cfg)",
+        namespace,
+    )
+    cfg = M.ModelConfig(vocab_size=10, max_len=8, n_layer=1, n_head=2, d_model=8, positional="sinusoidal")
+    assert namespace["through_the_package"](cfg).pos_table.shape == (8, 8)  # the package's frame decides
+
+
 def test_after_the_exercise_the_reference_is_the_packages_own_again(guarded):
     before_end = M.sinusoidal_table
     guard.end()

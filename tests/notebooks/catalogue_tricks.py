@@ -13,6 +13,9 @@ ALIBI_DISTANCE = (
     "    distance = torch.arange(T)[:, None] - torch.arange(T)[None, :]  # (T, T): i - j, negative above the diagonal"
 )
 
+SOFTMAX_FIRST_LINE = (
+    "    shifted = scores - scores.amax(dim=-1, keepdim=True)  # each row's largest score becomes 0: exp <= 1"
+)
 ATTENTION_FIRST_LINE = "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T, S)"
 PE_FIRST_LINE = "    pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)"
 
@@ -69,6 +72,21 @@ CATALOGUE = [
                 "        except AssertionError as wrong:\n"
                 "            b, i, j = map(int, re.search(r'row (\\d+) .*?query (\\d+) .*?key (\\d+)', str(wrong)).groups())\n"
                 "            m[b, i, j] = ~m[b, i, j]\n" + PREFIX_LINE,
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    # the check's exact weights: a softmax of any scores, in exact arithmetic
+    (
+        "01",
+        "1.2",
+        "trick: the check's exact weights returned as the softmax",
+        [
+            (
+                SOFTMAX_FIRST_LINE,
+                "    from helpers.course import check_inputs\n\n"
+                "    rows = check_inputs.exact_softmax(scores.reshape(-1, scores.shape[-1]).tolist())\n"
+                "    return torch.tensor(rows, dtype=scores.dtype).reshape(scores.shape)\n" + SOFTMAX_FIRST_LINE,
             )
         ],
         "ReferenceOutOfReach",

@@ -483,7 +483,8 @@ def test_no_cell_of_the_copy_writes_question_1_9s_factor_or_the_pre_ln_stream():
     assert "check_inputs.attention_by_loops" in copy and "check_inputs.check_block_stream" in copy  # the targets
     told = [
         r"\\sqrt\{d_k\}",  # LaTeX
-        r"/\s*math\.sqrt\(\s*(d_k|q\.size\(-1\)|q\.shape\[-1\])\s*\)",  # code
+        r"(math|torch|np)\.sqrt\(\s*(d_k|q\.size\(-1\)|q\.shape\[-1\]|len\(q\[0\]\))\s*\)",  # code
+        r"rsqrt",
         r"\*\*\s*-?0\.5",
         r"x\s*\+\s*attn_out\s*\+\s*ffn_out",
         r"stream\s*=\s*x\s*\+\s*attn_out",
