@@ -122,23 +122,40 @@ def test_the_as_is_row_is_the_untouched_model(nb):
 # Exercises 4.1 and 4.2: defined once, proven equal to the package
 
 
-def test_format_cell_is_the_package_format_and_its_assert_can_fail(nb):
-    """Defined once: the notebook's lm_example equals HFTranslator.encode_pair; a plausible slip in the cell
-    (the separator left out of the mask) makes the notebook's own check fail, by the loss it takes from the labels
-    (the check's by-hand example holds the input ids only: spelling out the labels there gave the exercise away)."""
+def test_format_cell_is_the_package_format(nb):
+    """Defined once: the notebook's lm_example equals HFTranslator.encode_pair."""
     cells, ns = nb
     lm = ns["lm"]
     for fr, en in ns["splits"].train[:20]:
         assert ns["lm_example"](lm.tokenizer, fr, en) == lm.encode_pair(fr, en)
-    env = _run_with(
-        cells,
-        ns,
-        "def lm_example(",
-        "[-100] * len(prompt) + target",
-        "[-100] * (len(prompt) - 1) + prompt[-1:] + target",
-    )
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        (
+            "[-100] * len(prompt) + target",
+            "[-100] * (len(prompt) - 1) + prompt[-1:] + target",
+            "the loss the model takes from your labels",
+        ),
+        (
+            'ids("French: " + fr + "\\nEnglish:")',
+            'ids("French: ") + ids(fr) + ids("\\nEnglish:")',
+            "do not begin with the .* ids the model is given when it translates",
+        ),
+    ],
+    ids=["the separator left out of the mask", "the prompt tokenized in pieces"],
+)
+def test_the_format_check_names_a_plausible_slip(nb, old, new, message):
+    """A slip in the cell makes the notebook's own check fail, with the message that names it: the separator left
+    out of the mask, by the loss it takes from the labels (the check's by-hand example holds the input ids only:
+    spelling out the labels there gave the exercise away); "French: ", the sentence and "\\nEnglish:" tokenized one by
+    one (a reading the text leaves to the student; found by a student read, 2026-11-28), by the ids translation gives
+    the model, not by the loss message about shifted labels it gave before."""
+    cells, ns = nb
+    env = _run_with(cells, ns, "def lm_example(", old, new)
     check = _cell(cells, FORMAT_CHECK)
-    with pytest.raises(AssertionError, match="the loss the model takes from your labels"):
+    with pytest.raises(AssertionError, match=message):
         exec(compile(check.source, "<notebook 04 format check>", "exec"), env)
 
 
@@ -158,23 +175,6 @@ def test_format_check_fails_on_labels_the_model_shifts_twice(nb):
     with pytest.raises(AssertionError, match="the loss the model takes from your labels"):
         exec(compile(check.source, "<notebook 04 format check>", "exec"), dict(ns, lm_example=shifted))
     exec(compile(check.source, "<notebook 04 format check>", "exec"), dict(ns))  # the control: the solution passes
-
-
-def test_a_prompt_tokenized_in_pieces_is_named_as_such(nb):
-    """A student who tokenizes "French: ", the sentence and "\\nEnglish:" one by one (a reading the text leaves open
-    until the check; found by a student read, 2026-11-28): the check says the ids do not begin with what the model is
-    given when it translates, not the loss message about shifted labels it gave before."""
-    cells, ns = nb
-    env = _run_with(
-        cells,
-        ns,
-        "def lm_example(",
-        'ids("French: " + fr + "\\nEnglish:")',
-        'ids("French: ") + ids(fr) + ids("\\nEnglish:")',
-    )
-    check = _cell(cells, FORMAT_CHECK)
-    with pytest.raises(AssertionError, match="do not begin with the .* ids the model is given when it translates"):
-        exec(compile(check.source, "<notebook 04 format check>", "exec"), env)
 
 
 def test_the_format_and_batch_checks_cannot_be_passed_by_calling_the_package(nb):
