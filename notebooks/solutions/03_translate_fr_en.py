@@ -865,8 +865,8 @@ print(data.format_data_summary(data.data_summary(reports)))
 # training step of a few of its candidate sizes (`sizing.CPU_SIZES`, widths 128 to 320) for a few seconds, largest
 # first, and picks one for this machine and this budget; the next cell prints its choice and the reason. A run that
 # resumes keeps the size it started with; `--preset cpu-fixed` turns the sizing off. On a GPU or in quick mode the
-# preset's own size is kept, and the cell shows what the sizing would pick among three sizes around it. Why a size
-# must be chosen for a budget *and* a machine is the first question of notebook 07, an appendix to this one:
+# preset's own size is kept, and the cell shows what the sizing would pick among three sizes around it. Whether one
+# size would serve every budget and every machine is the first question of notebook 07, an appendix to this one:
 # three sizes race for the same minutes there.
 
 # %%

@@ -414,11 +414,8 @@ def bottleneck_masks(m, ell, prefix_len):
 
 # %% tags=["check"]
 L_BLOCK, M_LATENTS = 96, 16
-course = torch.arange(M_LATENTS)
 ours = variants.latent_horizons(M_LATENTS, L_BLOCK)
-reach = {name: int(h.max()) + 1 for name, h in (("course", course), ("spread", ours))}
 print(f"horizons, spread: {ours.tolist()}")
-print(f"inputs some latent reads: course {reach['course']} of {L_BLOCK}, spread {reach['spread']} of {L_BLOCK}")
 
 
 def bottleneck_cases(seed):
@@ -1283,7 +1280,9 @@ print(compare_rows(ROWS, POSITION_LABELS[1:], key="val_ppl"))
 # ## 7. Span-corruption pretraining, when pairs are scarce
 #
 # Each point trains for the same budget; with pretraining, 30 % of it goes to span corruption (the examples of
-# Exercise 5.4) on unpaired sentences and 70 % to translation on the pairs available.
+# Exercise 5.4) on unpaired sentences and 70 % to translation on the pairs available. The unpaired sentences are
+# the French and the English of every training pair, each read on its own: the pair count limits only the
+# translation phase (`helpers.training.pretrain.pretrain_phase`).
 
 # %%
 n_train = len(prepared.splits.train)

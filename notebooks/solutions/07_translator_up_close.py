@@ -215,8 +215,8 @@ greedy = outputs[data.IN_DISTRIBUTION, 1]
 #
 # Machines differ: a two-core CPU with bf16 instructions trains the same model several times faster than one
 # without them (`benchmarks/RESULTS.md` has the measured rates). Notebook 03 sized its model for your machine
-# (the `cpu` preset; on a GPU, the `t4` preset's own size); the race below shows why a size must be chosen for a
-# budget and a machine.
+# (the `cpu` preset; on a GPU, the `t4` preset's own size); the race below asks whether one size would suit every
+# budget and every machine.
 #
 # Three sizes are each trained from scratch for the same short time, with the same data, seed and schedule
 # (a warm-up of 5 % of each run's steps, a stable phase, then the cool-down), and the validation loss is taken
@@ -261,8 +261,7 @@ for row in size_curves:
     print(
         f"{row['n_layer']} layers, width {row['d_model']:>3}: {row['parameters'] / 1e6:5.2f} M parameters, "
         f"{row['tokens_per_s']:8,.0f} target tok/s, {row['steps']:>5} steps, validation loss {end['val_loss']:.3f} "
-        f"after {end['tokens'] / 1e3:,.0f}k tokens "
-        f"({end['tokens'] / sizing.non_embedding_parameters(shape):.2f} per non-embedding parameter)"
+        f"after {end['tokens'] / 1e3:,.0f}k tokens"
     )
 
 # %%

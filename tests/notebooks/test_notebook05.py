@@ -366,3 +366,19 @@ def test_the_notebooks_bottleneck_masks_are_the_models(nb):
         mine = nb["bottleneck_masks"](m, ell, plen)
         for name, (q, k) in {"down": (lat, pos), "middle": (lat, lat), "up": (pos, lat)}.items():
             assert torch.equal(mine[name], VAR.read_mask(q, k, plen)), (m, ell, name)
+
+
+def test_nothing_before_question_5_2_counts_the_inputs_no_latent_reads_and_section_7_says_what_pretraining_reads():
+    """Question 5.2 asks how many recent inputs reach a position through no latent: the check of Exercise 5.2 printed
+    how many inputs some latent reads (91 of 96: the answer one subtraction away). Question 5.8 asks which comparison
+    flatters pretraining, which needs what the unpaired sentences are: section 7 now says (a student read,
+    2026-11-28, found it said nowhere in the copy)."""
+    from helpers.course import exercises
+    from helpers.course.notebooks import read_py
+
+    cells = [cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells]
+    asked = next(i for i, text in enumerate(cells) if "**Question 5.2" in text)
+    told = [i for i, text in enumerate(cells[:asked]) if "inputs some latent reads" in text or "reach[" in text]
+    assert not told, f"cells {told} count the inputs some latent reads before Question 5.2"
+    section = " ".join(next(text for text in cells if "## 7. Span-corruption pretraining" in text).split())
+    assert "every training pair" in section and "limits only the translation" in section

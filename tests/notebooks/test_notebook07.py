@@ -212,3 +212,22 @@ def test_the_text_box_drives_the_explanation_with_the_chosen_layer_and_head(ns, 
     assert seen[-1][:3] == ("Elle mange une pomme.", 0, 1)
     assert seen[-1][3] == translation.translate(ns["model"], ns["tok"], ["Elle mange une pomme."], beams=ns["BEAMS"])[0]
     assert "layer 0 of" in seen[-1][4] and "head 1" in seen[-1][4]
+
+
+def test_the_size_race_asks_and_tokens_per_parameter_come_after_question_7_1():
+    """Question 7.1 asks what the race says about choosing a size for a fixed time: the prose before it asks whether
+    one size would suit every budget and machine (it said "shows why a size must be chosen", the conclusion, in 07
+    and in 03), and the tokens per non-embedding parameter (the quantity that explains the race) are printed in the
+    question's support cell, not before it."""
+    from helpers.course import exercises
+    from helpers.course.notebooks import read_py
+
+    root = Path(__file__).resolve().parents[2] / "notebooks" / "solutions"
+    for name in ("03_translate_fr_en.py", "07_translator_up_close.py"):
+        copy = "\n".join(cell.source for cell in exercises.student_notebook(read_py(root / name)).cells)
+        assert "must be chosen" not in copy, f"{name} states Question 7.1's conclusion"
+    cells = [cell.source for cell in exercises.student_notebook(read_py(root / "07_translator_up_close.py")).cells]
+    asked = next(i for i, text in enumerate(cells) if "**Question 7.1" in text)
+    early = [i for i, text in enumerate(cells[:asked]) if "per non-embedding parameter" in text]
+    assert not early, f"cells {early} print the tokens per parameter before Question 7.1"
+    assert any("per non-embedding parameter" in text for text in cells[asked:]), "the support cell lost its numbers"
