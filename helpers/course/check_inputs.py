@@ -31,6 +31,7 @@ import math
 import random
 
 import torch
+import torch.nn.functional as F
 
 
 def exact_softmax(rows: list[list[float]], digits: int = 40) -> list[list[float]]:
@@ -82,22 +83,15 @@ def attention_by_loops(q, k, v, mask):
     return out, weights
 
 
-def layer_norm_by_hand(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """LayerNorm over the last dimension, with the biased variance nn.LayerNorm uses."""
-    mean = x.mean(-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(-1, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias
-
-
 def check_block_stream(x, out, attn_in, attn_out, ffn_in, ffn_out, ln1, ln2, atol: float = 1e-5) -> None:
     """Guarantees 1 and 2 of Exercise 2.7 on one call of a block: ``x`` what entered it, ``out`` what it returned,
     ``attn_in``/``attn_out`` and ``ffn_in``/``ffn_out`` what its sub-layers received and returned, ``ln1``/``ln2``
     each LayerNorm's (weight, bias). Fails on the first guarantee broken, naming it."""
     if not torch.allclose(out, x + attn_out + ffn_out, atol=atol):
         raise AssertionError("guarantee 1: the block's output is not its input plus what the two sub-layers returned")
-    if attn_in is None or not torch.allclose(attn_in, layer_norm_by_hand(x, *ln1), atol=atol):
+    if attn_in is None or not torch.allclose(attn_in, F.layer_norm(x, x.shape[-1:], *ln1), atol=atol):
         raise AssertionError("guarantee 2: what attention received is not the stream as it entered, normalised by ln1")
-    if ffn_in is None or not torch.allclose(ffn_in, layer_norm_by_hand(x + attn_out, *ln2), atol=atol):
+    if ffn_in is None or not torch.allclose(ffn_in, F.layer_norm(x + attn_out, x.shape[-1:], *ln2), atol=atol):
         raise AssertionError(
             "guarantee 2: what the feed-forward received is not the stream as it stood after attention, normalised by "
             "ln2"

@@ -11,7 +11,7 @@ solving anything (both were tried on Exercise 2.1): calling the package's implem
   student's cells, whose file name starts with :data:`STUDENT_FILE`), directly or through a library or a function
   of the notebook's own cells (a check's); the checks, the notebook's own cells and the package's other functions
   still reach it;
-- the functions and classes of Python's builtins, ``math``, ``operator``, ``random``, ``torch`` (with
+- the functions and classes of Python's builtins, ``math``, ``decimal``, ``operator``, ``random``, ``torch`` (with
   ``torch.Tensor``, ``torch.nn.functional``, ``torch.testing``), ``numpy`` and every loaded ``helpers`` module
   are noted before the exercise starts and compared after each of its cells: one replaced, added or deleted is
   put back and the exercise fails with :class:`TamperError`, naming it.

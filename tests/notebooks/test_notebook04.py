@@ -20,6 +20,7 @@ import torch
 from helpers import runtime
 from helpers.course.notebooks import code_cells
 from helpers.evaluation import evaluate as E
+from tests.notebooks import student_cells
 from tests.solved import reads_solved, solved
 
 QUESTIONS = ["4.1", "4.2", "4.3"]
@@ -559,10 +560,7 @@ def test_the_table_under_exercise_4_1_shows_the_students_labels_without_saying_w
     """4.1 asks which positions hold -100 and what the others hold: the cell under its check prints the student's own
     labels beside the pieces. The old one cut the prompt at labels.count(-100) and said "the model shifts the labels
     by one" (the layout 4.1 asks for)."""
-    from helpers.course import exercises
-    from helpers.course.notebooks import read_py
-
-    copy = "\n".join(cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells)
+    copy = "\n".join(student_cells(NOTEBOOK))
     assert "label_pieces" in copy  # the search has its target
     found = [s for s in ("count(-100)", "shifts the labels by one", 'example["labels"][1:]') if s in copy]
     assert not found, f"the student copy of notebook 04 tells 4.1's layout: {found}"

@@ -28,6 +28,7 @@ from helpers.course import exercises, notebooks
 from helpers.nn import model as pkg_model
 from helpers.nn import variants as VAR
 from helpers.training import pretrain as P
+from tests.notebooks import student_cells
 from tests.solved import reads_solved, solved
 
 pytestmark = [pytest.mark.notebook, reads_solved("05")]  # every test here reads the solved notebook's run
@@ -373,10 +374,7 @@ def test_nothing_before_question_5_2_counts_the_inputs_no_latent_reads_and_secti
     how many inputs some latent reads (91 of 96: the answer one subtraction away). Question 5.8 asks which comparison
     flatters pretraining, which needs what the unpaired sentences are: section 7 now says (a student read,
     2026-11-28, found it said nowhere in the copy)."""
-    from helpers.course import exercises
-    from helpers.course.notebooks import read_py
-
-    cells = [cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells]
+    cells = student_cells(NOTEBOOK)
     asked = next(i for i, text in enumerate(cells) if "**Question 5.2" in text)
     told = [i for i, text in enumerate(cells[:asked]) if "inputs some latent reads" in text or "reach[" in text]
     assert not told, f"cells {told} count the inputs some latent reads before Question 5.2"

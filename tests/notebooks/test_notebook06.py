@@ -17,6 +17,7 @@ import torch
 
 from helpers import embeddings, runtime
 from helpers import knowledge as K
+from tests.notebooks import student_cells
 from tests.solved import reads_solved, solved
 
 pytestmark = [pytest.mark.notebook, reads_solved("06")]  # every test here reads the solved notebook's run
@@ -191,10 +192,7 @@ def test_nothing_before_a_question_answers_it_the_zipf_share_and_the_threshold()
     it plots or computes the law's weights (the old birthplace figure drew them, the top one 1/H_32). Question 6.2
     asks whether pretraining lets the model reach facts it only read: Exercise 6.6, whose threshold (35 %, above the
     baseline) says yes, comes after it (it came before)."""
-    from helpers.course import exercises
-    from helpers.course.notebooks import read_py
-
-    cells = [cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells]
+    cells = student_cells(NOTEBOOK)
     first = lambda marker: next(i for i, text in enumerate(cells) if marker in text)  # noqa: E731
     q61, q62, ex66 = first("**Question 6.1"), first("**Question 6.2"), first("## Exercise 6.6")
     assert first("06_birthplaces") < q61  # the figure is still there, before the question
@@ -210,12 +208,10 @@ def test_every_mark_the_checks_answers_carry_is_in_a_row_the_grader_marked_right
     import re
     import string
 
-    from helpers.course import exercises
     from helpers.course.check_inputs import drawn_answer_sets
-    from helpers.course.notebooks import read_py
     from helpers.knowledge import PLACES
 
-    copy = "\n".join(cell.source for cell in exercises.student_notebook(read_py(NOTEBOOK)).cells)
+    copy = "\n".join(student_cells(NOTEBOOK))
     rows = re.findall(r"^\| `([^`]*)` \| ([^|]+?) \| yes \|$", copy, flags=re.M)
     assert len(rows) >= 5, "the table of Exercise 6.1 is not where the search looks"
 

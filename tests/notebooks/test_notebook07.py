@@ -19,6 +19,7 @@ from helpers.course import notebooks as NB
 from helpers.course.notebooks import code_cells
 from helpers.evaluation import translation
 from helpers.training import sizing
+from tests.notebooks import student_cells
 from tests.solved import reads_solved, solved
 
 pytestmark = [pytest.mark.notebook, reads_solved("07")]  # every test here reads the solved notebook's run
@@ -219,14 +220,11 @@ def test_the_size_race_asks_and_tokens_per_parameter_come_after_question_7_1():
     one size would suit every budget and machine (it said "shows why a size must be chosen", the conclusion, in 07
     and in 03), and the tokens per non-embedding parameter (the quantity that explains the race) are printed in the
     question's support cell, not before it."""
-    from helpers.course import exercises
-    from helpers.course.notebooks import read_py
-
     root = Path(__file__).resolve().parents[2] / "notebooks" / "solutions"
     for name in ("03_translate_fr_en.py", "07_translator_up_close.py"):
-        copy = "\n".join(cell.source for cell in exercises.student_notebook(read_py(root / name)).cells)
+        copy = "\n".join(student_cells(root / name))
         assert "must be chosen" not in copy, f"{name} states Question 7.1's conclusion"
-    cells = [cell.source for cell in exercises.student_notebook(read_py(root / "07_translator_up_close.py")).cells]
+    cells = student_cells(root / "07_translator_up_close.py")
     asked = next(i for i, text in enumerate(cells) if "**Question 7.1" in text)
     early = [i for i, text in enumerate(cells[:asked]) if "per non-embedding parameter" in text]
     assert not early, f"cells {early} print the tokens per parameter before Question 7.1"
