@@ -494,7 +494,7 @@ print("training:", encode_train, "\nvalidation:", encode_valid, sep="\n")
 
 # %% [markdown]
 # **How many tokens does a pair take, and what does `max_len` cut off?** A model's cost grows
-# with the sequence length (attention quadratically), so a preset's `max_len` is chosen to keep nearly
+# with the sequence length, so a preset's `max_len` is chosen to keep nearly
 # every Tatoeba pair. The histogram shows the held-out test pairs, all of them (a random sample of the
 # same sentences, nothing dropped). Quick mode's tokenizer spells many words letter by letter and its
 # `max_len` is small, so there a large share of the pairs is too long: the tiny model trains on the shorter ones.
@@ -956,24 +956,6 @@ print(
 # uniformly over the vocabulary; where the loss is then lowest is Question 3.2's to find. Vaswani et al. used 0.1
 # against over-confidence. The
 # validation loss and perplexity below are computed *without* smoothing (Question 3.3 asks why).
-#
-# **Where is each loss lowest?** Below, the right token's logit is set a margin above all the others, and the
-# plain and the smoothed loss of that one position are printed for four margins.
-
-# %%
-margins_seen = {}
-for margin in (2, 5, 10, 20):  # the right token's logit is `margin` above every other one
-    logits = torch.zeros(1, 1, tok.vocab_size)
-    logits[0, 0, 7] = margin
-    plain, smooth = (train.loss_fn(logits, torch.tensor([[7]]), eps).item() for eps in (0.0, cfg.label_smoothing))
-    margins_seen[margin] = (plain, smooth)
-    print(
-        f"margin {margin:>2}: p(right) = {torch.softmax(logits[0, 0], -1)[7]:.4f}  loss {plain:.4f}  smoothed {smooth:.4f}"
-    )
-print(
-    f"Of these four margins the plain loss is lowest at {min(margins_seen, key=lambda m: margins_seen[m][0])}, "
-    f"the smoothed loss at {min(margins_seen, key=lambda m: margins_seen[m][1])}."
-)
 
 # %% [markdown] tags=["question"]
 # **Question 3.2 (2 points).** With label smoothing ε over a vocabulary of V pieces, at which probability of the right
@@ -995,6 +977,25 @@ grid_loss = [
 best = int(np.argmin(grid_loss))
 print(
     f"V = {tok.vocab_size}, ε = {cfg.label_smoothing}: lowest smoothed loss {grid_loss[best]:.4f} at margin {grid[best]:.2f}"
+)
+
+# %% [markdown]
+# **Where is each loss lowest?** The experiment under your answer: the right token's logit set a margin above all
+# the others, and the plain and the smoothed loss of that one position printed for four margins.
+
+# %%
+margins_seen = {}
+for margin in (2, 5, 10, 20):  # the right token's logit is `margin` above every other one
+    logits = torch.zeros(1, 1, tok.vocab_size)
+    logits[0, 0, 7] = margin
+    plain, smooth = (train.loss_fn(logits, torch.tensor([[7]]), eps).item() for eps in (0.0, cfg.label_smoothing))
+    margins_seen[margin] = (plain, smooth)
+    print(
+        f"margin {margin:>2}: p(right) = {torch.softmax(logits[0, 0], -1)[7]:.4f}  loss {plain:.4f}  smoothed {smooth:.4f}"
+    )
+print(
+    f"Of these four margins the plain loss is lowest at {min(margins_seen, key=lambda m: margins_seen[m][0])}, "
+    f"the smoothed loss at {min(margins_seen, key=lambda m: margins_seen[m][1])}."
 )
 
 # %% [markdown] tags=["answer"]

@@ -1003,3 +1003,16 @@ def test_exercise_3_2_does_not_spell_exercise_2_5s_mask_rule():
     found = [r for r in ("j < P or j <= i", "j <= i", "not after i", "j < P") if r in copy]
     assert not found, f"the student copy of notebook 03 spells the prefix-LM rule: {found}"
     assert "Exercise 2.5's prefix-LM mask" in copy  # the text the exercise now gives instead
+
+
+def test_where_each_loss_is_lowest_is_measured_only_after_question_3_2():
+    """Question 3.2 asks where the smoothed loss is lowest: the four-margin table that prints it (a student read,
+    2026-11-28, found it printed before the question) is the experiment under the answer cell; and 5.3's growth of
+    attention with the length is not stated in 03."""
+    from tests.notebooks import student_cells
+
+    cells = student_cells(NOTEBOOK)
+    asked = next(i for i, text in enumerate(cells) if "**Question 3.2" in text)
+    measured = [i for i, text in enumerate(cells) if "margins_seen = {}" in text]
+    assert measured and min(measured) > asked, f"cells {measured} print where each loss is lowest before cell {asked}"
+    assert not any("quadratically" in text for text in cells), "03 states Question 5.3's growth of attention"
