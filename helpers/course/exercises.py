@@ -585,6 +585,7 @@ class _Step:
     exercise: Exercise | None = None
     kind: str = "cell"  # "cell", "guard", "end" (the exercise is done) or "restore" (reference, after a failure)
     student: bool = False  # the student's own code: run under the guard's file name (see helpers.course.guard)
+    job: dict | None = None  # a probe's: the grader takes its values (probes.take) the moment the cell ends
 
 
 _GUARD = "import helpers.course.guard as _tbb_guard\n_tbb_guard."
@@ -614,7 +615,8 @@ class _Probes:
                 path = self.folder / f"{ex.number}-{n}.json"
                 seed = (self.seed + 7919 * n) % 2**31  # each probe its own inputs
                 self.jobs.setdefault(ex.number, []).append({"verify": call.verify, "path": str(path), "seed": seed})
-                out.append(_Step(probes.probe_statement(call, path, seed), f"probe of {ex.label}", ex))
+                job = self.jobs[ex.number][-1]
+                out.append(_Step(probes.probe_statement(call, path, seed), f"probe of {ex.label}", ex, job=job))
         return out
 
 
@@ -793,7 +795,11 @@ def grade(
                 continue  # the rest of a failed exercise is skipped
             if ex is not None and failing is not None and failing is not ex:
                 failing = None  # a new exercise starts afresh
+            if step.job is not None:
+                probes.take(step.job["path"])  # nothing the kernel wrote there before the probe counts
             error = executor.run(step.source, step.label, student=step.student) if step.source.strip() else None
+            if step.job is not None:  # its values leave the kernel's reach now, while the exercise's guard is up
+                step.job["taken"] = probes.take(step.job["path"])
             if step.student:
                 student_sources[step.label] = step.source
             if error is None:
@@ -838,7 +844,10 @@ def grade(
             decided = dict.fromkeys(probing.jobs, "verifier")
             # the kernel's report can fail an exercise, never pass it: only the passed ones are judged again
             judged = [
-                {**job, "exercise": n} for n, jobs in probing.jobs.items() if status[n][0] == "passed" for job in jobs
+                {"taken": None, **job, "exercise": n}  # a probe that never ran took nothing: the folder is not read
+                for n, jobs in probing.jobs.items()
+                if status[n][0] == "passed"
+                for job in jobs
             ]
             verdicts = probes.verify_saved(reference_sources, judged, whole=whole, quick=quick) if judged else []
             for number in dict.fromkeys(job["exercise"] for job in judged):

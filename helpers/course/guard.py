@@ -35,7 +35,22 @@ STUDENT_FILE = "<student"  # the file name the grader compiles a student's solut
 # exercise -> what implements it where a student could call it instead of solving (module path, attribute)
 REFERENCES: dict[str, list[str]] = {
     "1.1": ["helpers.nn.attention.attention", "helpers.nn.attention.self_attention"],
-    "1.2": ["helpers.course.check_inputs.exact_softmax"],  # the check's exact weights: a softmax of any scores
+    "1.2": [
+        "helpers.course.check_inputs.exact_softmax",  # the check's exact weights: a softmax of any scores
+        # the library's softmax, however it is reached (getattr(torch, "soft" + "max") too): the exercise builds it
+        # from exp, a reduction and a division. The check's "library" list only reads the names the code writes
+        *(
+            f"{owner}.{name}"
+            for owner in ("torch", "torch.Tensor", "torch.special")
+            for name in ("softmax", "log_softmax")
+        ),
+        "torch.nn.functional.softmax",
+        "torch.nn.functional.log_softmax",
+        "torch.nn.functional.softmin",
+        "torch.logsumexp",
+        "torch.Tensor.logsumexp",
+        "torch.special.logsumexp",
+    ],
     # the check's worst cases: measuring the error there answers the exercise without the bound or the beta
     "1.4": ["helpers.course.check_inputs.worst_copy_case"],
     "1.6": ["helpers.course.check_inputs.worst_average_case"],

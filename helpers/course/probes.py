@@ -22,12 +22,16 @@ refused by name when it is saved, and a file that is not what :func:`save` write
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors.torch import load as load_bytes
 from safetensors.torch import load_file, save_file
 
 PLAIN = (bool, int, float, str, type(None))
@@ -103,6 +107,86 @@ def load(path: str | Path):
     path = Path(path)
     tensors = load_file(str(path) + ".safetensors")
     return _unflatten(json.loads(path.read_text(encoding="utf-8")), tensors)
+
+
+def _read_plain_file(path: Path) -> bytes:
+    """A regular file's bytes, never through a link (the kernel could point one at a file it may not read)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RefusedValue(f"{path.name} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def take(path: str | Path) -> dict | None:
+    """What :func:`save` wrote at ``path``, read into this process and removed from the folder: the grader takes a
+    probe's values the moment its cell ends, so that nothing the kernel runs later (once the guard is down) can write
+    others in their place. None when the probe saved nothing; a link or another kind of file is refused."""
+    path = Path(path)
+    files = (path, Path(str(path) + ".safetensors"))
+    try:
+        if not all(os.path.lexists(f) for f in files):
+            return None
+        return {"json": _read_plain_file(files[0]), "tensors": _read_plain_file(files[1])}
+    except (OSError, RefusedValue) as err:
+        return {"refused": f"{type(err).__name__}: {err}"}
+    finally:
+        for f in files:
+            with contextlib.suppress(OSError):
+                f.unlink()
+
+
+def load_taken(taken: dict):
+    """The plain values of what :func:`take` read (refused as :func:`load` refuses a file)."""
+    if "refused" in taken:
+        raise RefusedValue(taken["refused"])
+    return _unflatten(json.loads(taken["json"].decode("utf-8")), load_bytes(taken["tensors"]))
+
+
+# ----------------------------------------------------------------------------------------------
+# comparisons that do not broadcast, while the verifier judges
+
+
+def _same_shapes(name: str, a, b) -> None:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape != b.shape:
+        raise AssertionError(
+            f"{name} compared a tensor of shape {tuple(a.shape)} with one of shape {tuple(b.shape)}: the shapes must "
+            "be the same (broadcasting would let an empty or smaller tensor agree)"
+        )
+
+
+@contextlib.contextmanager
+def strict_comparisons():
+    """``torch.allclose`` and ``torch.isclose`` (functions and methods) refuse tensors of different shapes while a
+    verify runs in the grader's process. Both broadcast: a tensor with a dimension of size 0 is "close" to
+    anything, and a smaller tensor to any tensor it broadcasts to. The verifies compare what the student's code
+    returned with what they computed, which must have the same shape; :func:`torch.testing.assert_close` and
+    :func:`torch.equal` check shapes already."""
+    saved = []
+    for owner in (torch, torch.Tensor):
+        for name in ("allclose", "isclose"):
+            original = getattr(owner, name)
+            saved.append((owner, name, vars(owner).get(name, _ABSENT)))
+
+            def strict(a, b, *args, _original=original, _name=name, **kwargs):
+                _same_shapes(f"torch.{_name}", a, b)
+                return _original(a, b, *args, **kwargs)
+
+            setattr(owner, name, strict)
+    try:
+        yield
+    finally:
+        for owner, name, before in reversed(saved):
+            if before is _ABSENT:
+                delattr(owner, name)  # inherited (torch.Tensor's methods): the base class's shows again
+            else:
+                setattr(owner, name, before)
+
+
+_ABSENT = object()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -237,7 +321,8 @@ def verify_saved(
 
     ``sources`` are the reference notebook's code cells, in order (the course's own text, read before the kernel
     started): :func:`definitions` picks what the verifier executes (``whole``: the cells it runs whole). ``jobs`` are dicts with ``verify`` (a name),
-    ``path`` (what :func:`save` wrote) and ``seed``. Each verdict is the job with ``ok`` and, when not ok,
+    ``path`` (what :func:`save` wrote) and ``seed``, and ``taken`` where the grader took the values the moment the probe
+    ended (:func:`take`; then the folder is not read again). Each verify runs under :func:`strict_comparisons`. Each verdict is the job with ``ok`` and, when not ok,
     ``message`` (the failing assert's message, or why the values were refused).
     """
     namespace: dict = {"__name__": "__verifier__", "QUICK": quick}  # the mode the probes ran in
@@ -252,8 +337,12 @@ def verify_saved(
         if job["verify"] not in namespace:
             verdicts.append({**job, "ok": False, "message": f"the reference defines no {job['verify']}"})
             continue
+        taken = job.get("taken", _ABSENT)
+        job = {k: v for k, v in job.items() if k != "taken"}  # a verdict carries no bytes
         try:
-            values = load(job["path"])
+            if taken is None:
+                raise FileNotFoundError(job["path"])
+            values = load(job["path"]) if taken is _ABSENT else load_taken(taken)
         except FileNotFoundError:
             verdicts.append({**job, "ok": False, "message": "the probe saved no values (it raised, or never ran)"})
             continue
@@ -261,7 +350,8 @@ def verify_saved(
             verdicts.append({**job, "ok": False, "message": f"the probe's values were refused: {err}"})
             continue
         try:
-            namespace[job["verify"]](values, seed=job["seed"])
+            with strict_comparisons():
+                namespace[job["verify"]](values, seed=job["seed"])
         except Exception as err:  # noqa: BLE001  (a failed assert, or values of the wrong shape)
             message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             verdicts.append({**job, "ok": False, "message": f"{type(err).__name__}: {message}"})

@@ -145,7 +145,7 @@ PAIRS = [
     ("une maison blanche", "a white house"),
 ]
 SPECIALS = ["<pad>", "<bos>", "<sep>", "<eos>"]
-PAD, BOS, SEP, EOS = range(4)
+PAD, BOS, SEP, EOS = 0, 1, 2, 3
 vocab = SPECIALS + sorted({w for fr, en in PAIRS for w in f"{fr} {en}".split()})
 stoi = {w: i for i, w in enumerate(vocab)}
 
@@ -1299,7 +1299,7 @@ def probe_labels(make_labels_fn, seed=10):
 
 def verify_labels(values, seed=10):
     """The worked example by hand, then the batch by loops."""
-    specials, labels = values["specials"], values["labels"]
+    specials, labels = [PAD, BOS, SEP, EOS], values["labels"]  # the check's own: not the kernel's word
     pad, eos = specials[0], specials[3]
     (_, _), (ids, plen) = label_cases(specials, seed)
     got = labels[0].tolist()[0]
@@ -1494,13 +1494,14 @@ def kv_case(vocab_size, specials, seed):
 
 
 def probe_kv_cache(forward_cached_fn, model, seed=11):
-    """Runs your function: the logits of the prefix through the cache, then of each token one at a time; and the
-    translations with and without the cache. Also the model's configuration and weights, for the reference."""
+    """Runs your function on a model of `model`'s class and sizes holding weights drawn from `seed`: the logits of
+    the prefix through the cache, then of each token one at a time; and the translations with and without the cache.
+    Also the sizes, for the reference (which draws the same weights itself)."""
     specials = [PAD, BOS, SEP, EOS]
     prefix, continuation = kv_case(model.cfg.vocab_size, specials, seed)
-    # the model as it is before your function runs: the reference is rebuilt from this
-    values = {"cfg": dataclasses.asdict(model.cfg), "specials": specials}
-    values["weights"] = {name: t.clone() for name, t in model.state_dict().items()}
+    model = type(model)(model.cfg)
+    model.load_state_dict(model_weights(model.cfg, seed))
+    values = {"cfg": dataclasses.asdict(model.cfg)}
     cache = []
     with torch.no_grad():
         steps = [forward_cached_fn(model, torch.tensor([prefix]), cache)]
@@ -1520,9 +1521,10 @@ def learned_twin(model, seed=12):
 # %% tags=["check"]
 def verify_kv_cache(values, seed=11):
     """Each step through the cache against a full recomputation by the package's model holding the same weights."""
-    reference = PackageModel(ModelConfig(**values["cfg"])).eval()
-    reference.load_state_dict(values["weights"])
-    prefix, continuation = kv_case(values["cfg"]["vocab_size"], values["specials"], seed)
+    cfg = ModelConfig(**values["cfg"])
+    reference = PackageModel(cfg).eval()
+    reference.load_state_dict(model_weights(cfg, seed))  # the weights and the special tokens are the check's own
+    prefix, continuation = kv_case(cfg.vocab_size, [PAD, BOS, SEP, EOS], seed)
     steps, seq = values["steps"], list(prefix)
     assert len(steps) == 1 + len(continuation), f"expected {1 + len(continuation)} steps, got {len(steps)}"
     with torch.no_grad():
@@ -1540,7 +1542,7 @@ def verify_kv_cache(values, seed=11):
         x = reference.embed(torch.tensor([seq]), torch.arange(len(seq)))
         for block, layer in zip(reference.blocks, held):
             x = block(x, build_attention_mask(len(seq), torch.tensor([len(prefix)])), layer, torch.arange(len(seq)))
-        expected = reference.generate([prefix], 8, eos_id=values["specials"][3])[0]
+        expected = reference.generate([prefix], 8, eos_id=EOS)[0]
     cache = values["cache"]
     assert len(cache) == len(held), f"the cache holds {len(cache)} entries for {len(held)} layers: one (k, v) each"
     for n, (entry, want) in enumerate(zip(cache, held)):

@@ -8,6 +8,7 @@ other. (The solved notebooks' full marks are asserted where the notebook tests r
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import json
 import os
@@ -19,7 +20,7 @@ import nbformat
 import pytest
 
 from helpers import cli, runtime
-from helpers.course import exercises, notebooks, report
+from helpers.course import exercises, notebooks, probes, report
 from helpers.course.exercises import BEGIN, END, ExerciseMarkupError
 from tests.solved import per_notebook, reads_solved, solved
 
@@ -648,6 +649,22 @@ def test_each_trick_passes_its_exercise_when_the_grader_has_no_guard(
         for (owner, name), original in zip(patched, originals):
             setattr(owner, name, original)
     assert result.status_of(exercise) == "passed", f"{name} no longer passes unguarded:\n{result.table()}"
+
+
+@pytest.mark.grading
+@reads_solved("01")
+def test_the_empty_tensors_forgery_passes_when_the_verifier_lets_allclose_broadcast(tmp_path, monkeypatch):
+    """The control for 1.1's forgery (catalogue_forgeries.py): with torch's broadcasting comparisons in the verifier,
+    tensors with a dimension of size 0 earn the points, so the entry's failure is the strict comparisons'."""
+    number, exercise, name, replacements, _ = next(e for e in CATALOGUE if e[2].startswith("forgery: empty tensors"))
+    source = notebooks.notebook_sources([number])[0].read_text()
+    for old, new in replacements:
+        source = source.replace(old, new)
+    monkeypatch.setattr(probes, "strict_comparisons", contextlib.nullcontext)
+    result = _grade_alone(number, exercise, source, tmp_path)
+    assert result.status_of(exercise) == "passed", (
+        f"{name} no longer passes without strict comparisons:\n{result.table()}"
+    )
 
 
 @pytest.mark.grading

@@ -107,6 +107,74 @@ def _replace_stub(text: str, after: str, code: str) -> str:
     return text[:start] + code + text[text.index("\n", start) :]
 
 
+# A helper attacking the grader (2026-12-07) earned Exercise 2.1 this way: the solution calls the package (the guard
+# stops it while 2.1 runs, and a hook clears those errors); the hook also notes each probe the grader sends (its path
+# and seed are in the cell), and once the guard is down, after 2.1's end(), runs them again and saves their values in
+# the probes' folder, which the kernel may write. The grader read that folder only after the kernel was gone.
+LATE_PROBES = """
+import re as _re
+_late = {"on": True, "jobs": []}
+
+
+def _after_each_cell(result):
+    if not _late["on"]:
+        return
+    source = getattr(result.info, "raw_cell", "") or ""
+    found = _re.search(r"_tbb_probes\\.save\\('([^']+)', (probe_\\w+)\\(.*seed=(\\d+)\\)\\)", source)
+    if found:
+        _late["jobs"].append((found[1], found[2], int(found[3])))
+    if source.endswith("_tbb_guard.end()"):
+        _late["on"] = False
+        from helpers.course import probes as _probes
+        ns = get_ipython().user_ns
+        for path, probe, seed in _late["jobs"]:
+            fn = ns["sinusoidal_positions"] if probe == "probe_sinusoidal" else ns["rotate_pairs"]
+            _probes.save(path, ns[probe](fn, seed=seed))
+    result.error_in_exec = None
+
+
+get_ipython().events.register("post_run_cell", _after_each_cell)
+"""
+
+
+@pytest.mark.grading  # notebook 02 in a kernel, through Exercise 2.1
+def test_probe_values_saved_again_once_the_guard_is_down_count_for_nothing(tmp_path, monkeypatch):
+    text = _copy(tmp_path).read_text(encoding="utf-8")
+    text = _replace_stub(
+        text,
+        "def sinusoidal_positions",
+        "from helpers.nn import model as _pkg\n    return _pkg.sinusoidal_table(max_len, d_model)",
+    )
+    text = _replace_stub(
+        text, "def rotate_pairs", "from helpers.nn import model as _pkg\n    return _pkg.rotary(x, positions)"
+    )
+    text = text.replace("def sinusoidal_positions", LATE_PROBES + "\n\ndef sinusoidal_positions", 1)
+    copy = tmp_path / "02_late.py"
+    copy.write_text(text, encoding="utf-8")
+    result = exercises.grade(copy, reference=SOLVED, cell_timeout=120, stop_after="2.1")
+    assert result.status_of("2.1") == "failed" and result.results[0].decided == "verifier", result.table()
+    assert "saved no values" in result.results[0].message, result.table()  # under the guard the probe raised
+    # the control: the folder read when the verifier judges, once the kernel is gone (as before): the values the
+    # hook saved after the guard came down earn the points
+    monkeypatch.setattr(probes, "take", _ReadLater)
+    late = exercises.grade(copy, reference=SOLVED, cell_timeout=120, stop_after="2.1")
+    assert late.status_of("2.1") == "passed" and late.results[0].decided == "verifier", late.table()
+
+
+class _ReadLater(dict):
+    """What ``probes.take`` hands the verifier, read from the folder only when the verifier judges."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = Path(path)
+
+    def __contains__(self, key):
+        return False  # never "refused"
+
+    def __getitem__(self, key):
+        return (self.path if key == "json" else Path(f"{self.path}.safetensors")).read_bytes()
+
+
 @pytest.mark.slow  # notebook 02 in a kernel, two restarts and a 10 s time limit (~25 s): -m slow; CI runs the hook test
 def test_tricks_a_dead_kernel_and_a_hung_cell_each_cost_their_own_exercise_and_grading_goes_on(tmp_path):
     copy = _copy(

@@ -110,3 +110,51 @@ def test_the_verifier_runs_the_definitions_alone_and_judges_each_value(tmp_path)
     assert [v["ok"] for v in verdicts] == [True, False, False, False]
     assert verdicts[1]["message"] == "AssertionError: expected 84, got 83"
     assert "saved no values" in verdicts[2]["message"] and "refused" in verdicts[3]["message"]
+
+
+def test_take_reads_the_values_into_the_grader_and_removes_them_so_a_later_rewrite_counts_for_nothing(tmp_path):
+    """The grader takes a probe's values the moment its cell ends (a helper attacking the grader rewrote them from
+    the kernel once the guard was down, and earned Exercise 2.1): what is written after the take is never read."""
+    path = tmp_path / "2.1-0.json"
+    probes.save(path, {"x": torch.ones(2)})
+    taken = probes.take(path)
+    assert not path.exists() and not (tmp_path / "2.1-0.json.safetensors").exists()
+    probes.save(path, {"x": torch.zeros(2)})  # the kernel's rewrite, after the take
+    job = {"verify": "verify_ones", "path": str(path), "seed": 0}
+    check = "def verify_ones(values, seed=0):\n    assert torch.equal(values['x'], torch.ones(2)), 'not ones'\n"
+    assert probes.verify_saved([check], [{**job, "taken": taken}])[0]["ok"]
+    assert probes.verify_saved([check], [job])[0]["message"] == "AssertionError: not ones", (
+        "the control: read from the folder afterwards, the rewrite is what is judged"
+    )
+    assert probes.take(tmp_path / "never.json") is None
+    verdict = probes.verify_saved([check], [{**job, "taken": None}])[0]
+    assert "saved no values" in verdict["message"] and "taken" not in verdict
+
+
+def test_take_refuses_a_link_the_kernel_put_in_place_of_the_values(tmp_path):
+    """The kernel may point the probe's file at one only the grader can read; the grader reads no link."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text('{"__tensor__": "the hidden checks"}')
+    path = tmp_path / "1.1-0.json"
+    probes.save(path, 1)
+    path.unlink()
+    path.symlink_to(secret)
+    taken = probes.take(path)
+    assert "refused" in taken and "hidden checks" not in taken["refused"]
+    verdict = probes.verify_saved(["def verify_x(v, seed=0):\n    pass\n"], [{"verify": "verify_x", "path": str(path),
+                                                                              "seed": 0, "taken": taken}])[0]  # fmt: skip
+    assert not verdict["ok"] and "refused" in verdict["message"] and secret.exists()
+
+
+def test_the_verifier_compares_only_tensors_of_the_same_shape():
+    """torch.allclose broadcasts: a tensor with a dimension of size 0 agrees with anything, and a smaller tensor with
+    any it broadcasts to. A helper earned Exercise 1.1 with empty tensors; under strict_comparisons they fail."""
+    empty, want = torch.empty(0, 1, 3), torch.tensor([[0.2, 0.3, 0.5]])
+    assert torch.allclose(empty, want) and torch.allclose(torch.tensor([0.5]), torch.full((4,), 0.5)), "the hole"
+    with probes.strict_comparisons():
+        for compare in (torch.allclose, torch.Tensor.allclose, torch.isclose, torch.Tensor.isclose):
+            with pytest.raises(AssertionError, match=r"shape \(0, 1, 3\) with one of shape \(1, 3\)"):
+                compare(empty, want)
+        assert torch.allclose(want, want.clone()) and not torch.allclose(want, want + 1)
+        assert want.allclose(want) and bool(torch.isclose(want, want).all())
+    assert torch.allclose(empty, want) and "allclose" not in vars(torch.Tensor), "put back as it was"

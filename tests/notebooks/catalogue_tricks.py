@@ -91,6 +91,15 @@ CATALOGUE = [
         ],
         "ReferenceOutOfReach",
     ),
+    # the library's softmax reached by a name the check's "library" list cannot read (a helper, 2026-12-07): the
+    # guard puts torch's softmax out of reach for 1.2 however it is named
+    (
+        "01",
+        "1.2",
+        "trick: torch's softmax reached through getattr",
+        [(SOFTMAX_FIRST_LINE, "    return getattr(torch, 'soft' + 'max')(scores, -1)\n" + SOFTMAX_FIRST_LINE)],
+        "ReferenceOutOfReach",
+    ),
     # the check's reference attention, loop by loop: its scale is Question 1.9's answer, so it is out of reach
     (
         "02",
