@@ -366,9 +366,12 @@ def probe_rotation(rotate_fn, seed=0):
 def verify_rotation(values, seed=0):
     """Pair by pair: lengths kept, one angle per position and pair, position 0 still, then the speeds read off
     position 1 (the table's property 3) and every angle p * w_i, near the start and further along."""
-    turned, speeds = values["turned"], {}
+    turned, kept, speeds = values["turned"], values["kept"], {}
     assert len(turned) == len(rotation_cases(seed)), f"expected {len(rotation_cases(seed))} results"
-    assert all(values["kept"]), (
+    assert len(kept) == len(turned), (
+        f"the check recorded whether rotate_pairs left its input alone {len(kept)} times, for {len(turned)} calls"
+    )
+    assert all(k is True for k in kept), (
         "rotate_pairs changed the vectors it was given: return new ones (in attention they are a view of the layer's "
         "output, which autograd does not let you change in place)"
     )
@@ -601,7 +604,12 @@ def probe_multi_head(mha_cls, seed=3, rotary=False):
     layer.load_state_dict(mha_weights(C, seed))  # strict: the layer keeps the qkv and proj it was given
     x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(seed + 1))
     with torch.no_grad():
-        return {"rotary": rotary, "out": layer(x, some_mask(T, seed))}
+        return {"out": layer(x, some_mask(T, seed))}
+
+
+def probe_multi_head_rotary(mha_cls, seed=3):
+    """The same with rotary=True (verify_multi_head_rotary judges it as rotary, whatever the values say)."""
+    return probe_multi_head(mha_cls, seed, rotary=True)
 
 
 # %% tags=["check"]
@@ -622,14 +630,14 @@ def multi_head_by_hand(x, weights, nh, mask):
     return torch.cat(heads, dim=-1) @ weights["proj.weight"].T + weights["proj.bias"]  # heads side by side, in order
 
 
-def verify_multi_head(values, seed=3):
+def verify_multi_head(values, seed=3, rotary=False):
     """Rebuild the output head by head from the weights the probe loaded, with the loop reference for attention;
     with rotary positions, against the package's layer holding the same weights."""
     B, T, C, nh = 2, 5, 12, 3
     x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(seed + 1))
     mask, out = some_mask(T, seed), values["out"]
     assert tuple(out.shape) == (B, T, C), f"expected the output (B, T, C) = {(B, T, C)}, got {tuple(out.shape)}"
-    if values["rotary"]:
+    if rotary:
         cfg = ModelConfig(vocab_size=2, max_len=T, n_layer=1, n_head=nh, d_model=C, positional="rotary",
                           attention_kernel="explicit")  # fmt: skip
         reference = SelfAttention(cfg)
@@ -649,8 +657,12 @@ def verify_multi_head(values, seed=3):
         )
 
 
+def verify_multi_head_rotary(values, seed=3):
+    verify_multi_head(values, seed, rotary=True)
+
+
 verify_multi_head(probe_multi_head(MultiHeadAttention))
-verify_multi_head(probe_multi_head(MultiHeadAttention, rotary=True))
+verify_multi_head_rotary(probe_multi_head_rotary(MultiHeadAttention))
 print("✓ multi-head attention matches a head-by-head reference, and the package's with rotary positions")
 
 # %% [markdown]
@@ -961,11 +973,13 @@ def probe_block(block_cls, seed=7):
 
 # %% tags=["check"]
 from helpers.course import check_inputs  # noqa: F811 (guarantees 1 and 2 written as comparisons are the block itself)
+from helpers.nn.model import Block as PackageBlock  # the package's block: the second call's reference
 
 
 def verify_block(values, seed=7):
-    """Each guarantee on what the sub-layers received and returned; each sub-layer's output against its reference."""
-    x, _ = block_inputs(seed)
+    """Each guarantee on what the sub-layers received and returned; each sub-layer's output against its reference;
+    the second call against the package's block holding the same weights."""
+    x, later = block_inputs(seed)
     w = block_weights(8, 16, seed)
     out, seen = values["out"], values["seen"]
     assert tuple(out.shape) == (2, 5, 8), f"the block should return (B, T, C) = (2, 5, 8), got {tuple(out.shape)}"
@@ -983,8 +997,24 @@ def verify_block(values, seed=7):
             "guarantee 3: what attention returned is not causal multi-head attention of what it received (is the mask "
             "passed on? does Exercise 2.3 pass?)"
         )
+    ffn_w = {k.removeprefix("ffn."): v for k, v in w.items() if k.startswith("ffn.")}
+    for r in range(2):
+        for t in range(5):
+            assert torch.allclose(ffn_out[r, t], feed_forward_by_hand(ffn_in[r, t], ffn_w), atol=1e-4), (
+                "what the feed-forward returned is not the feed-forward network of what it received (does Exercise "
+                "2.6 pass?)"
+            )
+    assert tuple(values["later"].shape) == (2, 5, 8), f"the second call returned {tuple(values['later'].shape)}"
     moved = (values["later"] - out)[:, :-1].abs().max().item()
     assert moved < 1e-5, f"guarantee 3: changing only the last position moved earlier outputs by {moved:.2e}"
+    reference = PackageBlock(ModelConfig(vocab_size=2, max_len=5, n_layer=1, n_head=2, d_model=8, d_ff=16))
+    reference.load_state_dict(w)
+    with torch.no_grad():
+        expected = reference(later, causal)
+    assert torch.allclose(values["later"], expected, atol=1e-4), (
+        "the block's output for a second input (only the last position changed) differs from the package's block "
+        "holding the same weights"
+    )
 
 
 verify_block(probe_block(Block))
@@ -1086,8 +1116,8 @@ def model_cases(seed):
 
 
 def probe_model(model_cls, seed=8, positional="learned"):
-    """Runs your class: a small model holding weights drawn from `seed`; its logits for each case, and its LM head
-    after the token embedding is moved (a tied head moves with it)."""
+    """Runs your class: a small model with the `positional` positions, holding weights drawn from `seed`; its logits
+    for each case, and its LM head after the token embedding is moved (a tied head moves with it)."""
     cfg = ModelConfig(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=16, positional=positional)
     m = model_cls(cfg)
     m.load_state_dict(model_weights(cfg, seed))
@@ -1099,16 +1129,38 @@ def probe_model(model_cls, seed=8, positional="learned"):
             case: m(torch.tensor([ids]), None if plen is None else torch.tensor([plen]))
             for case, (ids, plen) in model_cases(seed).items()
         }
-    return {"positional": positional, "head": head, "logits": logits}
+    return {"head": head, "logits": logits}
+
+
+def probe_model_learned(model_cls, seed=8):
+    """probe_model with each kind of positions: verify_model_learned, _sinusoidal and _rotary judge them as such."""
+    return probe_model(model_cls, seed, "learned")
+
+
+def probe_model_sinusoidal(model_cls, seed=8):
+    return probe_model(model_cls, seed, "sinusoidal")
+
+
+def probe_model_rotary(model_cls, seed=8):
+    return probe_model(model_cls, seed, "rotary")
 
 
 # %% tags=["check"]
-def verify_model(values, seed=8):
-    """Shapes, tying, what each position sees; then every case's logits against the package's model."""
-    cfg = ModelConfig(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=16, positional=values["positional"])
-    weights, logits = model_weights(cfg, seed), values["logits"]
-    assert tuple(logits["causal"].shape) == (1, 5, 20), "logits (B, T, vocab)"
-    assert torch.allclose(values["head"], weights["tok_emb.weight"] + 1.0), (
+def verify_model(values, seed=8, positional="learned"):
+    """Shapes, tying, what each position sees; then every case's logits against the package's model with the
+    `positional` positions (the check's: each call's verify names its kind)."""
+    cfg = ModelConfig(vocab_size=20, max_len=8, n_layer=2, n_head=2, d_model=16, positional=positional)
+    weights, logits, cases = model_weights(cfg, seed), values["logits"], model_cases(seed)
+    assert isinstance(logits, dict) and sorted(logits) == sorted(cases), f"expected the logits of {sorted(cases)}"
+    for case, got in logits.items():
+        assert tuple(got.shape) == (1, 5, 20), (
+            f"case {case!r}: logits (B, T, vocab) = (1, 5, 20), got {tuple(got.shape)}"
+        )
+    head = values["head"]
+    assert tuple(head.shape) == (20, 16), (
+        f"the LM head's weight should be (vocab, d_model) = (20, 16), got {tuple(head.shape)}"
+    )
+    assert torch.allclose(head, weights["tok_emb.weight"] + 1.0), (
         "the LM head should share the token-embedding matrix (it did not move with it)"
     )
     # everything visible to everything (a prefix as long as the sequence): two orders of the same words
@@ -1124,18 +1176,30 @@ def verify_model(values, seed=8):
     reference = PackageModel(cfg).eval()
     reference.load_state_dict(weights)
     with torch.no_grad():
-        for case, (ids, plen) in model_cases(seed).items():
+        for case, (ids, plen) in cases.items():
             expected = reference(torch.tensor([ids]), None if plen is None else torch.tensor([plen]))
             assert torch.allclose(logits[case], expected, atol=1e-4), (
-                f"case {case!r}, {values['positional']} positions: the logits differ from the package's model holding "
+                f"case {case!r}, {positional} positions: the logits differ from the package's model holding "
                 f"the same weights (largest difference {(logits[case] - expected).abs().max():.2e}; rotary: does "
                 "every Block pass rotary on to its attention?)"
             )
 
 
-verify_model(probe_model(Transformer, positional="learned"))
-verify_model(probe_model(Transformer, positional="sinusoidal"))
-verify_model(probe_model(Transformer, positional="rotary"))
+def verify_model_learned(values, seed=8):
+    verify_model(values, seed, "learned")
+
+
+def verify_model_sinusoidal(values, seed=8):
+    verify_model(values, seed, "sinusoidal")
+
+
+def verify_model_rotary(values, seed=8):
+    verify_model(values, seed, "rotary")
+
+
+verify_model_learned(probe_model_learned(Transformer))
+verify_model_sinusoidal(probe_model_sinusoidal(Transformer))
+verify_model_rotary(probe_model_rotary(Transformer))
 print("✓ model: shapes, tying, positions (learned, sinusoidal, rotary), masks")
 
 # %% [markdown]
@@ -1480,9 +1544,14 @@ for fr, _ in PAIRS:
 
 
 # %% tags=["check"]
-import dataclasses
-
 from helpers.nn.model import LayerCache, build_attention_mask  # the package's cache and mask, for the reference
+
+KV_VOCAB = 24  # the vocabulary size of the check's model, its own whatever the notebook's
+
+
+def kv_config(positional):
+    """The check's model: its own sizes, with the kind of positions each of its calls names."""
+    return ModelConfig(vocab_size=KV_VOCAB, max_len=16, n_layer=2, n_head=4, d_model=32, positional=positional)
 
 
 def kv_case(vocab_size, specials, seed):
@@ -1493,35 +1562,37 @@ def kv_case(vocab_size, specials, seed):
     return [bos, *words[:-4], sep], [*words[-4:], eos]
 
 
-def probe_kv_cache(forward_cached_fn, model, seed=11):
-    """Runs your function on a model of `model`'s class and sizes holding weights drawn from `seed`: the logits of
-    the prefix through the cache, then of each token one at a time; and the translations with and without the cache.
-    Also the sizes, for the reference (which draws the same weights itself)."""
-    specials = [PAD, BOS, SEP, EOS]
-    prefix, continuation = kv_case(model.cfg.vocab_size, specials, seed)
-    model = type(model)(model.cfg)
-    model.load_state_dict(model_weights(model.cfg, seed))
-    values = {"cfg": dataclasses.asdict(model.cfg)}
+def probe_kv_cache(forward_cached_fn, model_cls, seed=11, positional="rotary"):
+    """Runs your function on a model of your class with the check's sizes and `positional` positions, holding weights
+    drawn from `seed`: the logits of the prefix through the cache, then of each token one at a time; and the
+    translations with and without the cache."""
+    cfg = kv_config(positional)
+    prefix, continuation = kv_case(cfg.vocab_size, [PAD, BOS, SEP, EOS], seed)
+    model = model_cls(cfg)
+    model.load_state_dict(model_weights(cfg, seed))
     cache = []
     with torch.no_grad():
         steps = [forward_cached_fn(model, torch.tensor([prefix]), cache)]
         steps += [forward_cached_fn(model, torch.tensor([[token]]), cache) for token in continuation]
-    values["greedy"] = [greedy_translate(model, prefix, 8), greedy_translate(model, prefix, 8, use_cache=False)]
-    return {**values, "steps": steps, "cache": [list(e) if isinstance(e, tuple | list) else [e] for e in cache]}
+    greedy = [greedy_translate(model, prefix, 8), greedy_translate(model, prefix, 8, use_cache=False)]
+    return {"greedy": greedy, "steps": steps, "cache": [list(e) if isinstance(e, tuple | list) else [e] for e in cache]}
 
 
-def learned_twin(model, seed=12):
-    """A model of `model`'s sizes with learned positions, holding weights drawn from `seed` (Exercise 2.8's check):
-    the cache must work for every kind of positions, not only the notebook's."""
-    twin = Transformer(dataclasses.replace(model.cfg, positional="learned"))
-    twin.load_state_dict(model_weights(twin.cfg, seed))
-    return twin
+def probe_kv_cache_rotary(forward_cached_fn, model_cls, seed=11):
+    """probe_kv_cache with each kind of positions: the cache must work for every kind, not only the notebook's
+    (verify_kv_cache_rotary and _learned judge them as such)."""
+    return probe_kv_cache(forward_cached_fn, model_cls, seed, "rotary")
+
+
+def probe_kv_cache_learned(forward_cached_fn, model_cls, seed=12):
+    return probe_kv_cache(forward_cached_fn, model_cls, seed, "learned")
 
 
 # %% tags=["check"]
-def verify_kv_cache(values, seed=11):
-    """Each step through the cache against a full recomputation by the package's model holding the same weights."""
-    cfg = ModelConfig(**values["cfg"])
+def verify_kv_cache(values, seed=11, positional="rotary"):
+    """Each step through the cache against a full recomputation by the package's model with the `positional`
+    positions (the check's: each call's verify names its kind) holding the same weights."""
+    cfg = kv_config(positional)
     reference = PackageModel(cfg).eval()
     reference.load_state_dict(model_weights(cfg, seed))  # the weights and the special tokens are the check's own
     prefix, continuation = kv_case(cfg.vocab_size, [PAD, BOS, SEP, EOS], seed)
@@ -1529,7 +1600,9 @@ def verify_kv_cache(values, seed=11):
     assert len(steps) == 1 + len(continuation), f"expected {1 + len(continuation)} steps, got {len(steps)}"
     with torch.no_grad():
         full = reference(torch.tensor([seq]), torch.tensor([len(prefix)]))
-        assert torch.allclose(steps[0], full, atol=1e-4), "prefix logits differ from the full forward pass"
+        assert torch.allclose(steps[0], full, atol=1e-4), (
+            f"prefix logits differ from the full forward pass ({positional} positions)"
+        )
         for step, token in enumerate(continuation):
             seq.append(token)
             full = reference(torch.tensor([seq]), torch.tensor([len(prefix)]))[0, -1]
@@ -1560,9 +1633,17 @@ def verify_kv_cache(values, seed=11):
     )
 
 
-verify_kv_cache(probe_kv_cache(forward_cached, model))
-verify_kv_cache(probe_kv_cache(forward_cached, learned_twin(model)))
-print("✓ the cache reproduces full recomputation (the notebook's positions, and learned ones)")
+def verify_kv_cache_rotary(values, seed=11):
+    verify_kv_cache(values, seed, "rotary")
+
+
+def verify_kv_cache_learned(values, seed=12):
+    verify_kv_cache(values, seed, "learned")
+
+
+verify_kv_cache_rotary(probe_kv_cache_rotary(forward_cached, Transformer))
+verify_kv_cache_learned(probe_kv_cache_learned(forward_cached, Transformer))
+print("✓ the cache reproduces full recomputation (rotary positions, and learned ones)")
 
 # %% [markdown]
 # ## Defined once: the same model in `helpers.nn.model`
