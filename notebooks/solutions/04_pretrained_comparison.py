@@ -482,7 +482,7 @@ def pad_batch(examples: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
 # The check builds a batch by hand where `<eos>` (id 2) also pads, then asks a tiny LM (the one the check of
 # Exercise 4.1 builds, with examples of pairs drawn from its seed) a property any right collator must have: the
 # loss of the padded batch is the loss of each example alone, averaged over the target tokens of all of them.
-# Padding must change nothing.
+# Padding must change nothing. Last, each row of the three tensors: the example's own entries, then the padding.
 
 
 # %% tags=["check"]
@@ -506,12 +506,11 @@ def as_batch(batch):
 
 
 def probe_batch(pad_fn, seed=0):
-    """Runs your function on the examples by hand, and on the check LM's examples together and each alone."""
+    """Runs your function on the examples by hand, and on the check LM's examples together."""
     lm, examples = batch_examples(seed)
     return {
         "planted": as_batch(pad_fn(planted_examples(), pad_id=2)),
         "together": as_batch(pad_fn(examples, pad_id=lm.pad_id)),
-        "alone": [as_batch(pad_fn([e], lm.pad_id)) for e in examples],
     }
 
 
@@ -544,13 +543,20 @@ def verify_batch(values, seed=0):
     with torch.no_grad():
         lm.model.eval()
         together = lm.model(**batch).loss.item()
-        alone = [lm.model(**b).loss.item() for b in values["alone"]]
+        alone = [lm.model(**{k: torch.tensor([e[k]]) for k in ("input_ids", "labels")}).loss.item() for e in examples]
     n_targets = [sum(label != -100 for label in e["labels"][1:]) for e in examples]  # the model shifts labels by one
     expected = sum(loss * n for loss, n in zip(alone, n_targets, strict=True)) / sum(n_targets)
     assert abs(together - expected) < 1e-3 * max(1.0, expected), (
         f"the padded batch's loss {together:.5f} differs from the examples' own losses {expected:.5f}: "
         "the padding is being scored (labels) or read (attention_mask)"
     )
+    for i, e in enumerate(examples):  # each row: the example, then the padding alone
+        n, pads = len(e["input_ids"]), width - len(e["input_ids"])
+        for key, own, pad in (("input_ids", e["input_ids"], lm.pad_id), ("attention_mask", [1] * n, 0),
+                              ("labels", e["labels"], -100)):  # fmt: skip
+            assert batch[key][i].tolist() == own + [pad] * pads, (
+                f"{key}, row {i}: the example's own {n} entries, then {pad} on the {pads} padded positions"
+            )
 
 
 verify_batch(probe_batch(pad_batch))

@@ -261,18 +261,26 @@ def probe_synthesizer(weights_fn, seed=0):
 def verify_synthesizer(values, seed=0):
     """Against the package's layer holding the same weights; rows sum to 1, masked keys get 0, and a row is
     computed from its own token alone."""
-    *_, x, _, mask = synthesizer_case(seed)
+    *_, x, y, mask = synthesizer_case(seed)
     layer = synthesizer_layer(seed)
     layer.keep_weights = True  # weights kept only when asked; then .last_weights is (B, nh, T, T)
+    theirs = []
     with torch.no_grad():
-        layer(x, mask)
-    theirs = layer.last_weights
+        for z in (x, y):  # the weights for x, then for y (token 2 changed)
+            layer(z, mask)
+            theirs.append(layer.last_weights)
     mine, moved = values["weights"], values["moved"]
-    assert tuple(mine.shape) == (2, 2, 9, 9), f"weights (B, nh, T, T) = (2, 2, 9, 9), got {tuple(mine.shape)}"
-    assert torch.allclose(mine, theirs, atol=1e-6), "the notebook's synthesizer and helpers.nn.variants disagree"
+    for got in (mine, moved):
+        assert tuple(got.shape) == (2, 2, 9, 9), f"weights (B, nh, T, T) = (2, 2, 9, 9), got {tuple(got.shape)}"
+    assert torch.allclose(mine, theirs[0], atol=1e-6), "the notebook's synthesizer and helpers.nn.variants disagree"
     assert torch.allclose(mine.sum(-1), torch.ones(2, 2, 9)) and (mine.masked_select(~mask.expand_as(mine)) == 0).all()
     # which tokens a row of weights is computed from: token 2 changed, row 2 moves and the rows after it do not
-    assert torch.allclose(moved[:, :, 3:], mine[:, :, 3:]) and not torch.allclose(moved[:, :, 2], mine[:, :, 2])
+    assert torch.allclose(moved[:, :, 3:], mine[:, :, 3:]) and not torch.allclose(moved[:, :, 2], mine[:, :, 2]), (
+        "a row of weights comes from its own token alone: with token 2 changed, row 2 moves and the later rows do not"
+    )
+    assert torch.allclose(moved, theirs[1], atol=1e-6), (
+        "with token 2 changed, the notebook's synthesizer and helpers.nn.variants disagree"
+    )
 
 
 verify_synthesizer(probe_synthesizer(synthesizer_weights))
@@ -946,7 +954,10 @@ def probe_cuts(cut_fn, seed=1):
 
 def verify_cuts(values, seed=1):
     """Each cut's properties, then the spread of the lengths over all cuts."""
-    bos, mask, sep, eos = values["specials"]
+    from helpers.text.tokenizer import BOS_ID, EOS_ID, SEP_ID  # the ids of every tokenizer of the course
+
+    bos, mask, sep, eos = BOS_ID, pretrain.MASK_ID, SEP_ID, EOS_ID
+    assert values["specials"] == [bos, mask, sep, eos], "BOS, MASK, SEP and EOS must keep the ids the cell above gives"
     cases = [(max_len, length) for max_len in (16, 96) for length in cut_lengths()]
     assert len(values["cuts"]) == len(cases), f"expected {len(cases)} cuts"
     kept_lengths, span_lengths, empty_prefix, empty_suffix = [], [], 0, 0

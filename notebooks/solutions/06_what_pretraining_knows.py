@@ -804,9 +804,12 @@ def verify_driver(values, seed=1):
     mine, needed = values, {"scratch", "pretrained", "baseline", "baseline_place", "answers", "models"}
     assert set(mine["keys"]) >= needed, f"the driver returns a dict with {sorted(needed)}: got {mine['keys']}"
     for name in ("scratch", "pretrained"):
-        assert mine["is_model"].get(name), f"models[{name!r}] is a trained model"
-        theirs = dict(ref["models"][name].named_parameters())
-        for key, value in mine["weights"][name].items():
+        assert mine["is_model"].get(name) is True, f"models[{name!r}] is a trained model"
+        theirs, weights = dict(ref["models"][name].named_parameters()), mine["weights"].get(name, {})
+        assert sorted(weights) == sorted(theirs), (
+            f"the {name} model has {len(weights)} named parameters, not the {len(theirs)} of knowledge.new_model's model"
+        )
+        for key, value in weights.items():
             assert torch.allclose(value, theirs[key].detach().cpu(), rtol=0, atol=1e-6), (
                 f"the {name} model's {key} differs from the reference run's: check its start, which people's text "
                 "each phase reads, and each phase's steps, learning rate and seed"
@@ -1279,7 +1282,8 @@ def put_word_vectors(model, tok, wv, std: float = 0.02) -> int:
 # %% tags=["check"]
 # A small model and word2vec on the biographies of a small data set (a few of them with letters its tokenizer
 # writes as bytes): your table against the package's (helpers.embeddings.put_word_vectors) from the same start, at
-# three scales. The special pieces get vectors too, which they must not take.
+# three scales, and what the model computes with it (its logits, and the gradient the table gets), against the same
+# model holding your table. The special pieces get vectors too, which they must not take.
 def word_vector_case(seed):
     """The tokenizer, word2vec's vectors (16 wide), the small model's shape and the scales, from `seed`."""
     data, tok = small_knowledge(seed, 60, 10)
@@ -1293,28 +1297,37 @@ def word_vector_case(seed):
 
 
 def word_vector_start(cfg, seed):
-    """A small model whose token embeddings (tied to its output layer) hold a table drawn from `seed`."""
-    model = build_model(cfg)
+    """A small model drawn from `seed` whose token embeddings (tied to its output layer) hold a table drawn from it."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed + 2)
+        model = build_model(cfg)
     with torch.no_grad():
         start = torch.randn(model.tok_emb.weight.shape, generator=torch.Generator().manual_seed(seed + 1))
         model.tok_emb.weight.copy_(start * 0.02)
     return model
 
 
+def read_in_and_out(model, cfg, seed):
+    """The model's logits for token ids drawn from `seed`, and the gradient a loss on them gives its token table
+    (None if it gives none)."""
+    ids = torch.randint(cfg.vocab_size, (2, 6), generator=torch.Generator().manual_seed(seed))
+    logits = model.eval()(ids)
+    logits.square().sum().backward()
+    grad = model.tok_emb.weight.grad
+    return logits.detach().clone(), None if grad is None else grad.clone()
+
+
 def probe_word_vectors(put_fn, seed=0):
-    """Runs your function on a fresh start at each scale: how many rows, and the table it leaves."""
+    """Runs your function on a fresh start at each scale: how many rows, the table it leaves, and what the model then
+    computes with the table: logits, and the table's gradient."""
     tok, wv, cfg, stds = word_vector_case(seed)
     out = []
     for std in stds:
         model = word_vector_start(cfg, seed)
         n = put_fn(model, tok, wv, std)
-        table = model.tok_emb.weight
-        out.append({
-            "rows": int(n) if hasattr(n, "__index__") else n,
-            "trainable": isinstance(table, torch.nn.Parameter) and table.requires_grad,
-            "tied": model.lm_head.weight is table,
-            "table": table.detach().clone(),
-        })  # fmt: skip
+        table = model.tok_emb.weight.detach().clone()
+        logits, grad = read_in_and_out(model, cfg, seed)
+        out.append({"rows": int(n) if hasattr(n, "__index__") else n, "table": table, "logits": logits, "grad": grad})
     return out
 
 
@@ -1327,8 +1340,18 @@ def verify_word_vectors(values, seed=0):
         before = word_vector_start(cfg, seed).tok_emb.weight.detach()
         want = word_vector_start(cfg, seed)
         n_want, table = embeddings.put_word_vectors(want, tok, wv, std), got["table"]
-        assert got["trainable"], "the table stays a trainable parameter"
-        assert got["tied"], "the output layer still reads the same matrix (tied weights)"
+        assert table.shape == before.shape, f"the table's shape is {tuple(table.shape)}, not {tuple(before.shape)}"
+        tied = word_vector_start(cfg, seed)  # the same model holding your table: tied and trained, what it computes
+        with torch.no_grad():
+            tied.tok_emb.weight.copy_(table)
+        logits, grad = read_in_and_out(tied, cfg, seed)
+        assert got["grad"] is not None, "the table stays a trainable parameter"
+        assert torch.allclose(got["logits"], logits, rtol=1e-4, atol=1e-5 * logits.abs().max().item()), (
+            "the output layer still reads the same matrix (tied weights)"
+        )
+        assert torch.allclose(got["grad"], grad, rtol=1e-4, atol=1e-5 * grad.abs().max().item()), (
+            "the table stays one trainable parameter, read by the input and the output layer (tied weights)"
+        )
         assert torch.equal(table[: tok.unk_id + 1], before[: tok.unk_id + 1]), "special pieces keep their random start"
         assert torch.equal(table[byte], before[byte]), "byte pieces keep their random start"
         assert got["rows"] == n_want, f"{n_want} rows have a vector to write (std {std}); got {got['rows']}"
