@@ -340,8 +340,10 @@ def sentence_groups(pairs):
 
 # %% [markdown]
 # The check first runs your function on eleven pairs whose groups are worked out by hand in the comments, then on
-# pairs drawn at random from a few sentences (many shared, some with the same text in French and in English), then
-# on the whole corpus: every pair in one group, no sentence in two groups, and as many groups as `split_pairs` finds.
+# pairs drawn at random from a few sentences (many shared, some with the same text in French and in English), a few
+# dozen and then a few hundred: every pair in one group, no sentence in two groups, and as many groups as
+# `split_pairs` finds. Last, the same on the whole corpus; that part is feedback in your notebook only: the grade
+# rests on the pairs the check draws itself.
 
 
 # %% tags=["check"]
@@ -363,57 +365,65 @@ def group_toy():
     return toy, [[0, 1, 8], [2, 6, 7], [3, 4, 5, 9], [10]]
 
 
-def drawn_pairs(seed):
-    """20 to 60 pairs drawn from `seed` over about as many sentences per side: groups of one pair and chains of many,
-    and texts that occur on both sides ("sentence 3" in French is not "sentence 3" in English)."""
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(20, 61))
+def drawn_pairs(seed, sizes=(20, 60)):
+    """`sizes[0]` to `sizes[1]` pairs drawn from `seed` over about as many sentences per side: groups of one pair and
+    chains of many, and texts that occur on both sides ("sentence 3" in French is not "sentence 3" in English)."""
+    rng = np.random.default_rng([seed, *sizes])
+    n = int(rng.integers(sizes[0], sizes[1] + 1))
     size = int(rng.integers(3 * n // 4, 3 * n // 2 + 1))
     return [(f"sentence {a}", f"sentence {b}") for a, b in rng.integers(0, size, (n, 2)).tolist()]
 
 
-def probe_sentence_groups(groups_fn, pairs, seed=0):
-    """Runs your function on the eleven pairs, on pairs drawn from `seed` and on `pairs` (the corpus, returned too)."""
+MANY_PAIRS = (300, 900)  # the second draw: a few hundred pairs, longer chains
 
-    def plain(groups):
-        return [[int(i) for i in g] for g in groups]
 
+def plain_groups(groups):
+    return [[int(i) for i in g] for g in groups]
+
+
+def groups_hold_pairs(pairs, groups):
+    """Every pair in one group, no sentence in two, and as many groups as `split_pairs` finds."""
+    indices = sorted(i for g in groups for i in g)
+    assert indices == list(range(len(pairs))), "every pair must be in exactly one group"
+    for side, language in ((0, "French"), (1, "English")):
+        group_of = {}
+        for k, g in enumerate(groups):
+            for i in g:
+                sentence = pairs[i][side]
+                assert group_of.setdefault(sentence, k) == k, f"the {language} sentence {sentence!r} is in two groups"
+    n_groups = data.split_pairs(pairs, new=None).report.n_groups
+    assert len(groups) == n_groups, (
+        f"{len(groups):,} groups, but split_pairs found {n_groups:,}: a group may hold only pairs that a chain of "
+        "shared sentences links"
+    )
+
+
+def probe_sentence_groups(groups_fn, *_, seed=0):
+    """Runs your function on the eleven pairs and on the pairs drawn from `seed`: the groups. Anything passed after
+    `groups_fn` is not used: the grade rests on pairs the check makes itself (the cell checks the corpus after it)."""
     return {
-        "toy": plain(groups_fn(group_toy()[0])),
-        "drawn": plain(groups_fn(drawn_pairs(seed))),
-        "corpus": [[fr, en] for fr, en in pairs],
-        "corpus groups": plain(groups_fn(pairs)),
+        "toy": plain_groups(groups_fn(group_toy()[0])),
+        "drawn": plain_groups(groups_fn(drawn_pairs(seed))),
+        "many": plain_groups(groups_fn(drawn_pairs(seed, MANY_PAIRS))),
     }
 
 
 # %% tags=["check"]
 def verify_sentence_groups(values, seed=0):
-    """The eleven pairs against the groups worked out by hand; then, for the drawn pairs and the corpus, every pair
-    in one group, no sentence in two, and as many groups as `split_pairs` finds."""
+    """The eleven pairs against the groups worked out by hand; then, for both draws of pairs, every pair in one
+    group, no sentence in two, and as many groups as `split_pairs` finds."""
     toy, want = group_toy()
     got = sorted(sorted(g) for g in values["toy"])
     assert got == want, (
         f"on the eleven pairs of the check the groups are {want}, yours are {got}. Pairs sharing a French or an "
         "English sentence belong together, and so do chains of them (pair 7 joins pairs 2 and 6; pair 9 joins 3)"
     )
-    corpus = [(fr, en) for fr, en in values["corpus"]]
-    for pairs, groups in ((drawn_pairs(seed), values["drawn"]), (corpus, values["corpus groups"])):
-        indices = sorted(i for g in groups for i in g)
-        assert indices == list(range(len(pairs))), "every pair must be in exactly one group"
-        for side, language in ((0, "French"), (1, "English")):
-            group_of = {}
-            for k, g in enumerate(groups):
-                for i in g:
-                    sentence = pairs[i][side]
-                    assert group_of.setdefault(sentence, k) == k, f"the {language} sentence {sentence!r} is in two groups"  # fmt: skip
-        n_groups = data.split_pairs(pairs, new=None).report.n_groups
-        assert len(groups) == n_groups, (
-            f"{len(groups):,} groups, but split_pairs found {n_groups:,}: a group may hold only pairs that a chain of "
-            "shared sentences links"
-        )
+    for pairs, groups in ((drawn_pairs(seed), values["drawn"]), (drawn_pairs(seed, MANY_PAIRS), values["many"])):
+        groups_hold_pairs(pairs, groups)
 
 
-verify_sentence_groups(probe_sentence_groups(sentence_groups, pairs))
+verify_sentence_groups(probe_sentence_groups(sentence_groups))
+groups_hold_pairs(pairs, plain_groups(sentence_groups(pairs)))  # the whole corpus: feedback here, not in the grade
 print("✓ pairs that share a sentence, directly or through a chain, are grouped together")
 
 # %%
@@ -697,9 +707,10 @@ def batch_tensors(examples, pad_id=tokenizer.PAD_ID):
 
 
 # %% [markdown]
-# The check builds three rows by hand (token ids written out, lengths 7, 5 and 6) and a few rows at random, and
-# compares every entry with the rule, then compares them and a batch of real examples of different lengths with what
-# the batcher makes (`helpers.text.batches.collate`) and with the model's prefix mask.
+# The check builds three rows by hand (token ids written out, lengths 7, 5 and 6), a few short rows at random and a
+# batch of longer ones, and compares every entry with the rule, then with what the batcher makes
+# (`helpers.text.batches.collate`) and with the model's prefix mask. Last, the same on a batch of real examples of
+# different lengths; that part is feedback in your notebook only: the grade rests on the rows the check makes itself.
 
 
 # %% tags=["check"]
@@ -718,17 +729,31 @@ def batch_rows(seed):
     return [(r, r.index(2) + 1) for r in hand], [(r, r.index(2) + 1) for r in drawn]
 
 
-def probe_batch_tensors(batch_fn, examples, seed=0):
-    """Runs your function on the rows written by hand, on rows drawn from `seed`, and on real examples of different
-    lengths from `examples` (returned too): the keys of each result and its four tensors."""
+def long_rows(seed):
+    """(ids, prefix_len) of 6 to 10 rows drawn from `seed`, as long as real examples: 1 to 20 French ids and 1 to 20
+    English ids each, from a vocabulary of 8,000."""
+    rng, rows = np.random.default_rng([seed, 3]), []
+    for _ in range(int(rng.integers(6, 11))):
+        n_fr, n_en = (int(n) for n in rng.integers(1, 21, 2))
+        ids = rng.integers(5, 8000, n_fr + n_en).tolist()
+        rows.append(([1, *ids[:n_fr], 2, *ids[n_fr:], 3], n_fr + 2))
+    return rows
+
+
+def batch_values(batch_fn, rows):
+    """Your function on `rows` as Examples: the keys of its result and its four tensors."""
+    got = batch_fn([encoding.Example(list(r), P) for r, P in rows], pad_id=tokenizer.PAD_ID)
+    return {"keys": sorted(str(k) for k in got)} | {
+        k: got[k] for k in ("input_ids", "labels", "prefix_len", "attention") if k in got
+    }
+
+
+def probe_batch_tensors(batch_fn, *_, seed=0):
+    """Runs your function on the rows written by hand and on rows drawn from `seed`, short and long: the keys of each
+    result and its four tensors. Anything passed after `batch_fn` is not used: the grade rests on rows the check
+    makes itself (the cell checks real examples after it)."""
     hand, drawn = batch_rows(seed)
-    real = sorted(examples[:64], key=lambda e: len(e.input_ids))[::8]
-    out = {"real rows": [([int(i) for i in e.input_ids], int(e.prefix_len)) for e in real]}
-    for case, batch in (("hand", [encoding.Example(*r) for r in hand]), ("drawn", [encoding.Example(*r) for r in drawn]), ("real", real)):  # fmt: skip
-        got = batch_fn(batch, pad_id=tokenizer.PAD_ID)
-        out[case] = {"keys": sorted(str(k) for k in got)}
-        out[case] |= {k: got[k] for k in ("input_ids", "labels", "prefix_len", "attention") if k in got}
-    return out
+    return {case: batch_values(batch_fn, rows) for case, rows in (("hand", hand), ("drawn", drawn), ("long", long_rows(seed)))}  # fmt: skip
 
 
 def batch_by_rule(rows, ids, labels, att, pad_id):
@@ -749,31 +774,42 @@ def batch_by_rule(rows, ids, labels, att, pad_id):
 
 
 # %% tags=["check"]
-def verify_batch_tensors(values, seed=0):
+def batch_as_rule(case, rows, got, pad_id=tokenizer.PAD_ID):
     """Shapes, then every entry against the rule; then the batcher's tensors and the prefix mask with padding hidden."""
-    pad_id, (hand, drawn) = tokenizer.PAD_ID, batch_rows(seed)
-    real = [([int(i) for i in r], int(P)) for r, P in values["real rows"]]
-    for case, rows in (("hand", hand), ("drawn", drawn), ("real", real)):
-        got, B, T = values[case], len(rows), max(len(r) for r, _ in rows)
-        assert set(got["keys"]) >= {"input_ids", "labels", "prefix_len", "attention"}, (
-            f"missing keys: got {got['keys']}"
-        )
-        ids, labels, plen, att = (got[k] for k in ("input_ids", "labels", "prefix_len", "attention"))
-        assert tuple(ids.shape) == tuple(labels.shape) == (B, T), f"input_ids and labels must be ({B}, {T})"
-        assert tuple(att.shape) == (B, T, T) and att.dtype == torch.bool, f"attention must be bool ({B}, {T}, {T})"
-        assert plen.tolist() == [P for _, P in rows], f"prefix_len {plen.tolist()}, expected {[P for _, P in rows]}"
-        batch_by_rule(rows, ids, labels, att, pad_id)
-        # as a bucketed batch holds them: what the batcher makes, and the model's mask with padding hidden
-        package = batches.collate([encoding.Example(r, P) for r, P in rows], pad_id)
-        for key in ("input_ids", "labels", "prefix_len"):
-            assert torch.equal(got[key], getattr(package, key)), f"{key} differs from the batcher's on {case} examples"
-        lengths = torch.tensor([len(r) for r, _ in rows])
-        keys_real = torch.arange(package.shape[1])[None, None, :] < lengths[:, None, None]
-        want = build_attention_mask(package.shape[1], package.prefix_len)[:, 0] & keys_real
-        assert torch.equal(got["attention"], want), "attention differs from the prefix mask with padding hidden"
+    B, T = len(rows), max(len(r) for r, _ in rows)
+    assert set(got["keys"]) >= {"input_ids", "labels", "prefix_len", "attention"}, f"missing keys: got {got['keys']}"
+    ids, labels, plen, att = (got[k] for k in ("input_ids", "labels", "prefix_len", "attention"))
+    assert tuple(ids.shape) == tuple(labels.shape) == (B, T), f"input_ids and labels must be ({B}, {T})"
+    assert tuple(att.shape) == (B, T, T) and att.dtype == torch.bool, f"attention must be bool ({B}, {T}, {T})"
+    assert plen.tolist() == [P for _, P in rows], f"prefix_len {plen.tolist()}, expected {[P for _, P in rows]}"
+    batch_by_rule(rows, ids, labels, att, pad_id)
+    # as a bucketed batch holds them: what the batcher makes, and the model's mask with padding hidden
+    package = batches.collate([encoding.Example(r, P) for r, P in rows], pad_id)
+    for key in ("input_ids", "labels", "prefix_len"):
+        assert torch.equal(got[key], getattr(package, key)), f"{key} differs from the batcher's on {case} examples"
+    lengths = torch.tensor([len(r) for r, _ in rows])
+    keys_real = torch.arange(package.shape[1])[None, None, :] < lengths[:, None, None]
+    want = build_attention_mask(package.shape[1], package.prefix_len)[:, 0] & keys_real
+    assert torch.equal(got["attention"], want), "attention differs from the prefix mask with padding hidden"
 
 
-verify_batch_tensors(probe_batch_tensors(batch_tensors, train_examples))
+def verify_batch_tensors(values, seed=0):
+    """The rows written by hand, then the rows drawn from `seed`, short and long: every entry against the rule."""
+    hand, drawn = batch_rows(seed)
+    for case, rows in (("hand", hand), ("drawn", drawn), ("long", long_rows(seed))):
+        batch_as_rule(case, rows, values[case])
+
+
+def batch_real_examples(batch_fn, examples):
+    """Your function on real examples of different lengths from `examples`, against the rule: feedback in your
+    notebook, which the grade does not rest on (the examples are yours)."""
+    real = sorted(examples[:64], key=lambda e: len(e.input_ids))[::8]
+    rows = [([int(i) for i in e.input_ids], int(e.prefix_len)) for e in real]
+    batch_as_rule("real", rows, batch_values(batch_fn, rows))
+
+
+verify_batch_tensors(probe_batch_tensors(batch_tensors))
+batch_real_examples(batch_tensors, train_examples)
 print("✓ padding on the right, labels on the English and <eos>, padding hidden from attention")
 
 # %% [markdown]
@@ -1129,17 +1165,18 @@ def train_loop(model, batcher, valid_batches, cfg, out_dir, **run_options):
 
 # %% [markdown]
 # The check runs six steps of your `train_loop` and six of `helpers.training.train.train`, from the same seed on the
-# same batches (of 256 training examples drawn at random), on the CPU in fp32, each with an **enabled** gradient
-# scaler: `RecordingScaler` (in `helpers.course.checks`, which compares the two runs) stands in for
-# `torch.amp.GradScaler`. Like it, it multiplies the loss by its scale (1,024), divides the gradients by it in
-# `unscale_`, skips the update if a gradient is inf or NaN and then halves its scale; unlike it, it records every
-# call, the loss and the gradient norm that `unscale_` and the update see. At the third step it makes the scaled loss
-# overflow, as fp16 does now and then. Your run must match the package's call for call and step for step (losses and
-# gradient norms equal to a relative 1e-5), skip the overflowing step, and end with the same weights up to float
-# rounding (`torch.testing.assert_close` with a relative tolerance of 1e-4 and an absolute one of 1e-6). Both runs
-# update with AdamW: Muon's orthogonalisation magnifies float rounding, so that two correct steps which round apart
-# (the output layer at every position, or at the target positions alone) end six steps up to 1.5e-4 apart; the step
-# you write is the same for either optimizer.
+# same batches, on a run of its own: the `tiny` preset's configuration (label smoothing 0.1, gradients clipped to a norm
+# of 1) and 256 examples it draws at random (token ids of a vocabulary of 400 pieces), whatever this notebook's preset,
+# data and `cfg`. Both run on the CPU in fp32, each with an **enabled** gradient scaler: `RecordingScaler` (in
+# `helpers.course.checks`, which compares the two runs) stands in for `torch.amp.GradScaler`. Like it, it multiplies the
+# loss by its scale (1,024), divides the gradients by it in `unscale_`, skips the update if a gradient is inf or NaN and
+# then halves its scale; unlike it, it records every call, the loss and the gradient norm that `unscale_` and the update
+# see. At the third step it makes the scaled loss overflow, as fp16 does now and then. Your run must match the package's
+# call for call and step for step (losses and gradient norms equal to a relative 1e-5), skip the overflowing step, and
+# end with the same weights up to float rounding (`torch.testing.assert_close` with a relative tolerance of 1e-4 and an
+# absolute one of 1e-6). Both runs update with AdamW: Muon's orthogonalisation magnifies float rounding, so that two
+# correct steps which round apart (the output layer at every position, or at the target positions alone) end six steps
+# up to 1.5e-4 apart; the step you write is the same for either optimizer.
 
 
 # %% tags=["check"]
@@ -1165,15 +1202,27 @@ def step_run(loop_fn, cfg, vocab_size, examples, seed, steps=6):
     return {**seen, "skipped": int(result.skipped_steps), "weights": dict(model.state_dict())}
 
 
-def probe_training_step(loop_fn, cfg, examples, vocab_size, seed=0):
-    """Runs your loop (see step_run) on 256 of `examples` drawn from `seed`; returns the start too (configuration,
-    vocabulary size, the examples), for the reference run."""
-    chosen = np.random.default_rng(seed).choice(len(examples), min(256, len(examples)), replace=False)
-    start = [([int(i) for i in examples[k].input_ids], int(examples[k].prefix_len)) for k in chosen.tolist()]
-    run = step_run(loop_fn, cfg, vocab_size, start, seed)
-    return {"cfg": cfg.to_dict(), "vocab_size": int(vocab_size), "examples": start, **run}
+STEP_PRESET, STEP_VOCAB, STEP_EXAMPLES = "tiny", 400, 256  # the check's own run (see above)
 
 
+def step_start(seed):
+    """The check's own start: the tiny preset's configuration, a vocabulary of 400 pieces, and 256 examples drawn
+    from `seed` ((ids, prefix_len): <bos>, 1 to 12 French ids, <sep>, 1 to 12 English ids, <eos>)."""
+    rng, examples = np.random.default_rng([seed, 4]), []
+    for _ in range(STEP_EXAMPLES):
+        n_fr, n_en = (int(n) for n in rng.integers(1, 13, 2))
+        ids = rng.integers(5, STEP_VOCAB, n_fr + n_en).tolist()
+        examples.append(([1, *ids[:n_fr], 2, *ids[n_fr:], 3], n_fr + 2))
+    return config.preset_config(STEP_PRESET), STEP_VOCAB, examples
+
+
+def probe_training_step(loop_fn, *_, seed=0):
+    """Runs your loop (see step_run) from the check's own start (step_start, drawn from `seed`). Anything passed after
+    `loop_fn` (this run's configuration or examples) is not used: the grade rests on a run the check sets up itself."""
+    return step_run(loop_fn, *step_start(seed), seed)
+
+
+# %% tags=["check"]
 def as_scaler(run):
     """What a RecordingScaler saw, from a run's values (so that helpers.course.checks can compare two runs)."""
     scaler = checks.RecordingScaler()
@@ -1185,8 +1234,8 @@ def as_scaler(run):
 def verify_training_step(values, seed=0, steps=6):
     """helpers.training.train.train from the same start: your run must match it call for call and step for step,
     skip the overflowing step, and end with the same weights up to float rounding."""
-    cfg = config.TrainConfig.from_dict(values["cfg"])
-    ref = step_run(train.train, cfg, values["vocab_size"], values["examples"], seed, steps)
+    cfg, vocab_size, examples = step_start(seed)
+    ref = step_run(train.train, cfg, vocab_size, examples, seed, steps)
     mine, theirs = as_scaler(values), as_scaler(ref)
     checks.same_scaler_calls(mine.calls, theirs.calls, steps)
     checks.same_losses_and_norms(mine, theirs, steps, clip=cfg.grad_clip)
@@ -1205,7 +1254,7 @@ def verify_training_step(values, seed=0, steps=6):
         )
 
 
-verify_training_step(probe_training_step(train_loop, cfg, train_examples, tok.vocab_size))
+verify_training_step(probe_training_step(train_loop))
 print("✓ with a gradient scaler switched on, the step matches helpers.training.train.train call for call")
 
 # %% [markdown]
@@ -1513,12 +1562,13 @@ def greedy_decode(model, prefixes, budgets, eos_id):
 
 
 # %% [markdown]
-# The check decodes two dozen test sentences of different lengths, two of them with a budget too small for
-# their translation, with a copy of the model whose `forward` and `generate` refuse to run; then eight prefixes drawn
-# at random, with a small model holding weights drawn at random. It compares every row with
+# The check decodes with small models holding weights drawn at random, whose `forward` and `generate` refuse to run:
+# eight prefixes drawn at random; then two dozen prefixes of different lengths, two of them with a budget too small
+# for what the model writes, with a model shaped like ours. It compares every row with
 # `model.generate(..., use_cache=False)`, which recomputes the whole sequence at every step: the same tokens (where
 # two tokens tie, to 1e-4, either will do), no `<eos>`, no more than the budget, and one new position per row and per
-# call after the first.
+# call after the first. Last, the same on two dozen test sentences with a copy of your trained model; that part is
+# feedback in your notebook only: the grade rests on the models and prefixes the check draws itself.
 
 
 # %% tags=["check"]
@@ -1558,19 +1608,30 @@ def drawn_decoding(seed):
     return model, prompts, budgets
 
 
+def one_new_position(widths):
+    assert widths and all(w == 1 for w in widths[1:]), (
+        f"the blocks saw {widths[:6]}... positions per call: after the prefix, one new position per call (the "
+        "cache holds the rest)"
+    )
+
+
 def decode_refusing(decode_fn, model, prompts, budgets, eos_id):
     """Runs your function with `model`'s forward and generate refusing to run: what it wrote, and how many positions
-    the first block saw at each call."""
+    the first block saw at each call (stopped when there are more calls than any budget needs)."""
 
     def refuse(*args, **kwargs):
         raise AssertionError("greedy_decode called model(...) or model.generate(...): run the blocks with run_cached")
 
-    model.forward, model.generate = refuse, refuse
-    widths = []
-    hook = model.blocks[0].register_forward_hook(
-        lambda module, args, kwargs, output: widths.append((args[0] if args else kwargs["x"]).shape[1]),
-        with_kwargs=True,
-    )
+    def count(module, args, kwargs, output):
+        widths.append((args[0] if args else kwargs["x"]).shape[1])
+        one_new_position(widths)
+        assert len(widths) <= 1 + max(budgets), (
+            f"the blocks ran {len(widths)} times for at most {max(budgets)} new tokens per row: does every row stop "
+            "at its <eos> or at its budget?"
+        )
+
+    model.forward, model.generate, widths = refuse, refuse, []
+    hook = model.blocks[0].register_forward_hook(count, with_kwargs=True)
     try:
         got = decode_fn(model, prompts, budgets, eos_id)
     finally:
@@ -1578,19 +1639,47 @@ def decode_refusing(decode_fn, model, prompts, budgets, eos_id):
     return {"out": [[int(t) for t in row] for row in got], "widths": [int(w) for w in widths]}
 
 
-def probe_greedy_decode(decode_fn, model, tok, sources, seed=0, n=24):
-    """Runs your function on a copy of `model` (on the CPU) for the first `n` of `sources` that fit, and on the small
-    model's prefixes drawn from `seed`. Returns the model (configuration and weights) and the prefixes too."""
+# %% tags=["check"]
+def batch_decoding(seed, n=24):
+    """A model shaped like ours (the tiny preset's, with 40 pieces) holding weights drawn from `seed`; `n` prefixes
+    (<bos>, 1 to 20 ids, <sep>) drawn from it too, and their budgets as sentence_budgets gives them. Drawn again until
+    greedy decoding ends three rows or more at <eos> and rows 1 and 2 at their budget."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):  # building the model draws from torch's generator: not the notebook's
+        model = build_model(config.preset_config("tiny").model_config(40, "cpu")).eval()
+    for _ in range(100):
+        drawn = {k: torch.randn(v.shape, generator=g) for k, v in model.state_dict().items()}
+        norms = {k: torch.ones_like(v) if k.endswith("weight") else torch.zeros_like(v) for k, v in drawn.items()
+                 if k.split(".")[-2].startswith("ln")}  # fmt: skip
+        model.load_state_dict({**drawn, **norms})
+        lengths = torch.randint(1, 21, (n,), generator=g).tolist()
+        prompts = [
+            [tokenizer.BOS_ID, *torch.randint(4, 40, (k,), generator=g).tolist(), tokenizer.SEP_ID] for k in lengths
+        ]
+        budgets = sentence_budgets(prompts, model.config.max_len)
+        want = model.generate(prompts, budgets, eos_id=tokenizer.EOS_ID)  # with the cache: the check recomputes
+        if sum(len(w) < b for w, b in zip(want, budgets)) >= 3 and [len(w) for w in want[1:3]] == budgets[1:3]:
+            break
+    return model, prompts, budgets
+
+
+def decode_sentences(decode_fn, model, tok, sources, n=24):
+    """Your function on a copy of `model` (on the CPU) for the first `n` of `sources` that fit, against recomputing
+    every step: feedback in your notebook, which the grade does not rest on (the model and the sentences are yours)."""
     max_len = model.config.max_len
     prompts = [p for p in (encoding.prompt_ids(tok, s) for s in sources) if len(p) <= max_len // 2][:n]
-    copied, (small, drawn, budgets) = copy.deepcopy(model).cpu().eval(), drawn_decoding(seed)
+    budgets, twin = sentence_budgets(prompts, max_len), copy.deepcopy(model).cpu().eval()
+    got = decode_refusing(decode_fn, copy.deepcopy(twin), prompts, budgets, tok.eos_id)
+    rows_as_generate("test sentences", twin, prompts, budgets, int(tok.eos_id), got)
+
+
+def probe_greedy_decode(decode_fn, *_, seed=0):
+    """Runs your function on the small models' prefixes drawn from `seed`: what it wrote and how many positions the
+    first block saw at each call. Anything passed after `decode_fn` is not used: the grade rests on models and
+    prefixes the check draws itself (the cell checks your trained model after it)."""
     return {
-        "cfg": model.config.to_dict(),
-        "weights": {k: v.cpu() for k, v in model.state_dict().items()},
-        "eos_id": int(tok.eos_id),
-        "prompts": prompts,
-        "sentences": decode_refusing(decode_fn, copied, prompts, sentence_budgets(prompts, max_len), tok.eos_id),
-        "drawn": decode_refusing(decode_fn, small, drawn, budgets, tokenizer.EOS_ID),
+        case: decode_refusing(decode_fn, small, prompts, budgets, tokenizer.EOS_ID)
+        for case, (small, prompts, budgets) in (("drawn", drawn_decoding(seed)), ("batch", batch_decoding(seed)))
     }
 
 
@@ -1604,36 +1693,37 @@ def greedy_within(model, prompt, new, budget, eos_id, tol=1e-4):
     return all(float(logits[k].max() - logits[k, t]) <= tol for k, t in enumerate(chosen))
 
 
-def verify_greedy_decode(values, seed=0):
-    """Every row against the package's generate recomputing the whole sequence at every step, on both models."""
-    trained = build_model(ModelConfig.from_dict(values["cfg"])).eval()
-    trained.load_state_dict(values["weights"])
-    sentences, (small, drawn, drawn_budgets) = [[int(i) for i in p] for p in values["prompts"]], drawn_decoding(seed)
-    cases = {
-        "sentences": (trained, sentences, sentence_budgets(sentences, trained.config.max_len), values["eos_id"]),
-        "drawn": (small, drawn, drawn_budgets, tokenizer.EOS_ID),
-    }
-    for case, (model, prompts, budgets, eos_id) in cases.items():
-        got, widths = values[case]["out"], values[case]["widths"]
-        assert len(got) == len(prompts), f"{len(got)} outputs for {len(prompts)} prefixes: one list per prefix"
-        want = model.generate(prompts, budgets, eos_id=eos_id, use_cache=False)  # every step recomputed in full
-        for r, (mine, ref) in enumerate(zip(got, want)):
-            assert eos_id not in mine, f"row {r} ({case}): {mine} holds <eos> ({eos_id}): stop the row there, without it"  # fmt: skip
-            assert len(mine) <= budgets[r], f"row {r} ({case}): {len(mine)} tokens written for a budget of {budgets[r]}"
-            first = next((k for k, (a, b) in enumerate(zip(mine, ref)) if a != b), min(len(mine), len(ref)))
-            assert mine == ref or greedy_within(model, prompts[r], mine, budgets[r], eos_id), (
-                f"row {r} ({case}, prefix of {len(prompts[r])} tokens, budget {budgets[r]}): {mine}, but recomputing "
-                f"the whole sequence gives {ref}; they part at new token {first}. Check the positions, the masks "
-                "(padding, the new key) and when a row stops"
-            )
-        assert widths and all(w == 1 for w in widths[1:]), (
-            f"the blocks saw {widths[:6]}... positions per call: after the prefix, one new position per call (the "
-            "cache holds the rest)"
+def rows_as_generate(case, model, prompts, budgets, eos_id, values):
+    """Every row of `values` (what decode_refusing returned) against the package's generate recomputing the whole
+    sequence at every step; then the positions the blocks saw at each call."""
+    got, widths = values["out"], values["widths"]
+    assert len(got) == len(prompts), f"{len(got)} outputs for {len(prompts)} prefixes: one list per prefix"
+    want = model.generate(prompts, budgets, eos_id=eos_id, use_cache=False)  # every step recomputed in full
+    for r, (mine, ref) in enumerate(zip(got, want)):
+        assert eos_id not in mine, f"row {r} ({case}): {mine} holds <eos> ({eos_id}): stop the row there, without it"
+        assert len(mine) <= budgets[r], f"row {r} ({case}): {len(mine)} tokens written for a budget of {budgets[r]}"
+        first = next((k for k, (a, b) in enumerate(zip(mine, ref)) if a != b), min(len(mine), len(ref)))
+        assert mine == ref or greedy_within(model, prompts[r], mine, budgets[r], eos_id), (
+            f"row {r} ({case}, prefix of {len(prompts[r])} tokens, budget {budgets[r]}): {mine}, but recomputing "
+            f"the whole sequence gives {ref}; they part at new token {first}. Check the positions, the masks "
+            "(padding, the new key) and when a row stops"
         )
-        assert len(widths) <= 1 + max(budgets), f"{len(widths)} calls for at most {max(budgets)} new tokens per row"
+    one_new_position(widths)
+    needed = max(len(w) + (len(w) < b) for w, b in zip(want, budgets))  # each new token, and each <eos>, is a call
+    assert needed <= len(widths) <= 1 + max(budgets), (
+        f"{len(widths)} calls of the blocks ({case}), where the longest row needs {needed} (one per token it writes, "
+        f"and its <eos>) and no row may write more than {max(budgets)}"
+    )
 
 
-verify_greedy_decode(probe_greedy_decode(greedy_decode, model, tok, sources))
+def verify_greedy_decode(values, seed=0):
+    """Every row against the package's generate recomputing the whole sequence at every step, on both small models."""
+    for case, (model, prompts, budgets) in (("drawn", drawn_decoding(seed)), ("batch", batch_decoding(seed))):
+        rows_as_generate(case, model, prompts, budgets, tokenizer.EOS_ID, values[case])
+
+
+verify_greedy_decode(probe_greedy_decode(greedy_decode))
+decode_sentences(greedy_decode, model, tok, sources)
 print("✓ the same translations as recomputing every step, one new position per call")
 
 # %% [markdown]
@@ -1886,7 +1976,8 @@ def bleu_by_hand(hypotheses, references, max_n=4):
 # %% [markdown]
 # The check first tries three cases worked out by hand (the numbers are in its comments), then compares every
 # part with sacreBLEU (unsmoothed) on a few sentences with punctuation, on sentences drawn at random (with a `max_n`
-# drawn too) and on this run's translations.
+# drawn too) and on a few hundred drawn at random. Last, the same on this run's translations; that part is feedback
+# in your notebook only: the grade rests on the sentences the check makes itself.
 
 
 # %% tags=["check"]
@@ -1914,66 +2005,75 @@ def bleu_hand_cases():
     ]
 
 
+def drawn_corpus(rng, n, extra):
+    """`n` references of 3 to 12 words and marks drawn from `rng`, each hypothesis its reference with words dropped or
+    changed, and 0 to `extra` words added."""
+    words, hyps, refs = "the a cat dog sat on mat I didn't see him he's reading book at home go away , . ? ! ;", [], []
+    words = words.split()
+    for _ in range(n):
+        ref = [words[k] for k in rng.integers(0, len(words), int(rng.integers(3, 13)))]
+        hyp = [words[int(rng.integers(len(words)))] if rng.random() < 0.15 else w for w in ref if rng.random() > 0.15]
+        hyp += [words[int(k)] for k in rng.integers(0, len(words), int(rng.integers(0, extra + 1)))]
+        hyps.append(" ".join(hyp) or "the")
+        refs.append(" ".join(ref))
+    return hyps, refs
+
+
 def bleu_sentences(seed):
-    """Four sentences with punctuation; and 5 to 14 drawn from `seed`: references of 3 to 12 words and marks, each
-    hypothesis its reference with words dropped, changed or added; and a max_n from 1 to 4."""
+    """Four sentences with punctuation; 5 to 14 drawn from `seed`, with a max_n from 1 to 4; and 200 to 400 drawn from
+    it too, for max_n 4, in all shorter than their references or longer."""
     four = (
         ["The cat sat on the mat.", "I didn't see him, did you?", "He's reading a book at home.", "Go!"],
         ["The cat sat on a mat.", "I didn't see him; did you?", "He is reading a book at home.", "Go away!"],
     )
-    rng, hyps, refs = np.random.default_rng(seed), [], []
-    words = "the a cat dog sat on mat I didn't see him he's reading book at home go away , . ? ! ;".split()
-    for _ in range(int(rng.integers(5, 15))):
-        ref = [words[k] for k in rng.integers(0, len(words), int(rng.integers(3, 13)))]
-        hyp = [words[int(rng.integers(len(words)))] if rng.random() < 0.15 else w for w in ref if rng.random() > 0.15]
-        hyp += [words[int(rng.integers(len(words)))]] * int(rng.random() < 0.3)
-        hyps.append(" ".join(hyp) or "the")
-        refs.append(" ".join(ref))
-    return four, (hyps, refs), int(rng.integers(1, 5))
+    rng = np.random.default_rng(seed)
+    few, max_n = drawn_corpus(rng, int(rng.integers(5, 15)), 1), int(rng.integers(1, 5))
+    return four, few, max_n, drawn_corpus(rng, int(rng.integers(200, 401)), int(rng.integers(0, 6)))
 
 
+# %% tags=["check"]
 def bleu_parts(result):
     return [float(result["bleu"]), *map(float, result["precisions"]), float(result["bp"]), float(result["hyp_len"]), float(result["ref_len"])]  # fmt: skip
 
 
-def probe_bleu_by_hand(bleu_fn, hypotheses, references, seed=0):
-    """Runs your function on the cases worked out by hand, the four sentences, the sentences drawn from `seed` and
-    this run's translations (`hypotheses`, returned too, with their `references`): the parts of each result."""
-    four, drawn, max_n = bleu_sentences(seed)
+def probe_bleu_by_hand(bleu_fn, *_, seed=0):
+    """Runs your function on the cases worked out by hand, the four sentences and the sentences drawn from `seed`:
+    the parts of each result. Anything passed after `bleu_fn` is not used: the grade rests on sentences the check
+    makes itself (the cell checks this run's translations after it)."""
+    four, few, max_n, many = bleu_sentences(seed)
     return {
         "hand": [bleu_parts(bleu_fn(hyp, ref, max_n=n)) for hyp, ref, n, *_ in bleu_hand_cases()],
         "four": bleu_parts(bleu_fn(*four)),
-        "drawn": bleu_parts(bleu_fn(*drawn, max_n=max_n)),
-        "run": bleu_parts(bleu_fn(hypotheses, references)),
-        "hypotheses": list(hypotheses),
-        "references": list(references),
+        "drawn": bleu_parts(bleu_fn(*few, max_n=max_n)),
+        "many": bleu_parts(bleu_fn(*many)),
     }
 
 
-# %% tags=["check"]
 def bleu_same(got, want, what):
     ok = len(got) == len(want) and all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6) for a, b in zip(got, want))
     names = ["bleu", *[f"p{n}" for n in range(1, len(want) - 3)], "bp", "hyp_len", "ref_len"]
     assert ok, f"{what}: got {dict(zip(names, got))}, expected {dict(zip(names, want))}"
 
 
-def verify_bleu_by_hand(values, seed=0):
-    """The cases worked out by hand, then every part against sacreBLEU (unsmoothed) on the other corpora."""
+def bleu_as_sacrebleu(hypotheses, references, max_n, got, what):
     from sacrebleu.metrics import BLEU
 
+    b = BLEU(smooth_method="none", max_ngram_order=max_n).corpus_score(hypotheses, [references])
+    bleu_same(got, [b.score, *b.precisions, b.bp, b.sys_len, b.ref_len], f"sacreBLEU on {what}")
+
+
+def verify_bleu_by_hand(values, seed=0):
+    """The cases worked out by hand, then every part against sacreBLEU (unsmoothed) on the other corpora."""
     for (*_, want, what), got in zip(bleu_hand_cases(), values["hand"], strict=True):
         bleu_same(got, want, what)
-    four, (hyps, refs), max_n = bleu_sentences(seed)
-    for (hyp, ref), n, got, what in (
-        (four, 4, values["four"], "four sentences"),
-        ((hyps, refs), max_n, values["drawn"], f"{len(hyps)} sentences drawn at random (max_n = {max_n})"),
-        ((values["hypotheses"], values["references"]), 4, values["run"], "this run's"),
-    ):
-        b = BLEU(smooth_method="none", max_ngram_order=n).corpus_score(hyp, [ref])
-        bleu_same(got, [b.score, *b.precisions, b.bp, b.sys_len, b.ref_len], f"sacreBLEU on {what}")
+    four, few, max_n, many = bleu_sentences(seed)
+    bleu_as_sacrebleu(*four, 4, values["four"], "four sentences")
+    bleu_as_sacrebleu(*few, max_n, values["drawn"], f"{len(few[0])} sentences drawn at random (max_n = {max_n})")
+    bleu_as_sacrebleu(*many, 4, values["many"], f"{len(many[0])} sentences drawn at random")
 
 
-verify_bleu_by_hand(probe_bleu_by_hand(bleu_by_hand, greedy, references))
+verify_bleu_by_hand(probe_bleu_by_hand(bleu_by_hand))
+bleu_as_sacrebleu(greedy, references, 4, bleu_parts(bleu_by_hand(greedy, references)), "this run's translations")
 print("✓ clipped n-gram precisions, brevity penalty and geometric mean: sacreBLEU's numbers")
 
 # %%
