@@ -711,10 +711,14 @@ def grade(
     if ref_path is not None and Path(ref_path).resolve() != path.resolve():
         candidate = read_notebook(ref_path)
         found = find_exercises(candidate)
-        if [e.number for e in found] == numbers:
-            ref_nb, ref_exercises = candidate, found
-        elif echo is not None:
-            echo(f"(the reference {Path(ref_path).name} has other exercises: grading {path.name} as it is)")
+        if [e.number for e in found] != numbers:  # graded as it is, the copy's own checks would decide: refused
+            raise ExerciseMarkupError(
+                f"{path.name} has exercises {', '.join(numbers) or 'none'}, not those of the course's "
+                f"{Path(ref_path).name} ({', '.join(e.number for e in found)}): an exercise heading was changed, "
+                "added or removed. Put the headings back as they were handed out (the course's student copy has "
+                "them), then grade again."
+            )
+        ref_nb, ref_exercises = candidate, found
     by_number = {ex.number: ex for ex in exercises}
     ref_by_number = {ex.number: ex for ex in ref_exercises}
     first_cell = ref_by_number[start_at].heading_cell if start_at else 0
@@ -862,9 +866,9 @@ def grade(
             shutil.rmtree(folder, ignore_errors=True)
     else:
         shutil.rmtree(folder, ignore_errors=True)
-    results = [
+    results = [  # the title and the points are the reference's: a copy's heading cannot change what it is worth
         Result(ex.number, ex.title, ex.points, *status[ex.number], decided=decided.get(ex.number, "kernel"))
-        for ex in exercises
+        for ex in ref_exercises
     ]
     written_possible = sum(q.points for q in find_questions(ref_nb))
     return Grade(path.name, results, stopped, written_possible)

@@ -101,6 +101,9 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.nn.model.DecoderOnlyTransformer.run_blocks",
     ],
     "2.9": [
+        # building a module to count it is what the exercise rules out: the check's own watch on Module.__init__ (a
+        # profile hook) can be switched off with sys.setprofile(None), the stand-in cannot (a helper, 2026-12-07)
+        "torch.nn.Module.__init__",
         "helpers.nn.model.num_parameters",
         "helpers.nn.model.parameter_counts",
         "helpers.training.sizing.non_embedding_parameters",

@@ -995,6 +995,7 @@ def verify_bootstrap(values, seed=0):
         "sentences with replacement, the same indices for both systems, and count the resamples where B - A <= 0"
     )
     low, high = got["interval"]
+    assert np.isfinite([low, high]).all(), f"the interval ({low}, {high}) must be two finite numbers"
     assert max(abs(low - saved["interval"][0]), abs(high - saved["interval"][1])) < saved["interval_tolerance"], (
         f"interval ({low:.2f}, {high:.2f}), expected ({saved['interval'][0]:.2f}, {saved['interval'][1]:.2f}) ± "
         f"{saved['interval_tolerance']}: the 2.5th and 97.5th percentiles of the resampled differences B - A"

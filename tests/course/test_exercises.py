@@ -668,6 +668,37 @@ def test_the_empty_tensors_forgery_passes_when_the_verifier_lets_allclose_broadc
 
 
 @pytest.mark.grading
+@reads_solved("01")
+def test_a_copy_s_heading_cannot_change_what_an_exercise_is_worth(tmp_path):
+    """A helper attacking the grader (2026-12-07) raised Exercise 1.1 to 30 points in its heading and got 30/30 (the
+    points came from the copy's headings): they are the reference's."""
+    source = notebooks.notebook_sources(["01"])[0].read_text()
+    heading = "### Exercise 1.1 · Softmax attention (3 points)"
+    assert source.count(heading) == 1
+    result = _grade_alone("01", "1.1", source.replace(heading, heading.replace("(3 points)", "(30 points)")), tmp_path)
+    graded = result.results[0]
+    assert (graded.number, graded.status, graded.points, graded.earned) == ("1.1", "passed", 3, 3), result.table()
+    assert result.possible == sum(e.points for e in exercises.find_exercises(notebooks.read_py(SOURCES[0]))), (
+        result.table()
+    )
+
+
+def test_a_copy_whose_exercise_headings_differ_from_the_course_s_is_refused_not_graded_by_its_own_checks(tmp_path):
+    """The same helper added a heading "Exercise 1.99 · Bonus (1 point)" with an empty check: the grader then graded
+    the copy as it was, its own checks deciding, and a wrong attend passed 1.1. A copy of a course notebook whose
+    exercises are not the course's is refused, with what to do."""
+    source = notebooks.notebook_sources(["01"])[0].read_text()
+    copy = tmp_path / "01_bonus.py"
+    copy.write_text(source + '\n# %% [markdown]\n# ### Exercise 1.99 · Bonus (1 point)\n\n# %% tags=["check"]\npass\n')
+    with pytest.raises(ExerciseMarkupError, match=r"has exercises 1\.1, .*1\.99, not those of the course's .*Put the "):
+        exercises.grade(copy, executor=exercises.InProcess())
+    missing = tmp_path / "01_missing.py"  # a heading deleted: its solution is under no heading, refused too
+    missing.write_text(source.replace("### Exercise 1.1 · Softmax attention (3 points)", "### Softmax attention"))
+    with pytest.raises(ExerciseMarkupError, match="holds a solution block but no exercise heading"):
+        exercises.grade(missing, executor=exercises.InProcess())
+
+
+@pytest.mark.grading
 @pytest.mark.parametrize("entry", [e for e in TRICKS if e[1] == "2.1"], ids=lambda e: e[2])
 def test_in_a_jupyter_kernel_as_instructors_grade_the_tricks_fail_and_the_solution_passes(entry, tmp_path):
     """The guard works where grading really runs (a kernel: the student's cells wrapped, the guard's own cells)."""

@@ -42,6 +42,8 @@ Transformer = _Hollow  # what the check's twin is built with
 EOS = 0  # logits of 0 pick token 0: every translation ends at once, the reference's too
 '''
 
+INTERVAL_LINE = "    low, high = np.percentile(diffs, [2.5, 97.5])"
+
 CATALOGUE = [
     (
         "01",
@@ -77,5 +79,14 @@ CATALOGUE = [
             (CACHED_LAST_LINE, CACHED_LAST_LINE + HOLLOW),
         ],
         "AssertionError: prefix logits differ from the full forward pass",
+    ),
+    # Python's max ignores a NaN in second place (max(1e-9, nan) is 1e-9), so an interval ending in NaN was
+    # "within the tolerance" of the reference's (a second helper, 2026-12-07, by reading; 795588a passes it)
+    (
+        "04",
+        "4.3",
+        "forgery: the interval's upper end a NaN",
+        [(INTERVAL_LINE, INTERVAL_LINE + '\n    high = float("nan")')],
+        "AssertionError: the interval",
     ),
 ]

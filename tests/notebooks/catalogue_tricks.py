@@ -25,6 +25,7 @@ COPY_BOUND_LINE = (
 BETA_LINE = "    return math.log((n - 2) * (1 / tau - 0.5))"
 
 PREFIX_LINE = "    in_prefix = torch.arange(T)[None, :] < prefix_len[:, None]  # (B, T): which keys are source tokens"
+COUNT_FIRST_LINE = "    V, C, F_, L = cfg.vocab_size, cfg.d_model, cfg.d_ff, cfg.n_layer"
 CAUSAL_LINE = "    return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T): True on and below the diagonal"
 
 CATALOGUE = [
@@ -98,6 +99,21 @@ CATALOGUE = [
         "1.2",
         "trick: torch's softmax reached through getattr",
         [(SOFTMAX_FIRST_LINE, "    return getattr(torch, 'soft' + 'max')(scores, -1)\n" + SOFTMAX_FIRST_LINE)],
+        "ReferenceOutOfReach",
+    ),
+    # a module built to count its parameters, the check's watch on Module.__init__ (a profile hook) switched off first
+    # (a helper, 2026-12-07): building a module is out of reach for 2.9 whatever hook is left
+    (
+        "02",
+        "2.9",
+        "trick: the check's profile hook removed, then the model built and counted",
+        [
+            (
+                COUNT_FIRST_LINE,
+                "    import sys\n\n    sys.setprofile(None)\n"
+                "    return sum(p.numel() for p in Transformer(cfg).parameters())\n" + COUNT_FIRST_LINE,
+            )
+        ],
         "ReferenceOutOfReach",
     ),
     # the check's reference attention, loop by loop: its scale is Question 1.9's answer, so it is out of reach
