@@ -414,6 +414,9 @@ TEXT_CALLS_WITHOUT_ENCODING = {
     ("text/sources.py", "archive.open(names[0])"): "a zip member: ZipFile.open returns bytes",
     ("course/sandbox.py", "os.open(path, os.O_PATH | os.O_CLOEXEC)"): "a path descriptor for a Landlock rule",
     ("course/sandbox.py", "os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 384)"): "a descriptor to dup2",
+    ("course/probes.py", "os.open(path, os.O_RDONLY | getattr(os, 'O_NOFOLLOW', 0) | getattr(os, 'O_NONBLOCK', 0))"): (
+        "a probe's values read as bytes"
+    ),
 }
 
 

@@ -696,6 +696,12 @@ def grade(
     exercises = find_exercises(nb, solved=False)
     if not exercises and not find_questions(nb):  # an appendix may hold written questions only (notebook 07)
         raise ExerciseMarkupError(f"{path.name} has no exercises and no written questions: nothing to grade.")
+    named = sorted({ex.number.split(".")[0].zfill(2) for ex in exercises})
+    if len(named) > 1:  # which course notebook it is would be ambiguous, and none would judge it
+        raise ExerciseMarkupError(
+            f"{path.name} has exercises of several notebooks ({', '.join(named)}): an exercise heading was changed or "
+            "added. Put the headings back as they were handed out, then grade again."
+        )
     extra = hidden_checks(hidden, path.stem)
     unknown = sorted(set(extra) - {ex.number for ex in exercises})
     if unknown:
@@ -719,6 +725,8 @@ def grade(
                 "them), then grade again."
             )
         ref_nb, ref_exercises = candidate, found
+    if ref_nb is nb and exercises and echo is not None:
+        echo(f"(no course notebook has these exercises: {path.name} is graded as it is, its own checks deciding)")
     by_number = {ex.number: ex for ex in exercises}
     ref_by_number = {ex.number: ex for ex in ref_exercises}
     first_cell = ref_by_number[start_at].heading_cell if start_at else 0
@@ -856,11 +864,11 @@ def grade(
             verdicts = probes.verify_saved(reference_sources, judged, whole=whole, quick=quick) if judged else []
             for number in dict.fromkeys(job["exercise"] for job in judged):
                 failed = [v for v in verdicts if v["exercise"] == number and not v["ok"]]
-                label = by_number[number].label
+                label = ref_by_number[number].label
                 if failed:
                     status[number] = ("failed", f"{failed[0]['message']} (judged outside the kernel, on fresh inputs)")
                 if echo is not None:
-                    points = by_number[number].points
+                    points = ref_by_number[number].points
                     echo(f"{label}: failed: {status[number][1]}" if failed else f"{label}: passed ({points} points)")
         finally:
             shutil.rmtree(folder, ignore_errors=True)

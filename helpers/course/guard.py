@@ -6,11 +6,13 @@ solving anything (both were tried on Exercise 2.1): calling the package's implem
 (``from helpers.nn.model import sinusoidal_table``), or patching what the checks use
 (``builtins.abs = lambda x: 0.0``). While the grader runs an exercise (its solution cells, then its checks):
 
-- each package function that implements the exercise (:data:`REFERENCES`) is replaced by a stand-in that raises
+- each function that implements the exercise (:data:`REFERENCES`: the package's, and a few of sacreBLEU's and
+  torch's) is replaced by a stand-in that raises
   :class:`ReferenceOutOfReach` when it is called *from the student's code* (a frame compiled from one of the
   student's cells, whose file name starts with :data:`STUDENT_FILE`), directly or through a library or a function
   of the notebook's own cells (a check's); the checks, the notebook's own cells and the package's other functions
-  still reach it;
+  still reach it; what an exercise's function may not call (:data:`INSIDE`: torch's softmax in 1.2's, a module
+  built in 2.9's) raises only while that function of the student's runs;
 - the functions and classes of Python's builtins, ``math``, ``decimal``, ``operator``, ``random``, ``torch`` (with
   ``torch.Tensor``, ``torch.nn.functional``, ``torch.testing``), ``numpy`` and every loaded ``helpers`` module
   are noted before the exercise starts and compared after each of its cells: one replaced, added or deleted is
@@ -35,22 +37,7 @@ STUDENT_FILE = "<student"  # the file name the grader compiles a student's solut
 # exercise -> what implements it where a student could call it instead of solving (module path, attribute)
 REFERENCES: dict[str, list[str]] = {
     "1.1": ["helpers.nn.attention.attention", "helpers.nn.attention.self_attention"],
-    "1.2": [
-        "helpers.course.check_inputs.exact_softmax",  # the check's exact weights: a softmax of any scores
-        # the library's softmax, however it is reached (getattr(torch, "soft" + "max") too): the exercise builds it
-        # from exp, a reduction and a division. The check's "library" list only reads the names the code writes
-        *(
-            f"{owner}.{name}"
-            for owner in ("torch", "torch.Tensor", "torch.special")
-            for name in ("softmax", "log_softmax")
-        ),
-        "torch.nn.functional.softmax",
-        "torch.nn.functional.log_softmax",
-        "torch.nn.functional.softmin",
-        "torch.logsumexp",
-        "torch.Tensor.logsumexp",
-        "torch.special.logsumexp",
-    ],
+    "1.2": ["helpers.course.check_inputs.exact_softmax"],  # the check's exact weights: a softmax of any scores
     # the check's worst cases: measuring the error there answers the exercise without the bound or the beta
     "1.4": ["helpers.course.check_inputs.worst_copy_case"],
     "1.6": ["helpers.course.check_inputs.worst_average_case"],
@@ -101,9 +88,6 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.nn.model.DecoderOnlyTransformer.run_blocks",
     ],
     "2.9": [
-        # building a module to count it is what the exercise rules out: the check's own watch on Module.__init__ (a
-        # profile hook) can be switched off with sys.setprofile(None), the stand-in cannot (a helper, 2026-12-07)
-        "torch.nn.Module.__init__",
         "helpers.nn.model.num_parameters",
         "helpers.nn.model.parameter_counts",
         "helpers.training.sizing.non_embedding_parameters",
@@ -174,6 +158,29 @@ REFERENCES: dict[str, list[str]] = {
     ],
 }
 
+# exercise -> (the student's function, what it may not call, why): out of reach only while that function runs, so
+# that the rest of the student's cells may use them (a comparison with torch.softmax under 1.2, a model built to
+# print its size under 2.9). The check's own word on these ("library", "built") is the kernel's, which a student
+# controls (getattr(torch, "soft" + "max"); sys.setprofile(None) removed 2.9's watch): two helpers, 2026-12-07
+INSIDE: dict[str, tuple[str, list[str], str]] = {
+    "1.2": (
+        "stable_softmax",
+        [
+            *(f"{owner}.{name}" for owner in ("torch", "torch.Tensor", "torch.special") for name in ("softmax", "log_softmax")),
+            "torch._softmax",
+            "torch._log_softmax",
+            "torch.nn.functional.softmax",
+            "torch.nn.functional.log_softmax",
+            "torch.nn.functional.softmin",
+            "torch.logsumexp",
+            "torch.Tensor.logsumexp",
+            "torch.special.logsumexp",
+        ],
+        "the exercise builds the softmax from torch.exp, a reduction and a division",
+    ),
+    "2.9": ("count_parameters", ["torch.nn.Module.__init__"], "the count must come from the sizes in cfg, building nothing"),
+}  # fmt: skip
+
 _WATCHED_MODULES = (
     "builtins", "math", "decimal", "operator", "random", "torch", "torch.nn.functional", "torch.testing", "numpy"
 )  # fmt: skip
@@ -222,13 +229,28 @@ def _called_from_student(frame) -> bool:
     return False
 
 
-def _out_of_reach(original, exercise: str, dotted: str):
+def _inside(frame, function: str) -> bool:
+    """Whether a frame of the student's function named ``function`` is on the stack below ``frame``."""
+    while frame is not None:
+        if frame.f_code.co_name == function and frame.f_code.co_filename.startswith(STUDENT_FILE):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _out_of_reach(original, exercise: str, dotted: str, inside: tuple[str, str] | None = None):
+    """``original``'s stand-in: it raises when the student's code calls it (with ``inside`` = (function, why): only
+    while that function of the student's runs)."""
+
     @functools.wraps(original)
     def stand_in(*args, **kwargs):
-        if _called_from_student(sys._getframe(1)):
+        caller = sys._getframe(1)
+        if _called_from_student(caller) and (inside is None or _inside(caller, inside[0])):
             raise ReferenceOutOfReach(
                 f"Exercise {exercise}: {dotted} computes what the exercise asks and is out of reach while your "
                 "solution is graded. Write the code yourself."
+                if inside is None
+                else f"Exercise {exercise}: {inside[0]} may not call {dotted}: {inside[1]}."
             )
         return original(*args, **kwargs)
 
@@ -250,13 +272,13 @@ def _resolve(dotted: str) -> tuple[object, str]:
     raise ImportError(f"{dotted}: no such module")
 
 
-def _put_out_of_reach(owner, attribute: str, exercise: str, dotted: str) -> None:
+def _put_out_of_reach(owner, attribute: str, exercise: str, dotted: str, inside=None) -> None:
     raw = inspect.getattr_static(owner, attribute)
     _State.poisoned.append((owner, attribute, raw if attribute in vars(owner) else _MISSING))
     if isinstance(raw, staticmethod | classmethod):  # keep the descriptor: bound as before
-        setattr(owner, attribute, type(raw)(_out_of_reach(raw.__func__, exercise, dotted)))
+        setattr(owner, attribute, type(raw)(_out_of_reach(raw.__func__, exercise, dotted, inside)))
     else:
-        setattr(owner, attribute, _out_of_reach(getattr(owner, attribute), exercise, dotted))
+        setattr(owner, attribute, _out_of_reach(getattr(owner, attribute), exercise, dotted, inside))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -303,6 +325,11 @@ def begin(exercise: str) -> None:
     for dotted in REFERENCES.get(exercise, []):
         owner, attribute = _resolve(dotted)
         _put_out_of_reach(owner, attribute, exercise, dotted)
+    if exercise in INSIDE:
+        function, names, why = INSIDE[exercise]
+        for dotted in names:
+            owner, attribute = _resolve(dotted)
+            _put_out_of_reach(owner, attribute, exercise, dotted, (function, why))
     _State.exercise = exercise
     _State.saved = _snapshot()
 

@@ -110,8 +110,10 @@ def load(path: str | Path):
 
 
 def _read_plain_file(path: Path) -> bytes:
-    """A regular file's bytes, never through a link (the kernel could point one at a file it may not read)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    """A regular file's bytes, never through a link (the kernel could point one at a file it may not read) nor from
+    a FIFO or a device (which would block or never end)."""
+    # no link followed, and no wait: a FIFO the kernel left there would block a plain open until a writer came
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise RefusedValue(f"{path.name} is not a regular file")

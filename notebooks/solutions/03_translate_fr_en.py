@@ -1709,7 +1709,7 @@ def rows_as_generate(case, model, prompts, budgets, eos_id, values):
             "(padding, the new key) and when a row stops"
         )
     one_new_position(widths)
-    needed = max(len(w) + (len(w) < b) for w, b in zip(want, budgets))  # each new token, and each <eos>, is a call
+    needed = max(len(w) + (len(w) < b) for w, b in zip(got, budgets))  # each new token, and each <eos>, is a call
     assert needed <= len(widths) <= 1 + max(budgets), (
         f"{len(widths)} calls of the blocks ({case}), where the longest row needs {needed} (one per token it writes, "
         f"and its <eos>) and no row may write more than {max(budgets)}"

@@ -642,6 +642,7 @@ def test_each_trick_passes_its_exercise_when_the_grader_has_no_guard(
     patched = [(builtins, "abs"), (math, "isclose"), (torch, "allclose")]  # what the tricks replace
     originals = [getattr(owner, name) for owner, name in patched]
     monkeypatch.setattr(guard, "REFERENCES", {})
+    monkeypatch.setattr(guard, "INSIDE", {})
     monkeypatch.setattr(guard, "verify", lambda: None)
     try:
         result = _grade_alone(number, exercise, source, tmp_path)
@@ -692,6 +693,12 @@ def test_a_copy_whose_exercise_headings_differ_from_the_course_s_is_refused_not_
     copy.write_text(source + '\n# %% [markdown]\n# ### Exercise 1.99 · Bonus (1 point)\n\n# %% tags=["check"]\npass\n')
     with pytest.raises(ExerciseMarkupError, match=r"has exercises 1\.1, .*1\.99, not those of the course's .*Put the "):
         exercises.grade(copy, executor=exercises.InProcess())
+    renamed = tmp_path / "alice.py"  # renamed, with a heading of another notebook: which is it? refused too
+    renamed.write_text(
+        source + '\n# %% [markdown]\n# ### Exercise 9.1 · Bonus (1 point)\n\n# %% tags=["check"]\npass\n'
+    )
+    with pytest.raises(ExerciseMarkupError, match=r"exercises of several notebooks \(01, 09\)"):
+        exercises.grade(renamed, executor=exercises.InProcess())
     missing = tmp_path / "01_missing.py"  # a heading deleted: its solution is under no heading, refused too
     missing.write_text(source.replace("### Exercise 1.1 · Softmax attention (3 points)", "### Softmax attention"))
     with pytest.raises(ExerciseMarkupError, match="holds a solution block but no exercise heading"):

@@ -119,7 +119,8 @@ def test_a_static_method_put_out_of_reach_is_still_bound_as_one(monkeypatch):
 
 def test_every_listed_reference_exists():
     """A name that moved would guard nothing: each must resolve to something callable."""
-    for exercise, names in guard.REFERENCES.items():
+    inside = {exercise: names for exercise, (_, names, _) in guard.INSIDE.items()}
+    for exercise, names in [*guard.REFERENCES.items(), *inside.items()]:
         for dotted in names:
             owner, attribute = guard._resolve(dotted)
             assert callable(getattr(owner, attribute)), f"{exercise}: {dotted}"
@@ -149,3 +150,40 @@ def test_a_library_wrapping_its_own_function_is_not_tampering_a_student_wrapping
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "caught: Exercise 9.9: the solution changed torch.manual_seed" in done.stdout
+
+
+def test_what_an_exercises_function_may_not_call_raises_inside_it_and_nowhere_else():
+    """1.2's stable_softmax may not call torch's softmax, however it is reached (getattr, a helper of the student's),
+    and 2.9's count_parameters may not build a module; the student's other code under the exercise may (a comparison
+    with torch.softmax, a model built to print its size), and so may the checks."""
+    namespace = {}
+    guard.begin("1.2")
+    try:
+        _as_student(
+            "import torch\ndef helper(s):\n    return getattr(torch, 'soft' + 'max')(s, -1)\n"
+            "def stable_softmax(s):\n    return helper(s)\ncompared = torch.softmax(torch.zeros(2), -1)\n"
+            "def by_method(s):\n    return s.softmax(-1)\n",
+            namespace,
+        )
+        with pytest.raises(guard.ReferenceOutOfReach, match="stable_softmax may not call torch.softmax: the exercise"):
+            namespace["stable_softmax"](torch.zeros(3))
+        assert (
+            torch.equal(namespace["compared"], torch.full((2,), 0.5))
+            and namespace["by_method"](torch.zeros(2)).sum() == 1
+        )
+        assert torch.softmax(torch.zeros(2), -1).sum() == 1  # the check's call
+    finally:
+        guard.end()
+    assert namespace["stable_softmax"](torch.zeros(2)).sum() == 1, "after the exercise, torch's own again"
+    guard.begin("2.9")
+    try:
+        _as_student(
+            "import torch\nsize = sum(p.numel() for p in torch.nn.Linear(2, 3).parameters())\n"
+            "def count_parameters(cfg):\n    return sum(p.numel() for p in torch.nn.Linear(2, 3).parameters())\n",
+            namespace,
+        )
+        with pytest.raises(guard.ReferenceOutOfReach, match="count_parameters may not call torch.nn.Module.__init__"):
+            namespace["count_parameters"](None)
+        assert namespace["size"] == 9
+    finally:
+        guard.end()

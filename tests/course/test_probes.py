@@ -158,3 +158,14 @@ def test_the_verifier_compares_only_tensors_of_the_same_shape():
         assert torch.allclose(want, want.clone()) and not torch.allclose(want, want + 1)
         assert want.allclose(want) and bool(torch.isclose(want, want).all())
     assert torch.allclose(empty, want) and "allclose" not in vars(torch.Tensor), "put back as it was"
+
+
+def test_take_refuses_a_fifo_at_once_instead_of_waiting_for_a_writer(tmp_path):
+    """A FIFO left at the probe's path made the grader's read block for ever (a newcomer's review, 2026-12-07)."""
+    import os
+
+    path = tmp_path / "2.1-0.json"
+    os.mkfifo(path)
+    os.mkfifo(f"{path}.safetensors")
+    taken = probes.take(path)  # returns: the test would hang here otherwise
+    assert "refused" in taken and "not a regular file" in taken["refused"] and not path.exists()

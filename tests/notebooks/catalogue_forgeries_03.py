@@ -106,6 +106,7 @@ CATALOGUE = [
             (
                 DECODE_LAST,
                 DECODE_LAST + "\n\n\nimport copy\n\n"
+                "model = copy.deepcopy(model)  # a copy: the tests share the solved run's model with other tests\n"
                 "with torch.no_grad():  # the model the check reads: every logit 0, so token 0 wins every step\n"
                 "    for weight in model.parameters():\n"
                 "        weight.zero_()\n"
