@@ -65,9 +65,9 @@ def test_grade_a_folder_writes_the_gradebook_and_feedback(folder, tmp_path):
     assert set(rows) == {"alice.ipynb", "bob.ipynb", "carol.ipynb", "dave.ipynb", "erin.ipynb", "frank.pdf"}
     assert (rows["alice.ipynb"]["status"], rows["alice.ipynb"]["auto"], rows["alice.ipynb"]["total"]) == (
         "graded",
-        "25",
-        "25",
-    )
+        "27",
+        "27",
+    )  # the solved copy earns every point (the test said 25, stale since 2.1 rose to 4 points: it is marked slow)
     assert rows["alice.ipynb"]["exercise 2.3"] == "3" and rows["bob.ipynb"]["exercise 2.3"] == "0"
     assert (
         rows["bob.ipynb"]["auto"] == "0"
@@ -107,3 +107,14 @@ def test_the_gradebook_adds_written_points_and_the_feedback_names_a_failure(tmp_
     text = gradebook.feedback(subs[0], result)
     assert "(0/2): failed. AssertionError: weights differ" in text and "your cell" not in text
     assert "Total: 3/5 auto-graded points, 2.5/4 written." in text
+
+
+def test_a_file_name_or_message_a_spreadsheet_would_run_as_a_formula_is_written_as_text(tmp_path):
+    """A submission named =HYPERLINK(...) landed as a formula in the gradebook's first column (a helper attacking the
+    grader, 2026-12-07): such a cell starts with an apostrophe; an ordinary one is unchanged."""
+    subs = [gradebook.Submission(Path('=HYPERLINK("x")&"a".ipynb'), None, "not a notebook"),
+            gradebook.Submission(Path("b.ipynb"), None, "-1 points")]  # fmt: skip
+    path = gradebook.write_gradebook(tmp_path / "g.csv", subs, {s.key: {"problem": s.problem} for s in subs})
+    rows = list(csv.reader(path.open(encoding="utf-8")))
+    assert rows[1][0] == '\'=HYPERLINK("x")&"a".ipynb' and rows[1][-1] == "not a notebook"
+    assert rows[2][0] == "b.ipynb" and rows[2][-1] == "'-1 points"
