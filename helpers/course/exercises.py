@@ -675,9 +675,9 @@ def grade(
     the total): its check needs the full run's numbers. An executor passed in brings its own mode (``.quick``).
 
     ``reference`` is the solved notebook whose cells run around the student's solutions: by default the
-    course's own source with the same number (:func:`reference_for`), ``False`` for none. Without one (or
-    when its exercises differ from the notebook's) the notebook runs as it is and stops at the first error,
-    as *Run all* does. ``executor`` is a :class:`Kernel` (the default) or :class:`InProcess`. ``start_at``
+    course's own source with the same number (:func:`reference_for`), ``False`` for none. Without one the
+    notebook runs as it is and stops at the first error, as *Run all* does; a notebook whose exercises differ
+    from its reference's (or name several notebooks) is refused (:class:`ExerciseMarkupError`). ``executor`` is a :class:`Kernel` (the default) or :class:`InProcess`. ``start_at``
     skips the cells before that exercise (the executor's namespace must then hold what they define; the
     exercises skipped count as not attempted) and ``stop_after`` ends the run after one: the tests use both
     to grade one exercise alone. ``echo`` (e.g. ``print``) is called with a line as each exercise ends.

@@ -109,6 +109,9 @@ def load(path: str | Path):
     return _unflatten(json.loads(path.read_text(encoding="utf-8")), tensors)
 
 
+_ABSENT = object()  # no such entry (a job without "taken"; an attribute torch.Tensor inherits)
+
+
 def _read_plain_file(path: Path) -> bytes:
     """A regular file's bytes, never through a link (the kernel could point one at a file it may not read) nor from
     a FIFO or a device (which would block or never end)."""
@@ -141,8 +144,10 @@ def take(path: str | Path) -> dict | None:
                 f.unlink()
 
 
-def load_taken(taken: dict):
-    """The plain values of what :func:`take` read (refused as :func:`load` refuses a file)."""
+def load_taken(taken: dict | None):
+    """The plain values of what :func:`take` read (refused as :func:`load` refuses a file; None: nothing saved)."""
+    if taken is None:
+        raise FileNotFoundError("the probe saved no values")
     if "refused" in taken:
         raise RefusedValue(taken["refused"])
     return _unflatten(json.loads(taken["json"].decode("utf-8")), load_bytes(taken["tensors"]))
@@ -186,9 +191,6 @@ def strict_comparisons():
                 delattr(owner, name)  # inherited (torch.Tensor's methods): the base class's shows again
             else:
                 setattr(owner, name, before)
-
-
-_ABSENT = object()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -342,8 +344,6 @@ def verify_saved(
         taken = job.get("taken", _ABSENT)
         job = {k: v for k, v in job.items() if k != "taken"}  # a verdict carries no bytes
         try:
-            if taken is None:
-                raise FileNotFoundError(job["path"])
             values = load(job["path"]) if taken is _ABSENT else load_taken(taken)
         except FileNotFoundError:
             verdicts.append({**job, "ok": False, "message": "the probe saved no values (it raised, or never ran)"})
