@@ -145,7 +145,7 @@ PAIRS = [
     ("une maison blanche", "a white house"),
 ]
 SPECIALS = ["<pad>", "<bos>", "<sep>", "<eos>"]
-PAD, BOS, SEP, EOS = 0, 1, 2, 3  # written out (not range(4)): the grader's checks read them, and it runs no call
+PAD, BOS, SEP, EOS = 0, 1, 2, 3  # written out, not range(4), so that the checks can read them
 vocab = SPECIALS + sorted({w for fr, en in PAIRS for w in f"{fr} {en}".split()})
 stoi = {w: i for i, w in enumerate(vocab)}
 
