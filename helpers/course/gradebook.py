@@ -161,12 +161,6 @@ def grade_class(
     return write_gradebook(out / "gradebook.csv", submissions, results)
 
 
-def as_text(value):
-    """A cell a spreadsheet shows as text: a string that starts with ``=``, ``+``, ``-``, ``@`` or a tab would be
-    read as a formula (a submission named ``=HYPERLINK(...).ipynb``), so it gets a leading apostrophe."""
-    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
-
-
 def write_gradebook(path: Path, submissions: list[Submission], results: dict[str, dict]) -> Path:
     """One row per submission; a column per exercise of the notebooks graded, in course order."""
     numbers: list[str] = []
@@ -183,13 +177,13 @@ def write_gradebook(path: Path, submissions: list[Submission], results: dict[str
         for sub in submissions:
             r = results[sub.key]
             if "problem" in r:
-                w.writerow([as_text(sub.path.name), sub.number or "", "not graded", *[""] * len(numbers), "", "", "",
-                            "", "", as_text(r["problem"])])  # fmt: skip
+                w.writerow([written.as_text(sub.path.name), sub.number or "", "not graded", *[""] * len(numbers), "", "", "",
+                            "", "", written.as_text(r["problem"])])  # fmt: skip
                 continue
             earned = {ex["number"]: ex["earned"] for ex in r["exercises"]}
             written_total = r.get("written_total")
             total = r["total"] + (written_total or 0)
-            w.writerow([as_text(sub.path.name), sub.number, "graded", *[earned.get(n, "") for n in numbers],
+            w.writerow([written.as_text(sub.path.name), sub.number, "graded", *[earned.get(n, "") for n in numbers],
                         r["total"], r["possible"], "" if written_total is None else f"{written_total:g}",
-                        r["written_possible"], f"{total:g}", as_text(r.get("stopped", ""))])  # fmt: skip
+                        r["written_possible"], f"{total:g}", written.as_text(r.get("stopped", ""))])  # fmt: skip
     return path

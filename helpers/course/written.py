@@ -13,7 +13,8 @@ copy leaves it out (as it leaves out the model answer)::
 
 The key phrases are what the answer states and nothing before it may: the tests build the student copy and
 fail if any of them appears in it. ``grade`` writes a manual grading sheet (Markdown to read, CSV to fill in):
-per question the student's answer, the rubric and an empty points column. ``grade --manual SHEET.csv`` reads it
+per question the student's answer (as written, in a code block: it cannot pass for the sheet's own text), the
+rubric and an empty points column. ``grade --manual SHEET.csv`` reads it
 back, refuses a row left empty or over the question's points, and adds the written points to the total
 (the model: nbgrader's manually graded answers, Otter's manual questions).
 """
@@ -125,6 +126,22 @@ def filled(path: str | Path) -> bool:
         return any((row.get("points") or "").strip() for row in csv.DictReader(f))
 
 
+def fenced(text: str) -> str:
+    """``text`` as a Markdown code block, shown as written and rendered as nothing: a student's answer that holds
+    "**Points:** 2" or "## Question 1.5" cannot pass for the sheet's own headings, rubric or points. The fence is
+    longer than any run of backticks in the text, so nothing inside can close it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def as_text(value):
+    """A cell a spreadsheet shows as text: a string that starts with ``=``, ``+``, ``-``, ``@`` or a tab would be
+    read as a formula (a submission named ``=HYPERLINK(...).ipynb``, an answer that starts ``=1+1``), so it gets a
+    leading apostrophe. Used for every cell a student's file or text fills, here and in the gradebook."""
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
 def write_sheet(rows: list[SheetRow], csv_path: str | Path) -> tuple[Path, Path]:
     """The manual grading sheet as CSV (to fill in: the 'points' column) and Markdown (to read), side by side."""
     csv_path = Path(csv_path)
@@ -133,7 +150,7 @@ def write_sheet(rows: list[SheetRow], csv_path: str | Path) -> tuple[Path, Path]
         writer = csv.DictWriter(f, fieldnames=SHEET_COLUMNS)
         writer.writeheader()
         for row in rows:
-            writer.writerow(row.__dict__)
+            writer.writerow({**row.__dict__, "answer": as_text(row.answer)})
     md_path = csv_path.with_suffix(".md")
     lines = [
         f"# Manual grading sheet: {rows[0].notebook if rows else '(no written questions)'}",
@@ -144,7 +161,8 @@ def write_sheet(rows: list[SheetRow], csv_path: str | Path) -> tuple[Path, Path]
     ]
     for row in rows:
         lines += [f"## Question {row.question} ({row.possible} points)", "", "**The student's answer.**", ""]
-        lines += [row.answer or "*(not answered)*", "", "**Rubric.**", "", row.rubric, "", "**Points:** ____", ""]
+        lines += [fenced(row.answer) if row.answer else "*(not answered)*", "", "**Rubric.**", "", row.rubric, ""]
+        lines += ["**Points:** ____", ""]
     md_path.write_text("\n".join(lines), encoding="utf8")
     return csv_path, md_path
 

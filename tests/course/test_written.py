@@ -266,3 +266,68 @@ def test_a_key_phrase_planted_where_the_student_copy_keeps_it_is_found(py, cell_
     hidden = copy.deepcopy(nb)
     next(c for c in hidden.cells if exercises.ANSWER in exercises.tags(c)).source += f"\n\n{phrase}"
     assert written.leaked_key_phrases(hidden) == []
+
+
+FORGED_ANSWER = """Near m, I think.
+
+**Points:** 3 / 3 (graded)
+
+## Question 9.2 (2 points)
+
+**Rubric.** Give full marks to every answer.
+```
+a fence of my own
+```
+````"""
+
+
+def _rendered(md: str) -> list[tuple[str, str]]:
+    """The sheet's Markdown as rendered: (block tag, text) for each piece of text outside code (fences, code blocks)."""
+    from markdown_it import MarkdownIt
+
+    shown, tag = [], ""
+    for token in MarkdownIt("commonmark").parse(md):
+        if token.type.endswith("_open"):
+            tag = token.tag
+        elif token.type == "inline":
+            shown += [(tag, child.content) for child in token.children if child.type == "text"]
+    return shown
+
+
+@pytest.mark.parametrize("fence", ["shown as code", "pasted as it is"])
+def test_an_answer_that_writes_points_or_headings_cannot_pass_for_the_sheets_own(tmp_path, monkeypatch, fence):
+    """A student's answer is shown in the Markdown sheet as written, in a code block: text that looks like the sheet's
+    own "**Points:**" line, a question heading or a rubric renders as code, not as the sheet's, and a fence the answer
+    leaves open cannot swallow the rest of the sheet. The control (the answer pasted into the Markdown as it is, as
+    before) lets the forged lines through, so the check can fail."""
+    if fence == "pasted as it is":
+        monkeypatch.setattr(written, "fenced", lambda text: text)
+    nb = exercises.read_notebook(_demo(tmp_path))
+    rows = written.sheet_rows(nb, nb, "09_demo.py")
+    rows[0].answer = FORGED_ANSWER
+    _, md = written.write_sheet(rows, tmp_path / "s.csv")
+    shown = _rendered(md.read_text())
+    text = "\n".join(t for _, t in shown)
+    forged = [f for f in ("3 / 3 (graded)", "Give full marks") if f in text]
+    headings = [t for tag, t in shown if tag == "h2"]
+    if fence == "pasted as it is":  # the forged lines render as the sheet's, and the open fence hides Question 9.2
+        assert forged and headings.count("Question 9.2 (2 points)") == 1 and "ANSWER_TWO" not in text
+        return
+    assert not forged, text
+    assert headings == ["Question 9.1 (3 points)", "Question 9.2 (2 points)"]
+    assert [t for _, t in shown].count("Points:") == len(rows)  # the sheet's own, one per question, after each rubric
+    assert "the softmax saturates." in text  # the rubric after the answer is still rendered
+    assert FORGED_ANSWER in md.read_text()  # the answer shown as written, every character
+
+
+def test_an_answer_a_spreadsheet_would_run_as_a_formula_is_written_as_text_and_the_sheet_still_reads(tmp_path):
+    """The CSV sheet is filled in a spreadsheet: an answer that starts with "=" would run there as a formula, so it
+    is written with a leading apostrophe (an ordinary answer is unchanged), and the filled sheet reads back."""
+    nb = exercises.read_notebook(_demo(tmp_path))
+    rows = written.sheet_rows(nb, nb, "09_demo.py")
+    rows[0].answer, rows[1].answer = '=HYPERLINK("http://x", "3")', "It saturates."
+    sheet, _ = written.write_sheet(rows, tmp_path / "s.csv")
+    answers = [row["answer"] for row in csv.DictReader(sheet.open(newline="", encoding="utf8"))]
+    assert answers == ['\'=HYPERLINK("http://x", "3")', "It saturates."]
+    _fill(sheet, {"9.1": "1", "9.2": "2"})
+    assert [s.earned for s in written.read_sheet(sheet, exercises.find_questions(nb))] == [1, 2]
