@@ -169,3 +169,54 @@ def test_take_refuses_a_fifo_at_once_instead_of_waiting_for_a_writer(tmp_path):
     os.mkfifo(f"{path}.safetensors")
     taken = probes.take(path)  # returns: the test would hang here otherwise
     assert "refused" in taken and "not a regular file" in taken["refused"] and not path.exists()
+
+
+SLOW_CHECK = """
+def verify_count(values, seed=0):
+    total = 0
+    for v in values:  # the student's list: as long as they made it
+        try:
+            for _ in range(v):
+                total += 1
+        except Exception:  # a check's own handler must not swallow the time limit
+            pass
+    assert total >= 0
+"""
+
+
+def test_a_verify_that_runs_too_long_on_the_values_costs_its_exercise_not_the_grading(tmp_path):
+    """Values far larger than asked (a billion steps of the check's loop, about a minute) stop the verify at its time
+    limit: that exercise fails with a message, and the next job is judged. Without the limit the same job would pass
+    after the whole loop (a limit that did nothing fails the first assert, a minute late); the control shows the
+    check itself passes a value of the asked size with no limit at all."""
+    probes.save(tmp_path / "huge.json", [10**9])
+    probes.save(tmp_path / "small.json", [1000])
+    jobs = [{"verify": "verify_count", "path": str(tmp_path / name), "seed": 0} for name in ("huge.json", "small.json")]
+    verdicts = probes.verify_saved([SLOW_CHECK], jobs, seconds=0.3)
+    assert not verdicts[0]["ok"] and "longer than 0.3 s" in verdicts[0]["message"], verdicts[0]
+    assert verdicts[1]["ok"], verdicts[1]
+    assert probes.verify_saved([SLOW_CHECK], jobs[1:], seconds=None)[0]["ok"]
+
+
+def test_the_time_limit_leaves_a_block_that_ends_in_time_alone_and_stops_one_that_does_not():
+    """time_limit on its own: a block that ends before the limit runs whole (no exception later either), a loop that
+    would not end is stopped, and a handler inside the block that swallows the stop does not make it count as in time."""
+    import time
+
+    with probes.time_limit(5):
+        done = sum(range(1000))
+    time.sleep(0.05)  # nothing fires after the block was left
+    assert done == 499500
+    with pytest.raises(probes.VerifyTooLong):
+        with probes.time_limit(0.2):
+            while True:
+                time.sleep(0.01)
+    swallowed = []
+    with pytest.raises(probes.VerifyTooLong):  # swallowed where it landed, the block then ended: still too long
+        with probes.time_limit(0.2):
+            try:
+                while True:
+                    time.sleep(0.01)
+            except BaseException as err:  # noqa: BLE001  (the swallowing a check could do by mistake)
+                swallowed.append(type(err))
+    assert swallowed == [probes.VerifyTooLong]
