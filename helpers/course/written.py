@@ -126,6 +126,12 @@ def filled(path: str | Path) -> bool:
         return any((row.get("points") or "").strip() for row in csv.DictReader(f))
 
 
+def code_span(text: str) -> str:
+    """``text`` (a submission's file name) as inline Markdown code, which no backtick run in it can close."""
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return f"{ticks} {text} {ticks}"
+
+
 def fenced(text: str) -> str:
     """``text`` as a Markdown code block, shown as written and rendered as nothing: a student's answer that holds
     "**Points:** 2" or "## Question 1.5" cannot pass for the sheet's own headings, rubric or points. The fence is
@@ -150,10 +156,10 @@ def write_sheet(rows: list[SheetRow], csv_path: str | Path) -> tuple[Path, Path]
         writer = csv.DictWriter(f, fieldnames=SHEET_COLUMNS)
         writer.writeheader()
         for row in rows:
-            writer.writerow({**row.__dict__, "answer": as_text(row.answer)})
+            writer.writerow({key: as_text(value) for key, value in row.__dict__.items()})  # the file's name too
     md_path = csv_path.with_suffix(".md")
     lines = [
-        f"# Manual grading sheet: {rows[0].notebook if rows else '(no written questions)'}",
+        f"# Manual grading sheet: {code_span(rows[0].notebook) if rows else '(no written questions)'}",
         "",
         f"Fill in the `points` column of `{csv_path.name}` for each question (the rubric says how many), then run "
         f"`python -m helpers grade NOTEBOOK --manual {csv_path.name}` for the total.",

@@ -206,7 +206,7 @@ def check_matches_package(attend_fn, seed=SEED):
     e2 = math.exp(2)  # the tiny example: scores (2, 0, 2)
     _, alpha = attend_fn(q0, K0, V0)
     expected = torch.tensor([e2, 1.0, e2], dtype=DTYPE) / (2 * e2 + 1)
-    assert torch.allclose(alpha, expected, atol=1e-12), (
+    assert probes.close(alpha, expected, atol=1e-12), (
         f"the tiny example's weights are {alpha.tolist()}, not {expected.tolist()}"
     )
     g = torch.Generator().manual_seed(seed)
@@ -215,8 +215,8 @@ def check_matches_package(attend_fn, seed=SEED):
         K = torch.randn(*kv_batch, 5, 8, generator=g, dtype=DTYPE)
         V = torch.randn(*kv_batch, 5, 3, generator=g, dtype=DTYPE)
         (c, alpha), (c_ref, alpha_ref) = attend_fn(q, K, V), attention(q, K, V)
-        assert torch.allclose(alpha, alpha_ref, atol=1e-12), f"weights differ from the package for q {q_shape}"
-        assert torch.allclose(c, c_ref, atol=1e-12), f"outputs differ from the package for q {q_shape}"
+        assert probes.close(alpha, alpha_ref, atol=1e-12), f"weights differ from the package for q {q_shape}"
+        assert probes.close(c, c_ref, atol=1e-12), f"outputs differ from the package for q {q_shape}"
 
 
 def probe_attend(attend_fn, seed=SEED):
@@ -288,7 +288,7 @@ def check_categorical(attend_fn, scales=SCALES, m=5, n=8, d=16, repeats=20, seed
         assert not torch.isnan(alpha).any(), f"NaN weights at scale {s:g}"
         assert (alpha >= 0).all(), f"negative weights at scale {s:g}"
         sums = alpha.sum(dim=-1)
-        assert torch.allclose(sums, torch.ones_like(sums), atol=1e-12), (
+        assert probes.close(sums, torch.ones_like(sums), atol=1e-12), (
             f"weights do not sum to 1 over the keys at scale {s:g} (worst sum {sums.flatten()[(sums - 1).abs().argmax()]:.6g})"
         )
 
@@ -1862,7 +1862,7 @@ def check_construction(Q, K, V, tol=1e-4, X=X7, targets=(u_b, u_c), beta=BETA7):
     assert (c[1] - ub).norm() < tol * beta, f"c2 is {(c[1] - ub).norm():.2e} away from u_b"
     assert (c[0] - (ub - uc)).norm() < tol * beta, f"c1 is {(c[0] - (ub - uc)).norm():.2e} away from u_b - u_c"
     c_ref, _ = self_attention(X, Q.T, K.T, V.T, scale=1.0)
-    assert torch.allclose(c, c_ref, atol=1e-12), "self_attend differs from helpers.nn.attention.self_attention"
+    assert probes.close(c, c_ref, atol=1e-12), "self_attend differs from helpers.nn.attention.self_attention"
 
 
 def check_routing(route_fn, seed=SEED):

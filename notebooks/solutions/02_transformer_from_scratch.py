@@ -115,6 +115,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from helpers.course import probes  # probes.close: the checks' comparison, shapes included
 from helpers.course.plotting import save_figure
 from helpers.nn.model import ModelConfig  # only the config dataclass: the model itself we write below
 
@@ -268,15 +269,13 @@ def verify_sinusoidal(tables, seed=0):
         t = table.double()
         a, b = t[:, 0::2], t[:, 1::2]  # (max_len, d/2) each: the two numbers of every pair, in every row
         start = torch.tensor([0.0, 1.0], dtype=torch.float64).repeat(d // 2)
-        assert torch.allclose(t[0], start, atol=1e-6), (
-            f"property 1 (start): row 0 of a ({max_len}, {d}) table is {t[0]}"
-        )
+        assert probes.close(t[0], start, atol=1e-6), f"property 1 (start): row 0 of a ({max_len}, {d}) table is {t[0]}"
         # the angle that takes row 0 to row 1 under R, pair by pair (R(theta) (a, b) = (a c + b s, b c - a s))
         turn = torch.atan2(a[1] * b[0] - b[1] * a[0], a[1] * a[0] + b[1] * b[0])  # (d/2,)
         for k in (1, 2, 5):
             c, s = torch.cos(k * turn), torch.sin(k * turn)
             moved = torch.stack((a[:-k] * c + b[:-k] * s, b[:-k] * c - a[:-k] * s))  # R(k w_i) e_i(p), every p
-            assert torch.allclose(moved, torch.stack((a[k:], b[k:])), atol=1e-5), (
+            assert probes.close(moved, torch.stack((a[k:], b[k:])), atol=1e-5), (
                 f"property 2 (a shift is one fixed map): moving {k} positions along is not R(k w_i) "
                 f"in every row of a ({max_len}, {d}) table, with w_i the turn from row 0 to row 1"
             )
@@ -284,7 +283,7 @@ def verify_sinusoidal(tables, seed=0):
             f"property 3: pair 0 should turn by +1 radian per position, it turns by {turn[0].item():.6f}"
         )
         factor = turn[1:] / turn[:-1]  # how much slower each pair turns than the one before
-        assert torch.allclose(factor, factor.mean().expand_as(factor), rtol=1e-4), (
+        assert probes.close(factor, factor.mean().expand_as(factor), rtol=1e-4), (
             f"property 3: each pair should be slower than the one before by the same factor; the factors are {factor}"
         )
         slowdown = (1.0 / factor.mean()) ** (d // 2)
@@ -380,26 +379,26 @@ def verify_rotation(values, seed=0):
         assert tuple(y.shape) == tuple(x.shape), f"rotate_pairs returned {tuple(y.shape)} for x {tuple(x.shape)}"
         y = y.double()
         (a, b), (c, d) = (x[..., 0::2], x[..., 1::2]), (y[..., 0::2], y[..., 1::2])  # each pair's coordinates
-        assert torch.allclose(c**2 + d**2, a**2 + b**2, atol=1e-4), (
+        assert probes.close(c**2 + d**2, a**2 + b**2, atol=1e-4), (
             f"(a): a pair (channels 2i, 2i+1) must keep its length (width h = {h}); pair the neighbours, and turn"
         )
         turn = torch.atan2(a * d - b * c, a * c + b * d)  # (2, 3, T, h/2): counter-clockwise angle, x to y
         same = torch.cos(turn - turn[:1, :1])  # 1 wherever every vector's pair turned by the same angle
-        assert torch.allclose(same, torch.ones_like(same), atol=1e-4), (
+        assert probes.close(same, torch.ones_like(same), atol=1e-4), (
             "(a): the angle must depend on the position and the pair alone, the same for every vector"
         )
         if positions[0] > 0:  # further along: the speeds were read off this width's first case
             w = speeds[h]
         else:
             w = speeds[h] = turn[0, 0, 1]  # (h/2,): each pair's turn at position 1, its speed
-            assert torch.allclose(turn[..., 0, :], torch.zeros_like(turn[..., 0, :]), atol=1e-5), (
+            assert probes.close(turn[..., 0, :], torch.zeros_like(turn[..., 0, :]), atol=1e-5), (
                 "(b): position 0 must turn nothing"
             )
         assert abs(w[0].item() - 1.0) < 1e-4, (
             f"(b) and (c): pair 0 at position 1 should turn by +1 radian (counter-clockwise), it turns by {w[0].item():.4f}"
         )
         factor = w[1:] / w[:-1]
-        assert torch.allclose(factor, factor.mean().expand_as(factor), rtol=1e-4), (
+        assert probes.close(factor, factor.mean().expand_as(factor), rtol=1e-4), (
             f"(c): each pair should be slower than the one before by one factor (width {h}); the factors are {factor}"
         )
         slowdown = (1.0 / factor.mean()) ** (h // 2)
@@ -489,17 +488,15 @@ def verify_attention(values, seed=1):
     assert tuple(out.shape) == (B, T, d_k) and tuple(weights.shape) == (B, T, T), (
         "output (B, T, d_v), weights (B, T, S)"
     )
-    assert torch.allclose(weights.sum(-1), torch.ones(B, T), atol=1e-5), (
+    assert probes.close(weights.sum(-1), torch.ones(B, T), atol=1e-5), (
         "each query's weights over the keys should sum to 1"
     )
     for b in range(B):
         ref_out, ref_w = check_inputs.attention_by_loops(q[b].tolist(), k[b].tolist(), v[b].tolist(), mask[b].tolist())
-        assert torch.allclose(weights[b], torch.tensor(ref_w), atol=1e-5), (
+        assert probes.close(weights[b], torch.tensor(ref_w), atol=1e-5), (
             "weights differ from the loop-by-loop reference"
         )
-        assert torch.allclose(out[b], torch.tensor(ref_out), atol=1e-5), (
-            "output differs from the loop-by-loop reference"
-        )
+        assert probes.close(out[b], torch.tensor(ref_out), atol=1e-5), "output differs from the loop-by-loop reference"
 
 
 verify_attention(probe_attention(attention))
@@ -519,7 +516,7 @@ fused = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=m4)
 print("largest difference:", (ours - fused).abs().max().item())
 
 # %% tags=["check"]
-assert torch.allclose(ours, fused, atol=1e-5), "our attention and F.scaled_dot_product_attention should agree"
+assert probes.close(ours, fused, atol=1e-5), "our attention and F.scaled_dot_product_attention should agree"
 print("✓ same result as F.scaled_dot_product_attention")
 
 # %% [markdown]
@@ -644,14 +641,14 @@ def verify_multi_head(values, seed=3, rotary=False):
         reference.load_state_dict(mha_weights(C, seed))
         with torch.no_grad():
             expected = reference(x, mask)
-        assert torch.allclose(out, expected, atol=1e-5), (
+        assert probes.close(out, expected, atol=1e-5), (
             "with rotary=True the output differs from multi-head attention whose queries and keys are turned by "
             "rotate_pairs at positions 0 .. T-1 (and only those: the values are not turned)"
         )
         return
     for r in range(B):
         expected = multi_head_by_hand(x[r], mha_weights(C, seed), nh, mask)
-        assert torch.allclose(out[r], expected, atol=1e-5), (
+        assert probes.close(out[r], expected, atol=1e-5), (
             "multi-head output differs from the head-by-head reference (each head attending on its own slice, "
             "the heads' outputs side by side in order, then the output projection)"
         )
@@ -710,7 +707,7 @@ def verify_causal_mask(masks, seed=4):
     k2[4], v2[4] = torch.randn(8, generator=g), torch.randn(8, generator=g)
     a = F.scaled_dot_product_attention(q, k, v, attn_mask=masks[5])
     b = F.scaled_dot_product_attention(q, k2, v2, attn_mask=masks[5])
-    assert torch.allclose(a[:4], b[:4]), (
+    assert probes.close(a[:4], b[:4]), (
         "positions 0-3 changed when only position 4 did: the mask lets them see the future"
     )
 
@@ -871,9 +868,7 @@ def verify_feed_forward(out, seed=6):
     for b in range(2):
         for t in range(3):
             expected = feed_forward_by_hand(x[b, t], ffn_weights(4, 8, seed))
-            assert torch.allclose(out[b, t], expected, atol=1e-5), (
-                f"differs from the reference at row {b}, position {t}"
-            )
+            assert probes.close(out[b, t], expected, atol=1e-5), f"differs from the reference at row {b}, position {t}"
 
 
 verify_feed_forward(probe_feed_forward(FeedForward))
@@ -993,14 +988,14 @@ def verify_block(values, seed=7):
     attn_w = {k.removeprefix("attn."): v for k, v in w.items() if k.startswith("attn.")}
     causal = package_mask(5)[0, 0]
     for r in range(2):
-        assert torch.allclose(attn_out[r], multi_head_by_hand(attn_in[r], attn_w, 2, causal), atol=1e-4), (
+        assert probes.close(attn_out[r], multi_head_by_hand(attn_in[r], attn_w, 2, causal), atol=1e-4), (
             "guarantee 3: what attention returned is not causal multi-head attention of what it received (is the mask "
             "passed on? does Exercise 2.3 pass?)"
         )
     ffn_w = {k.removeprefix("ffn."): v for k, v in w.items() if k.startswith("ffn.")}
     for r in range(2):
         for t in range(5):
-            assert torch.allclose(ffn_out[r, t], feed_forward_by_hand(ffn_in[r, t], ffn_w), atol=1e-4), (
+            assert probes.close(ffn_out[r, t], feed_forward_by_hand(ffn_in[r, t], ffn_w), atol=1e-4), (
                 "what the feed-forward returned is not the feed-forward network of what it received (does Exercise "
                 "2.6 pass?)"
             )
@@ -1011,7 +1006,7 @@ def verify_block(values, seed=7):
     reference.load_state_dict(w)
     with torch.no_grad():
         expected = reference(later, causal)
-    assert torch.allclose(values["later"], expected, atol=1e-4), (
+    assert probes.close(values["later"], expected, atol=1e-4), (
         "the block's output for a second input (only the last position changed) differs from the package's block "
         "holding the same weights"
     )
@@ -1160,17 +1155,17 @@ def verify_model(values, seed=8, positional="learned"):
     assert tuple(head.shape) == (20, 16), (
         f"the LM head's weight should be (vocab, d_model) = (20, 16), got {tuple(head.shape)}"
     )
-    assert torch.allclose(head, weights["tok_emb.weight"] + 1.0), (
+    assert probes.close(head, weights["tok_emb.weight"] + 1.0), (
         "the LM head should share the token-embedding matrix (it did not move with it)"
     )
     # everything visible to everything (a prefix as long as the sequence): two orders of the same words
-    assert not torch.allclose(logits["everything"][0, -1], logits["everything swapped"][0, -1], atol=1e-4), (
+    assert not probes.close(logits["everything"][0, -1], logits["everything swapped"][0, -1], atol=1e-4), (
         "the last position gives the same output for two orders of the same words: the model must tell them apart"
     )
-    assert torch.allclose(logits["causal"][0, :4], logits["later"][0, :4], atol=1e-5), (
+    assert probes.close(logits["causal"][0, :4], logits["later"][0, :4], atol=1e-5), (
         "changing the last token changed earlier logits (causal)"
     )
-    assert not torch.allclose(logits["prefix"][0, 0], logits["prefix changed"][0, 0], atol=1e-4), (
+    assert not probes.close(logits["prefix"][0, 0], logits["prefix changed"][0, 0], atol=1e-4), (
         "with prefix_len, the first source position must see a later source token"
     )
     reference = PackageModel(cfg).eval()
@@ -1178,7 +1173,7 @@ def verify_model(values, seed=8, positional="learned"):
     with torch.no_grad():
         for case, (ids, plen) in cases.items():
             expected = reference(torch.tensor([ids]), None if plen is None else torch.tensor([plen]))
-            assert torch.allclose(logits[case], expected, atol=1e-4), (
+            assert probes.close(logits[case], expected, atol=1e-4), (
                 f"case {case!r}, {positional} positions: the logits differ from the package's model holding "
                 f"the same weights (largest difference {(logits[case] - expected).abs().max():.2e}; rotary: does "
                 "every Block pass rotary on to its attention?)"
@@ -1600,13 +1595,13 @@ def verify_kv_cache(values, seed=11, positional="rotary"):
     assert len(steps) == 1 + len(continuation), f"expected {1 + len(continuation)} steps, got {len(steps)}"
     with torch.no_grad():
         full = reference(torch.tensor([seq]), torch.tensor([len(prefix)]))
-        assert torch.allclose(steps[0], full, atol=1e-4), (
+        assert probes.close(steps[0], full, atol=1e-4), (
             f"prefix logits differ from the full forward pass ({positional} positions)"
         )
         for step, token in enumerate(continuation):
             seq.append(token)
             full = reference(torch.tensor([seq]), torch.tensor([len(prefix)]))[0, -1]
-            assert torch.allclose(steps[step + 1][0, -1], full, atol=1e-4), (
+            assert probes.close(steps[step + 1][0, -1], full, atol=1e-4), (
                 f"step {step}: cached logits drift from full recomputation (max diff "
                 f"{(steps[step + 1][0, -1] - full).abs().max():.2e})"
             )
@@ -1623,7 +1618,7 @@ def verify_kv_cache(values, seed=11, positional="rotary"):
         assert got == [tuple(want.k.shape), tuple(want.v.shape)], (
             f"layer {n}'s cache entry is {got}: expected its keys and values, (1, nh, S, hs) each, S = {len(seq)}"
         )
-        assert torch.allclose(entry[0], want.k, atol=1e-4) and torch.allclose(entry[1], want.v, atol=1e-4), (
+        assert probes.close(entry[0], want.k, atol=1e-4) and probes.close(entry[1], want.v, atol=1e-4), (
             f"layer {n}'s cache holds other keys or values than the model computes for those positions (with "
             "rotary positions: each key turned once, by its own position)"
         )

@@ -135,7 +135,7 @@ import numpy as np
 import torch
 
 from helpers import experiments
-from helpers.course import plotting
+from helpers.course import plotting, probes
 from helpers.evaluation import evaluate
 from helpers.hf import loading, tiny
 from helpers.nn import build_model, variants
@@ -272,13 +272,13 @@ def verify_synthesizer(values, seed=0):
     mine, moved = values["weights"], values["moved"]
     for got in (mine, moved):
         assert tuple(got.shape) == (2, 2, 9, 9), f"weights (B, nh, T, T) = (2, 2, 9, 9), got {tuple(got.shape)}"
-    assert torch.allclose(mine, theirs[0], atol=1e-6), "the notebook's synthesizer and helpers.nn.variants disagree"
-    assert torch.allclose(mine.sum(-1), torch.ones(2, 2, 9)) and (mine.masked_select(~mask.expand_as(mine)) == 0).all()
+    assert probes.close(mine, theirs[0], atol=1e-6), "the notebook's synthesizer and helpers.nn.variants disagree"
+    assert probes.close(mine.sum(-1), torch.ones(2, 2, 9)) and (mine.masked_select(~mask.expand_as(mine)) == 0).all()
     # which tokens a row of weights is computed from: token 2 changed, row 2 moves and the rows after it do not
-    assert torch.allclose(moved[:, :, 3:], mine[:, :, 3:]) and not torch.allclose(moved[:, :, 2], mine[:, :, 2]), (
+    assert probes.close(moved[:, :, 3:], mine[:, :, 3:]) and not probes.close(moved[:, :, 2], mine[:, :, 2]), (
         "a row of weights comes from its own token alone: with token 2 changed, row 2 moves and the later rows do not"
     )
-    assert torch.allclose(moved, theirs[1], atol=1e-6), (
+    assert probes.close(moved, theirs[1], atol=1e-6), (
         "with token 2 changed, the notebook's synthesizer and helpers.nn.variants disagree"
     )
 
@@ -813,19 +813,19 @@ def verify_alibi(biases, seed=4):
     assert len(biases) == len(alibi_cases(seed)), f"expected {len(alibi_cases(seed))} results"
     for (n_heads, T), bias in zip(alibi_cases(seed), biases):
         assert bias.shape == (n_heads, T, T), f"alibi_causal_bias({n_heads}, {T}) has shape {tuple(bias.shape)}, expected (nh, T, T)"  # fmt: skip
-        assert torch.allclose(bias.diagonal(dim1=1, dim2=2), torch.zeros(n_heads, T)), "a query's bias for itself must be 0"  # fmt: skip
+        assert probes.close(bias.diagonal(dim1=1, dim2=2), torch.zeros(n_heads, T)), "a query's bias for itself must be 0"  # fmt: skip
         slopes = -bias[:, 1, 0]
         assert (slopes > 0).all(), "the previous token must get a penalty −m_h, not a bonus"
         ratios = slopes[1:] / slopes[:-1]
-        assert torch.allclose(slopes[-1], torch.tensor(2.0**-8)), f"{n_heads} heads: the last slope must be 1/256"
-        assert torch.allclose(ratios, slopes[0].expand_as(ratios)), f"{n_heads} heads: a geometric sequence whose ratio is its first slope"  # fmt: skip
+        assert probes.close(slopes[-1], torch.tensor(2.0**-8)), f"{n_heads} heads: the last slope must be 1/256"
+        assert probes.close(ratios, slopes[0].expand_as(ratios)), f"{n_heads} heads: a geometric sequence whose ratio is its first slope"  # fmt: skip
         step = bias[:, :, 1:] - bias[:, :, :-1]  # (nh, T, T - 1): the change one key further right, in every row
-        same_step = torch.allclose(step, step[:, :1, :1].expand_as(step), atol=1e-6)
-        assert same_step and torch.allclose(step[:, 0, 0], slopes), (
+        same_step = probes.close(step, step[:, :1, :1].expand_as(step), atol=1e-6)
+        assert same_step and probes.close(step[:, 0, 0], slopes), (
             f"{n_heads} heads, T = {T}: bias[h, i, j] must be one linear expression in i − j for every (i, j), keys "
             "after the query included"
         )
-    assert torch.allclose(-biases[1][:, 1, 0], 2.0 ** -torch.arange(1.0, 9.0)), "eight heads: slopes 1/2, 1/4, ..., 1/256"  # fmt: skip
+    assert probes.close(-biases[1][:, 1, 0], 2.0 ** -torch.arange(1.0, 9.0)), "eight heads: slopes 1/2, 1/4, ..., 1/256"  # fmt: skip
 
 
 verify_alibi(probe_alibi(alibi_causal_bias))

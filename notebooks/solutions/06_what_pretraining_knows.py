@@ -122,7 +122,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from helpers import embeddings, knowledge
-from helpers.course import plotting
+from helpers.course import plotting, probes
 from helpers.evaluation import evaluate
 from helpers.hf import loading, tiny
 from helpers.nn import build_model
@@ -810,7 +810,7 @@ def verify_driver(values, seed=1):
             f"the {name} model has {len(weights)} named parameters, not the {len(theirs)} of knowledge.new_model's model"
         )
         for key, value in weights.items():
-            assert torch.allclose(value, theirs[key].detach().cpu(), rtol=0, atol=1e-6), (
+            assert probes.close(value, theirs[key].detach().cpu(), rtol=0, atol=1e-6), (
                 f"the {name} model's {key} differs from the reference run's: check its start, which people's text "
                 "each phase reads, and each phase's steps, learning rate and seed"
             )
@@ -1346,10 +1346,10 @@ def verify_word_vectors(values, seed=0):
             tied.tok_emb.weight.copy_(table)
         logits, grad = read_in_and_out(tied, cfg, seed)
         assert got["grad"] is not None, "the table stays a trainable parameter"
-        assert torch.allclose(got["logits"], logits, rtol=1e-4, atol=1e-5 * logits.abs().max().item()), (
+        assert probes.close(got["logits"], logits, rtol=1e-4, atol=1e-5 * logits.abs().max().item()), (
             "the output layer still reads the same matrix (tied weights)"
         )
-        assert torch.allclose(got["grad"], grad, rtol=1e-4, atol=1e-5 * grad.abs().max().item()), (
+        assert probes.close(got["grad"], grad, rtol=1e-4, atol=1e-5 * grad.abs().max().item()), (
             "the table stays one trainable parameter, read by the input and the output layer (tied weights)"
         )
         assert torch.equal(table[: tok.unk_id + 1], before[: tok.unk_id + 1]), "special pieces keep their random start"
@@ -1363,7 +1363,7 @@ def verify_word_vectors(values, seed=0):
         )
         # rtol 1e-3: the standard deviation with n or with n - 1 in the denominator (the text names neither) differ
         # by about 1 / (2n), some 1e-4 here
-        assert torch.allclose(table, want.tok_emb.weight.detach(), rtol=1e-3, atol=1e-7), (
+        assert probes.close(table, want.tok_emb.weight.detach(), rtol=1e-3, atol=1e-7), (
             f"the written rows differ from the reference table (std {std}) by more than their scale's rounding"
         )
 

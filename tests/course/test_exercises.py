@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 from helpers import cli, runtime
 from helpers.course import exercises, notebooks, probes, report
@@ -655,14 +656,20 @@ def test_each_trick_passes_its_exercise_when_the_grader_has_no_guard(
 @pytest.mark.grading
 @reads_solved("01")
 def test_the_empty_tensors_forgery_passes_when_the_verifier_lets_allclose_broadcast(tmp_path, monkeypatch):
-    """The control for 1.1's forgery (catalogue_forgeries.py): with torch's broadcasting comparisons in the verifier,
-    tensors with a dimension of size 0 earn the points, so the entry's failure is the strict comparisons'."""
+    """The control for 1.1's forgery (catalogue_forgeries.py): with torch's broadcasting comparisons in the verifier
+    and in the notebook's check (probes.close), tensors with a dimension of size 0 earn the points, so the entry's
+    failure is the strict comparisons'. With the verifier's alone switched off the check cell fails it already."""
     number, exercise, name, replacements, _ = next(e for e in CATALOGUE if e[2].startswith("forgery: empty tensors"))
     source = notebooks.notebook_sources([number])[0].read_text()
     for old, new in replacements:
         source = source.replace(old, new)
     monkeypatch.setattr(probes, "strict_comparisons", contextlib.nullcontext)
-    result = _grade_alone(number, exercise, source, tmp_path)
+    (tmp_path / "check").mkdir()
+    (tmp_path / "neither").mkdir()
+    result = _grade_alone(number, exercise, source, tmp_path / "check")
+    assert result.status_of(exercise) == "failed" and "shape (0, 1, 1, 1, 1)" in result.table(), result.table()
+    monkeypatch.setattr(probes, "close", lambda a, b, **tolerances: torch.allclose(a, b, **tolerances))
+    result = _grade_alone(number, exercise, source, tmp_path / "neither")
     assert result.status_of(exercise) == "passed", (
         f"{name} no longer passes without strict comparisons:\n{result.table()}"
     )

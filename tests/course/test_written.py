@@ -321,13 +321,18 @@ def test_an_answer_that_writes_points_or_headings_cannot_pass_for_the_sheets_own
 
 
 def test_an_answer_a_spreadsheet_would_run_as_a_formula_is_written_as_text_and_the_sheet_still_reads(tmp_path):
-    """The CSV sheet is filled in a spreadsheet: an answer that starts with "=" would run there as a formula, so it
-    is written with a leading apostrophe (an ordinary answer is unchanged), and the filled sheet reads back."""
+    """The CSV sheet is filled in a spreadsheet: an answer or a submission's file name that starts with "=" would run
+    there as a formula, so it is written with a leading apostrophe (an ordinary answer is unchanged), and the filled
+    sheet reads back. The name is inline code in the Markdown's title."""
     nb = exercises.read_notebook(_demo(tmp_path))
-    rows = written.sheet_rows(nb, nb, "09_demo.py")
+    rows = written.sheet_rows(nb, nb, '=HYPERLINK("y")&"`#".ipynb')  # the submission's file name, in every row
     rows[0].answer, rows[1].answer = '=HYPERLINK("http://x", "3")', "It saturates."
-    sheet, _ = written.write_sheet(rows, tmp_path / "s.csv")
-    answers = [row["answer"] for row in csv.DictReader(sheet.open(newline="", encoding="utf8"))]
-    assert answers == ['\'=HYPERLINK("http://x", "3")', "It saturates."]
+    sheet, md = written.write_sheet(rows, tmp_path / "s.csv")
+    read = list(csv.DictReader(sheet.open(newline="", encoding="utf8")))
+    assert [row["answer"] for row in read] == ['\'=HYPERLINK("http://x", "3")', "It saturates."]
+    assert {row["notebook"] for row in read} == {'\'=HYPERLINK("y")&"`#".ipynb'}
+    title = [t for tag, t in _rendered(md.read_text()) if tag == "h1"]
+    assert title == ["Manual grading sheet: "], title  # the name is code in the title, shown as written
+    assert '# Manual grading sheet: `` =HYPERLINK("y")&"`#".ipynb ``' in md.read_text()
     _fill(sheet, {"9.1": "1", "9.2": "2"})
     assert [s.earned for s in written.read_sheet(sheet, exercises.find_questions(nb))] == [1, 2]

@@ -4,8 +4,9 @@ tests/course/test_exercises.py requires each to fail its own exercise, and no ot
 
 - 1.1: the probe records what ``attend`` returns; returning tensors with a dimension of size 0 when the recorder
   calls made every ``torch.allclose`` of the check agree (it broadcasts, and an empty comparison is all true). The
-  verifier now compares only tensors of the same shape (``probes.strict_comparisons``); the control below switches
-  that off and the forgery passes again.
+  verifier now compares only tensors of the same shape (``probes.strict_comparisons``), and the check cells compare
+  with ``probes.close``, which refuses them in the notebook already; the control (test_exercises.py) switches both
+  off and the forgery passes again.
 - 2.11: the check's reference model was rebuilt from the configuration, weights and special tokens the probe read
   in the kernel, so an all-zero model, with the notebook's model class and ``EOS`` rebound, made the reference say
   what a function computing nothing said. The reference now draws its weights from the seed and takes the special
@@ -58,7 +59,7 @@ CATALOGUE = [
                 "        return nothing, nothing\n" + ATTEND_FIRST_LINE,
             )
         ],
-        "AssertionError: torch.allclose compared a tensor of shape (0, 1, 1, 1, 1)",
+        "AssertionError: the check compared a tensor of shape (0, 1, 1, 1, 1)",
     ),
     (
         "02",
