@@ -126,18 +126,21 @@ def filled(path: str | Path) -> bool:
         return any((row.get("points") or "").strip() for row in csv.DictReader(f))
 
 
+def _ticks_around(text: str, at_least: int) -> str:
+    """A run of backticks longer than any in ``text`` (and at least ``at_least``): nothing inside can close it."""
+    return "`" * max(at_least, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+
+
 def code_span(text: str) -> str:
-    """``text`` (a submission's file name) as inline Markdown code, which no backtick run in it can close."""
-    ticks = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    """``text`` (a submission's file name) as inline Markdown code, shown as written."""
+    ticks = _ticks_around(text, 1)
     return f"{ticks} {text} {ticks}"
 
 
 def fenced(text: str) -> str:
     """``text`` as a Markdown code block, shown as written and rendered as nothing: a student's answer that holds
-    "**Points:** 2" or "## Question 1.5" cannot pass for the sheet's own headings, rubric or points. The fence is
-    longer than any run of backticks in the text, so nothing inside can close it."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
+    "**Points:** 2" or "## Question 1.5" cannot pass for the sheet's own headings, rubric or points."""
+    fence = _ticks_around(text, 3)
     return f"{fence}text\n{text}\n{fence}"
 
 
