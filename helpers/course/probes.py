@@ -26,13 +26,15 @@ import contextlib
 import json
 import math
 import os
+import signal
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors.torch import load as load_bytes
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 PLAIN = (bool, int, float, str, type(None))
 VERIFY_PREFIX, PROBE_PREFIX = "verify_", "probe_"
@@ -105,23 +107,35 @@ def _unflatten(tree, tensors: dict[str, torch.Tensor]):
 def load(path: str | Path):
     """What :func:`save` wrote, as plain values (tensors of exact type ``torch.Tensor``)."""
     path = Path(path)
-    tensors = load_file(str(path) + ".safetensors")
-    return _unflatten(json.loads(path.read_text(encoding="utf-8")), tensors)
+    tensors = load_bytes(_read_plain_file(Path(str(path) + ".safetensors")))
+    return _unflatten(json.loads(_read_plain_file(path).decode("utf-8")), tensors)
 
 
 _ABSENT = object()  # no such entry (a job without "taken"; an attribute torch.Tensor inherits)
 
 
+# the most a probe's file may hold. The course's largest is a few hundred kB (RESULTS.md, "The verifier's
+# limits"); the kernel may fill most of the machine's memory, and the grader, which reads the file into its own, may
+# be grading several submissions at once
+MAX_VALUE_BYTES = 64 << 20
+
+
 def _read_plain_file(path: Path) -> bytes:
     """A regular file's bytes, never through a link (the kernel could point one at a file it may not read) nor from
-    a FIFO or a device (which would block or never end)."""
+    a FIFO or a device (which would block or never end), nor more than :data:`MAX_VALUE_BYTES` of them."""
+    limit = MAX_VALUE_BYTES
     # no link followed, and no wait: a FIFO the kernel left there would block a plain open until a writer came
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise RefusedValue(f"{path.name} is not a regular file")
         with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
+            data = f.read(limit + 1)  # never the whole of a file that grew after a size was read
+        if len(data) > limit:
+            raise RefusedValue(
+                f"{path.name} holds more than {limit:,} bytes: the probe returned far more than the check asks for"
+            )
+        return data
     finally:
         os.close(fd)
 
@@ -201,6 +215,58 @@ def strict_comparisons():
                 delattr(owner, name)  # inherited (torch.Tensor's methods): the base class's shows again
             else:
                 setattr(owner, name, before)
+
+
+class VerifyTooLong(BaseException):  # noqa: N818  (not an Exception: a verify's `except Exception` lets it by)
+    """A verify ran past its time limit (:func:`time_limit`)."""
+
+
+def can_limit_time() -> bool:
+    """Whether :func:`time_limit` can stop a block here: a system with interval timers (not Windows), the main
+    thread (where Python runs signal handlers), and no other timer of this process's running."""
+    return (
+        hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+        and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    )
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Stop the Python code in this block after ``seconds`` with :class:`VerifyTooLong` (None, or where
+    :func:`can_limit_time` is False: no limit).
+
+    A verify's code is the course's, but the values it loops over are the student's, and nothing else bounds the
+    grader's own process (the kernel's cells have their time limit): values far larger than the check asked for must
+    cost that exercise, not hang the class's grading. The stop is SIGALRM's handler, which Python runs in the main
+    thread between two operations (one long torch call ends first). It raises again every second until the block is
+    left, so a handler in the block that swallows it cannot run on, and the block still counts as too long.
+    (A timer thread raising into this one, tried before, left a stray timer that re-raised after the block: here the
+    timer is stopped and the handler put back in a ``finally`` that the stop cannot cut short.)"""
+    if seconds is None or not can_limit_time():
+        yield
+        return
+    state = {"running": True, "fired": False}
+
+    def stop(signum, frame):
+        if state["running"]:
+            state["fired"] = True
+            signal.setitimer(signal.ITIMER_REAL, 1.0)  # again, should the block swallow this one
+            raise VerifyTooLong(f"stopped after {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+            yield
+        finally:
+            state["running"] = False  # a stop that lands before this line ends up in the outer finally
+    finally:
+        state["running"] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)  # the next stop is a second away: none comes between these lines
+        signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+    if state["fired"]:  # swallowed where it landed, and the block then ended: still too long
+        raise VerifyTooLong(f"stopped after {seconds:g} s")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -325,6 +391,7 @@ def definitions(sources: list[str], whole: set[int] = frozenset()) -> list[str]:
     return kept
 
 
+VERIFY_SECONDS = 300  # the course's slowest verify takes a few seconds (RESULTS.md, "The verifier's limits")
 VERIFIER_PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
 
 
@@ -334,13 +401,15 @@ def verify_saved(
     *,
     whole: set[int] = frozenset(),
     quick: bool = True,
+    seconds: float | None = VERIFY_SECONDS,
 ) -> list[dict]:
     """Run each job's ``verify`` on its saved values; the verdicts, in order.
 
     ``sources`` are the reference notebook's code cells, in order (the course's own text, read before the kernel
     started): :func:`definitions` picks what the verifier executes (``whole``: the cells it runs whole). ``jobs`` are dicts with ``verify`` (a name),
     ``path`` (what :func:`save` wrote) and ``seed``, and ``taken`` where the grader took the values the moment the probe
-    ended (:func:`take`; then the folder is not read again). Each verify runs under :func:`strict_comparisons`. Each verdict is the job with ``ok`` and, when not ok,
+    ended (:func:`take`; then the folder is not read again). Each verify runs under :func:`strict_comparisons` and
+    :func:`time_limit` (``seconds``). Each verdict is the job with ``ok`` and, when not ok,
     ``message`` (the failing assert's message, or why the values were refused).
     """
     namespace: dict = {"__name__": "__verifier__", "QUICK": quick}  # the mode the probes ran in
@@ -366,8 +435,12 @@ def verify_saved(
             verdicts.append({**job, "ok": False, "message": f"the probe's values were refused: {err}"})
             continue
         try:
-            with strict_comparisons():
+            with strict_comparisons(), time_limit(seconds):
                 namespace[job["verify"]](values, seed=job["seed"])
+        except VerifyTooLong:
+            verdicts.append({**job, "ok": False, "message": f"the check ran longer than {seconds:g} s on the "
+                             "probe's values: are they far larger than the exercise asks for?"})  # fmt: skip
+            continue
         except Exception as err:  # noqa: BLE001  (a failed assert, or values of the wrong shape)
             message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             verdicts.append({**job, "ok": False, "message": f"{type(err).__name__}: {message}"})

@@ -217,3 +217,113 @@ def test_take_refuses_a_fifo_at_once_instead_of_waiting_for_a_writer(tmp_path):
     os.mkfifo(f"{path}.safetensors")
     taken = probes.take(path)  # returns: the test would hang here otherwise
     assert "refused" in taken and "not a regular file" in taken["refused"] and not path.exists()
+
+
+SLOW_CHECK = """
+def verify_count(values, seed=0):
+    total = 0
+    for v in values:  # the student's list: as long as they made it
+        try:
+            for _ in range(v):
+                total += 1
+        except Exception:  # a check's own handler must not swallow the time limit
+            pass
+    assert total >= 0
+"""
+
+
+def test_a_verify_that_runs_too_long_on_the_values_costs_its_exercise_not_the_grading(tmp_path):
+    """Values far larger than asked (a billion steps of the check's loop, about a minute) stop the verify at its time
+    limit: that exercise fails with a message, and the next job is judged. The control: the same jobs with no limit,
+    the first job's loop cut to a million so that the test ends, both pass (a limit that did nothing would let the
+    billion pass too, a minute late)."""
+    assert probes.can_limit_time(), "pytest runs tests in the main thread, with no timer of its own"
+    probes.save(tmp_path / "huge.json", [10**9])
+    probes.save(tmp_path / "small.json", [1000])
+    jobs = [{"verify": "verify_count", "path": str(tmp_path / name), "seed": 0} for name in ("huge.json", "small.json")]
+    verdicts = probes.verify_saved([SLOW_CHECK], jobs, seconds=0.3)
+    assert not verdicts[0]["ok"] and "longer than 0.3 s" in verdicts[0]["message"], verdicts[0]
+    assert verdicts[1]["ok"], verdicts[1]
+    probes.save(tmp_path / "huge.json", [10**6])
+    assert all(v["ok"] for v in probes.verify_saved([SLOW_CHECK], jobs, seconds=None))
+
+
+def test_the_time_limit_stops_a_block_once_and_leaves_nothing_behind():
+    """time_limit on its own: a block that ends in time runs whole, and nothing fires after it (the handler and the
+    timer are as before); a loop that would not end is stopped; a handler inside the block that swallows the stop
+    is stopped again, and the block counts as too long; after all that, SIGALRM's handler is the one from before and
+    no timer runs (the thread-based limit tried before left a stray one that hung later tests)."""
+    import signal
+    import time
+
+    before = signal.getsignal(signal.SIGALRM)
+    with probes.time_limit(5):
+        done = sum(range(1000))
+    time.sleep(0.05)
+    assert done == 499500 and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    with pytest.raises(probes.VerifyTooLong):
+        with probes.time_limit(0.2):
+            while True:
+                time.sleep(0.01)
+    swallowed = []
+    with pytest.raises(probes.VerifyTooLong):
+        with probes.time_limit(0.2):
+            for _ in range(2):  # swallows the first stop; the second, a second later, ends the loop
+                try:
+                    deadline = time.monotonic() + 3  # bounded, so that a limit that stops once fails, not hangs
+                    while time.monotonic() < deadline:
+                        time.sleep(0.01)
+                except BaseException as err:  # noqa: BLE001  (the swallowing a check could do by mistake)
+                    swallowed.append(type(err))
+    assert swallowed == [probes.VerifyTooLong] * 2
+    with pytest.raises(probes.VerifyTooLong):  # swallowed once, and the block then ended: still too long
+        with probes.time_limit(0.2):
+            try:
+                time.sleep(0.5)
+                time.sleep(0)  # the handler runs between two operations
+            except probes.VerifyTooLong:
+                pass
+    time.sleep(1.2)  # longer than the re-arm: a stray timer would raise here
+    assert signal.getsignal(signal.SIGALRM) == before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_where_the_time_cannot_be_limited_the_block_runs_unlimited():
+    """Outside the main thread (no signal handler can run there) and under a timer of the caller's own, time_limit
+    is no limit, and says so through can_limit_time, rather than stealing the caller's timer."""
+    import signal
+    import threading
+
+    seen = []
+
+    def in_thread():
+        seen.append(probes.can_limit_time())
+        with probes.time_limit(0.01):
+            seen.append(sum(range(10**5)))
+
+    t = threading.Thread(target=in_thread)
+    t.start()
+    t.join()
+    assert seen == [False, sum(range(10**5))]
+    previous = signal.signal(signal.SIGALRM, lambda *a: None)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        assert not probes.can_limit_time()
+        with probes.time_limit(0.01):
+            pass
+        assert 25 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30, "the caller's timer is left running"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_probe_file_larger_than_the_cap_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
+    """The kernel may write a file of most of the machine's memory where a probe's values go; the grader reads at
+    most MAX_VALUE_BYTES of it and refuses it by size. The control: the same values under a cap that fits them."""
+    path = tmp_path / "v.json"
+    probes.save(path, {"out": torch.zeros(4096)})  # 16 kB of tensor
+    assert probes.load(path)["out"].shape == (4096,)
+    monkeypatch.setattr(probes, "MAX_VALUE_BYTES", 8 << 10)
+    with pytest.raises(probes.RefusedValue, match="more than 8,192 bytes"):
+        probes.load(path)
+    taken = probes.take(path)
+    assert "refused" in taken and "far more than the check asks for" in taken["refused"], taken
