@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import re
 import shutil
@@ -161,6 +162,7 @@ class Kernel:
             self._nb, timeout=self.timeout, kernel_name="python3", resources={"metadata": {"path": str(self.cwd)}}
         )
         self._client.km = kernel_manager(self._client)  # encrypted: no "running over TCP" warning
+        self._client.output = kept_output(self._client.output, OUTPUT_BYTES)
         self._fresh_folders()
         if self.sandboxed:  # the kernel confines itself before it starts: see helpers.course.sandbox
             km, launch = self._client.km, self._client.km.format_kernel_cmd
@@ -224,6 +226,35 @@ class Kernel:
         return None
 
 
+# what the grader keeps of one cell's output: it grades values and errors, never what a cell prints, and nbclient
+# keeps every output in the grader's memory (a helper's cell printed 1.5 GB, and the grader grew to 2.4 GB)
+OUTPUT_BYTES = 1 << 20
+
+
+def kept_output(output, limit: int):
+    """nbclient's ``output`` (one output message of a cell into its outputs) keeping at most ``limit`` bytes of a
+    cell's outputs; past that, one line says how much was left out."""
+    kept: dict[int, int] = {}
+
+    def keep(outs, msg, display_id, cell_index):
+        size = len(json.dumps(msg.get("content", {}), default=str))
+        before = kept.get(cell_index, 0)
+        kept[cell_index] = before + size
+        if before + size <= limit:
+            return output(outs, msg, display_id, cell_index)
+        if before <= limit:  # the first output past the limit: a line instead
+            outs.append(nbformat_stream(f"[the grader keeps the first {limit:,} bytes of a cell's output]\n"))
+        return None
+
+    return keep
+
+
+def nbformat_stream(text: str):
+    import nbformat  # optional ([dev] extra)
+
+    return nbformat.v4.new_output("stream", name="stderr", text=text)
+
+
 # a confined kernel's folders of its own, made afresh at each start: its temporary files; IPython's settings and history
 # (~/.ipython holds every cell any kernel ran, solutions too, and its startup scripts run in every later kernel); the
 # caches (~/.cache outlives a grade: what one kernel saved there, the reference's cells, another would read)
@@ -237,11 +268,18 @@ KERNEL_FOLDERS = {
 }
 
 
+# the devices a kernel writes to (a discarded output, random bytes, a terminal); not /dev/shm or /dev/mqueue, which
+# outlive the grade: a kernel wrote the reference solutions restored into it there and the next grade read them back
+# (a helper's 19/22 on notebook 01, 2026-12-07)
+KERNEL_DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts")
+
+
 def kernel_writable(folders: list[Path]) -> list[Path]:
     """Where a confined kernel may write: ``folders`` (the grader's: the kernel's working folder and its
-    :data:`KERNEL_FOLDERS`, the probes' values), /dev and the reports folder; not the machine's temporary folder,
-    where a course checkout may lie, nor anything that outlives the grade (~/.cache, ~/.ipython, Jupyter's folders)."""
-    return [*folders, Path("/dev"), runtime.reports_dir()]
+    :data:`KERNEL_FOLDERS`, the probes' values), the :data:`KERNEL_DEVICES` and the reports folder (the grader gives
+    each grade one of its own); not the machine's temporary folder, where a course checkout may lie, nor anything that
+    outlives the grade (~/.cache, ~/.ipython, Jupyter's folders, /dev/shm)."""
+    return [*folders, *(Path("/dev") / name for name in KERNEL_DEVICES), runtime.reports_dir()]
 
 
 def kernel_readable() -> list[Path]:

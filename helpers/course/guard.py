@@ -29,6 +29,7 @@ import importlib
 import inspect
 import sys
 import sysconfig
+import threading
 import types
 from pathlib import Path
 
@@ -214,28 +215,90 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(str(p) for p in paths if p)
 
 
+def _in_a_thread_of_its_own() -> bool:
+    """Whether this is a thread other than the main one, where the grader runs every cell: a stack that ends there
+    without a student's frame was started by someone's code (a student's ``ThreadPoolExecutor(1).submit(reference)``
+    took 2.1, 2.9 and 5.2, a helper, 2026-12-07), and the guard counts it as the student's."""
+    return threading.current_thread() is not threading.main_thread()
+
+
+@functools.cache
+def _package_codes(module_name: str) -> frozenset[int]:
+    """The ids of every code object of a loaded module of the package: its functions' and classes' (methods,
+    properties, static and class methods), and those nested in them (inner functions, comprehensions)."""
+    module, codes, seen = sys.modules[module_name], [], set()
+
+    def add(value):
+        if isinstance(value, staticmethod | classmethod):
+            value = value.__func__
+        if isinstance(value, property):
+            for part in (value.fget, value.fset, value.fdel):
+                add(part)
+        elif isinstance(value, type) and value.__module__ == module_name and id(value) not in seen:
+            seen.add(id(value))
+            for member in vars(value).values():
+                add(member)
+        elif isinstance(value, types.FunctionType | types.CodeType):
+            code = value if isinstance(value, types.CodeType) else value.__code__
+            codes.append(code)
+            for const in code.co_consts:
+                if isinstance(const, types.CodeType):
+                    add(const)
+
+    for value in list(vars(module).values()):
+        add(getattr(value, "__wrapped__", None))  # a function under functools.cache, say
+        add(value)
+    _package_codes.keep[module_name] = codes  # alive, so that no other object takes one of their ids
+    return frozenset(id(c) for c in codes)
+
+
+_package_codes.keep = {}
+
+
+def _package_frame(frame) -> bool:
+    """Whether ``frame`` runs a function of a loaded module of the package, in that module: not code a student
+    compiled under a file name beneath ``helpers/`` (a helper took 2.1 that way, 2026-12-07)."""
+    name = frame.f_globals.get("__name__", "")
+    module = sys.modules.get(name) if name == "helpers" or name.startswith("helpers.") else None
+    if (
+        module is None
+        or vars(module) is not frame.f_globals
+        or getattr(module, "__file__", None) != frame.f_code.co_filename
+    ):
+        return False
+    return frame.f_code.co_name == "<module>" or id(frame.f_code) in _package_codes(name)
+
+
 def _called_from_student(frame) -> bool:
     """Whether the code that called is the student's. Library frames (torch's ``Module.__call__``, sacreBLEU's
     wrappers) and the notebook's own cells (a check's functions) are looked through: a student's function that calls a
     check's function that calls the reference is the student calling it. The first frame of the student's cell or of
-    the package decides (the package's model calls its own attention while a check runs it for the student)."""
+    the package decides (the package's model calls its own attention while a check runs it for the student); a stack
+    that ends in a thread of its own is the student's (:func:`_in_a_thread_of_its_own`)."""
     while frame is not None:
         name = frame.f_code.co_filename
         if name.startswith(STUDENT_FILE):
             return True
-        if name.startswith(_HELPERS_DIR):
+        if name.startswith(_HELPERS_DIR) and _package_frame(frame):
             return False
-        frame = frame.f_back  # a library's frame, or a notebook cell's: look through
-    return False
+        frame = (
+            frame.f_back
+        )  # a library's frame, or a notebook cell's, or code compiled under another name: look through
+    return _in_a_thread_of_its_own()
 
 
 def _inside(frame, function: str) -> bool:
-    """Whether a frame of the student's function named ``function`` is on the stack below ``frame``."""
+    """Whether the student's function ``function`` runs on the stack below ``frame``: a student's frame of that name,
+    or of the function that name holds in the student's namespace (``stable_softmax = _f`` took 1.2 by name alone, a
+    helper, 2026-12-07); in a thread of its own, always."""
     while frame is not None:
-        if frame.f_code.co_name == function and frame.f_code.co_filename.startswith(STUDENT_FILE):
+        code = frame.f_code
+        if code.co_filename.startswith(STUDENT_FILE) and (
+            code.co_name == function or getattr(frame.f_globals.get(function), "__code__", None) is code
+        ):
             return True
         frame = frame.f_back
-    return False
+    return _in_a_thread_of_its_own()
 
 
 def _out_of_reach(original, exercise: str, dotted: str, inside: tuple[str, str] | None = None):

@@ -122,3 +122,30 @@ def test_kill_descendants_ends_a_detached_grandchild_and_spares_what_was_there_b
     assert daemon not in executors.descendants() and keep.poll() is None, "what was there before is left alone"
     keep.kill()
     keep.wait()
+
+
+@pytest.mark.grading
+def test_the_grader_keeps_a_megabyte_of_a_cells_output_not_all_of_it(tmp_path, monkeypatch):
+    """nbclient keeps every output of a cell in the grader's memory: a helper's cell printed 150 lines of 10 MB and
+    the grader grew to 2.4 GB (2026-12-07). The kernel keeps the first OUTPUT_BYTES of a cell's output and says so;
+    the cell still runs to its end, and an error after the flood still comes back. The control: with no cap the
+    same cell's outputs all stay."""
+    from helpers.course import executors
+
+    flood = "import sys\nfor _ in range(8):\n    sys.stdout.write('x' * 1_000_000 + '\\n'); sys.stdout.flush()\n"
+    monkeypatch.setattr(executors, "OUTPUT_BYTES", 2_500_000)
+    ex = executors.Kernel(tmp_path, timeout=120)
+    with ex.session():
+        assert ex.run(flood + "done = True", "flood") is None
+        kept = sum(len(o.get("text", "")) for o in ex._nb.cells[-1].outputs)
+        assert 1_000_000 <= kept <= 2_600_000, kept
+        assert "keeps the first 2,500,000 bytes" in ex._nb.cells[-1].outputs[-1]["text"]
+        assert ex.run("assert done\n" + flood + "raise ValueError('after the flood')", "error") == (
+            "ValueError",
+            "after the flood",
+        )
+    monkeypatch.setattr(executors, "OUTPUT_BYTES", 10**12)
+    ex = executors.Kernel(tmp_path, timeout=120)
+    with ex.session():
+        assert ex.run(flood, "flood") is None
+        assert sum(len(o.get("text", "")) for o in ex._nb.cells[-1].outputs) >= 8_000_000

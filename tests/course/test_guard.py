@@ -187,3 +187,76 @@ def test_what_an_exercises_function_may_not_call_raises_inside_it_and_nowhere_el
         assert namespace["size"] == 9
     finally:
         guard.end()
+
+
+def test_a_thread_or_a_file_name_beneath_helpers_does_not_take_the_reference_out_of_the_guard(guarded):
+    """Two ways a helper earned exercises on 2026-12-07, each in one or two lines of a solution: the reference called
+    from a thread of the student's (2.1, 2.9, 5.2: the thread's stack holds no student frame), and from code the
+    student compiled under a file name beneath helpers/, or in a package module's namespace (2.1: the guard took it
+    for the package). Each raises now. The controls: the package's own code, in a thread or called by the student,
+    still reaches the reference (the package's model calls it when a check runs the model for the student)."""
+    import concurrent.futures
+    import os
+
+    import helpers
+
+    namespace = {}
+    _as_student(
+        "import concurrent.futures\nfrom helpers.nn.model import sinusoidal_table\n"
+        "def pooled(n, d):\n"
+        "    return concurrent.futures.ThreadPoolExecutor(1).submit(sinusoidal_table, n, d).result()\n",
+        namespace,
+    )
+    with pytest.raises(guard.ReferenceOutOfReach, match="Exercise 9.1"):
+        namespace["pooled"](4, 6)
+    fake = os.path.join(os.path.dirname(helpers.__file__), "x.py")
+    _as_student(
+        "def spoofed(n, d):\n    ns = {'f': sinusoidal_table}\n"
+        f"    exec(compile('def g(a, b): return f(a, b)', {fake!r}, 'exec'), ns)\n    return ns['g'](n, d)\n"
+        "from helpers.nn import model\n"
+        "def in_the_module(n, d):\n"
+        "    g = eval(compile('lambda a, b: sinusoidal_table(a, b)', model.__file__, 'eval'), vars(model))\n"
+        "    return g(n, d)\n",
+        namespace,
+    )
+    for name in ("spoofed", "in_the_module"):
+        with pytest.raises(guard.ReferenceOutOfReach, match="Exercise 9.1"):
+            namespace[name](4, 6)
+    cfg = M.ModelConfig(vocab_size=10, max_len=8, n_layer=1, n_head=2, d_model=8, positional="sinusoidal")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        assert pool.submit(M.DecoderOnlyTransformer, cfg).result().pos_table.shape == (8, 8)
+    _as_student(
+        "from helpers.nn import model\ndef build(cfg):\n    return model.DecoderOnlyTransformer(cfg)", namespace
+    )
+    assert namespace["build"](cfg).pos_table.shape == (8, 8)
+
+
+def test_a_function_renamed_or_run_in_a_thread_is_still_the_exercises_function():
+    """``stable_softmax = _f`` (a helper's 1.2, 2026-12-07): _f's frame is stable_softmax's, so the softmax it calls
+    raises; the control, a student function of another name not bound to stable_softmax, still may call it. And
+    2.9's count_parameters building its module in a thread (the thread's stack holds no count_parameters) raises."""
+    namespace = {}
+    guard.begin("1.2")
+    try:
+        _as_student(
+            "import torch\ndef _f(s):\n    return getattr(torch, 'soft' + 'max')(s, -1)\nstable_softmax = _f\n"
+            "def other(s):\n    return torch.softmax(s, -1)\n",
+            namespace,
+        )
+        with pytest.raises(guard.ReferenceOutOfReach, match="stable_softmax may not call torch.softmax"):
+            namespace["stable_softmax"](torch.zeros(3))
+        assert namespace["other"](torch.zeros(2)).sum() == 1
+    finally:
+        guard.end()
+    guard.begin("2.9")
+    try:
+        _as_student(
+            "import concurrent.futures, torch\ndef count_parameters(cfg):\n"
+            "    with concurrent.futures.ThreadPoolExecutor(1) as pool:\n"
+            "        return sum(p.numel() for p in pool.submit(torch.nn.Linear, 2, 3).result().parameters())\n",
+            namespace,
+        )
+        with pytest.raises(guard.ReferenceOutOfReach, match="count_parameters may not call torch.nn.Module.__init__"):
+            namespace["count_parameters"](None)
+    finally:
+        guard.end()

@@ -252,3 +252,29 @@ def test_a_confined_kernel_writes_its_output_to_its_own_file_not_the_grader_s(tm
     plain = subprocess.run(sandbox.command([sys.executable, "-c", script], [], [tmp_path]), capture_output=True,
                            text=True, encoding="utf-8")  # fmt: skip
     assert "Total: 22/22" in plain.stdout  # the control: without a file, the grader's output takes it
+
+
+@LANDLOCK
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="this system has no /dev/shm")
+def test_a_confined_kernel_writes_to_devices_but_leaves_nothing_that_outlives_the_grade(tmp_path):
+    """/dev/shm outlives the grade: a helper's kernel wrote there the reference solutions the grader had restored into
+    it, and the next grade of a copy with every exercise a stub read them back and passed 19 of 22 points. Confined
+    with the grader's rules, the kernel still writes /dev/null and reads /dev/urandom, but creates nothing in /dev/shm;
+    the control: the same script unconfined creates the file."""
+    name = f"/dev/shm/course-test-{os.getpid()}"
+    script = (
+        "import os\nopen('/dev/null', 'w').write('x')\nassert len(open('/dev/urandom', 'rb').read(4)) == 4\n"
+        f"try:\n    open({name!r}, 'w').write('attend')\n    print('shm ok')\nexcept PermissionError:\n"
+        "    print('shm denied')\n"
+    )
+    cmd = sandbox.command([sys.executable, "-c", script], [], executors.kernel_writable([tmp_path]), None,
+                          [*executors.kernel_readable(), tmp_path])  # fmt: skip
+    try:
+        confined = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", timeout=60)
+        assert confined.stdout.split() == ["shm", "denied"], confined.stdout + confined.stderr
+        assert not os.path.exists(name)
+        plain = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, encoding="utf-8")
+        assert plain.stdout.split() == ["shm", "ok"] and os.path.exists(name), plain.stdout + plain.stderr
+    finally:
+        if os.path.exists(name):
+            os.unlink(name)

@@ -101,6 +101,52 @@ CATALOGUE = [
         [(SOFTMAX_FIRST_LINE, "    return getattr(torch, 'soft' + 'max')(scores, -1)\n" + SOFTMAX_FIRST_LINE)],
         "ReferenceOutOfReach",
     ),
+    # the same softmax from a function of another name bound to stable_softmax (a helper, 2026-12-07): the guard
+    # took the exercise's function by its name alone
+    (
+        "01",
+        "1.2",
+        "trick: torch's softmax from a function renamed stable_softmax",
+        [
+            (
+                "    return e / e.sum(dim=-1, keepdim=True)  # the denominator is >= 1: no 0/0 either\n    # END SOLUTION\n",
+                "    return e / e.sum(dim=-1, keepdim=True)  # the denominator is >= 1: no 0/0 either\n    # END SOLUTION\n"
+                "\n\ndef _f(scores):\n    return getattr(torch, 'soft' + 'max')(scores, -1)\n\n\nstable_softmax = _f\n",
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    # the package's table called from a thread (a helper, 2026-12-07: the thread's stack held no frame of the
+    # student's), and from code compiled under a file name beneath helpers/ (the guard took it for the package's)
+    (
+        "02",
+        "2.1",
+        "trick: the package's sinusoidal_table called in a thread",
+        [
+            (
+                PE_FIRST_LINE,
+                "    import concurrent.futures\n\n    from helpers.nn.model import sinusoidal_table\n\n"
+                "    with concurrent.futures.ThreadPoolExecutor(1) as pool:\n"
+                "        return pool.submit(sinusoidal_table, max_len, d_model).result()\n" + PE_FIRST_LINE,
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
+    (
+        "02",
+        "2.1",
+        "trick: the package's sinusoidal_table called from code compiled under a file name of the package",
+        [
+            (
+                PE_FIRST_LINE,
+                "    import helpers.nn.model as package\n\n"
+                "    named = {'table': package.sinusoidal_table}\n"
+                "    exec(compile('def g(n, d): return table(n, d)', package.__file__, 'exec'), named)\n"
+                "    return named['g'](max_len, d_model)\n" + PE_FIRST_LINE,
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
     # a module built to count its parameters, the check's watch on Module.__init__ (a profile hook) switched off first
     # (a helper, 2026-12-07): building a module is out of reach for 2.9 whatever hook is left
     (
