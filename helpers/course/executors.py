@@ -268,10 +268,10 @@ KERNEL_FOLDERS = {
 }
 
 
-# the devices a kernel writes to (a discarded output, random bytes, a terminal); not /dev/shm or /dev/mqueue, which
-# outlive the grade: a kernel wrote the reference solutions restored into it there and the next grade read them back
-# (a helper's 19/22 on notebook 01, 2026-12-07)
-KERNEL_DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts")
+# the devices a kernel writes to (a discarded output, random bytes); not /dev/shm or /dev/mqueue, which outlive the
+# grade (a kernel wrote the reference solutions restored into it there and the next grade read them back: a helper's
+# 19/22 on notebook 01, 2026-12-07), nor a terminal (/dev/tty, /dev/pts: the instructor's, where a kernel could print)
+KERNEL_DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
 def kernel_writable(folders: list[Path]) -> list[Path]:

@@ -123,6 +123,9 @@ REFERENCES: dict[str, list[str]] = {
         "sacrebleu.metrics.bleu.BLEU.corpus_score",
         "sacrebleu.metrics.bleu.BLEU.compute_bleu",
         "sacrebleu.metrics.bleu.BLEU._extract_corpus_statistics",
+        # the clipped n-gram counts of one sentence, and a reference's n-grams (a helper's 3.5, 2026-12-07)
+        "sacrebleu.metrics.bleu.BLEU._compute_segment_statistics",
+        "sacrebleu.metrics.bleu.BLEU._extract_reference_info",
         "helpers.evaluation.evaluate.score",
         "helpers.evaluation.evaluate.sentence_bleu_counts",
         "helpers.evaluation.evaluate.corpus_bleu_from_counts",
@@ -142,6 +145,7 @@ REFERENCES: dict[str, list[str]] = {
     "6.1": [
         "helpers.knowledge.accuracy",
         "helpers.knowledge.normalise_answer",
+        "helpers.knowledge.answer_profile",  # the accuracy among other figures (a helper's 6.1, 2026-12-07)
         "helpers.course.check_inputs.drawn_answer_sets",
     ],
     "6.2": ["helpers.knowledge.majority_answer"],
@@ -156,6 +160,7 @@ REFERENCES: dict[str, list[str]] = {
         "helpers.embeddings.put_word_vectors",
         "helpers.embeddings.word2vec_embeddings",
         "helpers.embeddings.start_embeddings",
+        "helpers.embeddings._word2vec_rows",  # the rows, centred and scaled: the exercise (a helper's 6.7, 2026-12-07)
     ],
 }
 
@@ -183,8 +188,17 @@ INSIDE: dict[str, tuple[str, list[str], str]] = {
 }  # fmt: skip
 
 _WATCHED_MODULES = (
-    "builtins", "math", "decimal", "operator", "random", "torch", "torch.nn.functional", "torch.testing", "numpy"
-)  # fmt: skip
+    "builtins",
+    "math",
+    "decimal",
+    "operator",
+    "random",
+    "json",
+    "torch",
+    "torch.nn.functional",
+    "torch.testing",
+    "numpy",
+)  # fmt: skip  (json: the probes write their values with json.dumps)
 _IGNORED_NAMES = {"_", "__", "___", "input", "raw_input"}  # what an interactive prompt (ipykernel) rebinds per cell
 _MISSING = object()
 _HELPERS_DIR = str(Path(__file__).resolve().parents[1])
@@ -335,6 +349,22 @@ def _resolve(dotted: str) -> tuple[object, str]:
     raise ImportError(f"{dotted}: no such module")
 
 
+def _other_bindings(original, owner) -> list[tuple[object, str]]:
+    """Where else a loaded module of the package holds ``original`` by a name of its own: ``from .train import
+    train`` in ``helpers.training.sizing`` kept the package's training loop in reach for 3.3 (a helper, 2026-12-07)."""
+    if not isinstance(original, types.FunctionType):
+        return []
+    return [
+        (module, name)
+        for module_name, module in list(sys.modules.items())
+        if (module_name == "helpers" or module_name.startswith("helpers."))
+        and module is not None
+        and module is not owner
+        for name, value in list(vars(module).items())
+        if value is original
+    ]
+
+
 def _put_out_of_reach(owner, attribute: str, exercise: str, dotted: str, inside=None) -> None:
     raw = inspect.getattr_static(owner, attribute)
     _State.poisoned.append((owner, attribute, raw if attribute in vars(owner) else _MISSING))
@@ -353,13 +383,17 @@ def _is_code(value) -> bool:
 
 
 def _namespaces() -> dict[str, object]:
-    """What is watched, by name: the modules above, ``torch.Tensor`` and every loaded module of the package."""
+    """What is watched, by name: the modules above, ``torch.Tensor``, every loaded module of the package and the
+    classes each defines."""
     owners = {name: sys.modules[name] for name in _WATCHED_MODULES if sys.modules.get(name) is not None}
     if "torch" in owners:
         owners["torch.Tensor"] = owners["torch"].Tensor
     for name, module in list(sys.modules.items()):
         if (name == "helpers" or name.startswith("helpers.")) and module is not None:
             owners[name] = module
+            for attribute, value in list(vars(module).items()):  # its classes' methods too (a check's recorder's)
+                if isinstance(value, type) and value.__module__ == name:
+                    owners[f"{name}.{attribute}"] = value
     return owners
 
 
@@ -387,7 +421,10 @@ def begin(exercise: str) -> None:
     end()
     for dotted in REFERENCES.get(exercise, []):
         owner, attribute = _resolve(dotted)
+        original = inspect.getattr_static(owner, attribute)
         _put_out_of_reach(owner, attribute, exercise, dotted)
+        for module, name in _other_bindings(original, owner):
+            _put_out_of_reach(module, name, exercise, dotted)
     if exercise in INSIDE:
         function, names, why = INSIDE[exercise]
         for dotted in names:

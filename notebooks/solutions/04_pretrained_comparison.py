@@ -945,6 +945,19 @@ def word_counts(seed):
     return [(np.stack([fixed.integers(0, 8, size=50), np.full(50, 10)], axis=1), None), (drawn, seed)]
 
 
+def paired_systems(seed):
+    """Two systems' counts (right, words) on the same 40 to 80 sentences drawn from `seed`: B gets one word more right
+    than A in about 30 % of them and one fewer in two fewer sentences, so that neither the sign of the whole
+    difference nor a p of 0 or 1 answers; and the bootstrap seed to run them with."""
+    rng = np.random.default_rng(seed + 1)
+    n = int(rng.integers(40, 81))
+    words = rng.integers(8, 16, size=n)
+    a = np.stack([rng.integers(1, words - 1), words], axis=1)
+    more = round(0.3 * n)
+    change = rng.permutation(np.r_[np.ones(more), -np.ones(more - 2), np.zeros(n - 2 * more + 2)]).astype(np.int64)
+    return a, a + np.stack([change, np.zeros(n, dtype=np.int64)], axis=1), int(rng.integers(0, 2**31))
+
+
 def plain(value):
     """A solution's result as plain values: numpy numbers as numbers, arrays and tuples as lists."""
     if isinstance(value, dict):
@@ -963,10 +976,12 @@ def probe_bootstrap(bootstrap_fn, stats_fn, bleu_fn, seed=0):
         same = bootstrap_fn(sys_a, sys_a, score=right_fraction, n_samples=200, **given)
         ahead = bootstrap_fn(sys_a, sys_a + [1, 0], score=right_fraction, n_samples=200, **given)
         cases.append({"same": plain(same), "ahead": plain(ahead)})
+    sys_a, sys_b, boot_seed = paired_systems(seed)
+    drawn = bootstrap_fn(sys_a, sys_b, score=right_fraction, n_samples=4000, seed=boot_seed)
     saved = runtime.reference_outputs("04_paired_bootstrap.json")
     stats_a, stats_b = stats_fn(saved["hyps_a"], saved["refs"]), stats_fn(saved["hyps_b"], saved["refs"])
     got = bootstrap_fn(stats_a, stats_b, n_samples=saved["n_samples"], seed=saved["seed"])
-    return {"cases": cases, "bleu_a": plain(bleu_fn(stats_a.sum(axis=0))), "saved": plain(got)}
+    return {"cases": cases, "drawn": plain(drawn), "bleu_a": plain(bleu_fn(stats_a.sum(axis=0))), "saved": plain(got)}
 
 
 # %% tags=["check"]
@@ -999,6 +1014,19 @@ def verify_bootstrap(values, seed=0):
     assert max(abs(low - saved["interval"][0]), abs(high - saved["interval"][1])) < saved["interval_tolerance"], (
         f"interval ({low:.2f}, {high:.2f}), expected ({saved['interval'][0]:.2f}, {saved['interval'][1]:.2f}) ± "
         f"{saved['interval_tolerance']}: the 2.5th and 97.5th percentiles of the resampled differences B - A"
+    )
+    # systems drawn from the seed, against paired_bootstrap (in the grader, the course's; here, yours): a saved answer
+    # cannot stand in, and another way of drawing the indices moves p by about 0.01 (4,000 resamples)
+    sys_a, sys_b, boot_seed = paired_systems(seed)
+    want, got = paired_bootstrap(sys_a, sys_b, score=right_fraction, n_samples=4000, seed=boot_seed), values["drawn"]
+    width = want["interval"][1] - want["interval"][0]
+    assert abs(got["p_value"] - want["p_value"]) < 0.05 and all(
+        abs(g - w) < 0.1 * width for g, w in zip(got["interval"], want["interval"], strict=True)
+    ), (
+        "systems drawn from the check's seed: p = {:.3f}, interval ({:.4f}, {:.4f}), where a paired bootstrap of the "
+        "same sentences gives p = {:.3f} ± 0.05 and ({:.4f}, {:.4f}) ± {:.4f}".format(
+            got["p_value"], *got["interval"], want["p_value"], *want["interval"], 0.1 * width
+        )
     )
 
 

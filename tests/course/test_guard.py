@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import builtins
+import json
 import math
 
 import pytest
 import torch
 
-from helpers.course import guard
+from helpers.course import checks, guard
 from helpers.nn import model as M
 
 
@@ -260,3 +261,49 @@ def test_a_function_renamed_or_run_in_a_thread_is_still_the_exercises_function()
             namespace["count_parameters"](None)
     finally:
         guard.end()
+
+
+def test_a_reference_bound_under_its_name_in_another_package_module_is_out_of_reach_there_too(monkeypatch):
+    """helpers.training.sizing imported ``train`` before the guard began: ``sizing.train(...)`` ran the package's
+    training loop for 3.3 (a helper, 2026-12-07). Every loaded module's binding of the reference is put out of reach,
+    and put back after. The control: the module the reference lives in was the only one poisoned before."""
+    from helpers.training import pretrain, sizing
+    from helpers.training import train as T
+
+    original = T.train
+    assert sizing.train is original and pretrain.train is original
+    monkeypatch.setattr(guard, "REFERENCES", {"9.3": ["helpers.training.train.train"]})
+    namespace = {}
+    guard.begin("9.3")
+    try:
+        _as_student(
+            "from helpers.training import pretrain, sizing\n"
+            "def via_sizing():\n    return sizing.train(None, None, None, None, None)\n"
+            "def via_pretrain():\n    return pretrain.train(None, None, None, None, None)\n",
+            namespace,
+        )
+        for name in ("via_sizing", "via_pretrain"):
+            with pytest.raises(guard.ReferenceOutOfReach, match="Exercise 9.3: helpers.training.train.train"):
+                namespace[name]()
+        assert guard._other_bindings(original, T) == [], "all of them poisoned: none holds the original now"
+    finally:
+        guard.end()
+    assert sizing.train is original and pretrain.train is original and T.train is original
+    assert (sizing, "train") in guard._other_bindings(original, T), "the control: the binding the guard must find"
+
+
+def test_a_method_of_a_package_class_or_json_patched_is_put_back_and_named(guarded):
+    """The guard noted the package's module-level names only: a check's recorder's method (checks.RecordingScaler.step)
+    or json.dumps, with which the probes write their values, could be replaced unseen (a helper's lead, 2026-12-07).
+    Both are now watched: put back, and named. The control: an honest cell that reads them changes nothing."""
+    step, dumps = checks.RecordingScaler.step, json.dumps
+    _as_student("from helpers.course import checks\nseen = checks.RecordingScaler.step\n", {})
+    guard.verify()
+    _as_student("from helpers.course import checks\nchecks.RecordingScaler.step = lambda self, opt: None\n", {})
+    with pytest.raises(guard.TamperError, match=r"helpers\.course\.checks\.RecordingScaler\.step"):
+        guard.verify()
+    assert checks.RecordingScaler.step is step
+    _as_student("import json\njson.dumps = lambda value, **kw: '{}'\n", {})
+    with pytest.raises(guard.TamperError, match=r"json\.dumps"):
+        guard.verify()
+    assert json.dumps is dumps

@@ -27,7 +27,28 @@ DRIVER_ANSWERS = (
 )
 WRITE_ROWS = "    with torch.no_grad():\n        model.tok_emb.weight[ids] = X.to(model.tok_emb.weight.dtype)\n"
 
+BOOTSTRAP_FIRST_LINE = "    stats_a, stats_b = np.asarray(stats_a), np.asarray(stats_b)\n"
+
 CATALOGUE = [
+    # 4.3 (a helper, 2026-12-07): the saved case's answer read from the file the check reads too, and every other case
+    # answered by the sign of the whole difference, with no resampling at all; the check's systems drawn from its
+    # seed, against the course's bootstrap in the grader, now need a p-value and an interval of a real bootstrap
+    (
+        "04",
+        "4.3",
+        "forgery: the saved answer read back, and no resampling",
+        [
+            (
+                BOOTSTRAP_FIRST_LINE,
+                "    saved = runtime.reference_outputs('04_paired_bootstrap.json')\n"
+                "    d = score(np.asarray(stats_b).sum(axis=0)) - score(np.asarray(stats_a).sum(axis=0))\n"
+                "    if n_samples == saved['n_samples'] and seed == saved['seed']:\n"
+                "        return {'difference': d, 'p_value': saved['p_value'], 'interval': tuple(saved['interval'])}\n"
+                "    return {'difference': d, 'p_value': float(d <= 0), 'interval': (d, d)}\n" + BOOTSTRAP_FIRST_LINE,
+            )
+        ],
+        "AssertionError: systems drawn from the check's seed",
+    ),
     (
         "04",
         "4.2",

@@ -147,6 +147,23 @@ CATALOGUE = [
         ],
         "ReferenceOutOfReach",
     ),
+    # the package's training loop through another module's name for it (helpers.training.sizing imported it before
+    # the guard began; a helper, 2026-12-07): every loaded module's binding is out of reach
+    (
+        "03",
+        "3.3",
+        "trick: the package's train, bound in helpers.training.sizing",
+        [
+            (
+                "        with train.autocast_context(run.device, run.precision):  # fp16 on a T4, bf16 where native, fp32 on CPU\n",
+                "        from helpers.training import sizing\n\n"
+                "        run.close()\n"
+                "        return sizing.train(model, batcher, valid_batches, cfg, out_dir, **run_options)\n"
+                "        with train.autocast_context(run.device, run.precision):  # fp16 on a T4, bf16 where native, fp32 on CPU\n",
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
     # a module built to count its parameters, the check's watch on Module.__init__ (a profile hook) switched off first
     # (a helper, 2026-12-07): building a module is out of reach for 2.9 whatever hook is left
     (
