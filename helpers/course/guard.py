@@ -239,17 +239,23 @@ def _in_a_thread_of_its_own() -> bool:
 @functools.cache
 def _package_codes(module_name: str) -> frozenset[int]:
     """The ids of every code object of a loaded module of the package: its functions' and classes' (methods,
-    properties, static and class methods), and those nested in them (inner functions, comprehensions)."""
+    properties, static and class methods, and what a decorator such as ``torch.no_grad()`` or ``functools.cache``
+    wraps), and those nested in them (inner functions, comprehensions). :func:`begin` reads them afresh before it
+    puts anything out of reach, so that the originals are read, not their stand-ins."""
     module, codes, seen = sys.modules[module_name], [], set()
 
     def add(value):
-        if isinstance(value, staticmethod | classmethod):
-            value = value.__func__
-        if isinstance(value, property):
-            for part in (value.fget, value.fset, value.fdel):
-                add(part)
-        elif isinstance(value, type) and value.__module__ == module_name and id(value) not in seen:
-            seen.add(id(value))
+        if value is None or id(value) in seen:
+            return
+        seen.add(id(value))
+        if callable(value) or isinstance(value, property | staticmethod | classmethod | functools.cached_property):
+            for inner in ("__wrapped__", "__func__", "func", "fget", "fset", "fdel"):  # decorators, descriptors
+                if not isinstance(value, type):
+                    try:
+                        add(getattr(value, inner, None))
+                    except Exception:  # noqa: BLE001, S112  (an object's own __getattr__ may raise anything)
+                        continue
+        if isinstance(value, type) and value.__module__ == module_name:
             for member in vars(value).values():
                 add(member)
         elif isinstance(value, types.FunctionType | types.CodeType):
@@ -260,7 +266,6 @@ def _package_codes(module_name: str) -> frozenset[int]:
                     add(const)
 
     for value in list(vars(module).values()):
-        add(getattr(value, "__wrapped__", None))  # a function under functools.cache, say
         add(value)
     _package_codes.keep[module_name] = codes  # alive, so that no other object takes one of their ids
     return frozenset(id(c) for c in codes)
@@ -301,6 +306,15 @@ def _called_from_student(frame) -> bool:
     return _in_a_thread_of_its_own()
 
 
+def _innermost_code(value):
+    """The code of the function ``value`` holds, under any decorators of its own (not a decorator's wrapper, which
+    every function it decorates shares: a student's ``@timed`` on two functions, a helper's review, 2026-12-07)."""
+    try:
+        return getattr(inspect.unwrap(value), "__code__", None) if value is not None else None
+    except ValueError:  # a cycle of __wrapped__
+        return None
+
+
 def _inside(frame, function: str) -> bool:
     """Whether the student's function ``function`` runs on the stack below ``frame``: a student's frame of that name,
     or of the function that name holds in the student's namespace (``stable_softmax = _f`` took 1.2 by name alone, a
@@ -308,7 +322,7 @@ def _inside(frame, function: str) -> bool:
     while frame is not None:
         code = frame.f_code
         if code.co_filename.startswith(STUDENT_FILE) and (
-            code.co_name == function or getattr(frame.f_globals.get(function), "__code__", None) is code
+            code.co_name == function or _innermost_code(frame.f_globals.get(function)) is code
         ):
             return True
         frame = frame.f_back
@@ -419,17 +433,21 @@ def _library_wrapper(new, old) -> bool:
 def begin(exercise: str) -> None:
     """Before an exercise's first cell: put its references out of the student's reach and note what is watched."""
     end()
-    for dotted in REFERENCES.get(exercise, []):
-        owner, attribute = _resolve(dotted)
+    references = [(dotted, *_resolve(dotted)) for dotted in REFERENCES.get(exercise, [])]  # imports what they need
+    inside = [(dotted, *_resolve(dotted)) for dotted in INSIDE.get(exercise, (None, []))[1]]
+    _package_codes.cache_clear()  # the package's own code, read before any stand-in takes a name
+    for name in [
+        n for n, m in list(sys.modules.items()) if m is not None and (n == "helpers" or n.startswith("helpers."))
+    ]:
+        _package_codes(name)
+    for dotted, owner, attribute in references:
         original = inspect.getattr_static(owner, attribute)
         _put_out_of_reach(owner, attribute, exercise, dotted)
         for module, name in _other_bindings(original, owner):
             _put_out_of_reach(module, name, exercise, dotted)
-    if exercise in INSIDE:
-        function, names, why = INSIDE[exercise]
-        for dotted in names:
-            owner, attribute = _resolve(dotted)
-            _put_out_of_reach(owner, attribute, exercise, dotted, (function, why))
+    for dotted, owner, attribute in inside:
+        function, _, why = INSIDE[exercise]
+        _put_out_of_reach(owner, attribute, exercise, dotted, (function, why))
     _State.exercise = exercise
     _State.saved = _snapshot()
 

@@ -926,7 +926,8 @@ def paired_bootstrap(stats_a, stats_b, score=bleu_from_stats, n_samples: int = 1
 # check's seed, then a saved case: two systems of 60 sentences whose outputs share most of their errors, against
 # a reference implementation run with 2,000 resamples (`data/reference/04_paired_bootstrap.json`). Another seed,
 # or another way of drawing the indices, moves the p-value by up to 0.03 (the tolerance); a test that is not paired
-# moves it by about 0.25.
+# moves it by about 0.25. Last, two systems drawn from the check's seed, run with 4,000 resamples, against a paired
+# bootstrap of the same sentences (here your own function; when the notebook is graded, the course's).
 
 
 # %% tags=["check"]
@@ -969,7 +970,8 @@ def plain(value):
 
 def probe_bootstrap(bootstrap_fn, stats_fn, bleu_fn, seed=0):
     """Runs your function on the known cases (two identical systems; B one word ahead in every sentence), fixed and
-    drawn from `seed`, then on the saved case with sentence_stats' counts (with its saved seed)."""
+    drawn from `seed`, on two systems drawn from `seed`, then on the saved case with sentence_stats' counts (with its
+    saved seed)."""
     cases = []
     for sys_a, boot_seed in word_counts(seed):
         given = {} if boot_seed is None else {"seed": boot_seed}
@@ -986,7 +988,8 @@ def probe_bootstrap(bootstrap_fn, stats_fn, bleu_fn, seed=0):
 
 # %% tags=["check"]
 def verify_bootstrap(values, seed=0):
-    """The known cases exactly; the saved case within the tolerances a reference measured over other seeds."""
+    """The known cases exactly; the saved case within the tolerances a reference measured over other seeds; the
+    drawn systems against paired_bootstrap on the same sentences."""
     for (sys_a, _), case in zip(word_counts(seed), values["cases"], strict=True):
         same, ahead = case["same"], case["ahead"]
         assert same["difference"] == 0 and same["p_value"] == 1.0, (
@@ -1019,6 +1022,10 @@ def verify_bootstrap(values, seed=0):
     # cannot stand in, and another way of drawing the indices moves p by about 0.01 (4,000 resamples)
     sys_a, sys_b, boot_seed = paired_systems(seed)
     want, got = paired_bootstrap(sys_a, sys_b, score=right_fraction, n_samples=4000, seed=boot_seed), values["drawn"]
+    assert got["interval"][1] > got["interval"][0], (
+        f"systems drawn from the check's seed: the interval {tuple(got['interval'])} has no width, where the "
+        "differences B - A of 4,000 resampled test sets vary from one resample to the next"
+    )
     width = want["interval"][1] - want["interval"][0]
     assert abs(got["p_value"] - want["p_value"]) < 0.05 and all(
         abs(g - w) < 0.1 * width for g, w in zip(got["interval"], want["interval"], strict=True)

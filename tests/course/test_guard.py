@@ -307,3 +307,61 @@ def test_a_method_of_a_package_class_or_json_patched_is_put_back_and_named(guard
     with pytest.raises(guard.TamperError, match=r"json\.dumps"):
         guard.verify()
     assert json.dumps is dumps
+
+
+def test_honest_code_the_new_rules_must_leave_alone(monkeypatch):
+    """A newcomer's review of the rules above (2026-12-07) found three honest solutions they failed: a student's own
+    decorator on stable_softmax and on another function (the decorator's wrapper, shared by both, was taken for
+    stable_softmax), a decorated method of the package (``attention_maps`` under ``torch.no_grad()``) not counted as
+    the package's, and the package's code read while an earlier exercise's stand-ins held its names. Each passes now;
+    the renamed function of 1.2 still raises under the student's decorator."""
+    namespace = {}
+    guard.begin("1.2")
+    try:
+        _as_student(
+            "import functools, torch\n"
+            "def timed(f):\n    @functools.wraps(f)\n    def wrapper(*a):\n        return f(*a)\n    return wrapper\n"
+            "@timed\ndef stable_softmax(s):\n    e = torch.exp(s - s.amax(-1, keepdim=True))\n"
+            "    return e / e.sum(-1, keepdim=True)\n"
+            "@timed\ndef library_softmax(s):\n    return torch.softmax(s, -1)\n"
+            "def _f(s):\n    return torch.softmax(s, -1)\n",
+            namespace,
+        )
+        assert (
+            namespace["library_softmax"](torch.zeros(2)).sum() == 1
+            and namespace["stable_softmax"](torch.zeros(2)).sum() == 1
+        )
+        _as_student("stable_softmax = timed(_f)\n", namespace)
+        with pytest.raises(guard.ReferenceOutOfReach, match="stable_softmax may not call torch.softmax"):
+            namespace["stable_softmax"](torch.zeros(3))
+    finally:
+        guard.end()
+    monkeypatch.setattr(
+        guard,
+        "REFERENCES",
+        {"9.4": ["helpers.nn.model.explicit_attention"], "9.5": ["helpers.nn.model.build_attention_mask"]},
+    )
+    cfg = M.ModelConfig(vocab_size=10, max_len=8, n_layer=1, n_head=2, d_model=8)
+    model, ids = M.DecoderOnlyTransformer(cfg), torch.randint(4, 10, (1, 5))
+    q = torch.randn(1, 2, 5, 4)
+    _as_student(
+        "from helpers.nn import model as M\n"
+        "def maps(model, ids):\n    return model.attention_maps(ids)\n"
+        "def explicit(q):\n    return M.explicit_attention(q, q, q, None)[0]\n",
+        namespace,
+    )
+    guard.begin("9.4")
+    try:
+        guard._package_codes(
+            "helpers.nn.model"
+        )  # read while the stand-in holds explicit_attention's name (stale before)
+    finally:
+        guard.end()
+    guard.begin("9.5")
+    try:
+        assert len(namespace["maps"](model, ids)) == 1  # the decorated method calls build_attention_mask
+        assert namespace["explicit"](q).shape == q.shape  # the package's function calls it too
+        with pytest.raises(guard.ReferenceOutOfReach, match="Exercise 9.5"):  # the control: the student's own call
+            _as_student("M.build_attention_mask(5)\n", namespace)
+    finally:
+        guard.end()
