@@ -17,6 +17,13 @@ def _as_student(source: str, namespace: dict) -> None:
     exec(compile(source, guard.STUDENT_FILE + " test cell>", "exec"), namespace)
 
 
+def _each_raises(namespace: dict, names, match: str, *args) -> None:
+    """Each of the student's functions ``names``, called with ``args``, meets the guard."""
+    for name in names:
+        with pytest.raises(guard.ReferenceOutOfReach, match=match):
+            namespace[name](*args)
+
+
 @pytest.fixture
 def guarded(monkeypatch):
     monkeypatch.setattr(guard, "REFERENCES", {"9.1": ["helpers.nn.model.sinusoidal_table"]})
@@ -220,9 +227,7 @@ def test_a_thread_or_a_file_name_beneath_helpers_does_not_take_the_reference_out
         "    return g(n, d)\n",
         namespace,
     )
-    for name in ("spoofed", "in_the_module"):
-        with pytest.raises(guard.ReferenceOutOfReach, match="Exercise 9.1"):
-            namespace[name](4, 6)
+    _each_raises(namespace, ("spoofed", "in_the_module"), "Exercise 9.1", 4, 6)
     cfg = M.ModelConfig(vocab_size=10, max_len=8, n_layer=1, n_head=2, d_model=8, positional="sinusoidal")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         assert pool.submit(M.DecoderOnlyTransformer, cfg).result().pos_table.shape == (8, 8)
@@ -282,9 +287,7 @@ def test_a_reference_bound_under_its_name_in_another_package_module_is_out_of_re
             "def via_pretrain():\n    return pretrain.train(None, None, None, None, None)\n",
             namespace,
         )
-        for name in ("via_sizing", "via_pretrain"):
-            with pytest.raises(guard.ReferenceOutOfReach, match="Exercise 9.3: helpers.training.train.train"):
-                namespace[name]()
+        _each_raises(namespace, ("via_sizing", "via_pretrain"), "Exercise 9.3: helpers.training.train.train")
         assert guard._other_bindings(original, T) == [], "all of them poisoned: none holds the original now"
     finally:
         guard.end()
