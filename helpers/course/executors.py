@@ -243,16 +243,13 @@ def kept_output(output, limit: int):
         if before + size <= limit:
             return output(outs, msg, display_id, cell_index)
         if before <= limit:  # the first output past the limit: a line instead
-            outs.append(nbformat_stream(f"[the grader keeps the first {limit:,} bytes of a cell's output]\n"))
+            import nbformat  # optional ([dev] extra)
+
+            note = f"[the grader keeps the first {limit:,} bytes of a cell's output]\n"
+            outs.append(nbformat.v4.new_output("stream", name="stderr", text=note))
         return None
 
     return keep
-
-
-def nbformat_stream(text: str):
-    import nbformat  # optional ([dev] extra)
-
-    return nbformat.v4.new_output("stream", name="stderr", text=text)
 
 
 # a confined kernel's folders of its own, made afresh at each start: its temporary files; IPython's settings and history

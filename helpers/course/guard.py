@@ -187,18 +187,10 @@ INSIDE: dict[str, tuple[str, list[str], str]] = {
     "2.9": ("count_parameters", ["torch.nn.Module.__init__"], "the count must come from the sizes in cfg, building nothing"),
 }  # fmt: skip
 
+# json: the probes write their values with json.dumps
 _WATCHED_MODULES = (
-    "builtins",
-    "math",
-    "decimal",
-    "operator",
-    "random",
-    "json",
-    "torch",
-    "torch.nn.functional",
-    "torch.testing",
-    "numpy",
-)  # fmt: skip  (json: the probes write their values with json.dumps)
+    "builtins", "math", "decimal", "operator", "random", "json", "torch", "torch.nn.functional", "torch.testing", "numpy"
+)  # fmt: skip
 _IGNORED_NAMES = {"_", "__", "___", "input", "raw_input"}  # what an interactive prompt (ipykernel) rebinds per cell
 _MISSING = object()
 _HELPERS_DIR = str(Path(__file__).resolve().parents[1])
@@ -227,6 +219,15 @@ def _library_dirs() -> tuple[str, ...]:
     """Where installed libraries and the standard library live (the course package is told apart below)."""
     paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     return tuple(str(p) for p in paths if p)
+
+
+def _package_modules() -> dict[str, types.ModuleType]:
+    """The loaded modules of the package, by name."""
+    return {
+        name: module
+        for name, module in list(sys.modules.items())
+        if module is not None and (name == "helpers" or name.startswith("helpers."))
+    }
 
 
 def _in_a_thread_of_its_own() -> bool:
@@ -267,18 +268,18 @@ def _package_codes(module_name: str) -> frozenset[int]:
 
     for value in list(vars(module).values()):
         add(value)
-    _package_codes.keep[module_name] = codes  # alive, so that no other object takes one of their ids
+    _KEPT_CODES[module_name] = codes  # alive, so that no other object takes one of their ids
     return frozenset(id(c) for c in codes)
 
 
-_package_codes.keep = {}
+_KEPT_CODES: dict[str, list[types.CodeType]] = {}
 
 
 def _package_frame(frame) -> bool:
     """Whether ``frame`` runs a function of a loaded module of the package, in that module: not code a student
     compiled under a file name beneath ``helpers/`` (a helper took 2.1 that way, 2026-12-07)."""
     name = frame.f_globals.get("__name__", "")
-    module = sys.modules.get(name) if name == "helpers" or name.startswith("helpers.") else None
+    module = _package_modules().get(name)
     if (
         module is None
         or vars(module) is not frame.f_globals
@@ -300,9 +301,8 @@ def _called_from_student(frame) -> bool:
             return True
         if name.startswith(_HELPERS_DIR) and _package_frame(frame):
             return False
-        frame = (
-            frame.f_back
-        )  # a library's frame, or a notebook cell's, or code compiled under another name: look through
+        # a library's frame, or a notebook cell's, or code compiled under another name: look through
+        frame = frame.f_back
     return _in_a_thread_of_its_own()
 
 
@@ -370,10 +370,8 @@ def _other_bindings(original, owner) -> list[tuple[object, str]]:
         return []
     return [
         (module, name)
-        for module_name, module in list(sys.modules.items())
-        if (module_name == "helpers" or module_name.startswith("helpers."))
-        and module is not None
-        and module is not owner
+        for module in _package_modules().values()
+        if module is not owner
         for name, value in list(vars(module).items())
         if value is original
     ]
@@ -402,12 +400,11 @@ def _namespaces() -> dict[str, object]:
     owners = {name: sys.modules[name] for name in _WATCHED_MODULES if sys.modules.get(name) is not None}
     if "torch" in owners:
         owners["torch.Tensor"] = owners["torch"].Tensor
-    for name, module in list(sys.modules.items()):
-        if (name == "helpers" or name.startswith("helpers.")) and module is not None:
-            owners[name] = module
-            for attribute, value in list(vars(module).items()):  # its classes' methods too (a check's recorder's)
-                if isinstance(value, type) and value.__module__ == name:
-                    owners[f"{name}.{attribute}"] = value
+    for name, module in _package_modules().items():
+        owners[name] = module
+        for attribute, value in list(vars(module).items()):  # its classes' methods too (a check's recorder's)
+            if isinstance(value, type) and value.__module__ == name:
+                owners[f"{name}.{attribute}"] = value
     return owners
 
 
@@ -436,9 +433,7 @@ def begin(exercise: str) -> None:
     references = [(dotted, *_resolve(dotted)) for dotted in REFERENCES.get(exercise, [])]  # imports what they need
     inside = [(dotted, *_resolve(dotted)) for dotted in INSIDE.get(exercise, (None, []))[1]]
     _package_codes.cache_clear()  # the package's own code, read before any stand-in takes a name
-    for name in [
-        n for n, m in list(sys.modules.items()) if m is not None and (n == "helpers" or n.startswith("helpers."))
-    ]:
+    for name in _package_modules():
         _package_codes(name)
     for dotted, owner, attribute in references:
         original = inspect.getattr_static(owner, attribute)
