@@ -16,9 +16,11 @@ solving anything (both were tried on Exercise 2.1): calling the package's implem
 - the functions and classes of Python's builtins, ``math``, ``decimal``, ``operator``, ``random``, ``torch`` (with
   ``torch.Tensor``, ``torch.nn.functional``, ``torch.testing``), ``numpy`` and every loaded ``helpers`` module
   are noted before the exercise starts and compared after each of its cells: one replaced, added or deleted is
-  put back and the exercise fails with :class:`TamperError`, naming it.
+  put back and the exercise fails with :class:`TamperError`, naming it;
+- after the student's cell, each function the exercise asks for must be the student's own code (:func:`own`): a
+  name bound to the reference would let the check call it with no frame of the student's on the way.
 
-The grader sends :func:`begin`, :func:`verify` and :func:`end` to the kernel as cells of their own, so the
+The grader sends :func:`begin`, :func:`own`, :func:`verify` and :func:`end` to the kernel as cells of their own, so the
 same code guards a Jupyter kernel and the in-process executor of the tests.
 """
 
@@ -478,6 +480,71 @@ def end() -> None:
         else:
             setattr(owner, attribute, original)
     _State.poisoned, _State.exercise, _State.saved = [], None, {}
+
+
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
+@functools.cache
+def _torch_context_code() -> types.CodeType | None:
+    """The code of the wrapper ``torch.no_grad()`` (and ``torch.inference_mode()``, ...) puts around a function."""
+    torch = sys.modules.get("torch")
+    return getattr(torch.no_grad()(lambda: None), "__code__", None) if torch is not None else None
+
+
+def _students_code(value, depth: int = 0) -> bool:
+    """Whether calling ``value`` runs a function compiled from one of the student's cells first: the function itself
+    (its own decorators included, which are the student's code too), or one under ``torch.no_grad()`` (the wrapper's
+    code and the function it holds are read, not its ``__wrapped__``, which anyone can set) or ``functools.cache``."""
+    if isinstance(value, staticmethod | classmethod | types.MethodType):
+        value = value.__func__
+    if depth > 3:
+        return False
+    if isinstance(value, types.FunctionType):
+        code = value.__code__
+        if code.co_filename.startswith(STUDENT_FILE):
+            return True
+        context = sys.modules.get("torch.utils._contextlib")
+        if code is _torch_context_code() and context is not None and value.__globals__ is vars(context):
+            held = dict(zip(code.co_freevars, value.__closure__ or (), strict=False))
+            return "func" in held and _students_code(_cell_value(held["func"]), depth + 1)
+        return False
+    # functools.cache / lru_cache: a C object whose function can be read through __wrapped__ only (which can be set:
+    # a cache around the reference with a student's function as its __wrapped__ passes; README, the guard's limits)
+    cached = type(value) is functools._lru_cache_wrapper  # noqa: SLF001
+    return cached and _students_code(getattr(value, "__wrapped__", None), depth + 1)
+
+
+def own(namespace: dict, names: list[str]) -> None:
+    """After the student's cell of an exercise: each function it asks for (``"causal_mask"``, or a method,
+    ``"MultiHeadAttention.forward"``) is one the student's cells define, not something else bound to its name.
+
+    The checks call the student's function; had the name been bound to the reference (``sinusoidal_positions =
+    helpers.nn.model.sinusoidal_table``), a ``functools.partial`` of it, a subclass that adds nothing, or code
+    compiled under another file name, no frame of the student's would stand between the check and the reference, and
+    the stand-in would answer (a one-line forgery of 2.1, 2026-12-08). A name not bound yet is left to the checks."""
+    wrong = []
+    for dotted in names:
+        head, _, method = dotted.partition(".")
+        if head not in namespace:
+            continue
+        value = namespace[head]
+        if method:
+            found = inspect.getattr_static(value, method, None) if isinstance(value, type) else None
+            if not _students_code(found):
+                wrong.append(dotted)
+        elif not _students_code(value):
+            wrong.append(dotted)
+    if wrong:
+        raise ReferenceOutOfReach(
+            f"Exercise {_State.exercise or '?'}: {', '.join(wrong)} must be the code your cell writes (a def in "
+            "the exercise's cell), not another function, a partial, a class's inherited method or code compiled "
+            "elsewhere bound to its name: the checks run your code."
+        )
 
 
 def student_source(source: str, label: str) -> str:

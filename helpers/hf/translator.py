@@ -51,6 +51,10 @@ class PromptFormat:
     def target(self, en: str) -> str:
         return f" {en}"
 
+    def text(self, fr: str, en: str) -> str:
+        """The whole pair as text, without ``<bos>`` and ``<eos>``."""
+        return self.prompt(fr) + self.target(en)
+
 
 def _special(tokenizer, name: str) -> int | None:
     value = getattr(tokenizer, f"{name}_token_id", None)

@@ -405,9 +405,7 @@ def naive_softmax(scores):
 def stable_softmax(scores):
     """Softmax over the last axis of `scores` (any shape, any float dtype), finite for any finite scores.
 
-    Hint: use what you found in Question 1.1; each row can sit at its own level. Build it from torch.exp,
-    a reduction over the last axis (keepdim=True keeps it broadcastable) and a division; do not call
-    torch.softmax.
+    Each row may sit at its own level. Do not call torch.softmax or any other softmax.
     """
     # BEGIN SOLUTION
     shifted = scores - scores.amax(dim=-1, keepdim=True)  # each row's largest score becomes 0: exp <= 1

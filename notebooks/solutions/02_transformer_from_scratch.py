@@ -430,7 +430,7 @@ print("✓ rotate_pairs turns each pair by its position times its speed")
 #
 # Three details matter, and the check below tests each:
 #
-# * the softmax runs over the **keys** (the last dimension), so each query's weights sum to 1;
+# * each query's weights sum to 1 over the keys;
 # * the scores are multiplied by the factor $c$ you derived in Question 1.9 of notebook 01 (Exercise 1.11's
 #   `score_scale`), for query and key entries of variance 1; $d_k$, the last dimension of `q`, is their length;
 # * the mask $M$ (0 where allowed, $-\infty$ where not) is applied **before** the softmax. Masking after it

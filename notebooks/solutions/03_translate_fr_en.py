@@ -306,11 +306,9 @@ print(splits.report)
 # of indices. Every pair is in exactly one group, no sentence is in two groups, and a group holds only what
 # the chains force into it.
 #
-# *Hints.* A union–find (disjoint sets) does it in one pass: a dictionary that maps each sentence to
-# another sentence of its group, a function that follows it to the group's representative (its *root*),
-# and, for each pair, the root of one side joined to the root of the other. A breadth-first search over
-# the graph works too. Keep French and English apart in the keys, e.g. `("fr", text)` and `("en", text)`.
-# Mind a pair that links two groups you have already built.
+# The same text can be a French sentence of one pair and an English sentence of another (a name, a number):
+# those are two nodes, not one. The check builds chains whose pairs come in any order, so a pair may link two
+# groups that looked apart until then.
 
 
 # %%
@@ -679,9 +677,8 @@ print(f"validation: {len(valid_batches)} batches of {len(valid_examples):,} pair
 # - `"attention"`, (B, T, T) bool: True where position i of row b may read position j, which is so when j
 #   is a real token of row b (not padding) that Exercise 2.5's prefix-LM mask lets position i read.
 #
-# *Hints.* `torch.full` makes the padded rectangles. In each row the first scored position is the `<sep>` and
-# the last is the one before `<eos>`. `torch.arange(T)` compared with itself, with each row's length and with
-# each row's `prefix_len` (broadcasting, `[:, None]`) gives the masks without a loop over positions.
+# Loop over the examples if you like, but not over positions: a batch of 64 rows of 60 tokens has 230,400
+# entries in its attention mask.
 
 
 # %%
@@ -1503,11 +1500,9 @@ sources, references = [fr for fr, _ in test_pairs], [en for _, en in test_pairs]
 # + new positions) says which key each new position may read, the cached keys first. The check refuses
 # `model(...)` and `model.generate(...)`: the point is to compute each token once.
 #
-# *Hints.* First call: the whole left-padded block of prefixes, with a mask that lets every real position read
-# every real position of its row (the prefix reads itself both ways) and nothing read padding, except that a
-# padding position must read something (an empty softmax row is NaN): let it read itself. Then one call per
-# step with one new column: the new tokens, each at its row's next position, reading every real key so far
-# and itself. A finished row may ride along (ignore what it writes) or be dropped (`LayerCache.reorder`).
+# Two things your masks must hold to: no real position reads padding, and every row of every softmax has at
+# least one key it may read, a padding position's included (a row with none is NaN, and NaN spreads).
+# A row that has finished may ride along or leave the batch (`LayerCache.reorder` keeps the rows you name).
 
 
 # %%
@@ -1941,9 +1936,6 @@ print("✓ better than copying the source, and aligned with the references")
 # counts are summed over the corpus before any division: corpus BLEU is not a mean of sentence scores. Without
 # smoothing (sacreBLEU's `smooth_method="none"`; its default smooths only a precision of 0) your numbers must be
 # sacreBLEU's.
-#
-# *Hints.* A `collections.Counter` of tuples of n tokens counts n-grams; `min` of two counts clips; sums of
-# logarithms make geometric means.
 
 # %%
 from collections import Counter

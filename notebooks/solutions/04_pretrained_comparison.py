@@ -386,10 +386,9 @@ def verify_format(values, seed=0):
     """By hand with one id per character (the input ids); then the loss the check's LM takes from your labels
     against the cross-entropy after the prompt; then the package's encode_pair."""
     lm, pairs = check_lm(seed)
-    FORMAT = PromptFormat()  # the package's text of a pair: the prompt, then what the model writes
+    FORMAT = PromptFormat()  # the package's text of a pair, as written above
     for (fr, en), by_hand in zip([("Je lis.", "I read."), pairs[-1]], values["by_hand"], strict=True):
-        prompt_text, target_text = FORMAT.prompt(fr), FORMAT.target(en)
-        want_ids = [1] + [ord(c) for c in prompt_text + target_text] + [2]
+        want_ids = [1] + [ord(c) for c in FORMAT.text(fr, en)] + [2]
         keys = sorted(by_hand) if isinstance(by_hand, dict) else by_hand
         assert keys == ["input_ids", "labels"], f"return {{'input_ids': [...], 'labels': [...]}}, not {keys}"
         k = first_difference(by_hand["input_ids"], want_ids)
@@ -459,8 +458,7 @@ def pad_batch(examples: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-pad examples {"input_ids": [...], "labels": [...]} (each list as long as its input_ids) into a batch.
 
     Returns {"input_ids", "attention_mask", "labels"}, each a (len(examples), longest) torch.long tensor:
-    pad_id / 0 / -100 on the padding. Hint: torch.full((B, T), value) makes a filled tensor; row[:n] = ...
-    fills the first n positions of a row.
+    pad_id / 0 / -100 on the padding.
     """
     # BEGIN SOLUTION
     width = max(len(e["input_ids"]) for e in examples)
@@ -903,8 +901,7 @@ def paired_bootstrap(stats_a, stats_b, score=bleu_from_stats, n_samples: int = 1
     Returns {"difference": score(B) - score(A) on the whole set,
              "p_value": the fraction of resamples in which B is not ahead of A (difference <= 0),
              "interval": (2.5th, 97.5th percentile) of the resampled differences, as a tuple of floats}.
-    Hints: rng = np.random.default_rng(seed); rng.integers(0, n, size=(n_samples, n)) draws every resample's
-    sentence indices at once; for one row idx of it, stats[idx].sum(axis=0) sums that resample's counts.
+    seed: every random draw comes from it, so that the same call gives the same result.
     """
     # BEGIN SOLUTION
     stats_a, stats_b = np.asarray(stats_a), np.asarray(stats_b)
@@ -1186,9 +1183,9 @@ for i, fr, en in with_unseen:
 # - a number or name **invented**: in the output, in neither the source nor the reference.
 #
 # Checkable tokens are numbers (digits, with an optional decimal part), and names, crudely: capitalised words
-# that do not start a sentence. A word starts a sentence when nothing but spaces and opening quotes comes
-# before it, or when what comes before ends in `.`, `!`, `?`, `:` or `;`. The pattern `TOKEN` finds the
-# candidates; your rule keeps the right ones. The check is crude (a capitalised *Monday* counts as a name), so
+# that do not start a sentence. A word starts a sentence when nothing but spaces and opening quotes (`"`, `'`,
+# `«`, `“`) comes before it, or when what comes before, those left aside, ends in `.`, `!`, `?`, `:` or `;`. The
+# pattern `TOKEN` finds the candidates; your rule keeps the right ones. The check is crude (a capitalised *Monday* counts as a name), so
 # read the examples it prints.
 
 # %%
@@ -1196,12 +1193,7 @@ TOKEN = re.compile(r"\b(?:\d+(?:[.,]\d+)?|[A-ZÀ-Ý][a-zà-ÿ]+)\b")
 
 
 def checkable_tokens(text: str) -> set[str]:
-    """The numbers of `text`, and its capitalised words that do not start a sentence.
-
-    Hints: for m in TOKEN.finditer(text), m.group() is the token and text[: m.start()] what comes before it;
-    strip spaces and opening quotes (the characters ` "'«“`) from the end of that; a sentence starts at m if
-    nothing is left, or if what is left ends in one of ".!?:;". A number is kept wherever it stands.
-    """
+    """The numbers of `text` (wherever they stand), and its capitalised words that do not start a sentence."""
     # BEGIN SOLUTION
     found = set()
     for m in TOKEN.finditer(text):

@@ -368,3 +368,55 @@ def test_honest_code_the_new_rules_must_leave_alone(monkeypatch):
             _as_student("M.build_attention_mask(5)\n", namespace)
     finally:
         guard.end()
+
+
+def test_the_exercises_names_must_be_the_students_own_code(guarded):
+    """A one-liner took 2.1 (2026-12-08): ``sinusoidal_positions = helpers.nn.model.sinusoidal_table``. The check
+    calls the name, and no frame of the student's stands between it and the reference, so the stand-in answers. Each
+    way of binding something that is not the student's code to an exercise's name is refused by ``own``; each
+    honest way of writing the function passes."""
+    namespace = {}
+    _as_student(
+        "import functools, torch\nimport helpers.nn.model as M\n"
+        "sinusoidal_positions = M.sinusoidal_table\n"
+        "partial = functools.partial(M.sinusoidal_table)\n"
+        "exec('def from_a_string(n, d):\\n    return M.sinusoidal_table(n, d)')\n"
+        "elsewhere = {'M': M}\n"
+        "exec(compile('def g(n, d):\\n    return M.sinusoidal_table(n, d)', 'mine.py', 'exec'), elsewhere)\n"
+        "compiled_elsewhere = elsewhere['g']\n"
+        "class Callable:\n    __call__ = staticmethod(M.sinusoidal_table)\n"
+        "instance = Callable()\n"
+        "class Inherits(M.SelfAttention):\n    pass\n"
+        "def mine(n, d):\n    return torch.zeros(n, d)\n"
+        "lying_wrapper = torch.no_grad()(M.sinusoidal_table)\n"
+        "lying_wrapper.__wrapped__ = mine\n",
+        namespace,
+    )
+    # the control: each of these, called by a check (not the student's frame), reaches the reference
+    assert namespace["sinusoidal_positions"](4, 6).shape == (4, 6)
+    assert namespace["compiled_elsewhere"](4, 6).shape == (4, 6)
+    assert namespace["lying_wrapper"](4, 6).abs().sum() > 0
+    for name in [
+        "sinusoidal_positions",
+        "partial",
+        "from_a_string",
+        "compiled_elsewhere",
+        "instance",
+        "Inherits.forward",
+        "lying_wrapper",
+        "Callable.__call__",
+    ]:
+        with pytest.raises(guard.ReferenceOutOfReach, match=f"Exercise 9.1: {name.replace('.', '[.]')} must be"):
+            guard.own(namespace, [name])
+    _as_student(
+        "import functools, torch\n"
+        "def timed(f):\n    @functools.wraps(f)\n    def wrapper(*a):\n        return f(*a)\n    return wrapper\n"
+        "def plain(n, d):\n    return torch.zeros(n, d)\n"
+        "@timed\ndef decorated(n, d):\n    return torch.zeros(n, d)\n"
+        "@torch.no_grad()\ndef no_grad(n, d):\n    return torch.zeros(n, d)\n"
+        "@functools.cache\ndef cached(n, d):\n    return torch.zeros(n, d)\n"
+        "class Layer(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+        "    @staticmethod\n    def split(x):\n        return x\n",
+        namespace,
+    )
+    guard.own(namespace, ["plain", "decorated", "no_grad", "cached", "Layer.forward", "Layer.split", "not_yet_bound"])

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from helpers.evaluation.translation import TranslateReport
-from helpers.hf.translator import HFTranslator, ModelLoadError, token_batches
+from helpers.hf.translator import HFTranslator, ModelLoadError, PromptFormat, token_batches
 from tests.hf.test_tiny import load
 
 # ---------------------------------------------------------------------------------------------- the format
@@ -56,6 +56,13 @@ def test_causal_example_format_and_its_check_catches_mistakes(folders, pairs):
         with pytest.raises(AssertionError):
             check_causal_format(tr, fr, en, bad)
             pytest.fail(f"the format check missed: {name}")
+
+
+def test_prompt_format_text_is_the_prompt_then_the_target():
+    """The whole pair's text, which notebook 04's check of Exercise 4.1 compares with, without telling where it is cut."""
+    fmt = PromptFormat()
+    assert fmt.text("Je lis.", "I read.") == "French: Je lis.\nEnglish: I read."
+    assert fmt.text("Je lis.", "I read.") == fmt.prompt("Je lis.") + fmt.target("I read.")
 
 
 def test_few_shot_prompt_is_tokenized_as_one_text(folders, pairs):

@@ -147,6 +147,21 @@ CATALOGUE = [
         ],
         "ReferenceOutOfReach",
     ),
+    # the package's table bound to the exercise's name (a one-liner, 2026-12-08): the check calls it, and no frame of
+    # the student's stands between the check and the reference; the exercise's names must be the student's own code
+    (
+        "02",
+        "2.1",
+        "trick: the package's sinusoidal_table bound to the exercise's name",
+        [
+            (
+                "    return table\n    # END SOLUTION\n\n\nprint(sinusoidal_positions(MAX_LEN, D_MODEL)[:4, :6])",
+                "    return table * 0\n    # END SOLUTION\n\n\nimport helpers.nn.model as package  # noqa: E402\n\n"
+                "sinusoidal_positions = package.sinusoidal_table",
+            )
+        ],
+        "ReferenceOutOfReach",
+    ),
     # the package's training loop through another module's name for it (helpers.training.sizing imported it before
     # the guard began; a helper, 2026-12-07): every loaded module's binding is out of reach
     (
