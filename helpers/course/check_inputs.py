@@ -47,8 +47,8 @@ def exact_softmax(rows: list[list[float]], digits: int = 40) -> list[list[float]
 
 
 def worst_copy_case(n: int, gap: float, spread: float, dtype: torch.dtype = torch.float64):
-    """The n unit keys (n, n) and values (n, 1) whose copy error, for a query s k_0, is the largest these numbers allow
-    (0 < gap <= 2)."""
+    """The n unit keys (n, n) and values (n, 1) whose copy error, for Exercise 1.3's copying query of key 0, is the
+    largest these numbers allow (0 < gap <= 2)."""
     if not 0 < gap <= 2:
         raise ValueError(f"gap must lie in (0, 2] for unit keys, got {gap!r}")
     # every other key at exactly the gap from key 0, every other value at exactly the spread from value 0

@@ -184,7 +184,7 @@ INSIDE: dict[str, tuple[str, list[str], str]] = {
             "torch.Tensor.logsumexp",
             "torch.special.logsumexp",
         ],
-        "the exercise builds the softmax from torch.exp, a reduction and a division",
+        "the exercise is to write the softmax yourself",
     ),
     "2.9": ("count_parameters", ["torch.nn.Module.__init__"], "the count must come from the sizes in cfg, building nothing"),
 }  # fmt: skip

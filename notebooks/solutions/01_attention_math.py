@@ -177,7 +177,7 @@ K0 = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=DTYPE)  # (3, 2) k
 V0 = torch.eye(3, dtype=DTYPE)  # (3, 3) one-hot values
 q0 = torch.tensor([2.0, 0.0], dtype=DTYPE)
 c0, alpha0 = attend(q0, K0, V0)
-print("scores:", (q0 @ K0.T).tolist())
+print("scores:", [float(k @ q0) for k in K0])  # k_i . q, key by key
 print("alpha: ", [round(a, 3) for a in alpha0.tolist()])
 print("c:     ", [round(x, 3) for x in c0.tolist()])
 
@@ -421,7 +421,7 @@ def names_used(code) -> set:
 
 
 # %% tags=["check"]
-from helpers.course import check_inputs  # noqa: E402 (the exact weights: kept in the package, out of reach for 1.2)
+from helpers.course import check_inputs  # noqa: E402 (the check's inputs, out of reach while 1.2 is graded)
 
 
 def check_stable_softmax(softmax_fn, seed=SEED):
@@ -471,7 +471,7 @@ def probe_stable_softmax(softmax_fn, seed=SEED):
 
 def verify_stable_softmax(values, seed=SEED):
     assert not values["library"], (
-        f"stable_softmax calls {values['library']}: build it from torch.exp, a reduction and a division"
+        f"stable_softmax calls {values['library']}: the exercise is to write the softmax yourself"
     )
     probes.replay(check_stable_softmax, values["results"], seed=seed)
 
@@ -696,9 +696,8 @@ save_then_explore(
 
 
 # %% tags=["check"]
-# check_inputs.worst_copy_case(n, gap, spread): the unit keys and the values whose copy error is the largest these
-# numbers allow. Where they lie is part of Question 1.2's model answer, so the check takes them from the package,
-# out of your solution's reach while it is graded.
+# check_inputs.worst_copy_case(n, gap, spread): keys and values the check measures your bound against, out of your
+# solution's reach while it is graded.
 
 # (n, gap, spread, s): the cases the bound is held to
 COPY_CASES = [(16, 0.5, 1.0, 0.0), (16, 0.5, 2.0, 4.0), (16, 0.5, 2.0, 12.0), (8, 0.2, 0.5, 60.0), (64, 1.0, 3.0, 20.0),
@@ -909,9 +908,8 @@ for n in [4, 64, 1024]:
 
 
 # %% tags=["check"]
-# check_inputs.worst_average_case(n): n orthonormal keys and the values (max_i ||v_i|| = 1) that the average of v_0
-# and v_1 misses the most. Which values reach the worst is part of what Question 1.3 asks, so the check takes them
-# from the package, out of your solution's reach while it is graded.
+# check_inputs.worst_average_case(n): n orthonormal keys and values (max_i ||v_i|| = 1) the check measures your
+# answer against, out of your solution's reach while it is graded.
 from helpers.course import check_inputs  # noqa: F811 (each check cell imports what it uses)
 
 
@@ -1790,8 +1788,8 @@ print("c1 coords:", [round(v, 4) + 0.0 for v in coords(c_proj[0]).tolist()], " t
 print("c2 coords:", [round(v, 4) + 0.0 for v in coords(c_proj[1]).tolist()], " target u_b = [0, 1, 0, 0]")
 
 # %% [markdown]
-# `self_attend` is `helpers.nn.attention.self_attention` (which rescales the scores unless told otherwise, by
-# item 9's factor; here we pass `scale=1.0`). The check below holds them equal.
+# `self_attend` is `helpers.nn.attention.self_attention` (which can rescale the scores; item 9 asks by what, and
+# here we pass `scale=1.0`). The check below holds them equal.
 #
 # **The figure.** Left: the coordinates of $c_2$ in the basis $(u_a, u_b, u_c, u_d)$ for each way of
 # padding $x_2$ without projections, then with your $V, K, Q$, then the target; below the line, $c_1$

@@ -461,8 +461,7 @@ print("weights\n", w, "\noutput\n", out)
 
 
 # %% tags=["check"]
-# the reference: check_inputs.attention_by_loops, plain Python one query at a time (its scale is Question 1.9's
-# answer, so the package holds it)
+# the reference: check_inputs.attention_by_loops, plain Python one query at a time
 from helpers.course import check_inputs
 
 
@@ -529,8 +528,9 @@ print("✓ same result as F.scaled_dot_product_attention")
 # (head 0's numbers first) and mix them with an output projection.
 #
 # Shapes: `(B, T, C)` → split → `(B, nh, T, hs)` → attention per head → merge → `(B, T, C)`.
-# The classic bug is merging with a bare `reshape` from `(B, nh, T, hs)` to `(B, T, C)`: the shapes fit,
-# but it interleaves positions and heads. Heads must first be moved next to `hs` (the transpose).
+# The `Linear`'s output holds all the queries, then all the keys, then all the values (`d_model` numbers each),
+# and within each, head 0's `hs` numbers first, then head 1's, and so on; merging puts them back in that order.
+# The classic bug is a merge whose shapes fit but that interleaves positions and heads: the check catches it.
 #
 # With `rotary=True` (rotary positions, Exercise 2.1) the layer also turns every head's queries and keys by their
 # positions 0, 1, …, T − 1 with your `rotate_pairs`, before the scores; the values are left as they are.
@@ -683,7 +683,7 @@ print(causal_mask(5).int())
 
 
 # %% tags=["check"]
-from helpers.course import check_inputs  # noqa: F811 (each check cell imports what it uses; the mask rule is there)
+from helpers.course import check_inputs  # noqa: F811 (each check cell imports what it uses)
 
 
 def mask_sizes(seed):
@@ -967,7 +967,7 @@ def probe_block(block_cls, seed=7):
 
 
 # %% tags=["check"]
-from helpers.course import check_inputs  # noqa: F811 (guarantees 1 and 2 written as comparisons are the block itself)
+from helpers.course import check_inputs  # noqa: F811 (each check cell imports what it uses)
 from helpers.nn.model import Block as PackageBlock  # the package's block: the second call's reference
 
 
@@ -1471,17 +1471,17 @@ plt.show()
 #
 # To translate, feed the prefix, take the most likely next token (greedy decoding), append it, repeat
 # until `<eos>`. Recomputing the whole sequence at each step repeats work: the keys and values of earlier
-# positions never change, because a position's vector depends only on positions it may see, and with
-# our mask nothing earlier ever sees anything later. So we **cache** each layer's keys and values and,
+# positions never change, because a position's vector depends only on positions it may see, and no
+# position may see a token generated after it. So we **cache** each layer's keys and values and,
 # at each step, run only the new token: its query attends to the cached keys plus its own.
 #
-# `forward_cached` walks the same modules as `Transformer.forward`. It needs no mask: the prefix is
-# processed in one go and is fully visible to itself (prefix-LM), and afterwards each new token may see
-# everything before it. The new tokens' positions continue from the number of tokens already cached. It cannot call
-# `block.attn(...)`, which computes keys and values for the tokens it is given alone and keeps none: it uses the
-# layer's parts (`qkv`, `split_heads`, `merge_heads`, `proj`) with your `attention`. With rotary positions the cache
-# holds keys already turned, each by its own position (notebook 05 asks why that stays right as generation
-# moves on), so the new tokens' queries and keys are turned by theirs before the keys join it.
+# `forward_cached` walks the same modules as `Transformer.forward`, and its logits for the new tokens are those
+# `Transformer.forward` gives them over everything so far, the first call's tokens being the prefix (the check
+# compares the two). The first call is given the whole prefix, each later call one token. The new tokens' positions
+# continue from the number of tokens already cached. It cannot call `block.attn(...)`, which computes keys and
+# values for the tokens it is given alone and keeps none; the layer's parts and your `attention` are yours to use.
+# With rotary positions, decide what the cache holds (notebook 05 asks why your choice stays right as generation
+# moves on).
 #
 # > **Aside.** The cache trades memory for time: per layer it holds two tensors of shape
 # > (batch, heads, tokens so far, head size). For our sentences that is nothing; for long documents it

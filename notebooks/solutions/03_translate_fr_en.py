@@ -711,7 +711,7 @@ def batch_tensors(examples, pad_id=tokenizer.PAD_ID):
 
 
 # %% tags=["check"]
-from helpers.course import check_inputs  # the mask's rule is Exercise 2.5's answer: kept in the package
+from helpers.course import check_inputs  # the check's comparison, entry by entry
 
 
 def batch_rows(seed):
@@ -829,8 +829,8 @@ for i, row in enumerate(mask0.tolist()):
     print(f"{i:>3} {tok.id_to_piece(int(small_batch['input_ids'][0, i])):>10} {cells}")
 
 # %% [markdown] tags=["question"]
-# **Question 3.1 (2 points).** Your `attention` hides padding from every position. The model's own mask,
-# `build_attention_mask(T, prefix_len)` (what `model(ids, prefix_len)` uses), knows nothing of padding. On a
+# **Question 3.1 (2 points).** Your batch's `"attention"` tensor hides padding from every position. The model's own
+# mask, `build_attention_mask(T, prefix_len)` (what `model(ids, prefix_len)` uses), knows nothing of padding. On a
 # right-padded batch, which entries of the two masks differ (which rows, which columns), and can the
 # difference change the training loss? Support your answer with the cell below.
 
@@ -1984,12 +1984,12 @@ def bleu_hand_cases():
             [100 * 2 / 7, 100 * 2 / 7, 1.0, 7, 6],
             "clipping (Papineni et al.'s example)",
         ),
-        # "the cat" against six tokens: every 1- and 2-gram matches, but bp = exp(1 - 6/2)
+        # "the cat" against six tokens: every 1- and 2-gram matches, and the brevity penalty alone lowers the score
         (
             ["the cat"],
             ["the cat is on the mat"],
             2,
-            [100 * math.exp(-2), 100.0, 100.0, math.exp(-2), 2, 6],
+            [13.53352832366127, 100.0, 100.0, 0.1353352832366127, 2, 6],
             "brevity penalty",
         ),
         # a perfect short sentence and a wrong long one: counts pooled, p1 = 2/6 (a mean of sentence scores gives 50)

@@ -900,8 +900,8 @@ for mask_name, allowed in (
 # 1. **Room.** `<bos>`, `<mask>`, `<sep>` and `<eos>` take four positions; the room is `max_len − 4`. A
 #    sentence of fewer than 2 tokens, or a room under 2, makes no example: return `None` and draw nothing.
 # 2. **Keep a beginning.** The longest beginning allowed is 7/8 of the room (rounded down, but at least 2) and
-#    no longer than the sentence. Draw its length *n* from 4 to that longest (the longest itself if it is under
-#    4), and keep the first *n* tokens.
+#    no longer than the sentence. Draw its length *n* from 4 to that longest (when that longest is under 4, from
+#    the longest to the longest: still one draw), and keep the first *n* tokens.
 # 3. **Choose the span.** Draw its length from 1 to ⌊*n*/2⌋ (at least 1), so that it averages about a quarter
 #    of *n*, and never all *n* tokens (at most *n* − 1). Then draw where it starts, among all the places it
 #    fits (0 to *n* minus its length).
@@ -1292,8 +1292,8 @@ print(compare_rows(ROWS, POSITION_LABELS[1:], key="val_ppl"))
 #
 # Each point trains for the same budget; with pretraining, 30 % of it goes to span corruption (the examples of
 # Exercise 5.4) on unpaired sentences and 70 % to translation on the pairs available. The unpaired sentences are
-# the French and the English of every training pair, each read on its own: the pair count limits only the
-# translation phase (`helpers.training.pretrain.pretrain_phase`).
+# the French and the English of every training pair, each read on its own
+# (`helpers.training.pretrain.pretrain_phase`).
 
 # %%
 n_train = len(prepared.splits.train)

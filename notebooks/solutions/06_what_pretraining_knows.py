@@ -256,8 +256,7 @@ def marked_answers():
 
 
 def drawn_answer_sets(seed, n_sets=300):
-    """(predictions, answers) sets made the way the table's answers are, drawn from `seed` (how they are made is what
-    the exercise asks you to work out, so the package makes them)."""
+    """(predictions, answers) sets made the way the table's answers are, drawn from `seed`."""
     return check_inputs.drawn_answer_sets(seed, knowledge.PLACES, n_sets)
 
 
@@ -1257,9 +1256,10 @@ print(f"{prepared.tokenizer.vocab_size} pieces, {len(prepared.splits.train):,} t
 #
 # - only pieces with text of their own get a vector: the special pieces (ids up to `tok.unk_id`) and the byte
 #   pieces (`tok.id_to_piece(i)` written `<0x..>`) keep their random start, as do pieces with no vector;
-# - word2vec's vectors live at their own scale and around their own centre; the model's embeddings start
-#   centred at 0 with entries of standard deviation `std`. Make the written rows, *taken together*, look like
-#   that start, without changing the directions between them;
+# - word2vec's vectors live at their own scale and around their own centre; the model's embeddings start with
+#   every dimension centred at 0 and entries of standard deviation `std`. Make the written rows, *taken together*,
+#   look like that start (each dimension's mean over them 0, the standard deviation of all their entries `std`),
+#   keeping how they lie relative to one another;
 # - the model must still train this table, and its output layer reads the same matrix (tied weights).
 
 
@@ -1359,7 +1359,8 @@ def verify_word_vectors(values, seed=0):
         assert int(written.sum()) == n_want, f"{n_want} rows written, {int(written.sum())} changed"
         rows = table[written]
         assert rows.mean(0).abs().max() < 1e-3 * std and math.isclose(rows.std().item(), std, rel_tol=1e-3), (
-            f"the written rows, taken together: mean {rows.mean().item():.2e}, std {rows.std().item():.4f} (want 0 and {std})"
+            f"the written rows, taken together: the largest mean of a dimension {rows.mean(0).abs().max().item():.2e}, "
+            f"std {rows.std().item():.4f} (want 0 and {std})"
         )
         # rtol 1e-3: the standard deviation with n or with n - 1 in the denominator (the text names neither) differ
         # by about 1 / (2n), some 1e-4 here
