@@ -44,13 +44,13 @@ class _Snapshotting(exercises.InProcess):
         self.starts = sorted(starts.items())  # (heading cell index, exercise number)
         self.snapshots: dict[str, dict] = {}
 
-    def run(self, source: str, label: str, *, student: bool = False):
+    def run(self, source: str, label: str, *, student: bool = False, check: bool = False):
         index = label.rsplit(" cell ", 1)[-1]
         if index.isdigit():
             for heading, number in self.starts:
                 if heading < int(index) and number not in self.snapshots:
                     self.snapshots[number] = dict(self.namespace)
-        return super().run(source, label, student=student)
+        return super().run(source, label, student=student, check=check)
 
 
 def _claim_solved_run(number: str) -> None:

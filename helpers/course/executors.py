@@ -20,7 +20,7 @@ import torch
 
 from .. import runtime
 from . import sandbox
-from .guard import STUDENT_FILE, student_source
+from .guard import STUDENT_FILE, check_source, compile_check, student_source
 from .notebooks import kernel_manager, quick_env
 from .plotting import HEADLESS
 
@@ -73,7 +73,7 @@ class InProcess:
         with quick_env(self.quick):
             yield self
 
-    def run(self, source: str, label: str, *, student: bool = False) -> tuple[str, str] | None:
+    def run(self, source: str, label: str, *, student: bool = False, check: bool = False) -> tuple[str, str] | None:
         import matplotlib  # slow start-up (pyplot 0.3 s)
 
         matplotlib.use("Agg")
@@ -82,7 +82,7 @@ class InProcess:
 
         filename = f"{STUDENT_FILE} {label}>" if student else f"<{label}>"
         try:
-            exec(compile(source, filename, "exec"), self.namespace)
+            exec(compile_check(source, label) if check else compile(source, filename, "exec"), self.namespace)
         except (Exception, SystemExit) as err:  # a student's error is a result, not a crash
             frames = [
                 (_label(f.filename), f.lineno, f.name)
@@ -203,13 +203,14 @@ class Kernel:
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
 
-    def run(self, source: str, label: str, *, student: bool = False) -> tuple[str, str] | None:
+    def run(self, source: str, label: str, *, student: bool = False, check: bool = False) -> tuple[str, str] | None:
         import nbformat  # optional ([dev] extra)
 
         # optional ([dev] extra)
         from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
-        cell = nbformat.v4.new_code_cell(student_source(source, label) if student else source)
+        wrapped = student_source(source, label) if student else check_source(source, label) if check else source
+        cell = nbformat.v4.new_code_cell(wrapped)
         self._nb.cells.append(cell)
         try:
             self._client.execute_cell(cell, len(self._nb.cells) - 1)

@@ -25,7 +25,6 @@ tagged ``answer``.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import copy
 import re
@@ -240,36 +239,6 @@ def solution_lines(source: str, where: str = "cell") -> list[str]:
     if inside:
         raise ExerciseMarkupError(f"{where}: '{BEGIN}' is never closed by '{END}'.")
     return out
-
-
-def solution_functions(source: str) -> list[str]:
-    """The functions of a cell whose bodies hold solution lines, as the grader asks the student's namespace for them:
-    ``"causal_mask"``, or a method, ``"MultiHeadAttention.forward"`` (see :func:`helpers.course.guard.own`)."""
-    numbers, inside = set(), False
-    for number, line in enumerate(source.splitlines(), 1):
-        if line.strip() in (BEGIN, END):
-            inside = line.strip() == BEGIN
-        elif inside or _is_one_line_solution(line):
-            numbers.add(number)
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:  # a magic line (%time): the checks alone decide
-        return []
-
-    def holds(node) -> bool:
-        return any(node.lineno <= n <= node.end_lineno for n in numbers)
-
-    names = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and holds(node):
-            names.append(node.name)
-        elif isinstance(node, ast.ClassDef):
-            names += [
-                f"{node.name}.{item.name}"
-                for item in node.body
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and holds(item)
-            ]
-    return names
 
 
 def stub_message(ex: Exercise) -> str:
@@ -616,16 +585,11 @@ class _Step:
     exercise: Exercise | None = None
     kind: str = "cell"  # "cell", "guard", "end" (the exercise is done) or "restore" (reference, after a failure)
     student: bool = False  # the student's own code: run under the guard's file name (see helpers.course.guard)
+    check: bool = False  # the course's own cell of an exercise: its code objects noted (guard.compile_check)
     job: dict | None = None  # a probe's: the grader takes its values (probes.take) the moment the cell ends
 
 
 _GUARD = "import helpers.course.guard as _tbb_guard\n_tbb_guard."
-
-
-def _own(reference_source: str, ex: Exercise) -> list[_Step]:
-    """After the student's cell: the functions the reference's cell writes must be the student's own code."""
-    names = solution_functions(reference_source)
-    return [_Step(f"{_GUARD}own(globals(), {names!r})", f"guard of {ex.label}", ex, "guard")] if names else []
 
 
 def _guarded(steps: list[_Step], ex: Exercise) -> list[_Step]:
@@ -667,22 +631,20 @@ def _exercise_steps(ex, graded_nb, graded_ex, ref_nb, ref_ex, stem, extra, probi
         for g, r in zip(mine, ref_cells):
             if solution_lines(ref_nb.cells[r].source):
                 steps.append(_Step(graded_nb.cells[g].source, f"{stem} cell {g}", ex, student=True))
-                steps += _own(ref_nb.cells[r].source, ex)
             else:
-                steps.append(_Step(ref_nb.cells[r].source, f"{stem} cell {g}", ex))
+                steps.append(_Step(ref_nb.cells[r].source, f"{stem} cell {g}", ex, check=True))
     else:  # cells added or removed: the student's own cells, then every check of the reference
         steps += [
             _Step(graded_nb.cells[g].source, f"{stem} cell {g}", ex, student=True)
             for g in mine
             if CHECK not in tags(graded_nb.cells[g])
         ]
-        steps += _own("\n".join(ref_nb.cells[r].source for r in ref_cells if CHECK not in tags(ref_nb.cells[r])), ex)
         steps += [
-            _Step(ref_nb.cells[r].source, f"check of {ex.label}", ex)
+            _Step(ref_nb.cells[r].source, f"check of {ex.label}", ex, check=True)
             for r in ref_cells
             if CHECK in tags(ref_nb.cells[r])
         ]
-    steps += [_Step(src, f"hidden check of {ex.label}", ex) for src in extra.get(ex.number, [])]
+    steps += [_Step(src, f"hidden check of {ex.label}", ex, check=True) for src in extra.get(ex.number, [])]
     if probing is not None:
         steps += probing.steps(ex, [ref_nb.cells[r].source for r in ref_cells if CHECK in tags(ref_nb.cells[r])])
     steps = _guarded(steps, ex)
@@ -848,7 +810,11 @@ def grade(
                 failing = None  # a new exercise starts afresh
             if step.job is not None:
                 probes.take(step.job["path"])  # nothing the kernel wrote there before the probe counts
-            error = executor.run(step.source, step.label, student=step.student) if step.source.strip() else None
+            error = (
+                executor.run(step.source, step.label, student=step.student, check=step.check)
+                if step.source.strip()
+                else None
+            )
             if step.job is not None:  # its values leave the kernel's reach now, while the exercise's guard is up
                 step.job["taken"] = probes.take(step.job["path"])
             if step.student:

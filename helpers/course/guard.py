@@ -11,16 +11,17 @@ solving anything (both were tried on Exercise 2.1): calling the package's implem
   :class:`ReferenceOutOfReach` when it is called *from the student's code* (a frame compiled from one of the
   student's cells, whose file name starts with :data:`STUDENT_FILE`), directly or through a library or a function
   of the notebook's own cells (a check's); the checks, the notebook's own cells and the package's other functions
-  still reach it; what an exercise's function may not call (:data:`INSIDE`: torch's softmax in 1.2's, a module
-  built in 2.9's) raises only while that function of the student's runs;
+  still reach it, except under a probe (a cell of the grader's, :data:`PROBE_FILE`, whose values the verdict rests
+  on), where a reference met with no frame of the student's or the package's on the way is refused whatever the
+  student handed the probe, and the check's own :data:`INPUT_MAKERS` alone answer; what an exercise's function may
+  not call (:data:`INSIDE`: torch's softmax in 1.2's, a module built in 2.9's) raises only while that function of
+  the student's runs;
 - the functions and classes of Python's builtins, ``math``, ``decimal``, ``operator``, ``random``, ``torch`` (with
   ``torch.Tensor``, ``torch.nn.functional``, ``torch.testing``), ``numpy`` and every loaded ``helpers`` module
   are noted before the exercise starts and compared after each of its cells: one replaced, added or deleted is
-  put back and the exercise fails with :class:`TamperError`, naming it;
-- after the student's cell, each function the exercise asks for must be the student's own code (:func:`own`): a
-  name bound to the reference would let the check call it with no frame of the student's on the way.
+  put back and the exercise fails with :class:`TamperError`, naming it.
 
-The grader sends :func:`begin`, :func:`own`, :func:`verify` and :func:`end` to the kernel as cells of their own, so the
+The grader sends :func:`begin`, :func:`verify` and :func:`end` to the kernel as cells of their own, so the
 same code guards a Jupyter kernel and the in-process executor of the tests.
 """
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import linecache
 import sys
 import sysconfig
 import threading
@@ -36,6 +38,17 @@ import types
 from pathlib import Path
 
 STUDENT_FILE = "<student"  # the file name the grader compiles a student's solution cell under
+PROBE_FILE = "<probe"  # and each probe's statement, whose values the verifier judges (helpers.course.probes)
+CHECK_FILE = "<check"  # and the course's own cells of an exercise (its checks), each code object of theirs kept
+
+# exercise -> the functions of its check cells that make a probe's inputs with the exercise's reference, before any of
+# the student's code runs (3.4 draws a case where greedy decoding stops early; 6.1 draws the ways a place is written;
+# 6.3 measures one example's length). Called by one of these, a reference answers under a probe.
+INPUT_MAKERS: dict[str, tuple[str, ...]] = {
+    "3.4": ("batch_decoding",),
+    "6.1": ("drawn_answer_sets",),
+    "6.3": ("finetune_cases",),
+}
 
 # exercise -> what implements it where a student could call it instead of solving (module path, attribute)
 REFERENCES: dict[str, list[str]] = {
@@ -291,18 +304,57 @@ def _package_frame(frame) -> bool:
     return frame.f_code.co_name == "<module>" or id(frame.f_code) in _package_codes(name)
 
 
+_CHECK_CODES: dict[int, types.CodeType] = {}  # id -> every code object compile_check made (kept: ids stay unique)
+
+
+def compile_check(source: str, label: str) -> types.CodeType:
+    """A course cell of an exercise (a check), compiled under :data:`CHECK_FILE`, its code objects noted: a function
+    of the student's compiled under the same name is not one of them."""
+    filename = f"{CHECK_FILE} {label}>"
+    code = compile(source, filename, "exec")
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks show the lines
+    stack = [code]
+    while stack:
+        inner = stack.pop()
+        _CHECK_CODES[id(inner)] = inner
+        stack += [c for c in inner.co_consts if isinstance(c, types.CodeType)]
+    return code
+
+
+def check_source(source: str, label: str) -> str:
+    """A course cell of an exercise as the kernel runs it: through :func:`compile_check` (IPython's own transformation
+    first, so a magic works as in Jupyter)."""
+    return (
+        "import helpers.course.guard as _tbb_guard\n"
+        f"exec(_tbb_guard.compile_check(get_ipython().transform_cell({source!r}), {label!r}), globals())"
+    )
+
+
+def _an_input_maker(frame) -> bool:
+    """Whether ``frame`` runs one of the exercise's :data:`INPUT_MAKERS`, as its check cell defined it."""
+    code = frame.f_code
+    return _CHECK_CODES.get(id(code)) is code and code.co_name in INPUT_MAKERS.get(_State.exercise or "", ())
+
+
 def _called_from_student(frame) -> bool:
     """Whether the code that called is the student's. Library frames (torch's ``Module.__call__``, sacreBLEU's
     wrappers) and the notebook's own cells (a check's functions) are looked through: a student's function that calls a
     check's function that calls the reference is the student calling it. The first frame of the student's cell or of
     the package decides (the package's model calls its own attention while a check runs it for the student); a stack
     that ends in a thread of its own is the student's (:func:`_in_a_thread_of_its_own`)."""
+    caller = frame
     while frame is not None:
         name = frame.f_code.co_filename
         if name.startswith(STUDENT_FILE):
             return True
         if name.startswith(_HELPERS_DIR) and _package_frame(frame):
             return False
+        if name.startswith(PROBE_FILE):
+            # a probe reached the reference with neither frame on the way: through what the student handed it (the
+            # reference bound to the exercise's name, a partial, a lazy map, a package layer built in __new__, a name
+            # rebound by a hook after the cell; a helper's tricks, 2026-12-08), unless one of the check's own input
+            # makers called it. The values a probe saves are the verdict's.
+            return not _an_input_maker(caller)
         # a library's frame, or a notebook cell's, or code compiled under another name: look through
         frame = frame.f_back
     return _in_a_thread_of_its_own()
@@ -480,71 +532,6 @@ def end() -> None:
         else:
             setattr(owner, attribute, original)
     _State.poisoned, _State.exercise, _State.saved = [], None, {}
-
-
-def _cell_value(cell):
-    try:
-        return cell.cell_contents
-    except ValueError:  # an empty cell
-        return None
-
-
-@functools.cache
-def _torch_context_code() -> types.CodeType | None:
-    """The code of the wrapper ``torch.no_grad()`` (and ``torch.inference_mode()``, ...) puts around a function."""
-    torch = sys.modules.get("torch")
-    return getattr(torch.no_grad()(lambda: None), "__code__", None) if torch is not None else None
-
-
-def _students_code(value, depth: int = 0) -> bool:
-    """Whether calling ``value`` runs a function compiled from one of the student's cells first: the function itself
-    (its own decorators included, which are the student's code too), or one under ``torch.no_grad()`` (the wrapper's
-    code and the function it holds are read, not its ``__wrapped__``, which anyone can set) or ``functools.cache``."""
-    if isinstance(value, staticmethod | classmethod | types.MethodType):
-        value = value.__func__
-    if depth > 3:
-        return False
-    if isinstance(value, types.FunctionType):
-        code = value.__code__
-        if code.co_filename.startswith(STUDENT_FILE):
-            return True
-        context = sys.modules.get("torch.utils._contextlib")
-        if code is _torch_context_code() and context is not None and value.__globals__ is vars(context):
-            held = dict(zip(code.co_freevars, value.__closure__ or (), strict=False))
-            return "func" in held and _students_code(_cell_value(held["func"]), depth + 1)
-        return False
-    # functools.cache / lru_cache: a C object whose function can be read through __wrapped__ only (which can be set:
-    # a cache around the reference with a student's function as its __wrapped__ passes; README, the guard's limits)
-    cached = type(value) is functools._lru_cache_wrapper  # noqa: SLF001
-    return cached and _students_code(getattr(value, "__wrapped__", None), depth + 1)
-
-
-def own(namespace: dict, names: list[str]) -> None:
-    """After the student's cell of an exercise: each function it asks for (``"causal_mask"``, or a method,
-    ``"MultiHeadAttention.forward"``) is one the student's cells define, not something else bound to its name.
-
-    The checks call the student's function; had the name been bound to the reference (``sinusoidal_positions =
-    helpers.nn.model.sinusoidal_table``), a ``functools.partial`` of it, a subclass that adds nothing, or code
-    compiled under another file name, no frame of the student's would stand between the check and the reference, and
-    the stand-in would answer (a one-line forgery of 2.1, 2026-12-08). A name not bound yet is left to the checks."""
-    wrong = []
-    for dotted in names:
-        head, _, method = dotted.partition(".")
-        if head not in namespace:
-            continue
-        value = namespace[head]
-        if method:
-            found = inspect.getattr_static(value, method, None) if isinstance(value, type) else None
-            if not _students_code(found):
-                wrong.append(dotted)
-        elif not _students_code(value):
-            wrong.append(dotted)
-    if wrong:
-        raise ReferenceOutOfReach(
-            f"Exercise {_State.exercise or '?'}: {', '.join(wrong)} must be the code your cell writes (a def in "
-            "the exercise's cell), not another function, a partial, a class's inherited method or code compiled "
-            "elsewhere bound to its name: the checks run your code."
-        )
 
 
 def student_source(source: str, label: str) -> str:

@@ -36,6 +36,8 @@ import torch
 from safetensors.torch import load as load_bytes
 from safetensors.torch import save_file
 
+from . import guard
+
 PLAIN = (bool, int, float, str, type(None))
 VERIFY_PREFIX, PROBE_PREFIX = "verify_", "probe_"
 
@@ -352,12 +354,15 @@ def probe_calls(source: str) -> list[ProbeCall]:
 
 
 def probe_statement(call: ProbeCall, path: str | Path, seed: int) -> str:
-    """What the grader runs in the kernel: the probe with the grader's seed, its values saved to ``path``."""
-    return (
+    """What the grader runs in the kernel: the probe with the grader's seed, its values saved to ``path``; compiled
+    under the guard's probe file name, so that a reference the probe reaches with no frame of the student's or the
+    package's on the way is refused (:func:`helpers.course.guard._called_from_student`)."""
+    statement = (
         f"import helpers.course.probes as _tbb_probes\n"
         f"_tbb_probes.save({str(path)!r}, {call.probe[:-1].rstrip()}{', ' if not call.probe.endswith('()') else ''}"
         f"seed={seed}))"
     )
+    return f"exec(compile({statement!r}, {guard.PROBE_FILE + ' ' + Path(path).stem + '>'!r}, 'exec'), globals())"
 
 
 def _calls_nothing(node: ast.AST) -> bool:

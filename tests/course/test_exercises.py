@@ -645,7 +645,6 @@ def test_each_trick_passes_its_exercise_when_the_grader_has_no_guard(
     monkeypatch.setattr(guard, "REFERENCES", {})
     monkeypatch.setattr(guard, "INSIDE", {})
     monkeypatch.setattr(guard, "verify", lambda: None)
-    monkeypatch.setattr(guard, "own", lambda namespace, names: None)
     try:
         result = _grade_alone(number, exercise, source, tmp_path)
     finally:  # nothing guards this run: put back what the trick patched, for the tests after this one
@@ -823,15 +822,3 @@ def test_grade_command_leaves_a_full_mode_exercise_out_unless_asked_for_the_full
     assert cli.main(["grade", str(ref), "--in-process", "--full", "--json", str(out)]) == 0
     full = json.loads(out.read_text(encoding="utf-8"))
     assert (full["total"], full["possible"]) == (7, 7) and "in full mode" in capsys.readouterr().out
-
-
-def test_the_functions_an_exercise_asks_for_are_those_whose_bodies_hold_its_solution():
-    """What ``guard.own`` asks the student's namespace for, after the student's cell (see test_guard.py)."""
-    source = (
-        "def given(x):\n    return x\n\n\n"
-        "def asked(x):\n    # BEGIN SOLUTION\n    return x\n    # END SOLUTION\n\n\n"
-        "class Layer:\n    def setup(self):\n        pass\n\n"
-        "    def forward(self, x):\n        return x  # SOLUTION\n"
-    )
-    assert exercises.solution_functions(source) == ["asked", "Layer.forward"]
-    assert exercises.solution_functions("%time x = 1  # SOLUTION\n") == []  # a magic: left to the checks

@@ -370,53 +370,71 @@ def test_honest_code_the_new_rules_must_leave_alone(monkeypatch):
         guard.end()
 
 
-def test_the_exercises_names_must_be_the_students_own_code(guarded):
-    """A one-liner took 2.1 (2026-12-08): ``sinusoidal_positions = helpers.nn.model.sinusoidal_table``. The check
-    calls the name, and no frame of the student's stands between it and the reference, so the stand-in answers. Each
-    way of binding something that is not the student's code to an exercise's name is refused by ``own``; each
-    honest way of writing the function passes."""
+def _probe(statement: str, namespace: dict) -> None:
+    """``statement`` run as the grader runs a probe (helpers.course.probes.probe_statement)."""
+    exec(compile(statement, guard.PROBE_FILE + " test>", "exec"), namespace)
+
+
+def test_a_probe_that_meets_the_reference_with_no_student_or_package_frame_on_the_way_is_refused(guarded):
+    """A one-liner took 2.1 (2026-12-08): ``sinusoidal_positions = helpers.nn.model.sinusoidal_table``. The probe
+    calls the name, and no frame of the student's stands between it and the reference; a helper then found a dozen
+    more (a partial, a lazy ``map`` the probe unpacks, a package layer returned by ``__new__``, a name rebound by a
+    hook after the cell). Under a probe, the package's own frames alone may reach the reference; outside one (a check
+    of the notebook's), the reference answers as before."""
     namespace = {}
     _as_student(
-        "import functools, torch\nimport helpers.nn.model as M\n"
+        "import functools, itertools, torch\nimport helpers.nn.model as M\n"
         "sinusoidal_positions = M.sinusoidal_table\n"
         "partial = functools.partial(M.sinusoidal_table)\n"
         "exec('def from_a_string(n, d):\\n    return M.sinusoidal_table(n, d)')\n"
-        "elsewhere = {'M': M}\n"
-        "exec(compile('def g(n, d):\\n    return M.sinusoidal_table(n, d)', 'mine.py', 'exec'), elsewhere)\n"
-        "compiled_elsewhere = elsewhere['g']\n"
+        "def lazy(n, d):\n    return itertools.chain.from_iterable(map(M.sinusoidal_table, [n], [d]))\n"
         "class Callable:\n    __call__ = staticmethod(M.sinusoidal_table)\n"
-        "instance = Callable()\n"
-        "class Inherits(M.SelfAttention):\n    pass\n"
-        "def mine(n, d):\n    return torch.zeros(n, d)\n"
-        "lying_wrapper = torch.no_grad()(M.sinusoidal_table)\n"
-        "lying_wrapper.__wrapped__ = mine\n",
+        "instance = Callable()\n",
         namespace,
     )
-    # the control: each of these, called by a check (not the student's frame), reaches the reference
-    assert namespace["sinusoidal_positions"](4, 6).shape == (4, 6)
-    assert namespace["compiled_elsewhere"](4, 6).shape == (4, 6)
-    assert namespace["lying_wrapper"](4, 6).abs().sum() > 0
-    for name in [
-        "sinusoidal_positions",
-        "partial",
-        "from_a_string",
-        "compiled_elsewhere",
-        "instance",
-        "Inherits.forward",
-        "lying_wrapper",
-        "Callable.__call__",
+    for name, call in [
+        ("sinusoidal_positions", "sinusoidal_positions(4, 6)"),
+        ("partial", "partial(4, 6)"),
+        ("from_a_string", "from_a_string(4, 6)"),
+        ("lazy", "list(lazy(4, 6))"),
+        ("instance", "instance(4, 6)"),
     ]:
-        with pytest.raises(guard.ReferenceOutOfReach, match=f"Exercise 9.1: {name.replace('.', '[.]')} must be"):
-            guard.own(namespace, [name])
+        assert len(eval(call, namespace)) == 4, name  # the control: a check's call, not a probe's, is answered
+        with pytest.raises(guard.ReferenceOutOfReach, match="Exercise 9.1"):
+            _probe(f"got = {call}", namespace)
+    # the package's own frames still reach it under a probe (its model builds its table), and honest code runs
+    cfg = M.ModelConfig(vocab_size=10, max_len=8, n_layer=1, n_head=2, d_model=8, positional="sinusoidal")
+    namespace["M"], namespace["cfg"] = M, cfg
+    _probe("model = M.DecoderOnlyTransformer(cfg)", namespace)
     _as_student(
-        "import functools, torch\n"
-        "def timed(f):\n    @functools.wraps(f)\n    def wrapper(*a):\n        return f(*a)\n    return wrapper\n"
-        "def plain(n, d):\n    return torch.zeros(n, d)\n"
-        "@timed\ndef decorated(n, d):\n    return torch.zeros(n, d)\n"
-        "@torch.no_grad()\ndef no_grad(n, d):\n    return torch.zeros(n, d)\n"
-        "@functools.cache\ndef cached(n, d):\n    return torch.zeros(n, d)\n"
-        "class Layer(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
-        "    @staticmethod\n    def split(x):\n        return x\n",
+        "import functools\n@torch.compile(backend='eager')\ndef table(n, d):\n    return torch.zeros(n, d)\n"
+        "honest_partial = functools.partial(table, d=6)\n",
         namespace,
     )
-    guard.own(namespace, ["plain", "decorated", "no_grad", "cached", "Layer.forward", "Layer.split", "not_yet_bound"])
+    _probe("got = honest_partial(4)", namespace)
+    assert namespace["got"].shape == (4, 6)
+
+
+def test_under_a_probe_only_the_checks_own_input_makers_reach_the_reference(guarded, monkeypatch):
+    """3.4, 6.1 and 6.3 make a probe's inputs with the exercise's reference (guard.INPUT_MAKERS). The input maker as
+    its check cell defined it answers; a function of the same name compiled by the student under the check's file
+    name, and a check function that is not an input maker consuming what the student returned, do not."""
+    monkeypatch.setattr(guard, "INPUT_MAKERS", {"9.1": ("make_inputs",)})
+    namespace = {"M": M}
+    check_cell = (
+        "def make_inputs(seed):\n    return M.sinusoidal_table(4, 6)\ndef consume(value):\n    return list(value)\n"
+    )
+    exec(guard.compile_check(check_cell, "test check"), namespace)
+    _probe("got = make_inputs(0)", namespace)
+    assert namespace["got"].shape == (4, 6)
+    _as_student(
+        "import itertools\nlazy = itertools.chain.from_iterable(map(M.sinusoidal_table, [4], [6]))\n"
+        "forged = {'M': M}\n"
+        "exec(compile('def make_inputs(seed):\\n    return M.sinusoidal_table(4, 6)', '<check test check>', 'exec'),"
+        " forged)\n"
+        "make_inputs = forged['make_inputs']\n",
+        namespace,
+    )
+    for statement in ["got = consume(lazy)", "got = make_inputs(0)"]:
+        with pytest.raises(guard.ReferenceOutOfReach, match="Exercise 9.1"):
+            _probe(statement, namespace)
