@@ -640,11 +640,14 @@ def _exercise_steps(ex, graded_nb, graded_ex, ref_nb, ref_ex, stem, extra, probi
             if CHECK not in tags(graded_nb.cells[g])
         ]
         steps += [
-            _Step(ref_nb.cells[r].source, f"check of {ex.label}", ex, check=True)
+            _Step(ref_nb.cells[r].source, f"check of {ex.label} (cell {r})", ex, check=True)
             for r in ref_cells
             if CHECK in tags(ref_nb.cells[r])
         ]
-    steps += [_Step(src, f"hidden check of {ex.label}", ex, check=True) for src in extra.get(ex.number, [])]
+    steps += [
+        _Step(src, f"hidden check of {ex.label} ({k})", ex, check=True)
+        for k, src in enumerate(extra.get(ex.number, []))
+    ]
     if probing is not None:
         steps += probing.steps(ex, [ref_nb.cells[r].source for r in ref_cells if CHECK in tags(ref_nb.cells[r])])
     steps = _guarded(steps, ex)

@@ -13,7 +13,7 @@ solving anything (both were tried on Exercise 2.1): calling the package's implem
   of the notebook's own cells (a check's); the checks, the notebook's own cells and the package's other functions
   still reach it, except under a probe (a cell of the grader's, :data:`PROBE_FILE`, whose values the verdict rests
   on), where a reference met with no frame of the student's or the package's on the way is refused whatever the
-  student handed the probe, and the check's own :data:`INPUT_MAKERS` alone answer; what an exercise's function may
+  student handed the probe, and the check's own :data:`CHECK_CALLERS` alone answer; what an exercise's function may
   not call (:data:`INSIDE`: torch's softmax in 1.2's, a module built in 2.9's) raises only while that function of
   the student's runs;
 - the functions and classes of Python's builtins, ``math``, ``decimal``, ``operator``, ``random``, ``torch`` (with
@@ -41,10 +41,16 @@ STUDENT_FILE = "<student"  # the file name the grader compiles a student's solut
 PROBE_FILE = "<probe"  # and each probe's statement, whose values the verifier judges (helpers.course.probes)
 CHECK_FILE = "<check"  # and the course's own cells of an exercise (its checks), each code object of theirs kept
 
-# exercise -> the functions of its check cells that make a probe's inputs with the exercise's reference, before any of
-# the student's code runs (3.4 draws a case where greedy decoding stops early; 6.1 draws the ways a place is written;
-# 6.3 measures one example's length). Called by one of these, a reference answers under a probe.
-INPUT_MAKERS: dict[str, tuple[str, ...]] = {
+# exercise -> the functions of its check cells that call the exercise's reference themselves under a probe: to make
+# the probe's inputs (3.4 draws a case where greedy decoding stops early; 6.1 draws the ways a place is written; 6.3
+# measures one example's length), or to compare in the notebook's own feedback (01's checks run through
+# probes.record; the verdict replays them outside the kernel). Called directly by one of these (or by a comprehension
+# or lambda inside it), a reference answers under a probe.
+CHECK_CALLERS: dict[str, tuple[str, ...]] = {
+    "1.1": ("check_matches_package",),
+    "1.2": ("check_stable_softmax",),
+    "1.4": ("check_copying_bound",),
+    "1.6": ("check_beta_needed",),
     "3.4": ("batch_decoding",),
     "6.1": ("drawn_answer_sets",),
     "6.3": ("finetune_cases",),
@@ -292,11 +298,14 @@ _KEPT_CODES: dict[str, list[types.CodeType]] = {}
 
 def _package_frame(frame) -> bool:
     """Whether ``frame`` runs a function of a loaded module of the package, in that module: not code a student
-    compiled under a file name beneath ``helpers/`` (a helper took 2.1 that way, 2026-12-07)."""
+    compiled under a file name beneath ``helpers/`` (a helper took 2.1 that way, 2026-12-07). Not the probes' record
+    and replay either, which call what the student handed them (``attend = probes._Recorder(reference)`` took 1.1,
+    a reviewer, 2026-12-08): looked through like a library."""
     name = frame.f_globals.get("__name__", "")
     module = _package_modules().get(name)
     if (
-        module is None
+        name == "helpers.course.probes"
+        or module is None
         or vars(module) is not frame.f_globals
         or getattr(module, "__file__", None) != frame.f_code.co_filename
     ):
@@ -304,20 +313,26 @@ def _package_frame(frame) -> bool:
     return frame.f_code.co_name == "<module>" or id(frame.f_code) in _package_codes(name)
 
 
-_CHECK_CODES: dict[int, types.CodeType] = {}  # id -> every code object compile_check made (kept: ids stay unique)
+# id -> (every code object compile_check made, the name of the cell's function it belongs to); kept: ids stay unique
+_CHECK_CODES: dict[int, tuple[types.CodeType, str]] = {}
 
 
 def compile_check(source: str, label: str) -> types.CodeType:
-    """A course cell of an exercise (a check), compiled under :data:`CHECK_FILE`, its code objects noted: a function
-    of the student's compiled under the same name is not one of them."""
+    """A course cell of an exercise (a check), compiled under :data:`CHECK_FILE`, its code objects noted, each with
+    the cell's function it lies in: a function of the student's compiled under the same name is not one of them, and
+    the student's code may not note any (:class:`ReferenceOutOfReach`)."""
+    if _called_from_student(sys._getframe(1)):
+        raise ReferenceOutOfReach("compile_check compiles the course's own cells; a solution may not call it")
     filename = f"{CHECK_FILE} {label}>"
-    code = compile(source, filename, "exec")
+    code = compile(source, filename, "exec", dont_inherit=True)  # not this module's __future__ imports
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks show the lines
-    stack = [code]
+    stack = [(code, "<module>")]
     while stack:
-        inner = stack.pop()
-        _CHECK_CODES[id(inner)] = inner
-        stack += [c for c in inner.co_consts if isinstance(c, types.CodeType)]
+        inner, owner = stack.pop()
+        _CHECK_CODES[id(inner)] = (inner, owner)
+        for const in inner.co_consts:
+            if isinstance(const, types.CodeType):  # a cell's function owns what is nested in it
+                stack.append((const, const.co_name if owner == "<module>" else owner))
     return code
 
 
@@ -330,10 +345,11 @@ def check_source(source: str, label: str) -> str:
     )
 
 
-def _an_input_maker(frame) -> bool:
-    """Whether ``frame`` runs one of the exercise's :data:`INPUT_MAKERS`, as its check cell defined it."""
-    code = frame.f_code
-    return _CHECK_CODES.get(id(code)) is code and code.co_name in INPUT_MAKERS.get(_State.exercise or "", ())
+def _a_check_caller(frame) -> bool:
+    """Whether ``frame`` runs one of the exercise's :data:`CHECK_CALLERS` (or code nested in it), as its check cell
+    defined it."""
+    code, (kept, owner) = frame.f_code, _CHECK_CODES.get(id(frame.f_code), (None, ""))
+    return kept is code and owner in CHECK_CALLERS.get(_State.exercise or "", ())
 
 
 def _called_from_student(frame) -> bool:
@@ -341,7 +357,8 @@ def _called_from_student(frame) -> bool:
     wrappers) and the notebook's own cells (a check's functions) are looked through: a student's function that calls a
     check's function that calls the reference is the student calling it. The first frame of the student's cell or of
     the package decides (the package's model calls its own attention while a check runs it for the student); a stack
-    that ends in a thread of its own is the student's (:func:`_in_a_thread_of_its_own`)."""
+    that ends in a thread of its own is the student's (:func:`_in_a_thread_of_its_own`), and so is a probe's stack with
+    neither (:data:`PROBE_FILE`), unless the caller is one of the exercise's :data:`CHECK_CALLERS`."""
     caller = frame
     while frame is not None:
         name = frame.f_code.co_filename
@@ -352,9 +369,9 @@ def _called_from_student(frame) -> bool:
         if name.startswith(PROBE_FILE):
             # a probe reached the reference with neither frame on the way: through what the student handed it (the
             # reference bound to the exercise's name, a partial, a lazy map, a package layer built in __new__, a name
-            # rebound by a hook after the cell; a helper's tricks, 2026-12-08), unless one of the check's own input
-            # makers called it. The values a probe saves are the verdict's.
-            return not _an_input_maker(caller)
+            # rebound by a hook after the cell; a helper's tricks, 2026-12-08), unless one of the check's own
+            # CHECK_CALLERS called it. The values a probe saves are the verdict's.
+            return not _a_check_caller(caller)
         # a library's frame, or a notebook cell's, or code compiled under another name: look through
         frame = frame.f_back
     return _in_a_thread_of_its_own()

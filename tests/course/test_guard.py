@@ -389,7 +389,8 @@ def test_a_probe_that_meets_the_reference_with_no_student_or_package_frame_on_th
         "exec('def from_a_string(n, d):\\n    return M.sinusoidal_table(n, d)')\n"
         "def lazy(n, d):\n    return itertools.chain.from_iterable(map(M.sinusoidal_table, [n], [d]))\n"
         "class Callable:\n    __call__ = staticmethod(M.sinusoidal_table)\n"
-        "instance = Callable()\n",
+        "instance = Callable()\n"
+        "from helpers.course import probes\nrecorded = probes._Recorder(M.sinusoidal_table)\n",
         namespace,
     )
     for name, call in [
@@ -398,35 +399,39 @@ def test_a_probe_that_meets_the_reference_with_no_student_or_package_frame_on_th
         ("from_a_string", "from_a_string(4, 6)"),
         ("lazy", "list(lazy(4, 6))"),
         ("instance", "instance(4, 6)"),
+        ("the probes' recorder, a package class that calls what it holds", "recorded(4, 6)"),
     ]:
         assert len(eval(call, namespace)) == 4, name  # the control: a check's call, not a probe's, is answered
         with pytest.raises(guard.ReferenceOutOfReach, match="Exercise 9.1"):
             _probe(f"got = {call}", namespace)
-    # the package's own frames still reach it under a probe (its model builds its table), and honest code runs
+    # the package's own frames still reach it under a probe: its model builds its table, for the check or for the
+    # student's function (a partial under torch.compile, as an honest student may write it)
     cfg = M.ModelConfig(vocab_size=10, max_len=8, n_layer=1, n_head=2, d_model=8, positional="sinusoidal")
-    namespace["M"], namespace["cfg"] = M, cfg
+    namespace["cfg"] = cfg
     _probe("model = M.DecoderOnlyTransformer(cfg)", namespace)
     _as_student(
-        "import functools\n@torch.compile(backend='eager')\ndef table(n, d):\n    return torch.zeros(n, d)\n"
-        "honest_partial = functools.partial(table, d=6)\n",
+        "@torch.compile(backend='eager')\ndef build(cfg, scale):\n    return M.DecoderOnlyTransformer(cfg)\n"
+        "honest_partial = functools.partial(build, scale=2)\n",
         namespace,
     )
-    _probe("got = honest_partial(4)", namespace)
-    assert namespace["got"].shape == (4, 6)
+    _probe("got = honest_partial(cfg)", namespace)
+    assert isinstance(namespace["got"], M.DecoderOnlyTransformer)
 
 
-def test_under_a_probe_only_the_checks_own_input_makers_reach_the_reference(guarded, monkeypatch):
-    """3.4, 6.1 and 6.3 make a probe's inputs with the exercise's reference (guard.INPUT_MAKERS). The input maker as
-    its check cell defined it answers; a function of the same name compiled by the student under the check's file
-    name, and a check function that is not an input maker consuming what the student returned, do not."""
-    monkeypatch.setattr(guard, "INPUT_MAKERS", {"9.1": ("make_inputs",)})
+def test_under_a_probe_only_the_checks_own_callers_reach_the_reference(guarded, monkeypatch):
+    """3.4, 6.1 and 6.3 make a probe's inputs with the exercise's reference, 01's checks compare with it in the
+    notebook's feedback (guard.CHECK_CALLERS). Such a function, as its check cell defined it, answers (a comprehension
+    inside it too); a function of the same name compiled by the student under the check's file name, one the student
+    has compile_check note, and a check function that is not a caller consuming what the student returned, do not."""
+    monkeypatch.setattr(guard, "CHECK_CALLERS", {"9.1": ("make_inputs",)})
     namespace = {"M": M}
     check_cell = (
-        "def make_inputs(seed):\n    return M.sinusoidal_table(4, 6)\ndef consume(value):\n    return list(value)\n"
+        "def make_inputs(seed):\n    return [M.sinusoidal_table(4, 6) for _ in range(2)]\n"
+        "def consume(value):\n    return list(value)\n"
     )
     exec(guard.compile_check(check_cell, "test check"), namespace)
     _probe("got = make_inputs(0)", namespace)
-    assert namespace["got"].shape == (4, 6)
+    assert namespace["got"][0].shape == (4, 6)
     _as_student(
         "import itertools\nlazy = itertools.chain.from_iterable(map(M.sinusoidal_table, [4], [6]))\n"
         "forged = {'M': M}\n"
@@ -435,6 +440,8 @@ def test_under_a_probe_only_the_checks_own_input_makers_reach_the_reference(guar
         "make_inputs = forged['make_inputs']\n",
         namespace,
     )
+    with pytest.raises(guard.ReferenceOutOfReach, match="compile_check"):
+        _as_student("from helpers.course import guard\nguard.compile_check('x = 1', 'mine')\n", namespace)
     for statement in ["got = consume(lazy)", "got = make_inputs(0)"]:
         with pytest.raises(guard.ReferenceOutOfReach, match="Exercise 9.1"):
             _probe(statement, namespace)
