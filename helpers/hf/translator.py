@@ -169,7 +169,7 @@ class HFTranslator:
         if cut:  # keep what fits, as text: the prompt is tokenized whole below
             fr = self.tokenizer.decode(src, skip_special_tokens=True)
         ids = [self.bos_id] if self.bos_id is not None else []
-        shots = "".join(self.prompt.prompt(f) + self.prompt.target(e) + "\n" for f, e in self.examples)
+        shots = "".join(self.prompt.text(f, e) + "\n" for f, e in self.examples)
         # one string, tokenized once: "French: Je" must give the pieces it gives inside the examples
         # (tokenized apart, the space after "French:" would become a piece of its own)
         return ids + self._ids(shots + self.prompt.prompt(fr))
